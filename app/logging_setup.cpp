@@ -1,0 +1,25 @@
+#include "logging_setup.h"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+namespace gputrain::app {
+
+void install_console_logging(const std::string& level) {
+  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  auto logger = std::make_shared<spdlog::logger>("gputrain", console);
+  logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+  logger->set_level(spdlog::level::from_str(level));
+  logger->flush_on(spdlog::level::warn);
+  spdlog::set_default_logger(logger);
+}
+
+void add_log_file(const std::string& path) {
+  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
+  file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  spdlog::default_logger()->sinks().push_back(file);
+  spdlog::default_logger()->flush_on(spdlog::level::info);
+}
+
+}  // namespace gputrain::app

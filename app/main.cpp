@@ -1,0 +1,79 @@
+// gputrain's entry point: parse argv, read the environment once, dispatch to
+// one command, and map every error to its exit code. Nothing in lib/ exits.
+#include <c10/util/Exception.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <iostream>
+
+#include "commands.h"
+#include "gputrain/common/error.h"
+#include "gputrain/device/versions.h"
+#include "logging_setup.h"
+
+namespace {
+
+gputrain::app::Environment read_environment() {
+  gputrain::app::Environment env;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) env.cuda_visible_devices = visible;
+  return env;
+}
+
+std::string default_log_level() {
+  const char* level = std::getenv("SPDLOG_LEVEL");
+  return level ? level : "info";
+}
+
+void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides) {
+  command->add_option("-c,--config", config, "experiment YAML file (see configs/)")->required();
+  command->add_option("--set", overrides,
+                      "override one key with a YAML value, e.g. --set data.batch_size=64 --set gpus=[0,1]; "
+                      "applied in order after the file")
+      ->take_all();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gputrain::app;
+  CLI::App app{"gputrain: train neural networks on CPUs and GPUs from YAML experiment files"};
+  app.set_version_flag("-V,--version", gputrain::device::version_line(), "print gputrain, LibTorch and CUDA versions");
+  app.require_subcommand(1);
+  std::string log_level = default_log_level();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: $SPDLOG_LEVEL or info)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+
+  const Environment env = read_environment();
+
+  ConfigArgs config_args;
+  auto* config = app.add_subcommand("config", "validate an experiment file and print it fully resolved");
+  add_config_options(config, config_args.config, config_args.overrides);
+
+  InfoArgs info_args{false, env};
+  auto* info = app.add_subcommand("info", "report LibTorch, CUDA, cuDNN, NCCL and the visible devices");
+  info->add_flag("--json", info_args.json, "print the report as one JSON object");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help, version or the usage error
+    return code == 0 ? 0 : static_cast<int>(gputrain::ExitCode::kUserInput);
+  }
+
+  install_console_logging(log_level);
+  try {
+    if (config->parsed()) return run_config(config_args);
+    if (info->parsed()) return run_info(info_args);
+  } catch (const gputrain::Error& e) {
+    spdlog::error("{}", e.what());
+    return static_cast<int>(e.code());
+  } catch (const c10::Error& e) {
+    spdlog::error("LibTorch error: {}", e.what_without_backtrace());
+    return static_cast<int>(gputrain::ExitCode::kRuntime);
+  } catch (const std::exception& e) {
+    spdlog::critical("internal error: {}", e.what());
+    return static_cast<int>(gputrain::ExitCode::kRuntime);
+  }
+  return 0;
+}

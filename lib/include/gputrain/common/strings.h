@@ -1,0 +1,23 @@
+#pragma once
+// Small string helpers shared by every module (std only).
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gputrain {
+
+// Levenshtein distance, for "did you mean" suggestions.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word`, or "" when none is close enough to be a
+// plausible typo (distance above a third of the word's length, at least 2).
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+// "a, b or c"
+std::string join_choices(const std::vector<std::string>& words);
+
+std::vector<std::string> split(std::string_view text, char separator);
+
+std::string_view trim(std::string_view text);
+
+}  // namespace gputrain

@@ -1,0 +1,137 @@
+#pragma once
+// The experiment file as plain aggregates: one struct per YAML section, one
+// field per key, named exactly as the key. Defaults here are the defaults a
+// user gets; `gputrain config` prints them all. No torch, no YAML here.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gputrain/config/source_map.h"
+
+namespace gputrain::config {
+
+struct NormalizeConfig {
+  std::vector<double> mean;  // empty: no normalisation; else one value or one per channel
+  std::vector<double> std;
+};
+
+struct AugmentConfig {
+  int64_t random_crop = 0;  // padding in pixels; 0 = off
+  bool hflip = false;
+};
+
+// Batch semantics: batch_size is the number of samples per optimizer step
+// across all replicas; each micro-batch is batch_size / train.accumulation_steps
+// and the replicas share it (PyTorch's scatter rule for uneven splits).
+struct DataConfig {
+  std::string dataset = "cifar10";  // random | synthetic | cifar10 | fashion_mnist | mnist
+  std::string root;                 // resolved per dataset when empty
+  int64_t batch_size = 128;
+  int64_t test_batch_size = 0;  // 0: same as batch_size
+  int64_t num_workers = 4;
+  int64_t prefetch = 0;  // batches queued ahead; 0: 2 x num_workers
+  bool pin_memory = true;
+  bool shuffle = true;
+  bool drop_last = false;
+  NormalizeConfig normalize;
+  AugmentConfig augment;
+  // random: the data-parallel demo's unlabeled RandomDataset
+  int64_t length = 100;
+  int64_t input_size = 5;
+  // synthetic: seeded standard-normal inputs with random labels
+  int64_t samples = 1000;
+  int64_t test_samples = 200;
+  int64_t features = 20;
+  int64_t classes = 2;
+  int64_t targets = 0;  // > 0: a regression task with this many real-valued targets
+};
+
+struct ModelConfig {
+  std::string name = "cifar10_cnn";  // linear | mlp | cifar10_cnn
+  std::optional<int64_t> in_features;   // unset: from the data set
+  std::optional<int64_t> out_features;  // unset: from the data set
+  std::vector<int64_t> hidden{64};
+  std::string activation = "relu";  // relu | gelu | tanh
+  double dropout = 0.0;
+};
+
+struct OptimConfig {
+  std::string name = "sgd";  // sgd | adam | adamw
+  double lr = 0.01;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+  std::vector<double> betas{0.9, 0.999};
+  double eps = 1e-8;
+  std::string scheduler = "none";  // none | step | cosine | onecycle
+  int64_t step_size = 1;           // step: epochs between decays
+  double gamma = 0.1;              // step: decay factor
+  int64_t warmup_steps = 0;        // linear warm-up before the schedule
+};
+
+struct TrainConfig {
+  int64_t epochs = 10;
+  std::string loss = "auto";  // auto | cross_entropy | mse
+  std::string amp = "off";    // off | fp16 | bf16
+  int64_t accumulation_steps = 1;
+  double grad_clip = 0.0;  // max global L2 norm; 0 = off
+  int64_t log_every = 50;
+  bool log_replicas = false;
+  std::string on_nan = "stop";           // stop | skip
+  std::string on_sigint = "checkpoint";  // checkpoint | stop | none
+};
+
+struct DpConfig {
+  int64_t replicas = 0;  // 0: one per selected GPU; with device: cpu, CPU threads
+};
+
+struct DdpConfig {
+  std::string backend = "auto";  // auto | nccl | gloo
+  int64_t timeout_s = 300;
+};
+
+struct CheckpointConfig {
+  std::string dir = "checkpoints";  // relative to the run directory
+  int64_t every = 1;                // epochs; 0 = off
+  int64_t every_steps = 0;          // 0 = off
+  int64_t keep = 3;
+};
+
+struct OutputConfig {
+  std::string dir = "runs";  // a run writes <dir>/<name>/
+};
+
+// `gpus: all` or an explicit list of logical indices (after CUDA_VISIBLE_DEVICES).
+struct GpuSelection {
+  bool all = true;
+  std::vector<int64_t> indices;
+};
+
+struct ExperimentConfig {
+  std::string name = "experiment";
+  uint64_t seed = 0;
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N | mps
+  GpuSelection gpus;
+  std::string strategy = "auto";  // auto | single | dp | ddp
+  DataConfig data;
+  ModelConfig model;
+  OptimConfig optim;
+  TrainConfig train;
+  DpConfig dp;
+  DdpConfig ddp;
+  CheckpointConfig checkpoint;
+  OutputConfig output;
+};
+
+// A loaded config with the origin of every key, for later errors that must
+// point into the file (a GPU index that is not there, say).
+struct LoadedConfig {
+  ExperimentConfig config;
+  SourceMap sources;
+};
+
+// Where a data set lives when data.root is not given.
+std::string default_data_root(const std::string& dataset);
+
+}  // namespace gputrain::config

@@ -1,0 +1,21 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "gputrain/config/config.h"
+
+namespace gputrain::config {
+
+// Reads an experiment file, applies `--set key=value` overrides in order and
+// validates the result. Throws ConfigError (unknown key, wrong type, out of
+// range) or UserError (missing file, malformed YAML), each naming where.
+LoadedConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The same from YAML text; `origin` names it in messages.
+LoadedConfig load_config_text(const std::string& yaml, const std::string& origin,
+                              const std::vector<std::string>& overrides = {});
+
+// The fully resolved config as YAML that load_config accepts unchanged.
+std::string dump_config(const ExperimentConfig& config);
+
+}  // namespace gputrain::config

@@ -1,0 +1,29 @@
+#pragma once
+// Turns `device:` and `gpus:` into the devices a run uses, or a DeviceError
+// that points into the config and lists what is visible.
+#include <torch/types.h>
+
+#include <string>
+#include <vector>
+
+#include "gputrain/config/config.h"
+#include "gputrain/device/device_spec.h"
+#include "gputrain/device/inventory.h"
+
+namespace gputrain::device {
+
+struct DevicePlan {
+  DeviceKind kind = DeviceKind::kCpu;  // never kAuto
+  std::vector<int64_t> gpus;           // logical indices used, primary first; empty off CUDA
+  std::string reason;                  // why this device, for the log
+
+  torch::Device primary() const;
+  std::vector<torch::Device> devices() const;  // one per GPU, or the single CPU/MPS device
+};
+
+DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInventory& inventory);
+
+// "0: NVIDIA H100 (physical 2), 1: ..." or "none".
+std::string describe_visible(const DeviceInventory& inventory);
+
+}  // namespace gputrain::device

@@ -1,0 +1,193 @@
+#include "node_reader.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "gputrain/common/strings.h"
+
+namespace gputrain::config::detail {
+
+SourceMark mark_from(const YAML::Mark& mark, const std::string& origin) {
+  if (mark.is_null()) return {origin, 0, 0};
+  return {origin, mark.line + 1, mark.column + 1};
+}
+
+namespace {
+// The override mark for `path` or its nearest overridden parent.
+const SourceMark* override_mark(const OverrideMarks& overrides, std::string path) {
+  while (true) {
+    if (auto it = overrides.find(path); it != overrides.end()) return &it->second;
+    const auto dot = path.rfind('.');
+    if (dot == std::string::npos) return nullptr;
+    path.resize(dot);
+  }
+}
+
+std::string describe(const YAML::Node& node) {
+  if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  return "nothing";
+}
+}  // namespace
+
+NodeReader::NodeReader(YAML::Node map, std::string origin, std::string prefix, const OverrideMarks& overrides,
+                       SourceMap& sources)
+    // An absent key yields a node on which anything but `!node` throws,
+    // assignment included; read it as an empty mapping.
+    : map_(!map || map.IsNull() ? YAML::Node(YAML::NodeType::Map) : map),
+      origin_(std::move(origin)),
+      prefix_(std::move(prefix)),
+      overrides_(overrides),
+      sources_(sources) {
+  if (map && !map.IsNull()) section_mark_ = mark_from(map.Mark(), origin_);
+}
+
+SourceMark NodeReader::mark_of(const std::string& key) const {
+  const std::string full = path(key);
+  if (const SourceMark* mark = override_mark(overrides_, full)) return *mark;
+  const YAML::Node node = map_[key];
+  if (node) return mark_from(node.Mark(), origin_);
+  return section_mark_.line > 0 ? section_mark_ : SourceMark{origin_, 0, 0};
+}
+
+void NodeReader::fail(const std::string& key, std::string_view problem) const {
+  throw ConfigError(mark_of(key), path(key), problem);
+}
+
+YAML::Node NodeReader::value_node(const std::string& key) {
+  known_.insert(key);
+  const YAML::Node& as_const = map_;
+  YAML::Node node = as_const[key];
+  if (node) sources_.record(path(key), mark_of(key));
+  return node;
+}
+
+template <typename T>
+T NodeReader::convert(const std::string& key, const YAML::Node& node, const char* kind) {
+  if (!node.IsScalar()) fail(key, fmt::format("expected {}, got {}", kind, describe(node)));
+  T out{};
+  if (!YAML::convert<T>::decode(node, out)) fail(key, fmt::format("cannot read '{}' as {}", node.Scalar(), kind));
+  return out;
+}
+
+void NodeReader::read(const std::string& key, std::string& value) {
+  const YAML::Node node = value_node(key);
+  if (!node || node.IsNull()) return;
+  value = convert<std::string>(key, node, "a string");
+}
+
+void NodeReader::read(const std::string& key, bool& value) {
+  const YAML::Node node = value_node(key);
+  if (!node || node.IsNull()) return;
+  value = convert<bool>(key, node, "true or false");
+}
+
+void NodeReader::read(const std::string& key, int64_t& value) {
+  const YAML::Node node = value_node(key);
+  if (!node || node.IsNull()) return;
+  value = convert<int64_t>(key, node, "an integer");
+}
+
+void NodeReader::read(const std::string& key, double& value) {
+  const YAML::Node node = value_node(key);
+  if (!node || node.IsNull()) return;
+  value = convert<double>(key, node, "a number");
+}
+
+void NodeReader::read(const std::string& key, std::optional<int64_t>& value) {
+  const YAML::Node node = value_node(key);
+  if (!node || node.IsNull()) return;
+  if (node.IsScalar() && node.Scalar() == "auto") {
+    value.reset();
+    return;
+  }
+  value = convert<int64_t>(key, node, "an integer or auto");
+}
+
+namespace {
+template <typename T>
+std::vector<T> read_list(NodeReader& reader, const std::string& key, const YAML::Node& node, const char* kind) {
+  std::vector<T> out;
+  if (node.IsScalar()) {  // a single value stands for a one-element list
+    T one{};
+    if (!YAML::convert<T>::decode(node, one)) reader.fail(key, fmt::format("cannot read '{}' as {}", node.Scalar(), kind));
+    out.push_back(one);
+    return out;
+  }
+  if (!node.IsSequence()) reader.fail(key, fmt::format("expected a list of {}", kind));
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    T item{};
+    if (!node[i].IsScalar() || !YAML::convert<T>::decode(node[i], item)) {
+      reader.fail(key, fmt::format("item {} ({}) is not {}", i, describe(node[i]), kind));
+    }
+    out.push_back(item);
+  }
+  return out;
+}
+}  // namespace
+
+void NodeReader::read(const std::string& key, std::vector<int64_t>& value) {
+  const YAML::Node node = value_node(key);
+  if (!node || node.IsNull()) return;
+  value = read_list<int64_t>(*this, key, node, "an integer");
+}
+
+void NodeReader::read(const std::string& key, std::vector<double>& value) {
+  const YAML::Node node = value_node(key);
+  if (!node || node.IsNull()) return;
+  value = read_list<double>(*this, key, node, "a number");
+}
+
+void NodeReader::read_choice(const std::string& key, std::string& value, const std::vector<std::string>& allowed) {
+  read(key, value);
+  for (const auto& word : allowed) {
+    if (value == word) return;
+  }
+  std::string problem = fmt::format("unknown value '{}'; allowed: {}", value, join_choices(allowed));
+  if (const std::string near = closest_match(value, allowed); !near.empty()) {
+    problem += fmt::format(" (did you mean '{}'?)", near);
+  }
+  fail(key, problem);
+}
+
+void NodeReader::read_at_least(const std::string& key, int64_t& value, int64_t minimum) {
+  read(key, value);
+  if (value < minimum) fail(key, fmt::format("must be >= {} (got {})", minimum, value));
+}
+
+void NodeReader::read_at_least(const std::string& key, double& value, double minimum) {
+  read(key, value);
+  if (!(value >= minimum)) fail(key, fmt::format("must be >= {} (got {})", minimum, value));
+}
+
+NodeReader NodeReader::section(const std::string& key) {
+  YAML::Node node = value_node(key);
+  if (node && !node.IsNull() && !node.IsMap()) {
+    fail(key, fmt::format("expected a mapping of keys, got {}", describe(node)));
+  }
+  return NodeReader(node, origin_, path(key) + ".", overrides_, sources_);
+}
+
+YAML::Node NodeReader::raw(const std::string& key) { return value_node(key); }
+
+void NodeReader::reject_unknown_keys() const {
+  std::set<std::string> seen;
+  const std::vector<std::string> valid(known_.begin(), known_.end());
+  for (const auto& entry : map_) {
+    const std::string key = entry.first.Scalar();
+    const SourceMark at = override_mark(overrides_, path(key)) ? *override_mark(overrides_, path(key))
+                                                               : mark_from(entry.first.Mark(), origin_);
+    if (!seen.insert(key).second) throw ConfigError(at, path(key), "duplicate key");
+    if (known_.count(key)) continue;
+    std::string problem = "unknown key";
+    if (const std::string near = closest_match(key, valid); !near.empty()) {
+      problem += fmt::format("; did you mean '{}'?", near);
+    } else {
+      problem += fmt::format("; valid keys here: {}", join_choices(valid));
+    }
+    throw ConfigError(at, path(key), problem);
+  }
+}
+
+}  // namespace gputrain::config::detail

@@ -1,0 +1,70 @@
+#pragma once
+// The only place a YAML::Node is visible: reads one mapping, remembers which
+// keys were read, and turns every problem into a ConfigError that points at
+// the file position or the --set that supplied the value.
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gputrain/common/error.h"
+#include "gputrain/config/source_map.h"
+
+namespace gputrain::config::detail {
+
+// Marks of values given by --set, which carry no useful YAML position.
+using OverrideMarks = std::map<std::string, SourceMark>;
+
+class NodeReader {
+ public:
+  NodeReader(YAML::Node map, std::string origin, std::string prefix, const OverrideMarks& overrides,
+             SourceMap& sources);
+
+  // Readers of one key each; an absent or null key leaves `value` unchanged.
+  void read(const std::string& key, std::string& value);
+  void read(const std::string& key, bool& value);
+  void read(const std::string& key, int64_t& value);
+  void read(const std::string& key, double& value);
+  void read(const std::string& key, std::vector<int64_t>& value);
+  void read(const std::string& key, std::vector<double>& value);
+  void read(const std::string& key, std::optional<int64_t>& value);
+
+  // Read and check in one call.
+  void read_choice(const std::string& key, std::string& value, const std::vector<std::string>& allowed);
+  void read_at_least(const std::string& key, int64_t& value, int64_t minimum);
+  void read_at_least(const std::string& key, double& value, double minimum);
+
+  // A nested mapping; an absent or null one reads as empty.
+  NodeReader section(const std::string& key);
+  // The raw node, for keys with more than one shape (gpus: all | [0, 1]).
+  YAML::Node raw(const std::string& key);
+
+  // Throws for every key of the mapping that no read asked for (with the
+  // closest valid key) and for duplicate keys.
+  void reject_unknown_keys() const;
+
+  [[noreturn]] void fail(const std::string& key, std::string_view problem) const;
+  std::string path(const std::string& key) const { return prefix_ + key; }
+  SourceMark mark_of(const std::string& key) const;
+
+ private:
+  YAML::Node value_node(const std::string& key);
+  template <typename T>
+  T convert(const std::string& key, const YAML::Node& node, const char* kind);
+
+  YAML::Node map_;
+  std::string origin_;
+  std::string prefix_;
+  const OverrideMarks& overrides_;
+  SourceMap& sources_;
+  std::set<std::string> known_;
+  SourceMark section_mark_;
+};
+
+SourceMark mark_from(const YAML::Mark& mark, const std::string& origin);
+
+}  // namespace gputrain::config::detail

@@ -1,0 +1,125 @@
+#include "gputrain/device/resolve.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "gputrain/common/error.h"
+
+namespace gputrain::device {
+
+torch::Device DevicePlan::primary() const {
+  switch (kind) {
+    case DeviceKind::kCuda: return {torch::kCUDA, static_cast<c10::DeviceIndex>(gpus.front())};
+    case DeviceKind::kMps: return {torch::kMPS};
+    default: return {torch::kCPU};
+  }
+}
+
+std::vector<torch::Device> DevicePlan::devices() const {
+  if (kind != DeviceKind::kCuda) return {primary()};
+  std::vector<torch::Device> out;
+  for (int64_t gpu : gpus) out.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(gpu));
+  return out;
+}
+
+std::string describe_visible(const DeviceInventory& inventory) {
+  if (inventory.gpus.empty()) return "none";
+  std::string out;
+  for (const auto& gpu : inventory.gpus) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{}: {} (physical {})", gpu.logical_index, gpu.name, gpu.physical_id);
+  }
+  return out;
+}
+
+namespace {
+
+std::string visibility_note(const DeviceInventory& inventory) {
+  return inventory.cuda_visible_devices ? fmt::format("; CUDA_VISIBLE_DEVICES='{}'", *inventory.cuda_visible_devices)
+                                        : "";
+}
+
+[[noreturn]] void fail(const config::LoadedConfig& loaded, const std::string& key, const std::string& problem) {
+  const std::string at = loaded.sources.at(key).str();
+  throw DeviceError(at.empty() ? fmt::format("{}: {}", key, problem) : fmt::format("{}: {}: {}", at, key, problem));
+}
+
+// The GPUs `gpus:` selects, checked against what is visible.
+std::vector<int64_t> selected_gpus(const config::LoadedConfig& loaded, const DeviceInventory& inventory) {
+  const auto& selection = loaded.config.gpus;
+  const auto visible = static_cast<int64_t>(inventory.gpus.size());
+  if (selection.all) {
+    std::vector<int64_t> all;
+    for (int64_t i = 0; i < visible; ++i) all.push_back(i);
+    return all;
+  }
+  for (int64_t index : selection.indices) {
+    if (index >= visible) {
+      fail(loaded, "gpus",
+           fmt::format("GPU {} is not visible; visible GPUs: {}{}. Indices count after CUDA_VISIBLE_DEVICES.", index,
+                       describe_visible(inventory), visibility_note(inventory)));
+    }
+  }
+  return selection.indices;
+}
+
+}  // namespace
+
+DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInventory& inventory) {
+  const DeviceSpec spec = DeviceSpec::parse(loaded.config.device);
+  DevicePlan plan;
+  switch (spec.kind) {
+    case DeviceKind::kCpu:
+      plan.kind = DeviceKind::kCpu;
+      plan.reason = "device: cpu requested";
+      return plan;
+    case DeviceKind::kMps:
+      if (!inventory.mps_available) {
+        fail(loaded, "device", "MPS (Apple GPU) is not available on this machine; use device: cpu or auto");
+      }
+      plan.kind = DeviceKind::kMps;
+      plan.reason = "device: mps requested";
+      return plan;
+    case DeviceKind::kAuto:
+      if (!inventory.cuda_available) {
+        plan.kind = DeviceKind::kCpu;
+        plan.reason = fmt::format("device: auto chose the CPU because CUDA is not available ({})",
+                                  inventory.cuda_unavailable_reason);
+        return plan;
+      }
+      plan.kind = DeviceKind::kCuda;
+      plan.gpus = selected_gpus(loaded, inventory);
+      plan.reason = fmt::format("device: auto chose CUDA ({} visible GPU{})", inventory.gpus.size(),
+                                inventory.gpus.size() == 1 ? "" : "s");
+      return plan;
+    case DeviceKind::kCuda:
+      break;
+  }
+  if (!inventory.cuda_available) {
+    fail(loaded, "device",
+         fmt::format("'{}' was requested but CUDA is not available ({}). Use device: cpu, or device: auto to fall "
+                     "back to the CPU.",
+                     loaded.config.device, inventory.cuda_unavailable_reason));
+  }
+  plan.kind = DeviceKind::kCuda;
+  if (spec.index) {
+    if (*spec.index >= static_cast<int64_t>(inventory.gpus.size())) {
+      fail(loaded, "device",
+           fmt::format("GPU {} is not visible; visible GPUs: {}{}", *spec.index, describe_visible(inventory),
+                       visibility_note(inventory)));
+    }
+    if (!loaded.config.gpus.all) {
+      fail(loaded, "gpus", fmt::format("give GPUs either as device: {} or as a gpus list, not both",
+                                       loaded.config.device));
+    }
+    plan.gpus = {*spec.index};
+    plan.reason = fmt::format("device: {} requested", loaded.config.device);
+    return plan;
+  }
+  plan.gpus = selected_gpus(loaded, inventory);
+  plan.reason = "device: cuda requested";
+  return plan;
+}
+
+}  // namespace gputrain::device

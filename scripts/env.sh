@@ -1,0 +1,17 @@
+# Shared by the scripts: where LibTorch and the Python venv live. Source it.
+# GPUTRAIN_VENV   virtual environment holding the torch wheel (default ~/.cache/gputrain/venv)
+# Torch_DIR       an official LibTorch's share/cmake/Torch: the wheel is then not needed
+GPUTRAIN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+GPUTRAIN_VENV="${GPUTRAIN_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/gputrain/venv}"
+GPUTRAIN_TORCH_VERSION="2.11.0"
+GPUTRAIN_PYTHON="$GPUTRAIN_VENV/bin/python"
+export GPUTRAIN_ROOT GPUTRAIN_VENV GPUTRAIN_TORCH_VERSION GPUTRAIN_PYTHON
+
+# CMake arguments that locate LibTorch.
+gputrain_torch_cmake_args() {
+  if [ -n "${Torch_DIR:-}" ]; then
+    echo "-DTorch_DIR=$Torch_DIR"
+  else
+    echo "-DCMAKE_PREFIX_PATH=$("$GPUTRAIN_PYTHON" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)"
+  fi
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what gputrain needs and is missing; safe to run again (it then does nothing).
+#   Debian packages: compilers, CMake, Ninja, the C++ libraries, the real Fashion-MNIST
+#   LibTorch: the PyPI wheel torch==2.11.0 (built for CUDA 13.0) in $GPUTRAIN_VENV,
+#             unless Torch_DIR points at an official LibTorch.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev
+          zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist)
+python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3 python3-venv)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
+fi
+
+if [ -n "${Torch_DIR:-}" ]; then
+  [ -f "$Torch_DIR/TorchConfig.cmake" ] || { echo "setup: Torch_DIR=$Torch_DIR has no TorchConfig.cmake" >&2; exit 2; }
+  echo "setup: using LibTorch from Torch_DIR=$Torch_DIR"
+else
+  if ! "$GPUTRAIN_PYTHON" -c "import torch, sys; sys.exit(not torch.__version__.startswith('$GPUTRAIN_TORCH_VERSION'))" 2>/dev/null; then
+    echo "setup: installing torch==$GPUTRAIN_TORCH_VERSION into $GPUTRAIN_VENV (LibTorch for CUDA 13.0; about 3 GB)"
+    mkdir -p "$(dirname "$GPUTRAIN_VENV")"
+    [ -x "$GPUTRAIN_PYTHON" ] || python3 -m venv "$GPUTRAIN_VENV"
+    "$GPUTRAIN_PYTHON" -m pip install -q --upgrade pip
+    "$GPUTRAIN_PYTHON" -m pip install -q "torch==$GPUTRAIN_TORCH_VERSION"
+  fi
+  # numpy: the Python side of the tests and benchmarks (and it silences torch's warning).
+  "$GPUTRAIN_PYTHON" -c 'import numpy' 2>/dev/null || "$GPUTRAIN_PYTHON" -m pip install -q numpy
+fi
+echo "setup: ready"

@@ -1,0 +1,219 @@
+#include <gtest/gtest.h>
+
+#include "gputrain/config/load.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::config {
+namespace {
+
+// Loads YAML text and returns the ConfigError it raises (fails the test if none).
+ConfigError config_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_config_text(yaml, "exp.yaml", overrides);
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no ConfigError for:\n" << yaml;
+  return ConfigError({}, "", "");
+}
+
+TEST(ConfigLoad, ContractExampleParses) {
+  const auto loaded = load_config_text(R"(
+name: cifar10-seed
+seed: 0
+device: auto
+gpus: all
+strategy: auto
+data:
+  dataset: cifar10
+  root: datasets/cifar-10-batches-bin
+  batch_size: 128
+  num_workers: 4
+  pin_memory: true
+  shuffle: true
+  drop_last: false
+  normalize: {mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5]}
+model:
+  name: cifar10_cnn
+optim:
+  name: sgd
+  lr: 0.01
+  momentum: 0.9
+  weight_decay: 0.0
+train:
+  epochs: 10
+  amp: off
+  accumulation_steps: 1
+  grad_clip: 0.0
+  log_every: 50
+checkpoint:
+  dir: checkpoints
+  every: 1
+  keep: 3
+output:
+  dir: runs
+)",
+                                       "exp.yaml");
+  const ExperimentConfig& c = loaded.config;
+  EXPECT_EQ(c.name, "cifar10-seed");
+  EXPECT_TRUE(c.gpus.all);
+  EXPECT_EQ(c.data.dataset, "cifar10");
+  EXPECT_EQ(c.data.batch_size, 128);
+  EXPECT_EQ(c.data.normalize.mean, (std::vector<double>{0.5, 0.5, 0.5}));
+  EXPECT_EQ(c.optim.momentum, 0.9);
+  EXPECT_EQ(c.train.amp, "off");  // YAML 1.1 would call this a boolean; the key wants a word
+  EXPECT_EQ(c.checkpoint.keep, 3);
+  EXPECT_EQ(loaded.sources.at("data.batch_size").str(), "exp.yaml:10:15");
+}
+
+TEST(ConfigLoad, EmptyFileGivesDefaultsWithResolvedRoot) {
+  const auto c = load_config_text("", "empty.yaml").config;
+  EXPECT_EQ(c.data.dataset, "cifar10");
+  EXPECT_EQ(c.data.root, "datasets/cifar-10-batches-bin");
+  EXPECT_EQ(load_config_text("data: {dataset: fashion_mnist}", "x").config.data.root,
+            "/usr/share/datasets/fashion-mnist");
+}
+
+TEST(ConfigLoad, UnknownKeyNamesLineColumnAndClosestKey) {
+  const ConfigError e = config_error("data:\n  batch_sise: 4\n");
+  EXPECT_EQ(e.key(), "data.batch_sise");
+  EXPECT_EQ(e.where().line, 2);
+  EXPECT_EQ(e.where().column, 3);
+  EXPECT_NE(std::string(e.what()).find("did you mean 'batch_size'?"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("exp.yaml:2:3"), std::string::npos) << e.what();
+}
+
+TEST(ConfigLoad, UnknownTopLevelKeyWithoutNearMatchListsValidKeys) {
+  const ConfigError e = config_error("name: x\nhyperparameters: {}\n");
+  EXPECT_EQ(e.key(), "hyperparameters");
+  EXPECT_NE(std::string(e.what()).find("valid keys here"), std::string::npos) << e.what();
+}
+
+TEST(ConfigLoad, DuplicateKeyIsRejected) {
+  const ConfigError e = config_error("seed: 1\nseed: 2\n");
+  EXPECT_NE(std::string(e.what()).find("duplicate key"), std::string::npos) << e.what();
+}
+
+TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
+  struct Case {
+    std::string yaml, key, text;
+  };
+  const std::vector<Case> cases{
+      {"data: {batch_size: 0}", "data.batch_size", "must be >= 1 (got 0)"},
+      {"optim: {lr: -0.1}", "optim.lr", "must be > 0 (got -0.1)"},
+      {"optim: {lr: .nan}", "optim.lr", "must be > 0"},
+      {"train: {accumulation_steps: 0}", "train.accumulation_steps", "must be >= 1 (got 0)"},
+      {"data: {num_workers: -1}", "data.num_workers", "must be >= 0 (got -1)"},
+      {"model: {dropout: 1.0}", "model.dropout", "must be in [0, 1) (got 1)"},
+      {"optim: {betas: [0.9]}", "optim.betas", "needs two values"},
+      {"data: {normalize: {mean: [0.5], std: [0.0]}}", "data.normalize.std", "every value must be > 0"},
+      {"data: {normalize: {mean: [0.5, 0.5], std: [0.5]}}", "data.normalize.std", "as many values as mean"},
+      {"gpus: [0, 0]", "gpus", "listed twice"},
+      {"gpus: [-1]", "gpus", "GPU indices are >= 0"},
+      {"name: ../escape", "name", "must start with a letter or digit"},
+      {"device: gpu", "device", "unknown device 'gpu'"},
+      {"optim: {nesterov: true}", "optim.nesterov", "needs optim.momentum > 0"},
+  };
+  for (const auto& c : cases) {
+    const ConfigError e = config_error(c.yaml);
+    EXPECT_EQ(e.key(), c.key) << c.yaml;
+    EXPECT_NE(std::string(e.what()).find(c.text), std::string::npos) << c.yaml << " -> " << e.what();
+    EXPECT_EQ(e.where().origin, "exp.yaml") << c.yaml;
+    EXPECT_EQ(e.where().line, 1) << c.yaml;
+  }
+}
+
+TEST(ConfigLoad, UnknownEnumWordListsAllowedAndSuggests) {
+  const ConfigError e = config_error("train:\n  amp: fp61\n");
+  EXPECT_STREQ(e.what(),
+               "exp.yaml:2:8: train.amp: unknown value 'fp61'; allowed: off, fp16 or bf16 (did you mean 'fp16'?)");
+}
+
+TEST(ConfigLoad, WrongTypesSayWhatWasExpected) {
+  EXPECT_NE(std::string(config_error("data: {batch_size: many}").what()).find("cannot read 'many' as an integer"),
+            std::string::npos);
+  EXPECT_NE(std::string(config_error("data: {batch_size: 3.5}").what()).find("as an integer"), std::string::npos);
+  EXPECT_NE(std::string(config_error("data: {shuffle: maybe}").what()).find("true or false"), std::string::npos);
+  EXPECT_NE(std::string(config_error("data: {batch_size: [1, 2]}").what()).find("got a list"), std::string::npos);
+  EXPECT_NE(std::string(config_error("data: 5").what()).find("expected a mapping"), std::string::npos);
+  EXPECT_NE(std::string(config_error("model: {hidden: [64, x]}").what()).find("item 1 ('x') is not an integer"),
+            std::string::npos);
+}
+
+TEST(ConfigLoad, Fp16OnCpuSuggestsBf16) {
+  const ConfigError e = config_error("device: cpu\ntrain: {amp: fp16}\n");
+  EXPECT_NE(std::string(e.what()).find("use bf16"), std::string::npos) << e.what();
+}
+
+TEST(ConfigLoad, GpusTakesAllAListOrOneIndex) {
+  EXPECT_TRUE(load_config_text("gpus: all", "x").config.gpus.all);
+  const auto listed = load_config_text("gpus: [1, 0]", "x").config.gpus;
+  EXPECT_FALSE(listed.all);
+  EXPECT_EQ(listed.indices, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(load_config_text("gpus: 2", "x").config.gpus.indices, (std::vector<int64_t>{2}));
+}
+
+TEST(ConfigOverrides, DottedKeysOverrideTheFileInOrder) {
+  const auto c = load_config_text("data: {batch_size: 64}\n", "x",
+                                  {"data.batch_size=32", "optim.lr=0.5", "gpus=[0,1]", "data.batch_size=16",
+                                   "model.hidden=[128, 64]", "train.amp=bf16"})
+                     .config;
+  EXPECT_EQ(c.data.batch_size, 16);
+  EXPECT_DOUBLE_EQ(c.optim.lr, 0.5);
+  EXPECT_EQ(c.gpus.indices, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{128, 64}));
+  EXPECT_EQ(c.train.amp, "bf16");
+}
+
+TEST(ConfigOverrides, ErrorsCiteTheSetArgument) {
+  const ConfigError bad_value = config_error("", {"train.epochs=3", "data.batch_size=0"});
+  EXPECT_EQ(bad_value.where().origin, "--set #2 (data.batch_size=0)");
+  EXPECT_EQ(bad_value.key(), "data.batch_size");
+
+  const ConfigError unknown = config_error("", {"data.batchsize=4"});
+  EXPECT_EQ(unknown.where().origin, "--set #1 (data.batchsize=4)");
+  EXPECT_NE(std::string(unknown.what()).find("did you mean 'batch_size'?"), std::string::npos);
+
+  const ConfigError not_section = config_error("seed: 1", {"seed.value=2"});
+  EXPECT_NE(std::string(not_section.what()).find("'seed' is not a section"), std::string::npos);
+
+  EXPECT_THROW(load_config_text("", "x", {"no_equals_sign"}), UserError);
+  EXPECT_THROW(load_config_text("", "x", {"=3"}), UserError);
+  EXPECT_THROW(load_config_text("", "x", {"data..batch_size=3"}), ConfigError);
+}
+
+TEST(ConfigLoad, MalformedYamlIsOneCleanParagraph) {
+  try {
+    load_config_text("data:\n  batch_size: [1, 2\n", "bad.yaml");
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("bad.yaml:", 0), 0u) << what;
+    EXPECT_NE(what.find("malformed YAML"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  EXPECT_THROW(load_config_text("- a\n- b\n", "list.yaml"), UserError);
+}
+
+TEST(ConfigLoad, MissingFileIsAUserError) {
+  try {
+    load_config("/nonexistent/exp.yaml");
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/exp.yaml: cannot open"), std::string::npos) << e.what();
+    EXPECT_EQ(e.code(), ExitCode::kUserInput);
+  }
+}
+
+TEST(ConfigLoad, ReadsFromDisk) {
+  testing::TempDir dir;
+  const auto path = testing::write_text(dir / "exp.yaml", "name: disk\ntrain: {epochs: 2}\n");
+  const auto loaded = load_config(path.string(), {"train.epochs=3"});
+  EXPECT_EQ(loaded.config.name, "disk");
+  EXPECT_EQ(loaded.config.train.epochs, 3);
+  EXPECT_EQ(loaded.sources.at("name").str(), path.string() + ":1:7");
+  EXPECT_EQ(loaded.sources.at("train.epochs").str(), "--set #1 (train.epochs=3)");
+}
+
+}  // namespace
+}  // namespace gputrain::config

@@ -1,0 +1,102 @@
+#include <gtest/gtest.h>
+
+#include "gputrain/config/load.h"
+#include "gputrain/device/resolve.h"
+
+namespace gputrain::device {
+namespace {
+
+// A machine with `count` GPUs behind an optional CUDA_VISIBLE_DEVICES mask:
+// the injected stand-in for the real probe.
+DeviceInventory machine(int count, std::optional<std::string> visible = std::nullopt) {
+  DeviceInventory inventory;
+  inventory.torch_built_with_cuda = true;
+  inventory.cuda_visible_devices = visible;
+  const auto physical = visible_physical_ids(visible, count);
+  for (int i = 0; i < count; ++i) {
+    GpuInfo gpu;
+    gpu.logical_index = i;
+    gpu.physical_id = physical.at(i);
+    gpu.name = "Test GPU";
+    inventory.gpus.push_back(gpu);
+  }
+  inventory.cuda_available = count > 0;
+  if (count == 0) inventory.cuda_unavailable_reason = "no NVIDIA driver was found on this machine";
+  return inventory;
+}
+
+config::LoadedConfig cfg(const std::string& yaml) { return config::load_config_text(yaml, "exp.yaml"); }
+
+std::string device_error(const std::string& yaml, const DeviceInventory& inventory) {
+  try {
+    resolve_devices(cfg(yaml), inventory);
+  } catch (const DeviceError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no DeviceError for " << yaml;
+  return "";
+}
+
+TEST(ResolveDevices, AutoPicksCudaWhenAvailable) {
+  const DevicePlan plan = resolve_devices(cfg("device: auto"), machine(2));
+  EXPECT_EQ(plan.kind, DeviceKind::kCuda);
+  EXPECT_EQ(plan.gpus, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(plan.primary(), torch::Device(torch::kCUDA, 0));
+  EXPECT_NE(plan.reason.find("auto chose CUDA"), std::string::npos);
+}
+
+TEST(ResolveDevices, AutoFallsBackToCpuAndSaysWhy) {
+  const DevicePlan plan = resolve_devices(cfg("device: auto"), machine(0));
+  EXPECT_EQ(plan.kind, DeviceKind::kCpu);
+  EXPECT_TRUE(plan.gpus.empty());
+  EXPECT_EQ(plan.primary(), torch::Device(torch::kCPU));
+  EXPECT_NE(plan.reason.find("no NVIDIA driver"), std::string::npos) << plan.reason;
+}
+
+TEST(ResolveDevices, CudaWithoutGpuIsAnErrorNotAFallback) {
+  const std::string what = device_error("name: x\ndevice: cuda\n", machine(0));
+  EXPECT_NE(what.find("exp.yaml:2:9: device: 'cuda' was requested but CUDA is not available"), std::string::npos)
+      << what;
+  EXPECT_NE(device_error("device: cuda:0", machine(0)).find("not available"), std::string::npos);
+}
+
+TEST(ResolveDevices, GpuListSelectsAndChecksRange) {
+  const DevicePlan plan = resolve_devices(cfg("gpus: [1]"), machine(2));
+  EXPECT_EQ(plan.gpus, (std::vector<int64_t>{1}));
+  const std::string what = device_error("device: cuda\ngpus: [0, 2]\n", machine(2, "4,5"));
+  EXPECT_NE(what.find("exp.yaml:2:7: gpus: GPU 2 is not visible"), std::string::npos) << what;
+  EXPECT_NE(what.find("0: Test GPU (physical 4), 1: Test GPU (physical 5)"), std::string::npos) << what;
+  EXPECT_NE(what.find("CUDA_VISIBLE_DEVICES='4,5'"), std::string::npos) << what;
+}
+
+TEST(ResolveDevices, ExplicitCudaIndex) {
+  const DevicePlan plan = resolve_devices(cfg("device: cuda:1"), machine(2));
+  EXPECT_EQ(plan.gpus, (std::vector<int64_t>{1}));
+  EXPECT_EQ(plan.primary(), torch::Device(torch::kCUDA, 1));
+  EXPECT_NE(device_error("device: cuda:2", machine(2)).find("GPU 2 is not visible"), std::string::npos);
+  EXPECT_NE(device_error("device: cuda:0\ngpus: [1]", machine(2)).find("not both"), std::string::npos);
+}
+
+TEST(ResolveDevices, MaskedMachineUsesLogicalIndices) {
+  // CUDA_VISIBLE_DEVICES=3 leaves one device, logical 0, physical 3.
+  const DevicePlan plan = resolve_devices(cfg("device: cuda\ngpus: [0]"), machine(1, "3"));
+  EXPECT_EQ(plan.gpus, (std::vector<int64_t>{0}));
+  EXPECT_NE(device_error("gpus: [1]", machine(1, "3")).find("(physical 3)"), std::string::npos);
+}
+
+TEST(ResolveDevices, CpuAndMps) {
+  EXPECT_EQ(resolve_devices(cfg("device: cpu"), machine(2)).kind, DeviceKind::kCpu);
+  EXPECT_NE(device_error("device: mps", machine(0)).find("MPS (Apple GPU) is not available"), std::string::npos);
+}
+
+TEST(ResolveDevices, OverriddenDeviceErrorCitesTheSet) {
+  try {
+    resolve_devices(config::load_config_text("", "exp.yaml", {"device=cuda"}), machine(0));
+    FAIL();
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("--set #1 (device=cuda): device:"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gputrain::device

@@ -1,0 +1,25 @@
+#pragma once
+#include <filesystem>
+#include <string>
+
+namespace gputrain::testing {
+
+// A fresh directory under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "gputrain-test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Writes `text` to `path` (creating parent directories) and returns the path.
+std::filesystem::path write_text(const std::filesystem::path& path, const std::string& text);
+
+}  // namespace gputrain::testing
