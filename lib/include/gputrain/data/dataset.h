@@ -1,0 +1,50 @@
+#pragma once
+// Data sets: raw samples kept in one contiguous block, described to the model
+// builder by DatasetInfo. Implementations: cifar10, fashion_mnist, mnist,
+// random, synthetic (see make_dataset).
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gputrain/config/config.h"
+
+namespace gputrain::data {
+
+enum class Split { kTrain, kTest };
+
+enum class TargetKind {
+  kClasses,  // int64 class labels, shape [N]
+  kValues,   // float regression targets, shape [N, targets]
+  kNone,     // unlabeled (the data-parallel demo's RandomDataset)
+};
+
+struct DatasetInfo {
+  std::string name;                  // "cifar10", ...
+  std::string source;                // directory or "generated", for messages
+  int64_t samples = 0;               // in this split
+  std::vector<int64_t> input_shape;  // per sample: {3, 32, 32}, {1, 28, 28} or {features}
+  TargetKind target_kind = TargetKind::kClasses;
+  int64_t classes = 0;               // kClasses only
+  int64_t targets = 0;               // kValues only: values per sample
+  bool images = false;               // uint8 pixels (normalize/augment apply)
+};
+
+// Storage of one split. Images stay uint8 ([N, C, H, W]); features float32 ([N, F]).
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual const DatasetInfo& info() const = 0;
+  virtual const torch::Tensor& inputs() const = 0;   // the whole split, contiguous, CPU
+  virtual const torch::Tensor& targets() const = 0;  // undefined for TargetKind::kNone
+};
+
+// Builds the dataset `config.dataset` for `split`, reading files under
+// `config.root`. Generated sets (random, synthetic) derive their contents from
+// `seed` (the test split differs from the train split). Throws DataError
+// naming the file and what is wrong.
+std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed);
+
+}  // namespace gputrain::data
