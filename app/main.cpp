@@ -54,6 +54,19 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "report LibTorch, CUDA, cuDNN, NCCL and the visible devices");
   info->add_flag("--json", info_args.json, "print the report as one JSON object");
 
+  TrainArgs train_args;
+  train_args.env = env;
+  auto* train = app.add_subcommand("train", "train the model an experiment file describes, testing after every epoch");
+  add_config_options(train, train_args.config, train_args.overrides);
+  train->add_option("-o,--output", train_args.output,
+                    "directory for runs (overrides output.dir); the run writes <output>/<name>/");
+
+  TestArgs test_args;
+  test_args.env = env;
+  auto* test = app.add_subcommand("test", "evaluate saved weights on the test split and print the test line");
+  add_config_options(test, test_args.config, test_args.overrides);
+  test->add_option("--checkpoint", test_args.checkpoint, "weights written by train (<run dir>/model.pt)")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -63,6 +76,8 @@ int main(int argc, char** argv) {
 
   install_console_logging(log_level);
   try {
+    if (train->parsed()) return run_train(train_args);
+    if (test->parsed()) return run_test(test_args);
     if (config->parsed()) return run_config(config_args);
     if (info->parsed()) return run_info(info_args);
   } catch (const gputrain::Error& e) {

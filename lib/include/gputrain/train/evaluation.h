@@ -1,0 +1,22 @@
+#pragma once
+// What one pass over a split measured, and the seed's test line.
+#include <cstdint>
+#include <string>
+
+namespace gputrain::train {
+
+struct EvalResult {
+  double loss_sum = 0;  // summed per-sample losses
+  int64_t correct = 0;  // classification only
+  int64_t samples = 0;
+  bool classification = true;
+
+  double mean_loss() const { return samples > 0 ? loss_sum / static_cast<double>(samples) : 0.0; }
+  double accuracy() const { return samples > 0 ? static_cast<double>(correct) / static_cast<double>(samples) : 0.0; }
+};
+
+// "Test set: Average loss: 0.0123, Accuracy: 9012/10000 (90%)", exactly as the
+// seed tutorial prints it; regression prints the loss alone.
+std::string format_test_line(const EvalResult& result);
+
+}  // namespace gputrain::train

@@ -1,0 +1,76 @@
+#pragma once
+// What the trainer reports while it runs. Writers of logs, metrics files and
+// progress bars implement TrainObserver; the trainer knows none of them.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gputrain/train/evaluation.h"
+
+namespace gputrain::train {
+
+// Every train.log_every optimizer steps.
+struct StepMetrics {
+  int64_t epoch = 0;  // 1-based
+  int64_t step = 0;   // optimizer steps since the run began
+  double loss = 0;    // mean per-sample loss over the interval
+  double accuracy = 0;
+  double samples_per_s = 0;
+  double lr = 0;
+  double elapsed_s = 0;  // since the run began
+};
+
+// After every micro-batch, for progress bars: cheap, no device sync.
+struct Progress {
+  int64_t epoch = 0;
+  int64_t epochs = 0;
+  int64_t batch = 0;  // 1-based, within the epoch
+  int64_t batches = 0;
+  int64_t samples = 0;  // seen this epoch
+  double epoch_elapsed_s = 0;
+  double last_loss = 0;  // at the last log interval
+};
+
+struct EpochMetrics {
+  int64_t epoch = 0;
+  int64_t step = 0;
+  EvalResult train;
+  EvalResult test;
+  bool has_test = false;
+  double samples_per_s = 0;  // training samples / epoch training time
+  double epoch_s = 0;        // training time of the epoch
+  double elapsed_s = 0;
+  double lr = 0;
+  bool cuda = false;  // the memory figures below are meaningful
+  int64_t memory_allocated = 0;
+  int64_t memory_reserved = 0;
+  int64_t memory_peak = 0;
+};
+
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  virtual void on_progress(const Progress&) {}
+  virtual void on_step(const StepMetrics&) {}
+  virtual void on_epoch(const EpochMetrics&) {}
+};
+
+// Forwards every event to each observer in turn.
+class ObserverList : public TrainObserver {
+ public:
+  void add(TrainObserver* observer) { observers_.push_back(observer); }
+  void on_progress(const Progress& p) override {
+    for (auto* o : observers_) o->on_progress(p);
+  }
+  void on_step(const StepMetrics& s) override {
+    for (auto* o : observers_) o->on_step(s);
+  }
+  void on_epoch(const EpochMetrics& e) override {
+    for (auto* o : observers_) o->on_epoch(e);
+  }
+
+ private:
+  std::vector<TrainObserver*> observers_;
+};
+
+}  // namespace gputrain::train

@@ -1,0 +1,60 @@
+#include "gputrain/report/metrics_writer.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "gputrain/common/error.h"
+
+namespace gputrain::report {
+
+MetricsWriter::MetricsWriter(const std::filesystem::path& path) : path_(path), out_(path, std::ios::app) {
+  if (!out_) throw UserError(fmt::format("{}: cannot open the metrics file for writing", path.string()));
+}
+
+void MetricsWriter::write(const std::string& line) {
+  out_ << line << '\n';
+  out_.flush();  // a crashed run keeps every line written so far
+  if (!out_) throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write metrics (disk full?)", path_.string()));
+}
+
+void MetricsWriter::on_step(const train::StepMetrics& m) {
+  nlohmann::ordered_json j{{"epoch", m.epoch},         {"step", m.step},
+                           {"split", "train"},         {"loss", m.loss},
+                           {"accuracy", m.accuracy},   {"samples_per_s", m.samples_per_s},
+                           {"lr", m.lr},               {"elapsed_s", m.elapsed_s}};
+  write(j.dump());
+}
+
+void MetricsWriter::on_epoch(const train::EpochMetrics& m) {
+  nlohmann::ordered_json train{{"epoch", m.epoch},
+                               {"step", m.step},
+                               {"split", "train"},
+                               {"loss", m.train.mean_loss()},
+                               {"accuracy", m.train.accuracy()},
+                               {"samples_per_s", m.samples_per_s},
+                               {"lr", m.lr},
+                               {"elapsed_s", m.elapsed_s},
+                               {"epoch_s", m.epoch_s},
+                               {"samples", m.train.samples}};
+  if (m.cuda) {
+    train["memory_allocated"] = m.memory_allocated;
+    train["memory_reserved"] = m.memory_reserved;
+    train["memory_peak"] = m.memory_peak;
+  }
+  write(train.dump());
+  if (!m.has_test) return;
+  nlohmann::ordered_json test{{"epoch", m.epoch},
+                              {"step", m.step},
+                              {"split", "test"},
+                              {"loss", m.test.mean_loss()},
+                              {"accuracy", m.test.accuracy()},
+                              {"samples_per_s", m.samples_per_s},
+                              {"lr", m.lr},
+                              {"elapsed_s", m.elapsed_s},
+                              {"correct", m.test.correct},
+                              {"samples", m.test.samples}};
+  write(test.dump());
+}
+
+}  // namespace gputrain::report

@@ -1,0 +1,47 @@
+#include "gputrain/report/run_dir.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "gputrain/common/error.h"
+#include "gputrain/config/load.h"
+
+namespace gputrain::report {
+
+namespace fs = std::filesystem;
+
+RunPaths run_paths(const config::ExperimentConfig& config) {
+  RunPaths paths;
+  paths.dir = fs::path(config.output.dir) / config.name;
+  paths.config = paths.dir / "config.yaml";
+  paths.log = paths.dir / "train.log";
+  paths.metrics = paths.dir / "metrics.jsonl";
+  paths.weights = paths.dir / "model.pt";
+  return paths;
+}
+
+RunPaths prepare_run_dir(const config::ExperimentConfig& config) {
+  const RunPaths paths = run_paths(config);
+  std::error_code error;
+  fs::create_directories(paths.dir, error);
+  if (error) {
+    throw UserError(fmt::format("{}: cannot create the run directory ({}). Choose another output.dir or --output.",
+                                paths.dir.string(), error.message()));
+  }
+  if (fs::exists(paths.metrics)) {
+    int n = 1;
+    while (fs::exists(paths.dir / fmt::format("metrics.{}.jsonl", n))) ++n;
+    fs::rename(paths.metrics, paths.dir / fmt::format("metrics.{}.jsonl", n), error);
+    if (error) throw UserError(fmt::format("{}: cannot keep the previous metrics: {}", paths.metrics.string(), error.message()));
+  }
+  std::ofstream out(paths.config, std::ios::binary | std::ios::trunc);
+  out << "# resolved by gputrain; `gputrain train --config` accepts this file as is\n" << config::dump_config(config);
+  if (!out.flush()) {
+    throw UserError(fmt::format("{}: cannot write the resolved config. Is the output directory writable?",
+                                paths.config.string()));
+  }
+  return paths;
+}
+
+}  // namespace gputrain::report

@@ -1,0 +1,370 @@
+#include "gputrain/train/trainer.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize.h>
+#include <torch/utils.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "gputrain/common/error.h"
+#include "gputrain/data/batch_stream.h"
+#include "gputrain/device/memory.h"
+#include "gputrain/logging/format.h"
+#include "gputrain/models/factory.h"
+#include "gputrain/train/optim.h"
+
+namespace gputrain::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+// Loss and correct-prediction sums that stay on the device between log
+// intervals, so the loop never waits on the GPU for a number it won't print.
+struct RunningSums {
+  torch::Tensor loss;
+  torch::Tensor correct;
+  int64_t samples = 0;
+
+  void add(const torch::Tensor& batch_loss_sum, const torch::Tensor& batch_correct, int64_t batch_samples) {
+    loss = loss.defined() ? loss + batch_loss_sum : batch_loss_sum;
+    if (batch_correct.defined()) correct = correct.defined() ? correct + batch_correct : batch_correct;
+    samples += batch_samples;
+  }
+  EvalResult collect(bool classification) const {  // syncs with the device
+    EvalResult r;
+    r.classification = classification;
+    r.samples = samples;
+    r.loss_sum = loss.defined() ? loss.item<double>() : 0.0;
+    r.correct = correct.defined() ? correct.item<int64_t>() : 0;
+    return r;
+  }
+};
+
+// The model's input and output sizes as the data set dictates them.
+models::ModelShape model_shape(const data::DatasetInfo& info, const config::ModelConfig& model) {
+  models::ModelShape shape;
+  shape.input_shape = info.input_shape;
+  switch (info.target_kind) {
+    case data::TargetKind::kClasses: shape.outputs = info.classes; break;
+    case data::TargetKind::kValues: shape.outputs = info.targets; break;
+    case data::TargetKind::kNone: shape.outputs = model.out_features.value_or(info.input_shape.back()); break;
+  }
+  return shape;
+}
+
+}  // namespace
+
+struct Trainer::State {
+  config::ExperimentConfig config;
+  config::SourceMap sources;
+  device::DevicePlan devices;
+  torch::Device device{torch::kCPU};
+  std::shared_ptr<const data::Dataset> train_set;
+  std::shared_ptr<const data::Dataset> test_set;  // null for unlabeled data
+  std::unique_ptr<data::BatchStream> train_stream;
+  std::unique_ptr<data::BatchStream> test_stream;
+  torch::nn::Sequential model{nullptr};
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> schedule;
+  LossKind loss = LossKind::kCrossEntropy;
+  bool classification = true;
+  int64_t accumulation = 1;
+  int64_t steps_per_epoch = 0;
+  int64_t step = 0;
+
+  torch::Tensor correct_count(const torch::Tensor& outputs, const torch::Tensor& targets) const {
+    if (!classification) return {};
+    return outputs.argmax(1).eq(targets).sum();
+  }
+
+  void run_optimizer_step(const std::vector<data::Batch>& group, RunningSums& epoch_sums, RunningSums& interval);
+  EvalResult train_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start, double& epoch_s);
+  void forward_only_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start);
+  EvalResult evaluate();
+};
+
+Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& devices)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.config = loaded.config;
+  s.sources = loaded.sources;
+  s.devices = devices;
+  s.device = devices.primary();
+  const config::ExperimentConfig& c = s.config;
+
+  s.accumulation = c.train.accumulation_steps;
+  if (c.data.batch_size % s.accumulation != 0) {
+    throw ConfigError(loaded.sources.at("data.batch_size"), "data.batch_size",
+                      fmt::format("{} is not divisible by train.accumulation_steps ({}); batch_size is the batch per "
+                                  "optimizer step and each micro-batch takes an equal share",
+                                  c.data.batch_size, s.accumulation));
+  }
+  config::DataConfig micro = c.data;
+  micro.batch_size = c.data.batch_size / s.accumulation;
+
+  torch::manual_seed(c.seed);
+  s.train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed);
+  const data::DatasetInfo& info = s.train_set->info();
+  s.train_stream = std::make_unique<data::BatchStream>(s.train_set, data::loader_options(micro, data::Split::kTrain, c.seed));
+  if (info.target_kind != data::TargetKind::kNone) {
+    s.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
+    s.test_stream =
+        std::make_unique<data::BatchStream>(s.test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
+  }
+  s.classification = info.target_kind == data::TargetKind::kClasses;
+  if (info.target_kind != data::TargetKind::kNone) {
+    try {
+      s.loss = resolve_loss(c.train.loss, s.classification);
+    } catch (const ConfigError& e) {
+      throw ConfigError(loaded.sources.at("train.loss"), e.key(), e.what());
+    }
+  }
+
+  s.model = models::make_model(c.model, model_shape(info, c.model));
+  s.model->to(s.device);
+
+  s.optimizer = make_optimizer(c.optim, s.model->parameters());
+  s.steps_per_epoch = (s.train_stream->batches_per_epoch() + s.accumulation - 1) / s.accumulation;
+  s.schedule = std::make_unique<LrSchedule>(c.optim, s.steps_per_epoch, s.steps_per_epoch * c.train.epochs);
+
+  spdlog::info("data: {} from {}: {} training samples{}, input {}, {}", info.name, info.source, info.samples,
+               s.test_set ? fmt::format(", {} test samples", s.test_set->info().samples) : "",
+               fmt::join(info.input_shape, "x"),
+               s.classification ? fmt::format("{} classes", info.classes)
+               : info.target_kind == data::TargetKind::kValues ? fmt::format("{} regression targets", info.targets)
+                                                               : "no labels");
+  spdlog::info("batch: {} samples per optimizer step{}; {} steps per epoch", c.data.batch_size,
+               s.accumulation > 1 ? fmt::format(" (micro-batch {} x {} accumulation steps)", micro.batch_size,
+                                                s.accumulation)
+                                  : "",
+               s.steps_per_epoch);
+  spdlog::info("model: {}, {} parameters", c.model.name, models::parameter_count(*s.model));
+  for (const auto& line : models::layer_summary(s.model)) spdlog::info("  {}", line);
+  spdlog::info("optimizer: {} lr {} (scheduler {}), loss {}", c.optim.name, c.optim.lr, c.optim.scheduler,
+               info.target_kind == data::TargetKind::kNone ? "none (forward passes only)"
+               : s.loss == LossKind::kCrossEntropy         ? "cross_entropy"
+                                                           : "mse");
+}
+
+Trainer::~Trainer() = default;
+
+torch::nn::Sequential Trainer::model() const { return state_->model; }
+
+void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group, RunningSums& epoch_sums,
+                                        RunningSums& interval) {
+  int64_t group_samples = 0;
+  for (const auto& mb : group) group_samples += mb.size();
+  schedule->apply(*optimizer, step);
+  optimizer->zero_grad();
+  for (const auto& mb : group) {
+    const torch::Tensor inputs = mb.inputs.to(device, /*non_blocking=*/true);
+    const torch::Tensor targets = mb.targets.to(device, /*non_blocking=*/true);
+    const torch::Tensor outputs = model->forward(inputs);
+    const torch::Tensor batch_loss = loss_sum(loss, outputs, targets);
+    // Dividing by the whole group's size makes K micro-batches one step of
+    // their combined batch, and weights a short last group by its real size.
+    (batch_loss / static_cast<double>(group_samples)).backward();
+    const torch::Tensor detached = batch_loss.detach();
+    const torch::Tensor correct = correct_count(outputs.detach(), targets);
+    epoch_sums.add(detached, correct, mb.size());
+    interval.add(detached, correct, mb.size());
+  }
+  optimizer->step();
+  ++step;
+}
+
+EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start,
+                                       double& epoch_s) {
+  model->train();
+  train_stream->start_epoch(epoch - 1);
+  const auto epoch_start = Clock::now();
+  auto interval_start = epoch_start;
+  RunningSums epoch_sums;
+  RunningSums interval;
+  std::vector<data::Batch> group;
+  Progress progress{epoch, config.train.epochs, 0, train_stream->batches_per_epoch(), 0, 0, 0};
+  auto flush_group = [&] {
+    run_optimizer_step(group, epoch_sums, interval);
+    group.clear();
+    if (step % config.train.log_every != 0) return;
+    const EvalResult r = interval.collect(classification);
+    const double interval_s = seconds_since(interval_start);
+    StepMetrics m{epoch, step, r.mean_loss(), r.accuracy(), interval_s > 0 ? r.samples / interval_s : 0.0,
+                  schedule->lr_at(step - 1), seconds_since(run_start)};
+    progress.last_loss = m.loss;
+    observer.on_step(m);
+    interval = RunningSums{};
+    interval_start = Clock::now();
+  };
+  while (auto batch = train_stream->next()) {
+    progress.samples += batch->size();
+    group.push_back(std::move(*batch));
+    if (static_cast<int64_t>(group.size()) == accumulation) flush_group();
+    ++progress.batch;
+    progress.epoch_elapsed_s = seconds_since(epoch_start);
+    observer.on_progress(progress);
+  }
+  if (!group.empty()) flush_group();  // the epoch's last, shorter group still steps
+  const EvalResult result = epoch_sums.collect(classification);
+  epoch_s = seconds_since(epoch_start);
+  return result;
+}
+
+void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  train_stream->start_epoch(epoch - 1);
+  const auto epoch_start = Clock::now();
+  int64_t samples = 0;
+  while (auto batch = train_stream->next()) {
+    const torch::Tensor outputs = model->forward(batch->inputs.to(device, /*non_blocking=*/true));
+    samples += batch->size();
+    spdlog::debug("forward: input {} output {}", logging::shape_str(batch->inputs), logging::shape_str(outputs));
+  }
+  EpochMetrics m;
+  m.epoch = epoch;
+  m.train.samples = samples;
+  m.train.classification = false;
+  m.epoch_s = seconds_since(epoch_start);
+  m.samples_per_s = m.epoch_s > 0 ? samples / m.epoch_s : 0.0;
+  m.elapsed_s = seconds_since(run_start);
+  observer.on_epoch(m);
+}
+
+EvalResult Trainer::State::evaluate() {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  RunningSums sums;
+  test_stream->start_epoch(0);
+  while (auto batch = test_stream->next()) {
+    const torch::Tensor inputs = batch->inputs.to(device, /*non_blocking=*/true);
+    const torch::Tensor targets = batch->targets.to(device, /*non_blocking=*/true);
+    const torch::Tensor outputs = model->forward(inputs);
+    sums.add(loss_sum(loss, outputs, targets), correct_count(outputs, targets), batch->size());
+  }
+  model->train();
+  return sums.collect(classification);
+}
+
+EvalResult Trainer::evaluate() {
+  if (!state_->test_stream) throw UserError("the data set has no labels, so there is nothing to evaluate");
+  return state_->evaluate();
+}
+
+TrainSummary Trainer::fit(TrainObserver& observer) {
+  State& s = *state_;
+  const auto run_start = Clock::now();
+  TrainSummary summary;
+  const bool labeled = s.test_stream != nullptr;
+  for (int64_t epoch = 1; epoch <= s.config.train.epochs; ++epoch) {
+    if (!labeled) {
+      s.forward_only_epoch(epoch, observer, run_start);
+      summary.epochs = epoch;
+      continue;
+    }
+    device::reset_peak_memory(s.device);
+    EpochMetrics m;
+    m.epoch = epoch;
+    m.train = s.train_epoch(epoch, observer, run_start, m.epoch_s);
+    m.step = s.step;
+    m.samples_per_s = m.epoch_s > 0 ? m.train.samples / m.epoch_s : 0.0;
+    m.lr = s.schedule->lr_at(std::max<int64_t>(s.step - 1, 0));
+    m.test = s.evaluate();
+    m.has_test = true;
+    m.elapsed_s = seconds_since(run_start);
+    if (s.device.is_cuda()) {
+      const device::MemoryStats mem = device::memory_stats(s.device);
+      m.cuda = true;
+      m.memory_allocated = mem.allocated;
+      m.memory_reserved = mem.reserved;
+      m.memory_peak = mem.peak_allocated;
+    }
+    observer.on_epoch(m);
+    spdlog::info("Epoch {}/{}: train loss {:.4f}{}, {:.0f} samples/s, {:.1f} s{}", epoch, s.config.train.epochs,
+                 m.train.mean_loss(),
+                 s.classification ? fmt::format(", accuracy {:.2f}%", 100.0 * m.train.accuracy()) : "",
+                 m.samples_per_s, m.epoch_s,
+                 m.cuda ? fmt::format(", memory allocated {:.2f} GiB, reserved {:.2f} GiB, peak {:.2f} GiB",
+                                      gib(m.memory_allocated), gib(m.memory_reserved), gib(m.memory_peak))
+                        : "");
+    spdlog::info("{}", format_test_line(m.test));
+    summary.epochs = epoch;
+    summary.last_train = m.train;
+    summary.last_test = m.test;
+    summary.has_test = true;
+  }
+  summary.steps = s.step;
+  summary.elapsed_s = seconds_since(run_start);
+  return summary;
+}
+
+EvalResult test_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                        const std::string& weights_path) {
+  const config::ExperimentConfig& c = loaded.config;
+  const auto test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
+  const data::DatasetInfo& info = test_set->info();
+  if (info.target_kind == data::TargetKind::kNone) {
+    throw UserError(fmt::format("data set '{}' has no labels, so there is nothing to test", info.name));
+  }
+  const bool classification = info.target_kind == data::TargetKind::kClasses;
+  const LossKind loss = resolve_loss(c.train.loss, classification);
+  torch::nn::Sequential model = models::make_model(c.model, model_shape(info, c.model));
+  load_weights(model, weights_path);
+  const torch::Device device = devices.primary();
+  model->to(device);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  data::BatchStream stream(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
+  stream.start_epoch(0);
+  RunningSums sums;
+  while (auto batch = stream.next()) {
+    const torch::Tensor targets = batch->targets.to(device, /*non_blocking=*/true);
+    const torch::Tensor outputs = model->forward(batch->inputs.to(device, /*non_blocking=*/true));
+    sums.add(loss_sum(loss, outputs, targets), classification ? outputs.argmax(1).eq(targets).sum() : torch::Tensor(),
+             batch->size());
+  }
+  return sums.collect(classification);
+}
+
+void save_weights(const torch::nn::Sequential& model, const std::string& path) {
+  const std::string temporary = path + ".tmp";
+  try {
+    torch::serialize::OutputArchive archive;
+    model->save(archive);
+    archive.save_to(temporary);
+  } catch (const c10::Error& e) {
+    std::remove(temporary.c_str());
+    throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write the weights: {}", path, e.what_without_backtrace()));
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write the weights: {}", path, error.message()));
+}
+
+void load_weights(torch::nn::Sequential& model, const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) {
+    throw CheckpointError(fmt::format("{}: no such weights file", path));
+  }
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    model->load(archive);
+  } catch (const c10::Error& e) {
+    throw CheckpointError(fmt::format("{}: cannot load these weights into model '{}': {}", path, model->name(),
+                                      e.what_without_backtrace()));
+  }
+}
+
+}  // namespace gputrain::train

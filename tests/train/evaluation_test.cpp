@@ -1,0 +1,35 @@
+#include <gtest/gtest.h>
+
+#include "gputrain/train/evaluation.h"
+
+namespace gputrain::train {
+namespace {
+
+TEST(TestLine, MatchesTheSeedFormatExactly) {
+  EvalResult r;
+  r.loss_sum = 123.0;
+  r.correct = 9012;
+  r.samples = 10000;
+  EXPECT_EQ(format_test_line(r), "Test set: Average loss: 0.0123, Accuracy: 9012/10000 (90%)");
+}
+
+TEST(TestLine, RoundsThePercentageToAnInteger) {
+  EvalResult r;
+  r.samples = 1000;
+  r.correct = 886;
+  r.loss_sum = 312.34;
+  EXPECT_EQ(format_test_line(r), "Test set: Average loss: 0.3123, Accuracy: 886/1000 (89%)");
+  r.correct = 1000;
+  EXPECT_EQ(format_test_line(r), "Test set: Average loss: 0.3123, Accuracy: 1000/1000 (100%)");
+}
+
+TEST(TestLine, RegressionShowsTheLossAlone) {
+  EvalResult r;
+  r.classification = false;
+  r.samples = 4;
+  r.loss_sum = 2.0;
+  EXPECT_EQ(format_test_line(r), "Test set: Average loss: 0.5000");
+}
+
+}  // namespace
+}  // namespace gputrain::train

@@ -1,0 +1,135 @@
+// Short end-to-end runs of the training loop on generated data (CPU).
+#include <gtest/gtest.h>
+
+#include "gputrain/config/load.h"
+#include "gputrain/device/resolve.h"
+#include "gputrain/train/trainer.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::train {
+namespace {
+
+// Records what the trainer reports.
+struct Recorder : TrainObserver {
+  std::vector<StepMetrics> steps;
+  std::vector<EpochMetrics> epochs;
+  int64_t progress_calls = 0;
+  void on_progress(const Progress&) override { ++progress_calls; }
+  void on_step(const StepMetrics& m) override { steps.push_back(m); }
+  void on_epoch(const EpochMetrics& m) override { epochs.push_back(m); }
+};
+
+config::LoadedConfig synthetic(const std::vector<std::string>& overrides = {}) {
+  return config::load_config_text(R"(
+name: t
+seed: 3
+device: cpu
+data: {dataset: synthetic, samples: 256, test_samples: 128, features: 8, classes: 3, batch_size: 32,
+       num_workers: 0, pin_memory: false}
+model: {name: mlp, hidden: [16]}
+optim: {name: sgd, lr: 0.1, momentum: 0.9}
+train: {epochs: 4, log_every: 4}
+)",
+                                  "t.yaml", overrides);
+}
+
+device::DevicePlan cpu() { return device::DevicePlan{}; }
+
+TEST(Trainer, LossFallsAndEveryEventArrives) {
+  Trainer trainer(synthetic(), cpu());
+  Recorder recorder;
+  const TrainSummary summary = trainer.fit(recorder);
+  ASSERT_EQ(recorder.epochs.size(), 4u);
+  EXPECT_LT(recorder.epochs.back().train.mean_loss(), recorder.epochs.front().train.mean_loss());
+  EXPECT_GT(summary.last_test.accuracy(), 1.0 / 3.0 + 0.1);
+  EXPECT_EQ(summary.steps, 4 * 8);
+  EXPECT_EQ(recorder.steps.size(), 8u);  // every 4th of 32 steps
+  EXPECT_EQ(recorder.steps.front().step, 4);
+  EXPECT_EQ(recorder.progress_calls, 32);
+  EXPECT_EQ(recorder.epochs.back().test.samples, 128);
+}
+
+TEST(Trainer, SameSeedSameLosses) {
+  Recorder a;
+  Recorder b;
+  Trainer(synthetic(), cpu()).fit(a);
+  Trainer(synthetic(), cpu()).fit(b);
+  ASSERT_EQ(a.steps.size(), b.steps.size());
+  for (std::size_t i = 0; i < a.steps.size(); ++i) EXPECT_EQ(a.steps[i].loss, b.steps[i].loss) << i;
+  EXPECT_EQ(a.epochs.back().test.loss_sum, b.epochs.back().test.loss_sum);
+}
+
+// Caffe's CheckAccumulation: K micro-batches of B/K make the same update as one batch of B.
+TEST(Trainer, AccumulationMatchesTheLargerBatch) {
+  const std::vector<std::string> common{"data.batch_size=128", "optim.momentum=0", "train.epochs=2",
+                                        "data.samples=320"};  // 320 = 2 full steps + a short last group
+  auto with = [&](const std::string& accumulation) {
+    auto overrides = common;
+    overrides.push_back(accumulation);
+    Trainer trainer(synthetic(overrides), cpu());
+    Recorder recorder;
+    trainer.fit(recorder);
+    return trainer.model();
+  };
+  const auto whole = with("train.accumulation_steps=1");
+  const auto split = with("train.accumulation_steps=4");
+  const auto p = whole->parameters();
+  const auto q = split->parameters();
+  ASSERT_EQ(p.size(), q.size());
+  for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::allclose(p[i], q[i], 1e-5, 1e-6)) << i;
+}
+
+TEST(Trainer, BatchMustDivideIntoMicroBatches) {
+  try {
+    Trainer trainer(synthetic({"data.batch_size=30", "train.accumulation_steps=4"}), cpu());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--set #1 (data.batch_size=30): data.batch_size: 30 is not divisible"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Trainer, RegressionTrainsWithMse) {
+  const auto loaded = config::load_config_text(R"(
+device: cpu
+data: {dataset: synthetic, samples: 256, test_samples: 64, features: 10, targets: 1, batch_size: 16, num_workers: 0,
+       pin_memory: false}
+model: {name: linear}
+optim: {name: sgd, lr: 0.05}
+train: {epochs: 3, loss: mse}
+)",
+                                               "r.yaml");
+  Trainer trainer(loaded, cpu());
+  Recorder recorder;
+  const TrainSummary summary = trainer.fit(recorder);
+  EXPECT_FALSE(summary.last_test.classification);
+  EXPECT_LT(recorder.epochs.back().test.mean_loss(), recorder.epochs.front().test.mean_loss());
+}
+
+TEST(Trainer, SavedWeightsReproduceTheTestResult) {
+  testing::TempDir dir;
+  const auto loaded = synthetic({"train.epochs=1"});
+  Trainer trainer(loaded, cpu());
+  Recorder recorder;
+  const TrainSummary summary = trainer.fit(recorder);
+  const std::string path = (dir / "model.pt").string();
+  save_weights(trainer.model(), path);
+  const EvalResult again = test_weights(loaded, cpu(), path);
+  EXPECT_EQ(again.correct, summary.last_test.correct);
+  EXPECT_NEAR(again.mean_loss(), summary.last_test.mean_loss(), 1e-6);
+}
+
+TEST(Trainer, ForeignOrCorruptWeightsAreCheckpointErrors) {
+  testing::TempDir dir;
+  const auto loaded = synthetic();
+  EXPECT_THROW(test_weights(loaded, cpu(), (dir / "missing.pt").string()), CheckpointError);
+  testing::write_text(dir / "junk.pt", "not a torch archive");
+  EXPECT_THROW(test_weights(loaded, cpu(), (dir / "junk.pt").string()), CheckpointError);
+  Trainer other(synthetic({"model.hidden=[7]"}), cpu());
+  save_weights(other.model(), (dir / "other.pt").string());
+  EXPECT_THROW(test_weights(loaded, cpu(), (dir / "other.pt").string()), CheckpointError);
+}
+
+}  // namespace
+}  // namespace gputrain::train
