@@ -42,15 +42,45 @@ struct RunningSums {
     if (batch_correct.defined()) correct = correct.defined() ? correct + batch_correct : batch_correct;
     samples += batch_samples;
   }
-  EvalResult collect(bool classification) const {  // syncs with the device
+  // Syncs with the device; under ddp, sums over every rank.
+  EvalResult collect(bool classification, parallel::Strategy& strategy) const {
+    const auto options = torch::TensorOptions().dtype(torch::kFloat64).device(strategy.device());
+    torch::Tensor totals = torch::zeros({3}, options);
+    if (loss.defined()) totals[0] = loss.to(torch::kFloat64);
+    if (correct.defined()) totals[1] = correct.to(torch::kFloat64);
+    totals[2] = static_cast<double>(samples);
+    strategy.all_reduce_sum(totals);
+    const torch::Tensor host = totals.cpu();
+    const double* values = host.data_ptr<double>();
     EvalResult r;
     r.classification = classification;
-    r.samples = samples;
-    r.loss_sum = loss.defined() ? loss.item<double>() : 0.0;
-    r.correct = correct.defined() ? correct.item<int64_t>() : 0;
+    r.loss_sum = values[0];
+    r.correct = static_cast<int64_t>(values[1]);
+    r.samples = static_cast<int64_t>(values[2]);
     return r;
   }
 };
+
+torch::Tensor correct_count(const torch::Tensor& outputs, const torch::Tensor& targets, bool classification) {
+  if (!classification) return {};
+  return outputs.argmax(1).eq(targets).sum();
+}
+
+// One pass over `stream` in eval mode under no-grad; leaves the model in eval mode.
+EvalResult run_evaluation(torch::nn::Sequential& model, data::BatchStream& stream, parallel::Strategy& strategy,
+                          LossKind loss, bool classification) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  RunningSums sums;
+  stream.start_epoch(0);
+  while (auto batch = stream.next()) {
+    const data::Batch local = strategy.local_part(*batch);
+    const torch::Tensor outputs = strategy.forward(model, local.inputs, {});
+    const torch::Tensor targets = local.targets.to(strategy.device(), /*non_blocking=*/true);
+    sums.add(loss_sum(loss, outputs, targets), correct_count(outputs, targets, classification), local.size());
+  }
+  return sums.collect(classification, strategy);
+}
 
 // The model's input and output sizes as the data set dictates them.
 models::ModelShape model_shape(const data::DatasetInfo& info, const config::ModelConfig& model) {
@@ -70,6 +100,7 @@ struct Trainer::State {
   config::ExperimentConfig config;
   config::SourceMap sources;
   device::DevicePlan devices;
+  std::unique_ptr<parallel::Strategy> strategy;
   torch::Device device{torch::kCPU};
   std::shared_ptr<const data::Dataset> train_set;
   std::shared_ptr<const data::Dataset> test_set;  // null for unlabeled data
@@ -84,25 +115,24 @@ struct Trainer::State {
   int64_t steps_per_epoch = 0;
   int64_t step = 0;
 
-  torch::Tensor correct_count(const torch::Tensor& outputs, const torch::Tensor& targets) const {
-    if (!classification) return {};
-    return outputs.argmax(1).eq(targets).sum();
-  }
-
   void run_optimizer_step(const std::vector<data::Batch>& group, RunningSums& epoch_sums, RunningSums& interval);
   EvalResult train_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start, double& epoch_s);
   void forward_only_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start);
   EvalResult evaluate();
 };
 
-Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& devices)
+Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                 const parallel::LaunchInfo& launch)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.config = loaded.config;
   s.sources = loaded.sources;
   s.devices = devices;
-  s.device = devices.primary();
   const config::ExperimentConfig& c = s.config;
+  const parallel::StrategyPlan plan = parallel::plan_strategy(loaded, devices, launch);
+  s.strategy = parallel::make_strategy(plan, c, launch);
+  s.device = s.strategy->device();
+  spdlog::info("strategy: {} ({})", s.strategy->describe(), plan.reason);
 
   s.accumulation = c.train.accumulation_steps;
   if (c.data.batch_size % s.accumulation != 0) {
@@ -134,6 +164,7 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
 
   s.model = models::make_model(c.model, model_shape(info, c.model));
   s.model->to(s.device);
+  s.strategy->prepare(s.model);
 
   s.optimizer = make_optimizer(c.optim, s.model->parameters());
   s.steps_per_epoch = (s.train_stream->batches_per_epoch() + s.accumulation - 1) / s.accumulation;
@@ -168,19 +199,21 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group, R
   for (const auto& mb : group) group_samples += mb.size();
   schedule->apply(*optimizer, step);
   optimizer->zero_grad();
-  for (const auto& mb : group) {
-    const torch::Tensor inputs = mb.inputs.to(device, /*non_blocking=*/true);
+  for (const auto& global : group) {
+    const data::Batch mb = strategy->local_part(global);
+    const torch::Tensor outputs = strategy->forward(model, mb.inputs, {});
     const torch::Tensor targets = mb.targets.to(device, /*non_blocking=*/true);
-    const torch::Tensor outputs = model->forward(inputs);
     const torch::Tensor batch_loss = loss_sum(loss, outputs, targets);
-    // Dividing by the whole group's size makes K micro-batches one step of
-    // their combined batch, and weights a short last group by its real size.
+    // Dividing by the whole (global) group's size makes K micro-batches, or N
+    // ranks, one step of their combined batch, and weights a short last group
+    // by its real size.
     (batch_loss / static_cast<double>(group_samples)).backward();
     const torch::Tensor detached = batch_loss.detach();
-    const torch::Tensor correct = correct_count(outputs.detach(), targets);
+    const torch::Tensor correct = correct_count(outputs.detach(), targets, classification);
     epoch_sums.add(detached, correct, mb.size());
     interval.add(detached, correct, mb.size());
   }
+  strategy->after_backward(model);
   optimizer->step();
   ++step;
 }
@@ -199,7 +232,7 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, C
     run_optimizer_step(group, epoch_sums, interval);
     group.clear();
     if (step % config.train.log_every != 0) return;
-    const EvalResult r = interval.collect(classification);
+    const EvalResult r = interval.collect(classification, *strategy);
     const double interval_s = seconds_since(interval_start);
     StepMetrics m{epoch, step, r.mean_loss(), r.accuracy(), interval_s > 0 ? r.samples / interval_s : 0.0,
                   schedule->lr_at(step - 1), seconds_since(run_start)};
@@ -217,7 +250,7 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, C
     observer.on_progress(progress);
   }
   if (!group.empty()) flush_group();  // the epoch's last, shorter group still steps
-  const EvalResult result = epoch_sums.collect(classification);
+  const EvalResult result = epoch_sums.collect(classification, *strategy);
   epoch_s = seconds_since(epoch_start);
   return result;
 }
@@ -229,9 +262,10 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer, 
   const auto epoch_start = Clock::now();
   int64_t samples = 0;
   while (auto batch = train_stream->next()) {
-    const torch::Tensor outputs = model->forward(batch->inputs.to(device, /*non_blocking=*/true));
-    samples += batch->size();
-    spdlog::debug("forward: input {} output {}", logging::shape_str(batch->inputs), logging::shape_str(outputs));
+    const data::Batch local = strategy->local_part(*batch);
+    const torch::Tensor outputs = strategy->forward(model, local.inputs, {});
+    samples += local.size();
+    spdlog::debug("forward: input {} output {}", logging::shape_str(local.inputs), logging::shape_str(outputs));
   }
   EpochMetrics m;
   m.epoch = epoch;
@@ -244,18 +278,9 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer, 
 }
 
 EvalResult Trainer::State::evaluate() {
-  torch::NoGradGuard no_grad;
-  model->eval();
-  RunningSums sums;
-  test_stream->start_epoch(0);
-  while (auto batch = test_stream->next()) {
-    const torch::Tensor inputs = batch->inputs.to(device, /*non_blocking=*/true);
-    const torch::Tensor targets = batch->targets.to(device, /*non_blocking=*/true);
-    const torch::Tensor outputs = model->forward(inputs);
-    sums.add(loss_sum(loss, outputs, targets), correct_count(outputs, targets), batch->size());
-  }
+  const EvalResult result = run_evaluation(model, *test_stream, *strategy, loss, classification);
   model->train();
-  return sums.collect(classification);
+  return result;
 }
 
 EvalResult Trainer::evaluate() {
@@ -322,20 +347,11 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
   const LossKind loss = resolve_loss(c.train.loss, classification);
   torch::nn::Sequential model = models::make_model(c.model, model_shape(info, c.model));
   load_weights(model, weights_path);
-  const torch::Device device = devices.primary();
-  model->to(device);
-  model->eval();
-  torch::NoGradGuard no_grad;
+  const parallel::StrategyPlan single{parallel::StrategyKind::kSingle, {devices.primary()}, "testing"};
+  const auto strategy = parallel::make_strategy(single, c, {});
+  model->to(strategy->device());
   data::BatchStream stream(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
-  stream.start_epoch(0);
-  RunningSums sums;
-  while (auto batch = stream.next()) {
-    const torch::Tensor targets = batch->targets.to(device, /*non_blocking=*/true);
-    const torch::Tensor outputs = model->forward(batch->inputs.to(device, /*non_blocking=*/true));
-    sums.add(loss_sum(loss, outputs, targets), classification ? outputs.argmax(1).eq(targets).sum() : torch::Tensor(),
-             batch->size());
-  }
-  return sums.collect(classification);
+  return run_evaluation(model, stream, *strategy, loss, classification);
 }
 
 void save_weights(const torch::nn::Sequential& model, const std::string& path) {

@@ -8,6 +8,7 @@
 
 #include "gputrain/config/config.h"
 #include "gputrain/device/resolve.h"
+#include "gputrain/parallel/strategy.h"
 #include "gputrain/train/observer.h"
 
 namespace gputrain::train {
@@ -23,9 +24,10 @@ struct TrainSummary {
 
 class Trainer {
  public:
-  // Builds everything (loading the data sets) and logs the model summary.
-  // Throws DataError / ConfigError for input the run cannot use.
-  Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& devices);
+  // Builds everything (loading the data sets, choosing the strategy) and logs
+  // the model summary. Throws DataError / ConfigError for input the run cannot use.
+  Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+          const parallel::LaunchInfo& launch = {});
   ~Trainer();
 
   TrainSummary fit(TrainObserver& observer);

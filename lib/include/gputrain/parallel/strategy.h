@@ -1,0 +1,74 @@
+#pragma once
+// How one optimizer step is spread over devices and processes. The trainer
+// calls these hooks at fixed points; single, dp and ddp differ only here.
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gputrain/config/config.h"
+#include "gputrain/data/batch_stream.h"
+#include "gputrain/device/resolve.h"
+
+namespace gputrain::parallel {
+
+enum class StrategyKind { kSingle, kDataParallel, kDistributed };
+
+// What a launcher (gputrain --nproc, torchrun, srun) told this process, read
+// from RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT by app/.
+struct LaunchInfo {
+  int64_t rank = 0;
+  int64_t local_rank = 0;
+  int64_t world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int64_t master_port = 29500;
+};
+
+struct StrategyPlan {
+  StrategyKind kind = StrategyKind::kSingle;
+  std::vector<torch::Device> replicas;  // dp: one per replica; else the one device
+  std::string reason;                   // why this strategy, for the log
+};
+
+// strategy: auto means ddp when launched with a world size above 1, dp when
+// several GPUs are selected in one process, else single. dp on the CPU runs
+// dp.replicas CPU threads. Throws ConfigError for combinations that cannot run.
+StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                           const LaunchInfo& launch);
+
+// Called on every replica thread before its forward pass; the guard it returns
+// lives until that forward ends (autocast state is thread-local).
+using ThreadSetup = std::function<std::shared_ptr<void>()>;
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string describe() const = 0;
+  // Where the master weights, gathered outputs and the loss live.
+  virtual torch::Device device() const = 0;
+  // Only the primary process writes logs, metrics and checkpoints.
+  virtual bool is_primary() const { return true; }
+  // Once, before training: ddp makes every rank start from rank 0's weights.
+  virtual void prepare(torch::nn::Sequential& model) { (void)model; }
+  // The rows of a global batch this process works on: all of them but under ddp.
+  virtual data::Batch local_part(const data::Batch& batch) const { return batch; }
+  // The forward pass of this process's rows; dp scatters them across replicas
+  // and gathers the outputs on device().
+  virtual torch::Tensor forward(torch::nn::Sequential& model, const torch::Tensor& inputs,
+                                const ThreadSetup& setup) = 0;
+  // Once per optimizer step, after every micro-batch's backward: ddp
+  // all-reduces the gradients (summed: each rank's loss is already weighted by
+  // its share of the global batch).
+  virtual void after_backward(torch::nn::Sequential& model) { (void)model; }
+  // Sums `values` across processes in place (ddp), for metrics.
+  virtual void all_reduce_sum(torch::Tensor& values) { (void)values; }
+};
+
+std::unique_ptr<Strategy> make_strategy(const StrategyPlan& plan, const config::ExperimentConfig& config,
+                                        const LaunchInfo& launch);
+
+}  // namespace gputrain::parallel
