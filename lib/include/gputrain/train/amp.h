@@ -1,0 +1,146 @@
+#pragma once
+// Mixed precision: the train.amp mode, an autocast scope, a loss scaler with
+// torch.amp.GradScaler's semantics, and gradient clipping. Every call into
+// LibTorch's autocast API is in amp.cpp, because that API changed between
+// releases (device-type functions since 2.4, per-device ones before).
+#include <ATen/core/Tensor.h>
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gputrain/common/error.h"
+
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
+
+namespace gputrain::train {
+
+// train.amp: off | fp16 | bf16.
+enum class AmpMode { kOff, kFp16, kBf16 };
+
+// The config word, already checked by config::load; any other word is an
+// InternalError.
+AmpMode parse_amp_mode(std::string_view word);
+std::string_view to_string(AmpMode mode);
+
+// Throws a ConfigError on train.amp (at `where`) when `mode` cannot run on
+// `device_type`: fp16 needs CUDA, bf16 needs CUDA or the CPU, off runs anywhere.
+// The loader rejects `device: cpu` with fp16; this covers devices resolved
+// later, such as `device: auto` on a machine without a GPU.
+void check_amp_device(AmpMode mode, c10::DeviceType device_type, const SourceMark& where = {});
+
+// A device type's autocast settings on the calling thread.
+struct AutocastState {
+  bool enabled = false;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+};
+AutocastState autocast_state(c10::DeviceType device_type);
+
+// Autocast for one device type while alive, like `with torch.autocast(...)`:
+// fp16 runs autocast to float16, bf16 to bfloat16, off leaves the thread's
+// state alone. The destructor restores that device type's previous enabled flag
+// and dtype, and the outermost scope clears the cache of casted weights.
+// Autocast state is thread-local: every thread that runs a forward pass (each
+// replica thread of data-parallel, for one) must open its own scope.
+// Throws like check_amp_device for a mode the device type cannot run.
+class AutocastScope {
+ public:
+  AutocastScope(AmpMode mode, c10::DeviceType device_type);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool active_;
+  c10::DeviceType device_type_;
+  AutocastState previous_;
+};
+
+// torch.amp.GradScaler's defaults. Enable it for fp16 only: bf16 has float32's
+// exponent range, so its gradients do not underflow.
+struct GradScalerOptions {
+  TORCH_ARG(double, init_scale) = 65536.0;
+  TORCH_ARG(double, growth_factor) = 2.0;   // > 1
+  TORCH_ARG(double, backoff_factor) = 0.5;  // in (0, 1)
+  TORCH_ARG(int64_t, growth_interval) = 2000;
+  TORCH_ARG(bool, enabled) = true;
+};
+
+// What a checkpoint stores for the scaler: numbers by name, the names being
+// scale, growth_factor, backoff_factor, growth_interval, growth_tracker and
+// skipped_steps (counts are whole numbers, exact in a double). A disabled
+// scaler's state is empty, as in PyTorch.
+using GradScalerState = std::map<std::string, double>;
+
+// Dynamic loss scaling, torch.amp.GradScaler's semantics, for one optimizer:
+//   scaler.scale(loss).backward();
+//   scaler.unscale_(optimizer);               // only when clipping
+//   clip_grad_norm(parameters, max_norm);
+//   scaler.step(optimizer);                   // skipped if a gradient is inf/NaN
+//   scaler.update();                          // back off or grow the scale
+// The scale and growth tracker are tensors on the loss's device, so a step
+// adds no host sync except step()'s inf check. A disabled scaler passes
+// everything through: scale() returns the loss, step() always steps.
+class GradScaler {
+ public:
+  explicit GradScaler(GradScalerOptions options = {});
+
+  bool enabled() const { return options_.enabled(); }
+
+  // loss * scale; the scale tensor is created on the loss's device on first use.
+  at::Tensor scale(const at::Tensor& loss);
+
+  // Divides the gradients by the scale in place, with LibTorch's fused kernel
+  // per device and dtype, and records whether any was inf or NaN. At most once
+  // between updates, and before step(). Gradients must not be float16.
+  void unscale_(torch::optim::Optimizer& optimizer);
+  void unscale_(const std::vector<at::Tensor>& parameters);
+
+  // Unscales unless unscale_ already ran, then calls optimizer.step() only if
+  // every gradient is finite. Returns whether it stepped. Waits for the device.
+  bool step(torch::optim::Optimizer& optimizer);
+
+  // After step(): multiplies the scale by backoff_factor if a gradient was
+  // non-finite, by growth_factor after growth_interval finite steps in a row.
+  void update();
+
+  // The current scale (1 when disabled); reads the device.
+  double scale() const;
+  // Finite steps in a row since the scale last changed.
+  int64_t growth_tracker() const;
+  // Steps that step() skipped for non-finite gradients.
+  int64_t skipped_steps() const { return skipped_steps_; }
+
+  GradScalerState state_dict() const;
+  // Throws CheckpointError for a missing, unknown or invalid entry, or an empty
+  // state (saved while disabled). A disabled scaler ignores the state.
+  void load_state_dict(const GradScalerState& state);
+
+ private:
+  enum class Stage { kReady, kUnscaled, kStepped };
+
+  // options_.init_scale and init_growth_tracker_ seed the tensors when scale()
+  // creates them; load_state_dict sets both, as PyTorch's does.
+  GradScalerOptions options_;
+  int64_t init_growth_tracker_ = 0;
+  at::Tensor scale_;           // float32, 0-dim
+  at::Tensor growth_tracker_;  // int32, 0-dim
+  std::vector<at::Tensor> found_inf_;  // one float32 flag per gradient device
+  Stage stage_ = Stage::kReady;
+  int64_t skipped_steps_ = 0;
+};
+
+// Clips the gradients' global L2 norm to max_norm (> 0) and returns the norm
+// before clipping. With fp16, call it after GradScaler::unscale_ so it sees
+// the true gradients; if they hold inf/NaN the norm is not finite and the
+// clipped gradients are garbage, which is harmless because step() skips them.
+double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm);
+
+}  // namespace gputrain::train
