@@ -22,7 +22,8 @@ void MetricsWriter::on_step(const train::StepMetrics& m) {
   nlohmann::ordered_json j{{"epoch", m.epoch},         {"step", m.step},
                            {"split", "train"},         {"loss", m.loss},
                            {"accuracy", m.accuracy},   {"samples_per_s", m.samples_per_s},
-                           {"lr", m.lr},               {"elapsed_s", m.elapsed_s}};
+                           {"lr", m.lr},               {"elapsed_s", m.elapsed_s},
+                           {"loss_scale", m.loss_scale}, {"skipped_steps", m.skipped_steps}};
   write(j.dump());
 }
 
@@ -36,7 +37,9 @@ void MetricsWriter::on_epoch(const train::EpochMetrics& m) {
                                {"lr", m.lr},
                                {"elapsed_s", m.elapsed_s},
                                {"epoch_s", m.epoch_s},
-                               {"samples", m.train.samples}};
+                               {"samples", m.train.samples},
+                               {"loss_scale", m.loss_scale},
+                               {"skipped_steps", m.skipped_steps}};
   if (m.cuda) {
     train["memory_allocated"] = m.memory_allocated;
     train["memory_reserved"] = m.memory_reserved;

@@ -16,6 +16,7 @@
 #include "gputrain/device/memory.h"
 #include "gputrain/logging/format.h"
 #include "gputrain/models/factory.h"
+#include "gputrain/train/amp.h"
 #include "gputrain/train/optim.h"
 
 namespace gputrain::train {
@@ -68,15 +69,20 @@ torch::Tensor correct_count(const torch::Tensor& outputs, const torch::Tensor& t
 
 // One pass over `stream` in eval mode under no-grad; leaves the model in eval mode.
 EvalResult run_evaluation(torch::nn::Sequential& model, data::BatchStream& stream, parallel::Strategy& strategy,
-                          LossKind loss, bool classification) {
+                          LossKind loss, bool classification, AmpMode amp) {
   torch::NoGradGuard no_grad;
   model->eval();
   RunningSums sums;
   stream.start_epoch(0);
+  const c10::DeviceType device_type = strategy.device().type();
+  const parallel::ThreadSetup autocast_replica = [amp, device_type] {
+    return std::make_shared<AutocastScope>(amp, device_type);
+  };
   while (auto batch = stream.next()) {
     const data::Batch local = strategy.local_part(*batch);
-    const torch::Tensor outputs = strategy.forward(model, local.inputs, {});
     const torch::Tensor targets = local.targets.to(strategy.device(), /*non_blocking=*/true);
+    AutocastScope autocast(amp, device_type);
+    const torch::Tensor outputs = strategy.forward(model, local.inputs, autocast_replica);
     sums.add(loss_sum(loss, outputs, targets), correct_count(outputs, targets, classification), local.size());
   }
   return sums.collect(classification, strategy);
@@ -112,6 +118,8 @@ struct Trainer::State {
   LossKind loss = LossKind::kCrossEntropy;
   bool classification = true;
   int64_t accumulation = 1;
+  AmpMode amp = AmpMode::kOff;
+  std::unique_ptr<GradScaler> scaler;
   int64_t steps_per_epoch = 0;
   int64_t step = 0;
 
@@ -134,6 +142,9 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
   s.device = s.strategy->device();
   spdlog::info("strategy: {} ({})", s.strategy->describe(), plan.reason);
 
+  s.amp = parse_amp_mode(c.train.amp);
+  check_amp_device(s.amp, s.device.type(), loaded.sources.at("train.amp"));
+  s.scaler = std::make_unique<GradScaler>(GradScalerOptions().enabled(s.amp == AmpMode::kFp16));
   s.accumulation = c.train.accumulation_steps;
   if (c.data.batch_size % s.accumulation != 0) {
     throw ConfigError(loaded.sources.at("data.batch_size"), "data.batch_size",
@@ -183,6 +194,9 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
                s.steps_per_epoch);
   spdlog::info("model: {}, {} parameters", c.model.name, models::parameter_count(*s.model));
   for (const auto& line : models::layer_summary(s.model)) spdlog::info("  {}", line);
+  spdlog::info("precision: {}{}{}", s.amp == AmpMode::kOff ? "fp32" : "autocast " + std::string(to_string(s.amp)),
+               s.scaler->enabled() ? fmt::format(", gradient scaler from {}", s.scaler->scale()) : "",
+               c.train.grad_clip > 0 ? fmt::format(", gradients clipped to norm {}", c.train.grad_clip) : "");
   spdlog::info("optimizer: {} lr {} (scheduler {}), loss {}", c.optim.name, c.optim.lr, c.optim.scheduler,
                info.target_kind == data::TargetKind::kNone ? "none (forward passes only)"
                : s.loss == LossKind::kCrossEntropy         ? "cross_entropy"
@@ -199,22 +213,39 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group, R
   for (const auto& mb : group) group_samples += mb.size();
   schedule->apply(*optimizer, step);
   optimizer->zero_grad();
+  // Autocast is thread-local: replica threads open their own scope.
+  const parallel::ThreadSetup autocast_replica = [this] {
+    return std::make_shared<AutocastScope>(amp, device.type());
+  };
   for (const auto& global : group) {
     const data::Batch mb = strategy->local_part(global);
-    const torch::Tensor outputs = strategy->forward(model, mb.inputs, {});
-    const torch::Tensor targets = mb.targets.to(device, /*non_blocking=*/true);
-    const torch::Tensor batch_loss = loss_sum(loss, outputs, targets);
+    torch::Tensor outputs;
+    torch::Tensor batch_loss;
+    torch::Tensor targets = mb.targets.to(device, /*non_blocking=*/true);
+    {
+      AutocastScope autocast(amp, device.type());  // the forward pass and the loss
+      outputs = strategy->forward(model, mb.inputs, autocast_replica);
+      batch_loss = loss_sum(loss, outputs, targets);
+    }
     // Dividing by the whole (global) group's size makes K micro-batches, or N
     // ranks, one step of their combined batch, and weights a short last group
     // by its real size.
-    (batch_loss / static_cast<double>(group_samples)).backward();
+    scaler->scale(batch_loss / static_cast<double>(group_samples)).backward();
     const torch::Tensor detached = batch_loss.detach();
     const torch::Tensor correct = correct_count(outputs.detach(), targets, classification);
     epoch_sums.add(detached, correct, mb.size());
     interval.add(detached, correct, mb.size());
   }
   strategy->after_backward(model);
-  optimizer->step();
+  if (config.train.grad_clip > 0) {
+    scaler->unscale_(*optimizer);  // clip the true gradients, not the scaled ones
+    clip_grad_norm(model->parameters(), config.train.grad_clip);
+  }
+  if (!scaler->step(*optimizer)) {
+    spdlog::warn("step {}: inf/NaN gradients under fp16; step skipped, loss scale backs off from {}", step + 1,
+                 scaler->scale());
+  }
+  scaler->update();
   ++step;
 }
 
@@ -234,8 +265,15 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, C
     if (step % config.train.log_every != 0) return;
     const EvalResult r = interval.collect(classification, *strategy);
     const double interval_s = seconds_since(interval_start);
-    StepMetrics m{epoch, step, r.mean_loss(), r.accuracy(), interval_s > 0 ? r.samples / interval_s : 0.0,
-                  schedule->lr_at(step - 1), seconds_since(run_start)};
+    StepMetrics m{epoch,
+                  step,
+                  r.mean_loss(),
+                  r.accuracy(),
+                  interval_s > 0 ? r.samples / interval_s : 0.0,
+                  schedule->lr_at(step - 1),
+                  seconds_since(run_start),
+                  scaler->scale(),
+                  scaler->skipped_steps()};
     progress.last_loss = m.loss;
     observer.on_step(m);
     interval = RunningSums{};
@@ -278,7 +316,7 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer, 
 }
 
 EvalResult Trainer::State::evaluate() {
-  const EvalResult result = run_evaluation(model, *test_stream, *strategy, loss, classification);
+  const EvalResult result = run_evaluation(model, *test_stream, *strategy, loss, classification, amp);
   model->train();
   return result;
 }
@@ -306,6 +344,8 @@ TrainSummary Trainer::fit(TrainObserver& observer) {
     m.step = s.step;
     m.samples_per_s = m.epoch_s > 0 ? m.train.samples / m.epoch_s : 0.0;
     m.lr = s.schedule->lr_at(std::max<int64_t>(s.step - 1, 0));
+    m.loss_scale = s.scaler->scale();
+    m.skipped_steps = s.scaler->skipped_steps();
     m.test = s.evaluate();
     m.has_test = true;
     m.elapsed_s = seconds_since(run_start);
@@ -317,10 +357,13 @@ TrainSummary Trainer::fit(TrainObserver& observer) {
       m.memory_peak = mem.peak_allocated;
     }
     observer.on_epoch(m);
-    spdlog::info("Epoch {}/{}: train loss {:.4f}{}, {:.0f} samples/s, {:.1f} s{}", epoch, s.config.train.epochs,
+    spdlog::info("Epoch {}/{}: train loss {:.4f}{}, {:.0f} samples/s, {:.1f} s{}{}", epoch, s.config.train.epochs,
                  m.train.mean_loss(),
                  s.classification ? fmt::format(", accuracy {:.2f}%", 100.0 * m.train.accuracy()) : "",
                  m.samples_per_s, m.epoch_s,
+                 s.scaler->enabled()
+                     ? fmt::format(", loss scale {}, {} steps skipped", m.loss_scale, m.skipped_steps)
+                     : "",
                  m.cuda ? fmt::format(", memory allocated {:.2f} GiB, reserved {:.2f} GiB, peak {:.2f} GiB",
                                       gib(m.memory_allocated), gib(m.memory_reserved), gib(m.memory_peak))
                         : "");
@@ -351,7 +394,9 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
   const auto strategy = parallel::make_strategy(single, c, {});
   model->to(strategy->device());
   data::BatchStream stream(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
-  return run_evaluation(model, stream, *strategy, loss, classification);
+  const AmpMode amp = parse_amp_mode(c.train.amp);
+  check_amp_device(amp, strategy->device().type(), loaded.sources.at("train.amp"));
+  return run_evaluation(model, stream, *strategy, loss, classification, amp);
 }
 
 void save_weights(const torch::nn::Sequential& model, const std::string& path) {

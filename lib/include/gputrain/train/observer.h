@@ -18,6 +18,8 @@ struct StepMetrics {
   double samples_per_s = 0;
   double lr = 0;
   double elapsed_s = 0;  // since the run began
+  double loss_scale = 1;  // fp16's gradient scale; 1 otherwise
+  int64_t skipped_steps = 0;  // optimizer steps skipped for inf/NaN gradients, so far
 };
 
 // After every micro-batch, for progress bars: cheap, no device sync.
@@ -41,6 +43,8 @@ struct EpochMetrics {
   double epoch_s = 0;        // training time of the epoch
   double elapsed_s = 0;
   double lr = 0;
+  double loss_scale = 1;
+  int64_t skipped_steps = 0;
   bool cuda = false;  // the memory figures below are meaningful
   int64_t memory_allocated = 0;
   int64_t memory_reserved = 0;
