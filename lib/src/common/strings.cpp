@@ -42,6 +42,14 @@ std::string join_choices(const std::vector<std::string>& words) {
   return out;
 }
 
+std::string unknown_choice(std::string_view value, const std::vector<std::string>& allowed) {
+  std::string problem = "unknown value '" + std::string(value) + "'; allowed: " + join_choices(allowed);
+  if (const std::string near = closest_match(value, allowed); !near.empty()) {
+    problem += " (did you mean '" + near + "'?)";
+  }
+  return problem;
+}
+
 std::vector<std::string> split(std::string_view text, char separator) {
   std::vector<std::string> parts;
   std::size_t start = 0;

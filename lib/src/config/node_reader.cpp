@@ -144,11 +144,7 @@ void NodeReader::read_choice(const std::string& key, std::string& value, const s
   for (const auto& word : allowed) {
     if (value == word) return;
   }
-  std::string problem = fmt::format("unknown value '{}'; allowed: {}", value, join_choices(allowed));
-  if (const std::string near = closest_match(value, allowed); !near.empty()) {
-    problem += fmt::format(" (did you mean '{}'?)", near);
-  }
-  fail(key, problem);
+  fail(key, unknown_choice(value, allowed));
 }
 
 void NodeReader::read_at_least(const std::string& key, int64_t& value, int64_t minimum) {

@@ -16,6 +16,9 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 // "a, b or c"
 std::string join_choices(const std::vector<std::string>& words);
 
+// "unknown value 'sdg'; allowed: sgd, adam or adamw (did you mean 'sgd'?)"
+std::string unknown_choice(std::string_view value, const std::vector<std::string>& allowed);
+
 std::vector<std::string> split(std::string_view text, char separator);
 
 std::string_view trim(std::string_view text);

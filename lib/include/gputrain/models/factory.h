@@ -1,8 +1,11 @@
 #pragma once
 // Models by name, shaped by the data set. Every model is a Sequential of named
 // layers: one tensor in, logits (or regression values) out, cloneable for
-// data-parallel replicas. Layer names are checkpoint keys: renaming one needs
-// a migration.
+// data-parallel replicas (clone() is a deep copy that keeps the layer names).
+// Layer names are checkpoint keys: renaming one needs a migration.
+//   linear:      [flatten,] fc
+//   mlp:         [flatten,] fc1, act1, [drop1,] ... fcN (one block per model.hidden width)
+//   cifar10_cnn: conv1, relu1, pool1, conv2, relu2, pool2, flatten, fc1, relu3, fc2, relu4, fc3
 #include <torch/nn/modules/container/sequential.h>
 
 #include <string>
@@ -17,14 +20,16 @@ struct ModelShape {
   int64_t outputs = 0;               // classes, or regression targets
 };
 
-// linear | mlp | cifar10_cnn. model.in_features / out_features override the
-// data set's sizes where they apply; a mismatch the model cannot take is a
-// ConfigError naming the key.
+// linear | mlp | cifar10_cnn. model.in_features and model.out_features, when
+// set, must equal the flattened sample size and shape.outputs; out_features
+// sizes the output where the data set has no labels (outputs == 0, the
+// data-parallel demo's 5 -> 2). A mismatch is a ConfigError naming the key.
 torch::nn::Sequential make_model(const config::ModelConfig& config, const ModelShape& shape);
 
 int64_t parameter_count(const torch::nn::Module& model);
 
-// One line per layer, e.g. "conv1: Conv2d(3, 6, kernel_size=[5, 5]) 456 params".
+// One line per layer: name, the module's pretty print without "torch::nn::", its
+// parameter count; e.g. "conv1: Conv2d(3, 6, kernel_size=[5, 5], stride=[1, 1]) 456 params".
 std::vector<std::string> layer_summary(const torch::nn::Sequential& model);
 
 }  // namespace gputrain::models

@@ -12,12 +12,31 @@
 namespace gputrain::train {
 
 // sgd (lr, momentum, weight_decay, nesterov) | adam | adamw (betas, eps, weight_decay).
+// adamw is torch::optim::AdamW (decoupled decay) with optim.weight_decay as
+// given, so its default is the config's 0, not PyTorch's 1e-2.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
                                                         std::vector<torch::Tensor> parameters);
 
 // The learning rate at optimizer step `step` (0-based) of `total_steps`, per
 // optim.scheduler (none | step | cosine | onecycle) after optim.warmup_steps of
 // linear warm-up. `steps_per_epoch` turns optim.step_size (epochs) into steps.
+//
+// With lr = optim.lr, T = total_steps, W = warmup_steps, E = steps_per_epoch:
+//   lr_at(s)  = warm(s) * f(s),  warm(s) = (s + 1) / W for s < W, else 1
+// The warm-up scales the schedule (PyTorch's LinearLR(start_factor=1/W,
+// total_iters=W-1) chained with it), so the schedule keeps its own clock: step
+// decays still fall on epoch boundaries and cosine still reaches 0 at T. The
+// first step's lr is never 0.
+//   none:     f(s) = lr
+//   step:     f(s) = lr * gamma^floor(s / (step_size * E))          (StepLR)
+//   cosine:   f(s) = lr * (1 + cos(pi * min(s, T) / T)) / 2          (CosineAnnealingLR, eta_min 0)
+//   onecycle: PyTorch's OneCycleLR with its defaults (pct_start 0.3,
+//             div_factor 25, final_div_factor 1e4, cosine annealing):
+//             with a = lr / 25, z = a / 1e4 = lr / 2.5e5, P = 0.3 * T - 1,
+//             anneal(x, y, t) = y + (x - y) * (1 + cos(pi * t)) / 2,
+//               s <= P: f(s) = anneal(a, lr, s / P)
+//               s >  P: f(s) = anneal(lr, z, min(1, (s - P) / (T - 1 - P)))
+//             so f(0) = lr / 25, f(P) = lr where P is whole, f(T - 1) = z.
 class LrSchedule {
  public:
   LrSchedule(const config::OptimConfig& config, int64_t steps_per_epoch, int64_t total_steps);
@@ -26,18 +45,32 @@ class LrSchedule {
   void apply(torch::optim::Optimizer& optimizer, int64_t step) const;
 
  private:
+  enum class Kind { kNone, kStep, kCosine, kOneCycle };
+
+  double scheduled(int64_t step) const;  // f(s), before the warm-up factor
+
   config::OptimConfig config_;
   int64_t steps_per_epoch_;
   int64_t total_steps_;
+  Kind kind_;
 };
 
 enum class LossKind { kCrossEntropy, kMse };
 
 // train.loss; "auto" means cross_entropy for class labels, mse for values.
+// cross_entropy on real-valued targets, or mse on class labels, is a
+// ConfigError on train.loss.
 LossKind resolve_loss(const std::string& name, bool class_targets);
 
 // Sum of the per-sample losses (callers divide), so accumulation and replicas
 // can weight by their real share of the batch.
+//   cross_entropy: sum over samples of -log softmax(outputs)[target]
+//                  (cross_entropy with reduction sum; int64 class targets [N]).
+//   mse:           sum over samples of the mean squared error over that
+//                  sample's values, i.e. mse_loss(reduction none).flatten(1).mean(1).sum();
+//                  outputs and targets must both be [N, values...]. Divided by
+//                  N it equals PyTorch's MSELoss (reduction mean) for any
+//                  number of values per sample, since each sample has as many.
 torch::Tensor loss_sum(LossKind kind, const torch::Tensor& outputs, const torch::Tensor& targets);
 
 }  // namespace gputrain::train

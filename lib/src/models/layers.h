@@ -1,0 +1,34 @@
+#pragma once
+// What every model builder shares: the Sequential that keeps its layer names
+// when cloned, and the sizes a model takes from the data set and the config.
+#include <torch/nn/modules/container/sequential.h>
+
+#include <cstdint>
+
+#include "gputrain/config/config.h"
+#include "gputrain/models/factory.h"
+
+namespace gputrain::models::detail {
+
+// An empty Sequential whose clone() keeps the layer names. The stock
+// SequentialImpl::clone renumbers the layers "0", "1", ..., which changes the
+// checkpoint keys and breaks nn::parallel::replicate, which looks a replica's
+// layers up by the original's names.
+torch::nn::Sequential named_sequential();
+
+// The number of values in one flattened sample, checked against
+// model.in_features (a ConfigError naming both numbers when they differ).
+int64_t checked_inputs(const config::ModelConfig& config, const ModelShape& shape);
+
+// The data set's outputs (model.out_features must agree when set), or
+// model.out_features for unlabeled data (outputs == 0).
+int64_t outputs(const config::ModelConfig& config, const ModelShape& shape);
+
+// Appends a "flatten" layer when a sample has more than one dimension.
+void flatten_if_needed(torch::nn::Sequential& model, const ModelShape& shape);
+
+torch::nn::Sequential make_linear(const config::ModelConfig& config, const ModelShape& shape);
+torch::nn::Sequential make_mlp(const config::ModelConfig& config, const ModelShape& shape);
+torch::nn::Sequential make_cifar_cnn(const config::ModelConfig& config, const ModelShape& shape);
+
+}  // namespace gputrain::models::detail

@@ -1,0 +1,136 @@
+#include "gputrain/train/optim.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "gputrain/common/choices.h"
+
+namespace gputrain::train {
+
+namespace {
+using OptimizerFactory = std::unique_ptr<torch::optim::Optimizer> (*)(const config::OptimConfig&,
+                                                                      std::vector<torch::Tensor>);
+
+std::unique_ptr<torch::optim::Optimizer> make_sgd(const config::OptimConfig& c, std::vector<torch::Tensor> params) {
+  return std::make_unique<torch::optim::SGD>(
+      std::move(params),
+      torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay).nesterov(c.nesterov));
+}
+
+// Adam and AdamW take the same options; they differ in how weight decay applies.
+template <typename Optimizer, typename Options>
+std::unique_ptr<torch::optim::Optimizer> make_adam(const config::OptimConfig& c, std::vector<torch::Tensor> params) {
+  if (c.betas.size() != 2) {
+    throw ConfigError(SourceMark{}, "optim.betas",
+                      fmt::format("needs two values [beta1, beta2] (got {})", c.betas.size()));
+  }
+  return std::make_unique<Optimizer>(
+      std::move(params),
+      Options(c.lr).betas({c.betas[0], c.betas[1]}).eps(c.eps).weight_decay(c.weight_decay));
+}
+
+const ChoiceTable<OptimizerFactory>& optimizers() {
+  static const ChoiceTable<OptimizerFactory> table{
+      {"sgd", make_sgd},
+      {"adam", make_adam<torch::optim::Adam, torch::optim::AdamOptions>},
+      {"adamw", make_adam<torch::optim::AdamW, torch::optim::AdamWOptions>},
+  };
+  return table;
+}
+
+constexpr double kPi = 3.14159265358979323846;
+
+// From `from` at t = 0 to `to` at t = 1 along half a cosine (OneCycleLR's _annealing_cos).
+double anneal(double from, double to, double t) { return to + (from - to) * (1 + std::cos(kPi * t)) / 2; }
+}  // namespace
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
+                                                        std::vector<torch::Tensor> parameters) {
+  return lookup_choice(optimizers(), config.name, "optim.name")(config, std::move(parameters));
+}
+
+LrSchedule::LrSchedule(const config::OptimConfig& config, int64_t steps_per_epoch, int64_t total_steps)
+    : config_(config), steps_per_epoch_(steps_per_epoch), total_steps_(total_steps) {
+  static const ChoiceTable<Kind> kinds{
+      {"none", Kind::kNone}, {"step", Kind::kStep}, {"cosine", Kind::kCosine}, {"onecycle", Kind::kOneCycle}};
+  kind_ = lookup_choice(kinds, config.scheduler, "optim.scheduler");
+  GPUTRAIN_CHECK(steps_per_epoch >= 1 && total_steps >= 1, "LrSchedule needs steps (got {} per epoch, {} in all)",
+                 steps_per_epoch, total_steps);
+  if (kind_ == Kind::kStep && config.step_size < 1) {
+    throw ConfigError(SourceMark{}, "optim.step_size", fmt::format("must be >= 1 (got {})", config.step_size));
+  }
+}
+
+double LrSchedule::scheduled(int64_t step) const {
+  const double lr = config_.lr;
+  const auto s = static_cast<double>(step);
+  const auto total = static_cast<double>(total_steps_);
+  switch (kind_) {
+    case Kind::kNone:
+      break;
+    case Kind::kStep:
+      return lr * std::pow(config_.gamma, static_cast<double>(step / (config_.step_size * steps_per_epoch_)));
+    case Kind::kCosine:
+      return lr * (1 + std::cos(kPi * std::min(s, total) / total)) / 2;
+    case Kind::kOneCycle: {
+      const double initial = lr / 25;
+      const double final_lr = initial / 1e4;
+      const double peak = 0.3 * total - 1;  // PyTorch's end of phase one, a float step
+      // s <= peak implies peak >= 0, and 0.3 * T - 1 is never exactly 0 for a whole T.
+      if (s <= peak) return anneal(initial, lr, s / peak);
+      return anneal(lr, final_lr, std::min(1.0, (s - peak) / (total - 1 - peak)));
+    }
+  }
+  return lr;
+}
+
+double LrSchedule::lr_at(int64_t step) const {
+  const double warm = step < config_.warmup_steps
+                          ? static_cast<double>(step + 1) / static_cast<double>(config_.warmup_steps)
+                          : 1.0;
+  return warm * scheduled(step);
+}
+
+void LrSchedule::apply(torch::optim::Optimizer& optimizer, int64_t step) const {
+  const double lr = lr_at(step);
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
+
+LossKind resolve_loss(const std::string& name, bool class_targets) {
+  static const ChoiceTable<std::optional<LossKind>> losses{
+      {"auto", std::nullopt}, {"cross_entropy", LossKind::kCrossEntropy}, {"mse", LossKind::kMse}};
+  const std::optional<LossKind> chosen = lookup_choice(losses, name, "train.loss");
+  if (!chosen) return class_targets ? LossKind::kCrossEntropy : LossKind::kMse;
+  if (*chosen == LossKind::kCrossEntropy && !class_targets) {
+    throw ConfigError(SourceMark{}, "train.loss",
+                      "cross_entropy needs class labels, but the data set's targets are real values (use mse or auto)");
+  }
+  if (*chosen == LossKind::kMse && class_targets) {
+    throw ConfigError(SourceMark{}, "train.loss",
+                      "mse needs real-valued targets, but the data set's targets are class labels "
+                      "(use cross_entropy or auto)");
+  }
+  return *chosen;
+}
+
+torch::Tensor loss_sum(LossKind kind, const torch::Tensor& outputs, const torch::Tensor& targets) {
+  namespace F = torch::nn::functional;
+  if (kind == LossKind::kCrossEntropy) {
+    return F::cross_entropy(outputs, targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
+  }
+  // Equal shapes, checked: mse_loss would broadcast [N, 1] against [N] into [N, N].
+  GPUTRAIN_CHECK(outputs.dim() >= 2 && outputs.sizes() == targets.sizes(),
+                 "mse needs outputs and targets shaped alike as [N, values...] (got [{}] and [{}])",
+                 fmt::join(outputs.sizes(), ", "), fmt::join(targets.sizes(), ", "));
+  return F::mse_loss(outputs, targets, F::MSELossFuncOptions().reduction(torch::kNone)).flatten(1).mean(1).sum();
+}
+
+}  // namespace gputrain::train

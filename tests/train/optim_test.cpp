@@ -1,0 +1,229 @@
+#include "gputrain/train/optim.h"
+
+#include <gtest/gtest.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+
+#include "gputrain/common/error.h"
+
+namespace gputrain::train {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+config::OptimConfig optim(const std::string& name) {
+  config::OptimConfig config;
+  config.name = name;
+  return config;
+}
+
+config::OptimConfig schedule(const std::string& scheduler, int64_t warmup_steps = 0) {
+  config::OptimConfig config;
+  config.lr = 0.1;
+  config.scheduler = scheduler;
+  config.warmup_steps = warmup_steps;
+  return config;
+}
+
+template <typename Options>
+const Options& options_of(torch::optim::Optimizer& optimizer) {
+  return static_cast<const Options&>(optimizer.param_groups().at(0).options());
+}
+
+template <typename Fn>
+std::string config_error_key(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.key();
+  }
+  return "(no ConfigError)";
+}
+
+TEST(MakeOptimizer, SgdGetsItsHyperparameters) {
+  config::OptimConfig config = optim("sgd");
+  config.lr = 0.05;
+  config.momentum = 0.9;
+  config.weight_decay = 1e-4;
+  config.nesterov = true;
+  torch::nn::Linear layer(3, 1);
+  const auto optimizer = make_optimizer(config, layer->parameters());
+  ASSERT_NE(dynamic_cast<torch::optim::SGD*>(optimizer.get()), nullptr);
+  const auto& options = options_of<torch::optim::SGDOptions>(*optimizer);
+  EXPECT_DOUBLE_EQ(options.lr(), 0.05);
+  EXPECT_DOUBLE_EQ(options.momentum(), 0.9);
+  EXPECT_DOUBLE_EQ(options.weight_decay(), 1e-4);
+  EXPECT_TRUE(options.nesterov());
+}
+
+template <typename Optimizer, typename Options>
+void expect_adam_hyperparameters(const std::string& name) {
+  config::OptimConfig config = optim(name);
+  config.lr = 3e-4;
+  config.betas = {0.8, 0.95};
+  config.eps = 1e-6;
+  config.weight_decay = 0.05;
+  torch::nn::Linear layer(3, 1);
+  const auto optimizer = make_optimizer(config, layer->parameters());
+  ASSERT_NE(dynamic_cast<Optimizer*>(optimizer.get()), nullptr) << name;
+  const auto& options = options_of<Options>(*optimizer);
+  EXPECT_DOUBLE_EQ(options.lr(), 3e-4);
+  EXPECT_DOUBLE_EQ(std::get<0>(options.betas()), 0.8);
+  EXPECT_DOUBLE_EQ(std::get<1>(options.betas()), 0.95);
+  EXPECT_DOUBLE_EQ(options.eps(), 1e-6);
+  EXPECT_DOUBLE_EQ(options.weight_decay(), 0.05);
+}
+
+TEST(MakeOptimizer, AdamGetsItsHyperparameters) {
+  expect_adam_hyperparameters<torch::optim::Adam, torch::optim::AdamOptions>("adam");
+}
+
+TEST(MakeOptimizer, AdamWIsTorchsAdamW) {
+  expect_adam_hyperparameters<torch::optim::AdamW, torch::optim::AdamWOptions>("adamw");
+}
+
+TEST(MakeOptimizer, OneStepOfEachChangesTheWeights) {
+  for (const std::string name : {"sgd", "adam", "adamw"}) {
+    torch::manual_seed(0);
+    torch::nn::Linear layer(3, 1);
+    const torch::Tensor before = layer->weight.detach().clone();
+    const auto optimizer = make_optimizer(optim(name), layer->parameters());
+    optimizer->zero_grad();
+    layer->forward(torch::randn({4, 3})).pow(2).sum().backward();
+    optimizer->step();
+    EXPECT_FALSE(torch::equal(layer->weight.detach(), before)) << name;
+  }
+}
+
+TEST(MakeOptimizer, RejectsUnknownNamesAndBadBetas) {
+  torch::nn::Linear layer(3, 1);
+  EXPECT_EQ(config_error_key([&] { make_optimizer(optim("sdg"), layer->parameters()); }), "optim.name");
+  config::OptimConfig config = optim("adam");
+  config.betas = {0.9};
+  EXPECT_EQ(config_error_key([&] { make_optimizer(config, layer->parameters()); }), "optim.betas");
+}
+
+TEST(LrSchedule, NoneIsConstant) {
+  const LrSchedule lr(schedule("none"), 10, 100);
+  EXPECT_DOUBLE_EQ(lr.lr_at(0), 0.1);
+  EXPECT_DOUBLE_EQ(lr.lr_at(99), 0.1);
+}
+
+TEST(LrSchedule, StepDecaysEveryStepSizeEpochs) {
+  config::OptimConfig config = schedule("step");
+  config.step_size = 2;
+  config.gamma = 0.5;
+  const LrSchedule lr(config, /*steps_per_epoch=*/10, /*total_steps=*/100);
+  EXPECT_DOUBLE_EQ(lr.lr_at(0), 0.1);
+  EXPECT_DOUBLE_EQ(lr.lr_at(19), 0.1);
+  EXPECT_DOUBLE_EQ(lr.lr_at(20), 0.05);
+  EXPECT_DOUBLE_EQ(lr.lr_at(39), 0.05);
+  EXPECT_DOUBLE_EQ(lr.lr_at(40), 0.025);
+}
+
+TEST(LrSchedule, CosineFallsFromLrToZero) {
+  const LrSchedule lr(schedule("cosine"), 10, 100);
+  EXPECT_DOUBLE_EQ(lr.lr_at(0), 0.1);
+  EXPECT_DOUBLE_EQ(lr.lr_at(25), 0.1 * (1 + std::cos(kPi / 4)) / 2);
+  EXPECT_DOUBLE_EQ(lr.lr_at(50), 0.05);
+  EXPECT_NEAR(lr.lr_at(100), 0.0, 1e-12);
+  EXPECT_NEAR(lr.lr_at(150), 0.0, 1e-12);
+}
+
+TEST(LrSchedule, OneCycleMatchesPyTorch) {
+  // torch.optim.lr_scheduler.OneCycleLR(SGD(lr=0.1), max_lr=0.1, total_steps=100,
+  // cycle_momentum=False), read before each step (torch 2.11).
+  const LrSchedule lr(schedule("onecycle"), 10, 100);
+  EXPECT_NEAR(lr.lr_at(0), 0.0040000000000000036, 1e-15);
+  EXPECT_NEAR(lr.lr_at(10), 0.029516394846410082, 1e-15);
+  EXPECT_NEAR(lr.lr_at(29), 0.1, 1e-15);
+  EXPECT_NEAR(lr.lr_at(30), 0.09994965352845243, 1e-15);
+  EXPECT_NEAR(lr.lr_at(50), 0.0793893450575732, 1e-15);
+  EXPECT_NEAR(lr.lr_at(99), 4e-07, 1e-15);
+}
+
+TEST(LrSchedule, WarmupRampsLinearlyFromAboveZero) {
+  const LrSchedule lr(schedule("none", /*warmup_steps=*/4), 10, 100);
+  EXPECT_DOUBLE_EQ(lr.lr_at(0), 0.025);
+  EXPECT_DOUBLE_EQ(lr.lr_at(1), 0.05);
+  EXPECT_DOUBLE_EQ(lr.lr_at(3), 0.1);
+  EXPECT_DOUBLE_EQ(lr.lr_at(4), 0.1);
+}
+
+TEST(LrSchedule, WarmupScalesEverySchedule) {
+  for (const std::string name : {"step", "cosine", "onecycle"}) {
+    const LrSchedule plain(schedule(name), 2, 40);
+    const LrSchedule warm(schedule(name, /*warmup_steps=*/8), 2, 40);
+    for (int64_t step = 0; step < 40; ++step) {
+      const double factor = step < 8 ? (step + 1) / 8.0 : 1.0;
+      EXPECT_DOUBLE_EQ(warm.lr_at(step), factor * plain.lr_at(step)) << name << " step " << step;
+    }
+    EXPECT_GT(warm.lr_at(0), 0.0) << name;
+  }
+}
+
+TEST(LrSchedule, ApplySetsEveryParamGroup) {
+  torch::nn::Linear a(3, 1), b(3, 1);
+  torch::optim::SGD optimizer({torch::optim::OptimizerParamGroup(a->parameters()),
+                               torch::optim::OptimizerParamGroup(b->parameters())},
+                              torch::optim::SGDOptions(1.0));
+  const LrSchedule lr(schedule("cosine"), 10, 100);
+  lr.apply(optimizer, 50);
+  ASSERT_EQ(optimizer.param_groups().size(), 2u);
+  for (auto& group : optimizer.param_groups()) EXPECT_DOUBLE_EQ(group.options().get_lr(), 0.05);
+}
+
+TEST(LrSchedule, RejectsUnknownSchedulers) {
+  EXPECT_EQ(config_error_key([] { LrSchedule(schedule("linear"), 10, 100); }), "optim.scheduler");
+}
+
+TEST(Loss, AutoFollowsTheTargets) {
+  EXPECT_EQ(resolve_loss("auto", true), LossKind::kCrossEntropy);
+  EXPECT_EQ(resolve_loss("auto", false), LossKind::kMse);
+  EXPECT_EQ(resolve_loss("cross_entropy", true), LossKind::kCrossEntropy);
+  EXPECT_EQ(resolve_loss("mse", false), LossKind::kMse);
+}
+
+TEST(Loss, AMismatchWithTheTargetsIsAConfigError) {
+  try {
+    resolve_loss("mse", true);
+    ADD_FAILURE() << "mse on class labels was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "train.loss: mse needs real-valued targets, but the data set's targets are class labels "
+              "(use cross_entropy or auto)");
+  }
+  EXPECT_EQ(config_error_key([] { resolve_loss("cross_entropy", false); }), "train.loss");
+  EXPECT_EQ(config_error_key([] { resolve_loss("l1", false); }), "train.loss");
+}
+
+TEST(Loss, CrossEntropySumIsTheMeanTimesN) {
+  torch::manual_seed(0);
+  const torch::Tensor outputs = torch::randn({6, 4});
+  const torch::Tensor targets = torch::randint(4, {6});
+  const torch::Tensor mean = torch::nn::functional::cross_entropy(outputs, targets);
+  EXPECT_TRUE(torch::allclose(loss_sum(LossKind::kCrossEntropy, outputs, targets), mean * 6));
+}
+
+TEST(Loss, MseSumOverNIsPyTorchsMean) {
+  torch::manual_seed(0);
+  for (const int64_t values : {1, 3}) {
+    const torch::Tensor outputs = torch::randn({6, values});
+    const torch::Tensor targets = torch::randn({6, values});
+    const torch::Tensor sum = loss_sum(LossKind::kMse, outputs, targets);
+    EXPECT_TRUE(torch::allclose(sum / 6, torch::nn::functional::mse_loss(outputs, targets))) << values;
+    EXPECT_TRUE(torch::allclose(sum, (outputs - targets).pow(2).mean(1).sum())) << values;
+  }
+}
+
+TEST(Loss, MseRefusesShapesThatWouldBroadcast) {
+  EXPECT_THROW(loss_sum(LossKind::kMse, torch::zeros({6, 1}), torch::zeros({6})), InternalError);
+}
+
+}  // namespace
+}  // namespace gputrain::train
