@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "report LibTorch, CUDA, cuDNN, NCCL and the visible devices");
   info->add_flag("--json", info_args.json, "print the report as one JSON object");
 
+  DatasetsArgs datasets_args;
+  auto* datasets = add_datasets_command(app, datasets_args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
   try {
     if (config->parsed()) return run_config(config_args);
     if (info->parsed()) return run_info(info_args);
+    if (datasets->parsed()) return run_datasets(datasets_args);
   } catch (const gputrain::Error& e) {
     spdlog::error("{}", e.what());
     return static_cast<int>(e.code());
