@@ -1,9 +1,14 @@
 #pragma once
 // One Args struct and one run_x function per subcommand; main.cpp fills the
 // structs from argv and the environment, the functions call into lib/.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace CLI {
+class App;
+}
 
 namespace gputrain::app {
 
@@ -23,6 +28,19 @@ struct InfoArgs {
   Environment env;
 };
 int run_info(const InfoArgs& args);
+
+// `datasets make-cifar` and `datasets make-idx`: write small learnable stand-ins.
+struct DatasetsArgs {
+  std::string format;  // "cifar" or "idx": which make-* subcommand ran
+  std::string out;
+  std::optional<int64_t> train;  // unset: the real set's size
+  std::optional<int64_t> test;
+  uint64_t seed = 0;
+  bool gzip = false;  // idx only
+};
+// Adds `datasets` and its make-* subcommands to `app`, filling `args`.
+CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args);
+int run_datasets(const DatasetsArgs& args);
 
 struct TrainArgs {
   std::string config;

@@ -66,6 +66,8 @@ int main(int argc, char** argv) {
   auto* test = app.add_subcommand("test", "evaluate saved weights on the test split and print the test line");
   add_config_options(test, test_args.config, test_args.overrides);
   test->add_option("--checkpoint", test_args.checkpoint, "weights written by train (<run dir>/model.pt)")->required();
+  DatasetsArgs datasets_args;
+  auto* datasets = add_datasets_command(app, datasets_args);
 
   try {
     app.parse(argc, argv);
@@ -80,6 +82,7 @@ int main(int argc, char** argv) {
     if (test->parsed()) return run_test(test_args);
     if (config->parsed()) return run_config(config_args);
     if (info->parsed()) return run_info(info_args);
+    if (datasets->parsed()) return run_datasets(datasets_args);
   } catch (const gputrain::Error& e) {
     spdlog::error("{}", e.what());
     return static_cast<int>(e.code());

@@ -39,6 +39,9 @@ class Dataset {
   virtual const DatasetInfo& info() const = 0;
   virtual const torch::Tensor& inputs() const = 0;   // the whole split, contiguous, CPU
   virtual const torch::Tensor& targets() const = 0;  // undefined for TargetKind::kNone
+  // Where sample `index` comes from, for error messages: the data set, the
+  // file and the record in it where there is one.
+  virtual std::string describe_sample(int64_t index) const;
 };
 
 // Builds the dataset `config.dataset` for `split`, reading files under

@@ -1,0 +1,43 @@
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "gputrain/data/generate.h"
+
+namespace gputrain::app {
+
+CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args) {
+  auto* datasets = app.add_subcommand("datasets", "write small learnable stand-ins for the file-based data sets");
+  datasets->require_subcommand(1);
+  auto* cifar = datasets->add_subcommand(
+      "make-cifar", "write CIFAR-10 binary files (data_batch_1..5.bin, test_batch.bin); see datasets/README.md");
+  auto* idx = datasets->add_subcommand(
+      "make-idx", "write the four (Fashion-)MNIST IDX files, 28x28 greyscale; see datasets/README.md");
+  for (auto* make : {cifar, idx}) {
+    make->add_option("--out", args.out, "directory to write (created if needed)")->required();
+    make->add_option("--train", args.train, "training images (default: the real set's count)");
+    make->add_option("--test", args.test, "test images (default: 10000)");
+    make->add_option("--seed", args.seed, "seed of the class templates and the noise (default: 0)");
+  }
+  idx->add_flag("--gzip", args.gzip, "gzip-compress the files (.gz), as the official downloads are");
+  cifar->callback([&args] { args.format = "cifar"; });
+  idx->callback([&args] { args.format = "idx"; });
+  return datasets;
+}
+
+int run_datasets(const DatasetsArgs& args) {
+  const bool cifar = args.format == "cifar";
+  const data::GenerateOptions options{args.train.value_or(cifar ? 50000 : 60000), args.test.value_or(10000),
+                                      args.seed};
+  if (cifar) {
+    data::write_cifar10_set(args.out, options);
+  } else {
+    data::write_idx_set(args.out, options, args.gzip);
+  }
+  spdlog::info("wrote {} training and {} test images ({}) to {}", options.train, options.test,
+               cifar ? "CIFAR-10 binary" : args.gzip ? "IDX, gzip" : "IDX", args.out);
+  return 0;
+}
+
+}  // namespace gputrain::app

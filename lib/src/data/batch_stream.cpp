@@ -1,0 +1,358 @@
+#include "gputrain/data/batch_stream.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "gputrain/common/error.h"
+#include "rng.h"
+
+namespace gputrain::data {
+
+LoaderOptions loader_options(const config::DataConfig& config, Split split, uint64_t seed) {
+  const bool train = split == Split::kTrain;
+  LoaderOptions options;
+  options.batch_size = !train && config.test_batch_size > 0 ? config.test_batch_size : config.batch_size;
+  // Evaluation sees every test sample once, in file order, unaugmented.
+  options.shuffle = train && config.shuffle;
+  options.drop_last = train && config.drop_last;
+  options.num_workers = config.num_workers;
+  options.prefetch = config.prefetch;
+  options.pin_memory = config.pin_memory;
+  options.seed = seed;
+  options.mean = config.normalize.mean;
+  options.std = config.normalize.std;
+  if (train) {
+    options.random_crop = config.augment.random_crop;
+    options.hflip = config.augment.hflip;
+  }
+  return options;
+}
+
+namespace {
+
+using detail::derive_seed;
+
+// Seed sub-streams: the permutation of an epoch, the augmentation of a batch.
+constexpr uint64_t kShuffleStream = 1;
+constexpr uint64_t kAugmentStream = 2;
+
+// (byte / 255 - mean) / std folded into one multiply-add per pixel.
+struct ChannelMap {
+  float scale = 1.0f / 255.0f;
+  float shift = 0.0f;
+};
+
+// Where one output image reads from: a crop offset in [-pad, pad] per axis
+// (what torchvision's RandomCrop(padding=pad) picks) and a mirror.
+struct Placement {
+  int64_t dy = 0;
+  int64_t dx = 0;
+  bool flip = false;
+};
+
+struct ImageShape {
+  int64_t channels, height, width;
+};
+
+// One image, uint8 [C, H, W] -> float [C, H, W], cropped and mirrored per
+// `at`; pixels from the padding are 0 bytes before normalisation.
+void write_image(const uint8_t* src, float* dst, ImageShape shape, const ChannelMap* maps, Placement at) {
+  const int64_t height = shape.height, width = shape.width, plane = height * width;
+  for (int64_t c = 0; c < shape.channels; ++c, src += plane, dst += plane) {
+    const float scale = maps[c].scale, shift = maps[c].shift;
+    for (int64_t y = 0; y < height; ++y) {
+      float* out = dst + y * width;
+      const int64_t sy = y + at.dy;
+      if (sy < 0 || sy >= height) {
+        std::fill(out, out + width, shift);
+        continue;
+      }
+      const uint8_t* in = src + sy * width;
+      if (at.dx == 0 && !at.flip) {  // the common case, kept branch-free so it vectorises
+        for (int64_t x = 0; x < width; ++x) out[x] = static_cast<float>(in[x]) * scale + shift;
+        continue;
+      }
+      for (int64_t x = 0; x < width; ++x) {
+        const int64_t sx = (at.flip ? width - 1 - x : x) + at.dx;
+        out[x] = sx >= 0 && sx < width ? static_cast<float>(in[sx]) * scale + shift : shift;
+      }
+    }
+  }
+}
+
+void warn_pin_memory_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    spdlog::warn("data.pin_memory: CUDA is not available, so batches stay in ordinary (pageable) memory");
+  });
+}
+
+ConfigError option_error(const std::string& key, const std::string& problem) { return ConfigError({}, key, problem); }
+
+// The per-channel maps for `options`, checked against the data set.
+std::vector<ChannelMap> channel_maps(const LoaderOptions& options, const DatasetInfo& info) {
+  if (options.mean.size() != options.std.size()) {
+    throw option_error("data.normalize.std", fmt::format("needs as many values as mean ({} vs {})",
+                                                         options.std.size(), options.mean.size()));
+  }
+  if (!info.images) {
+    if (!options.mean.empty()) {
+      throw option_error("data.normalize", fmt::format("applies to image data sets only; {} has feature vectors", info.name));
+    }
+    if (options.random_crop != 0 || options.hflip) {
+      throw option_error("data.augment", fmt::format("applies to image data sets only; {} has feature vectors", info.name));
+    }
+    return {};
+  }
+  const auto channels = static_cast<std::size_t>(info.input_shape.at(0));
+  if (!options.mean.empty() && options.mean.size() != 1 && options.mean.size() != channels) {
+    throw option_error("data.normalize.mean", fmt::format("needs 1 or {} values for the {} channels of {} (got {})",
+                                                          channels, channels, info.name, options.mean.size()));
+  }
+  std::vector<ChannelMap> maps(channels);
+  for (std::size_t c = 0; c < channels && !options.mean.empty(); ++c) {
+    const std::size_t k = options.mean.size() == 1 ? 0 : c;
+    if (!(options.std[k] > 0)) {
+      throw option_error("data.normalize.std", fmt::format("every value must be > 0 (got {})", options.std[k]));
+    }
+    maps[c].scale = static_cast<float>(1.0 / (255.0 * options.std[k]));
+    maps[c].shift = static_cast<float>(-options.mean[k] / options.std[k]);
+  }
+  return maps;
+}
+
+}  // namespace
+
+struct BatchStream::State {
+  struct Slot {
+    Batch batch;
+    std::exception_ptr error;
+  };
+
+  std::shared_ptr<const Dataset> dataset;
+  LoaderOptions options;
+  std::vector<ChannelMap> maps;
+  bool pin = false;
+  int64_t prefetch = 0;
+  int64_t batches = 0;
+
+  // Per epoch, written only while no worker runs.
+  int64_t epoch = -1;
+  std::vector<int64_t> order;
+  double wait = 0.0;
+
+  // Shared with the workers, under `mutex`.
+  std::mutex mutex;
+  std::condition_variable work_cv;   // a batch may be claimed, or stop
+  std::condition_variable ready_cv;  // a batch is ready
+  int64_t claimed = 0;               // batches handed to workers
+  int64_t delivered = 0;             // batches returned by next()
+  bool stopping = false;
+  std::map<int64_t, Slot> ready;
+  std::vector<std::thread> workers;
+
+  State(std::shared_ptr<const Dataset> data, LoaderOptions opts) : dataset(std::move(data)), options(std::move(opts)) {
+    GPUTRAIN_CHECK(dataset != nullptr, "BatchStream needs a data set");
+    if (options.batch_size < 1) {
+      throw option_error("data.batch_size", fmt::format("must be >= 1 (got {})", options.batch_size));
+    }
+    if (options.num_workers < 0) {
+      throw option_error("data.num_workers", fmt::format("must be >= 0 (got {})", options.num_workers));
+    }
+    if (options.prefetch < 0) throw option_error("data.prefetch", fmt::format("must be >= 0 (got {})", options.prefetch));
+    if (options.random_crop < 0) {
+      throw option_error("data.augment.random_crop", fmt::format("must be >= 0 (got {})", options.random_crop));
+    }
+    const DatasetInfo& info = dataset->info();
+    maps = channel_maps(options, info);
+    GPUTRAIN_CHECK(dataset->inputs().is_contiguous() && dataset->inputs().size(0) == info.samples &&
+                       dataset->inputs().scalar_type() == (info.images ? torch::kUInt8 : torch::kFloat32),
+                   "data set {} stores inputs that are not contiguous {} [{}, ...]", info.name,
+                   info.images ? "uint8" : "float32", info.samples);
+    if (options.pin_memory) {
+      pin = torch::cuda::is_available();
+      if (!pin) warn_pin_memory_once();
+    }
+    prefetch = std::max<int64_t>(1, options.prefetch > 0 ? options.prefetch : 2 * options.num_workers);
+    batches = options.drop_last ? info.samples / options.batch_size
+                                : (info.samples + options.batch_size - 1) / options.batch_size;
+  }
+
+  ~State() { stop(); }
+
+  void start(int64_t new_epoch) {
+    stop();
+    epoch = new_epoch;
+    order.resize(static_cast<std::size_t>(dataset->info().samples));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    if (options.shuffle) {
+      // Fisher-Yates from the seed and the epoch alone.
+      detail::SplitMix64 rng(derive_seed(derive_seed(options.seed, kShuffleStream), static_cast<uint64_t>(epoch)));
+      for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+    }
+    wait = 0.0;
+    claimed = 0;
+    delivered = 0;
+    stopping = false;
+    for (int64_t w = 0; w < options.num_workers && batches > 0; ++w) workers.emplace_back([this] { work(); });
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    work_cv.notify_all();
+    for (std::thread& worker : workers) worker.join();
+    workers.clear();
+    ready.clear();
+    delivered = batches;  // the epoch is over: next() returns nullopt until start()
+  }
+
+  void work() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (true) {
+      // Claim the next batch only while fewer than `prefetch` are claimed and not yet delivered.
+      work_cv.wait(lock, [this] { return stopping || claimed >= batches || claimed < delivered + prefetch; });
+      if (stopping || claimed >= batches) return;
+      const int64_t index = claimed++;
+      lock.unlock();
+      Slot slot = make_slot(index);
+      lock.lock();
+      ready.emplace(index, std::move(slot));
+      ready_cv.notify_all();
+    }
+  }
+
+  Slot take() {
+    std::unique_lock<std::mutex> lock(mutex);
+    ready_cv.wait(lock, [this] { return ready.count(delivered) > 0; });
+    auto node = ready.extract(delivered++);
+    lock.unlock();
+    work_cv.notify_all();
+    return std::move(node.mapped());
+  }
+
+  Slot make_slot(int64_t index) const {
+    Slot slot;
+    try {
+      slot.batch = make_batch(index);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
+    return slot;
+  }
+
+  torch::TensorOptions output(torch::ScalarType type) const {
+    return torch::TensorOptions().dtype(type).pinned_memory(pin);
+  }
+
+  Batch make_batch(int64_t index) const {
+    const int64_t first = index * options.batch_size;
+    const int64_t count = std::min(options.batch_size, dataset->info().samples - first);
+    const int64_t* rows = order.data() + first;
+    Batch batch;
+    batch.index = index;
+    batch.inputs = dataset->info().images ? gather_images(rows, count, index) : gather_rows(dataset->inputs(), rows, count);
+    switch (dataset->info().target_kind) {
+      case TargetKind::kClasses: batch.targets = gather_labels(rows, count); break;
+      case TargetKind::kValues: batch.targets = gather_rows(dataset->targets(), rows, count); break;
+      case TargetKind::kNone: break;
+    }
+    return batch;
+  }
+
+  torch::Tensor gather_rows(const torch::Tensor& source, const int64_t* rows, int64_t count) const {
+    std::vector<int64_t> shape = source.sizes().vec();
+    shape[0] = count;
+    torch::Tensor out = torch::empty(shape, output(source.scalar_type()));
+    const auto row_bytes = static_cast<std::size_t>(source.stride(0) * source.element_size());
+    const auto* from = static_cast<const char*>(source.const_data_ptr());
+    auto* to = static_cast<char*>(out.data_ptr());
+    for (int64_t i = 0; i < count; ++i) std::memcpy(to + i * row_bytes, from + rows[i] * row_bytes, row_bytes);
+    return out;
+  }
+
+  // Labels, checked: a Dataset implemented elsewhere may hold bad ones, and
+  // the error must name the sample rather than surface later as a CUDA assert.
+  torch::Tensor gather_labels(const int64_t* rows, int64_t count) const {
+    const int64_t classes = dataset->info().classes;
+    const int64_t* from = dataset->targets().const_data_ptr<int64_t>();
+    torch::Tensor out = torch::empty({count}, output(torch::kInt64));
+    int64_t* to = out.data_ptr<int64_t>();
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t label = from[rows[i]];
+      if (label < 0 || label >= classes) {
+        throw DataError(fmt::format("{}: label {} is outside 0..{}", dataset->describe_sample(rows[i]), label,
+                                    classes - 1));
+      }
+      to[i] = label;
+    }
+    return out;
+  }
+
+  torch::Tensor gather_images(const int64_t* rows, int64_t count, int64_t index) const {
+    const std::vector<int64_t>& s = dataset->info().input_shape;
+    const ImageShape shape{s.at(0), s.at(1), s.at(2)};
+    const int64_t sample = shape.channels * shape.height * shape.width;
+    torch::Tensor out = torch::empty({count, shape.channels, shape.height, shape.width}, output(torch::kFloat32));
+    const uint8_t* from = dataset->inputs().const_data_ptr<uint8_t>();
+    float* to = out.data_ptr<float>();
+    // Augmentation draws depend on the seed, the epoch and the batch index
+    // only, never on which worker makes the batch.
+    detail::SplitMix64 rng(derive_seed(derive_seed(derive_seed(options.seed, kAugmentStream), epoch), index));
+    const auto pad = static_cast<uint64_t>(options.random_crop);
+    for (int64_t i = 0; i < count; ++i) {
+      Placement at;
+      if (pad > 0) {
+        at.dy = static_cast<int64_t>(rng.below(2 * pad + 1) - pad);
+        at.dx = static_cast<int64_t>(rng.below(2 * pad + 1) - pad);
+      }
+      if (options.hflip) at.flip = (rng.next() & 1) != 0;
+      write_image(from + rows[i] * sample, to + i * sample, shape, maps.data(), at);
+    }
+    return out;
+  }
+};
+
+BatchStream::BatchStream(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
+    : state_(std::make_unique<State>(std::move(dataset), std::move(options))) {}
+
+BatchStream::~BatchStream() = default;
+
+void BatchStream::start_epoch(int64_t epoch) { state_->start(epoch); }
+
+std::optional<Batch> BatchStream::next() {
+  State& s = *state_;
+  GPUTRAIN_CHECK(s.epoch >= 0, "BatchStream::next() called before start_epoch()");
+  if (s.delivered >= s.batches) return std::nullopt;
+  const auto start = std::chrono::steady_clock::now();
+  State::Slot slot = s.options.num_workers == 0 ? s.make_slot(s.delivered++) : s.take();
+  s.wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (slot.error) {
+    s.stop();
+    std::rethrow_exception(slot.error);
+  }
+  return std::move(slot.batch);
+}
+
+void BatchStream::stop() { state_->stop(); }
+
+int64_t BatchStream::batches_per_epoch() const { return state_->batches; }
+
+const DatasetInfo& BatchStream::info() const { return state_->dataset->info(); }
+
+double BatchStream::wait_seconds() const { return state_->wait; }
+
+}  // namespace gputrain::data

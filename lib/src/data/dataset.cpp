@@ -1,0 +1,63 @@
+#include "gputrain/data/dataset.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "formats.h"
+#include "gputrain/common/error.h"
+#include "tensor_dataset.h"
+
+namespace gputrain::data {
+
+std::string Dataset::describe_sample(int64_t index) const {
+  return fmt::format("{} sample {} ({})", info().name, index, info().source);
+}
+
+namespace detail {
+
+std::string TensorDataset::describe_sample(int64_t index) const {
+  int64_t first = 0;
+  for (const Part& part : parts_) {
+    if (index < first + part.samples) {
+      return fmt::format("{} sample {} ({}, record {})", info_.name, index, part.file, index - first);
+    }
+    first += part.samples;
+  }
+  return Dataset::describe_sample(index);
+}
+
+DatasetInfo image_info(const std::string& name, const std::string& source, int64_t samples,
+                       std::vector<int64_t> shape) {
+  DatasetInfo info;
+  info.name = name;
+  info.source = source;
+  info.samples = samples;
+  info.input_shape = std::move(shape);
+  info.target_kind = TargetKind::kClasses;
+  info.classes = kImageClasses;
+  info.images = true;
+  return info;
+}
+
+void require_directory(const std::string& name, const std::string& root, const std::string& hint) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(root, error)) {
+    throw DataError(fmt::format("{}: data.root '{}' is not a directory. {}", name, root, hint));
+  }
+}
+
+}  // namespace detail
+
+std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed) {
+  const std::string root = config.root.empty() ? config::default_data_root(config.dataset) : config.root;
+  if (config.dataset == "cifar10") return detail::read_cifar10(root, split);
+  if (config.dataset == "fashion_mnist" || config.dataset == "mnist") return detail::read_idx(config.dataset, root, split);
+  if (config.dataset == "random") return detail::make_random(config, split, seed);
+  if (config.dataset == "synthetic") return detail::make_synthetic(config, split, seed);
+  throw ConfigError({}, "data.dataset",
+                    fmt::format("unknown data set '{}'; expected random, synthetic, cifar10, fashion_mnist or mnist",
+                                config.dataset));
+}
+
+}  // namespace gputrain::data
