@@ -7,6 +7,7 @@
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
+#include "support/temp_dir.h"
 
 namespace gputrain::parallel {
 namespace {

@@ -1,6 +1,7 @@
 #include "gputrain/train/trainer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -28,6 +29,8 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
@@ -407,7 +410,8 @@ void save_weights(const torch::nn::Sequential& model, const std::string& path) {
     archive.save_to(temporary);
   } catch (const c10::Error& e) {
     std::remove(temporary.c_str());
-    throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write the weights: {}", path, e.what_without_backtrace()));
+    throw Error(ExitCode::kRuntime,
+                fmt::format("{}: cannot write the weights: {}", path, first_line(e.what_without_backtrace())));
   }
   std::error_code error;
   std::filesystem::rename(temporary, path, error);
@@ -418,14 +422,31 @@ void load_weights(torch::nn::Sequential& model, const std::string& path) {
   if (!std::filesystem::is_regular_file(path)) {
     throw CheckpointError(fmt::format("{}: no such weights file", path));
   }
+  torch::serialize::InputArchive archive;
   try {
-    torch::serialize::InputArchive archive;
     archive.load_from(path);
-    model->load(archive);
   } catch (const c10::Error& e) {
-    throw CheckpointError(fmt::format("{}: cannot load these weights into model '{}': {}", path, model->name(),
-                                      e.what_without_backtrace()));
+    throw CheckpointError(fmt::format("{}: not a LibTorch weights archive ({})", path,
+                                      first_line(e.what_without_backtrace())));
   }
+  // Module::load would silently reshape parameters to whatever the file
+  // holds; check every name and shape first so another model's weights fail.
+  torch::NoGradGuard no_grad;
+  auto copy_in = [&](const std::string& name, torch::Tensor& target, bool is_buffer) {
+    torch::Tensor stored;
+    if (!archive.try_read(name, stored, is_buffer)) {
+      throw CheckpointError(fmt::format("{}: has no '{}': these weights are for another model than '{}'", path, name,
+                                        fmt::join(models::layer_summary(model), "; ")));
+    }
+    if (stored.sizes() != target.sizes()) {
+      throw CheckpointError(fmt::format("{}: '{}' has shape {} but the model expects {}; check model.* and data.* "
+                                        "against the config the weights were trained with",
+                                        path, name, logging::shape_str(stored), logging::shape_str(target)));
+    }
+    target.copy_(stored);
+  };
+  for (auto& p : model->named_parameters()) copy_in(p.key(), p.value(), false);
+  for (auto& b : model->named_buffers()) copy_in(b.key(), b.value(), true);
 }
 
 }  // namespace gputrain::train
