@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   CLI::App app{"gputrain: train neural networks on CPUs and GPUs from YAML experiment files"};
   app.set_version_flag("-V,--version", gputrain::device::version_line(), "print gputrain, LibTorch and CUDA versions");
   app.require_subcommand(1);
+  app.fallthrough();  // global options such as --log-level also work after the subcommand
   std::string log_level = default_log_level();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: $SPDLOG_LEVEL or info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
