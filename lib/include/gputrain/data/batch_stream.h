@@ -35,7 +35,8 @@ struct LoaderOptions {
 };
 
 // LoaderOptions from the config for one split: augmentation only for training,
-// data.test_batch_size for the test split.
+// data.test_batch_size for the test split, which is also never shuffled or
+// cut short by drop_last (evaluation sees every test sample once, in order).
 LoaderOptions loader_options(const config::DataConfig& config, Split split, uint64_t seed);
 
 class BatchStream {
@@ -49,7 +50,9 @@ class BatchStream {
   // Abandons whatever remained of the previous epoch.
   void start_epoch(int64_t epoch);
   // The next batch of the epoch, or nullopt at its end. An error in a worker
-  // is rethrown here as a DataError naming the data set, file and sample.
+  // is rethrown here as a DataError naming the data set, file and sample (a
+  // failure that is not the data's, such as out of memory, is rethrown as it
+  // is), in batch order; the epoch then ends and the workers are joined.
   std::optional<Batch> next();
   // Stops the workers mid-epoch (error, signal, early exit) without deadlock.
   void stop();
