@@ -17,6 +17,9 @@ struct Environment {
   std::optional<std::string> cuda_visible_devices;
 };
 
+// -c/--config FILE and --set KEY=VALUE..., as every command that reads an experiment file takes them.
+void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides);
+
 struct ConfigArgs {
   std::string config;
   std::vector<std::string> overrides;
@@ -29,10 +32,13 @@ struct InfoArgs {
 };
 int run_info(const InfoArgs& args);
 
-// `datasets make-cifar` and `datasets make-idx`: write small learnable stand-ins.
+// `datasets make-cifar` and `datasets make-idx`: write small learnable stand-ins;
+// `datasets export`: write the data set an experiment file names as .npy files.
 struct DatasetsArgs {
-  std::string format;  // "cifar" or "idx": which make-* subcommand ran
+  std::string format;  // "cifar", "idx" or "export": which subcommand ran
   std::string out;
+  std::string config;  // export only
+  std::vector<std::string> overrides;
   std::optional<int64_t> train;  // unset: the real set's size
   std::optional<int64_t> test;
   uint64_t seed = 0;

@@ -25,15 +25,15 @@ std::string default_log_level() {
   return level ? level : "info";
 }
 
-void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides) {
+}  // namespace
+
+void gputrain::app::add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides) {
   command->add_option("-c,--config", config, "experiment YAML file (see configs/)")->required();
   command->add_option("--set", overrides,
                       "override one key with a YAML value, e.g. --set data.batch_size=64 --set gpus=[0,1]; "
                       "applied in order after the file")
       ->take_all();
 }
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace gputrain::app;
