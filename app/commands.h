@@ -64,4 +64,16 @@ struct TestArgs {
 };
 int run_test(const TestArgs& args);
 
+// `bench`: times the phases of a train step and the compute bound.
+struct BenchArgs {
+  Environment env;
+  std::string config;
+  std::vector<std::string> overrides;
+  int64_t steps = 100;
+  int64_t warmup = 10;
+  bool json = false;
+};
+CLI::App* add_bench_command(CLI::App& app, BenchArgs& args);
+int run_bench(const BenchArgs& args);
+
 }  // namespace gputrain::app

@@ -68,6 +68,9 @@ int main(int argc, char** argv) {
   test->add_option("--checkpoint", test_args.checkpoint, "weights written by train (<run dir>/model.pt)")->required();
   DatasetsArgs datasets_args;
   auto* datasets = add_datasets_command(app, datasets_args);
+  BenchArgs bench_args;
+  bench_args.env = env;
+  auto* bench = add_bench_command(app, bench_args);
 
   try {
     app.parse(argc, argv);
@@ -83,6 +86,7 @@ int main(int argc, char** argv) {
     if (config->parsed()) return run_config(config_args);
     if (info->parsed()) return run_info(info_args);
     if (datasets->parsed()) return run_datasets(datasets_args);
+    if (bench->parsed()) return run_bench(bench_args);
   } catch (const gputrain::Error& e) {
     spdlog::error("{}", e.what());
     return static_cast<int>(e.code());
