@@ -34,6 +34,9 @@ struct Environment {
   std::vector<std::string> all;  // KEY=VALUE, for the workers `train --nproc` starts
 };
 
+// -c/--config FILE and --set KEY=VALUE..., as every command that reads an experiment file takes them.
+void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides);
+
 struct ConfigArgs {
   std::string config;
   std::vector<std::string> overrides;
@@ -46,10 +49,13 @@ struct InfoArgs {
 };
 int run_info(const InfoArgs& args);
 
-// `datasets make-cifar` and `datasets make-idx`: write small learnable stand-ins.
+// `datasets make-cifar` and `datasets make-idx`: write small learnable stand-ins;
+// `datasets export`: write the data set an experiment file names as .npy files.
 struct DatasetsArgs {
-  std::string format;  // "cifar" or "idx": which make-* subcommand ran
+  std::string format;  // "cifar", "idx" or "export": which subcommand ran
   std::string out;
+  std::string config;  // export only
+  std::vector<std::string> overrides;
   std::optional<int64_t> train;  // unset: the real set's size
   std::optional<int64_t> test;
   uint64_t seed = 0;
@@ -76,5 +82,17 @@ struct TestArgs {
   Environment env;
 };
 int run_test(const TestArgs& args);
+
+// `bench`: times the phases of a train step and the compute bound.
+struct BenchArgs {
+  Environment env;
+  std::string config;
+  std::vector<std::string> overrides;
+  int64_t steps = 100;
+  int64_t warmup = 10;
+  bool json = false;
+};
+CLI::App* add_bench_command(CLI::App& app, BenchArgs& args);
+int run_bench(const BenchArgs& args);
 
 }  // namespace gputrain::app

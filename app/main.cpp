@@ -46,15 +46,15 @@ std::string default_log_level() {
   return level ? level : "info";
 }
 
-void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides) {
+}  // namespace
+
+void gputrain::app::add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides) {
   command->add_option("-c,--config", config, "experiment YAML file (see configs/)")->required();
   command->add_option("--set", overrides,
                       "override one key with a YAML value, e.g. --set data.batch_size=64 --set gpus=[0,1]; "
                       "applied in order after the file")
       ->take_all();
 }
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace gputrain::app;
@@ -94,6 +94,9 @@ int main(int argc, char** argv) {
   test->add_option("--checkpoint", test_args.checkpoint, "weights written by train (<run dir>/model.pt)")->required();
   DatasetsArgs datasets_args;
   auto* datasets = add_datasets_command(app, datasets_args);
+  BenchArgs bench_args;
+  bench_args.env = env;
+  auto* bench = add_bench_command(app, bench_args);
 
   try {
     app.parse(argc, argv);
@@ -110,6 +113,7 @@ int main(int argc, char** argv) {
     if (config->parsed()) return run_config(config_args);
     if (info->parsed()) return run_info(info_args);
     if (datasets->parsed()) return run_datasets(datasets_args);
+    if (bench->parsed()) return run_bench(bench_args);
   } catch (const gputrain::Error& e) {
     spdlog::error("{}", e.what());
     return static_cast<int>(e.code());

@@ -15,9 +15,12 @@
 #include "gputrain/common/error.h"
 #include "gputrain/data/batch_stream.h"
 #include "gputrain/device/memory.h"
+#include "gputrain/device/nvtx.h"
 #include "gputrain/logging/format.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/train/amp.h"
+#include "gputrain/train/cuda_graph.h"
+#include "gputrain/train/fast_paths.h"
 #include "gputrain/train/optim.h"
 
 namespace gputrain::train {
@@ -82,7 +85,7 @@ torch::Tensor correct_count(const torch::Tensor& outputs, const torch::Tensor& t
 }
 
 // One pass over `stream` in eval mode under no-grad; leaves the model in eval mode.
-EvalResult run_evaluation(torch::nn::Sequential& model, data::BatchStream& stream, parallel::Strategy& strategy,
+EvalResult run_evaluation(torch::nn::Sequential& model, data::BatchSource& stream, parallel::Strategy& strategy,
                           LossKind loss, bool classification, AmpMode amp) {
   torch::NoGradGuard no_grad;
   model->eval();
@@ -102,16 +105,10 @@ EvalResult run_evaluation(torch::nn::Sequential& model, data::BatchStream& strea
   return sums.collect(classification, strategy);
 }
 
-// The model's input and output sizes as the data set dictates them.
-models::ModelShape model_shape(const data::DatasetInfo& info, const config::ModelConfig& model) {
-  models::ModelShape shape;
-  shape.input_shape = info.input_shape;
-  switch (info.target_kind) {
-    case data::TargetKind::kClasses: shape.outputs = info.classes; break;
-    case data::TargetKind::kValues: shape.outputs = info.targets; break;
-    case data::TargetKind::kNone: shape.outputs = model.out_features.value_or(info.input_shape.back()); break;
-  }
-  return shape;
+// The next training batch, inside the "data" range of a profile.
+std::optional<data::Batch> next_batch(data::BatchSource& source) {
+  device::NvtxRange range("data");
+  return source.next();
 }
 
 }  // namespace
@@ -124,8 +121,8 @@ struct Trainer::State {
   torch::Device device{torch::kCPU};
   std::shared_ptr<const data::Dataset> train_set;
   std::shared_ptr<const data::Dataset> test_set;  // null for unlabeled data
-  std::unique_ptr<data::BatchStream> train_stream;
-  std::unique_ptr<data::BatchStream> test_stream;
+  std::unique_ptr<data::BatchSource> train_stream;
+  std::unique_ptr<data::BatchSource> test_stream;
   torch::nn::Sequential model{nullptr};
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
@@ -134,6 +131,7 @@ struct Trainer::State {
   int64_t accumulation = 1;
   AmpMode amp = AmpMode::kOff;
   std::unique_ptr<GradScaler> scaler;
+  std::unique_ptr<GraphedStep> graphed;  // train.cuda_graph, where the run allows it
   int64_t steps_per_epoch = 0;
   int64_t step = 0;
 
@@ -172,11 +170,12 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
   torch::manual_seed(c.seed);
   s.train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed);
   const data::DatasetInfo& info = s.train_set->info();
-  s.train_stream = std::make_unique<data::BatchStream>(s.train_set, data::loader_options(micro, data::Split::kTrain, c.seed));
+  s.train_stream = data::make_batch_source(s.train_set, data::loader_options(micro, data::Split::kTrain, c.seed),
+                                           c.data.device_cache, s.device);
   if (info.target_kind != data::TargetKind::kNone) {
     s.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
-    s.test_stream =
-        std::make_unique<data::BatchStream>(s.test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
+    s.test_stream = data::make_batch_source(s.test_set, data::loader_options(c.data, data::Split::kTest, c.seed),
+                                            c.data.device_cache, s.device);
   }
   s.classification = info.target_kind == data::TargetKind::kClasses;
   if (info.target_kind != data::TargetKind::kNone) {
@@ -187,11 +186,23 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
     }
   }
 
-  s.model = models::make_model(c.model, model_shape(info, c.model));
+  s.model = models::make_model(c.model, models::model_shape(info, c.model));
   s.model->to(s.device);
+  if (c.train.channels_last) to_channels_last(s.model);
+  configure_backends(c.train, s.device);
   s.strategy->prepare(s.model);
 
   s.optimizer = make_optimizer(c.optim, s.model->parameters());
+  if (c.train.cuda_graph) {
+    const std::string blocker =
+        cuda_graph_blocker(c, s.device, plan.kind == parallel::StrategyKind::kSingle, info.samples);
+    if (blocker.empty()) {
+      s.graphed = std::make_unique<GraphedStep>(s.model, *s.optimizer, s.loss, s.classification,
+                                                c.train.channels_last, s.device);
+    } else {
+      spdlog::warn("train.cuda_graph: off because {}; steps run eagerly", blocker);
+    }
+  }
   s.steps_per_epoch = (s.train_stream->batches_per_epoch() + s.accumulation - 1) / s.accumulation;
   s.schedule = std::make_unique<LrSchedule>(c.optim, s.steps_per_epoch, s.steps_per_epoch * c.train.epochs);
 
@@ -226,6 +237,13 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group, R
   int64_t group_samples = 0;
   for (const auto& mb : group) group_samples += mb.size();
   schedule->apply(*optimizer, step);
+  if (graphed) {
+    const StepSums sums = graphed->step(group.front());  // one micro-batch: cuda_graph_blocker saw to it
+    epoch_sums.add(sums.loss_sum, sums.correct, group_samples);
+    interval.add(sums.loss_sum, sums.correct, group_samples);
+    ++step;
+    return;
+  }
   optimizer->zero_grad();
   // Autocast is thread-local: replica threads open their own scope.
   const parallel::ThreadSetup autocast_replica = [this] {
@@ -237,19 +255,25 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group, R
     torch::Tensor batch_loss;
     torch::Tensor targets = mb.targets.to(device, /*non_blocking=*/true);
     {
+      device::NvtxRange range("forward");
       AutocastScope autocast(amp, device.type());  // the forward pass and the loss
-      outputs = strategy->forward(model, mb.inputs, autocast_replica);
+      outputs = strategy->forward(model, model_inputs(mb.inputs, device, config.train.channels_last),
+                                  autocast_replica);
       batch_loss = loss_sum(loss, outputs, targets);
     }
     // Dividing by the whole (global) group's size makes K micro-batches, or N
     // ranks, one step of their combined batch, and weights a short last group
     // by its real size.
-    scaler->scale(batch_loss / static_cast<double>(group_samples)).backward();
+    {
+      device::NvtxRange range("backward");
+      scaler->scale(batch_loss / static_cast<double>(group_samples)).backward();
+    }
     const torch::Tensor detached = batch_loss.detach();
     const torch::Tensor correct = correct_count(outputs.detach(), targets, classification);
     epoch_sums.add(detached, correct, mb.size());
     interval.add(detached, correct, mb.size());
   }
+  device::NvtxRange range("optimizer");
   strategy->after_backward(model);
   if (config.train.grad_clip > 0) {
     scaler->unscale_(*optimizer);  // clip the true gradients, not the scaled ones
@@ -293,7 +317,7 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, C
     interval = RunningSums{};
     interval_start = Clock::now();
   };
-  while (auto batch = train_stream->next()) {
+  while (auto batch = next_batch(*train_stream)) {
     progress.samples += batch->size();
     group.push_back(std::move(*batch));
     if (static_cast<int64_t>(group.size()) == accumulation) flush_group();
@@ -402,7 +426,7 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
   }
   const bool classification = info.target_kind == data::TargetKind::kClasses;
   const LossKind loss = resolve_loss(c.train.loss, classification);
-  torch::nn::Sequential model = models::make_model(c.model, model_shape(info, c.model));
+  torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
   load_weights(model, weights_path);
   const parallel::StrategyPlan single{parallel::StrategyKind::kSingle, {devices.primary()}, "testing"};
   const auto strategy = parallel::make_strategy(single, c, {});
