@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "gputrain/config/load.h"
 #include "support/temp_dir.h"
 
@@ -101,7 +103,7 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
   const std::vector<Case> cases{
       {"data: {batch_size: 0}", "data.batch_size", "must be >= 1 (got 0)"},
       {"optim: {lr: -0.1}", "optim.lr", "must be > 0 (got -0.1)"},
-      {"optim: {lr: .nan}", "optim.lr", "must be > 0"},
+      {"optim: {lr: .nan}", "optim.lr", "must be a finite number (got .nan)"},
       {"train: {accumulation_steps: 0}", "train.accumulation_steps", "must be >= 1 (got 0)"},
       {"data: {num_workers: -1}", "data.num_workers", "must be >= 0 (got -1)"},
       {"model: {dropout: 1.0}", "model.dropout", "must be in [0, 1) (got 1)"},
@@ -227,6 +229,99 @@ TEST(ConfigLoad, ReadsFromDisk) {
   EXPECT_EQ(loaded.config.train.epochs, 3);
   EXPECT_EQ(loaded.sources.at("name").str(), path.string() + ":1:7");
   EXPECT_EQ(loaded.sources.at("train.epochs").str(), "--set #1 (train.epochs=3)");
+}
+
+// The message of the UserError that loading `yaml` raises.
+std::string user_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_config_text(yaml, "exp.yaml", overrides);
+  } catch (const UserError& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUserInput);
+    return e.what();
+  }
+  ADD_FAILURE() << "no UserError for:\n" << yaml.substr(0, 200);
+  return "";
+}
+
+std::string repeat(const std::string& text, int times) {
+  std::string out;
+  for (int i = 0; i < times; ++i) out += text;
+  return out;
+}
+
+TEST(ConfigLimits, FileOverOneMebibyteIsRefusedUnread) {
+  testing::TempDir dir;
+  const auto path = testing::write_text(dir / "huge.yaml", "name: x\n" + repeat("# padding\n", 110000));
+  for (const std::string& file : {path.string(), std::string("/dev/zero")}) {
+    try {
+      load_config(file);
+      ADD_FAILURE() << "no error for " << file;
+    } catch (const UserError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(file + ": larger than 1 MiB", 0), 0u) << e.what();
+    }
+  }
+}
+
+TEST(ConfigLimits, DeepNestingIsAClearErrorNotACrash) {
+  std::string block_map;
+  for (int depth = 0; depth < 1200; ++depth) block_map += std::string(depth, ' ') + "a:\n";
+  for (const std::string& yaml :
+       {repeat("[", 200000), repeat("{a: ", 100000), repeat("- ", 100000) + "x\n", block_map,
+        "data:\n  normalize:\n    mean: " + repeat("[", 5000) + repeat("]", 5000) + "\n"}) {
+    const std::string error = user_error(yaml);
+    EXPECT_EQ(error.rfind("exp.yaml:", 0), 0u) << error;
+    EXPECT_NE(error.find("nested too deeply"), std::string::npos) << error;
+  }
+  EXPECT_NE(user_error("", {"data.normalize.mean=" + repeat("[", 100000)}).find("nested too deeply"),
+            std::string::npos);
+}
+
+TEST(ConfigLoad, DirectoryIsNotAnExperimentFile) {
+  testing::TempDir dir;
+  try {
+    load_config(dir.path().string());
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()), dir.path().string() + ": is a directory; --config takes an experiment file");
+  }
+}
+
+TEST(ConfigLoad, NumbersMustBeFinite) {
+  // Each would be written to config.yaml as inf or nan, which no YAML reader takes back.
+  const ConfigError lr = config_error("optim: {lr: .inf}\n");
+  EXPECT_EQ(lr.key(), "optim.lr");
+  EXPECT_NE(std::string(lr.what()).find("must be a finite number (got .inf)"), std::string::npos) << lr.what();
+  EXPECT_EQ(config_error("train: {grad_clip: .inf}\n").key(), "train.grad_clip");
+  EXPECT_EQ(config_error("data: {normalize: {mean: [0.5, .nan], std: [1, 1]}}\n").key(), "data.normalize.mean");
+  EXPECT_EQ(config_error("", {"optim.eps=-.inf"}).key(), "optim.eps");
+}
+
+TEST(ConfigLoad, TextMustBeUtf8AndErrorsShowTheBytesEscaped) {
+  // YAML holds UTF-8 only: such a path would not survive the trip through config.yaml.
+  const ConfigError root = config_error("data: {root: /data/caf\xe9}\n");
+  EXPECT_EQ(root.key(), "data.root");
+  EXPECT_NE(std::string(root.what())
+                .find("exp.yaml:1:14: data.root: '/data/caf\\xe9' is not valid UTF-8 (byte 0xe9 at offset 9); "
+                      "YAML holds only UTF-8 text, so rename the path or reach it through a symbolic link"),
+            std::string::npos)
+      << root.what();
+  const ConfigError set = config_error("", {"output.dir=runs\xff"});
+  EXPECT_EQ(set.key(), "output.dir");
+  EXPECT_EQ(std::string(set.what()).rfind("--set #1 (output.dir=runs\\xff): output.dir: 'runs\\xff'", 0), 0u)
+      << set.what();
+  const ConfigError key = config_error("caf\xe9: 1\n");
+  EXPECT_EQ(std::string(key.what()).rfind("exp.yaml:1:1: caf\\xe9: unknown key", 0), 0u) << key.what();
+}
+
+TEST(ConfigLoad, NonUtf8PathIsEscapedInMessages) {
+  testing::TempDir dir;
+  const auto path = testing::write_text(dir / "caf\xe9.yaml", "seed: -1\n");
+  try {
+    load_config(path.string());
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), (dir / "caf\\xe9.yaml").string() + ":1:7: seed: must be >= 0 (got -1)");
+  }
 }
 
 }  // namespace

@@ -206,6 +206,14 @@ TEST_F(IdxRaw, LabelOutOfRangeNamesFileAndSample) {
                     {file("t10k-labels-idx1-ubyte").string(), "label 12 of sample 4 is outside 0..9"});
 }
 
+// Found by fuzz_idx: the reader allocated what a header promised (here 105 GB
+// for 134,217,730 images) before comparing it with the size of the file.
+TEST_F(IdxRaw, HeaderPromisingMoreThanTheFileHoldsFailsBeforeAllocating) {
+  patch(file("t10k-images-idx3-ubyte"), 4, std::string("\x08\0\0\x02", 4));
+  expect_data_error(config(), Split::kTest,
+                    {file("t10k-images-idx3-ubyte").string(), "bytes of 134217730 images: the file is truncated"});
+}
+
 TEST_F(IdxRaw, RawFileWinsOverGzip) {
   // A different (gzip) set beside the raw one: the raw files are what is read.
   TempDir other("gputrain-idx");

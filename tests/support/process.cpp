@@ -1,11 +1,14 @@
 #include "support/process.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -20,10 +23,27 @@ std::string slurp(const std::filesystem::path& path) {
   text << in.rdbuf();
   return text.str();
 }
+
+int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 }  // namespace
 
+ChildSetup file_size_limit(std::size_t bytes) {
+  return [bytes] {
+    const rlimit limit{bytes, bytes};
+    if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR || setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(kSetupFailed);
+  };
+}
+
+ChildSetup without_root() {
+  return [] {
+    if (geteuid() != 0) return;
+    constexpr uid_t kNobody = 65534;
+    if (setgroups(0, nullptr) != 0 || setgid(kNobody) != 0 || setuid(kNobody) != 0) _exit(kSetupFailed);
+  };
+}
+
 GputrainProcess::GputrainProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-                                 const std::string& cwd) {
+                                 const std::string& cwd, const ChildSetup& setup) {
   const auto out_path = capture_ / "stdout";
   const auto err_path = capture_ / "stderr";
   pid_ = fork();
@@ -41,6 +61,7 @@ GputrainProcess::GputrainProcess(const std::vector<std::string>& args, const std
     }
   }
   if (chdir(cwd.c_str()) != 0) _exit(127);
+  if (setup) setup();
   std::vector<char*> argv;
   std::string binary = GPUTRAIN_BINARY;
   argv.push_back(binary.data());
@@ -80,15 +101,50 @@ ProcessResult GputrainProcess::wait() {
 
 ProcessResult GputrainProcess::result(int status) const {
   ProcessResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.exit_code = exit_code_of(status);
   r.out = slurp(capture_ / "stdout");
   r.err = slurp(capture_ / "stderr");
   return r;
 }
 
 ProcessResult run_gputrain(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-                           const std::string& cwd) {
-  return GputrainProcess(args, env, cwd).wait();
+                           const std::string& cwd, const ChildSetup& setup) {
+  return GputrainProcess(args, env, cwd, setup).wait();
+}
+
+ProcessResult run_in_child(const std::function<std::string()>& body, const ChildSetup& setup) {
+  // A pipe rather than a file: after without_root() the child may not write where we can.
+  int channel[2];
+  if (pipe(channel) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    close(channel[0]);
+    if (setup) setup();
+    int code = 0;
+    std::string text;
+    try {
+      text = body();
+    } catch (const std::exception& e) {
+      text = e.what();
+      code = 1;
+    }
+    for (std::size_t done = 0; done < text.size();) {
+      const ssize_t n = write(channel[1], text.data() + done, text.size() - done);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    _exit(code);
+  }
+  close(channel[1]);
+  ProcessResult result;
+  char buffer[4096];
+  for (ssize_t n; (n = read(channel[0], buffer, sizeof buffer)) > 0;) result.out.append(buffer, static_cast<std::size_t>(n));
+  close(channel[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  result.exit_code = exit_code_of(status);
+  return result;
 }
 
 }  // namespace gputrain::testing

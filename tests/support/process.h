@@ -1,8 +1,12 @@
 #pragma once
-// Runs the real gputrain binary as a child process, for CLI tests.
+// Runs the real gputrain binary, or a piece of test code, as a child process:
+// for CLI tests, and for conditions a test cannot set up in its own process
+// (a file size limit that stands in for a full disk, giving up root).
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,9 +18,21 @@ namespace gputrain::testing {
 
 struct ProcessResult {
   int exit_code = -1;  // 128 + N when killed by signal N
-  std::string out;     // stdout
+  std::string out;     // stdout (run_in_child: what the body returned)
   std::string err;     // stderr
 };
+
+// Runs in the child after fork and before exec (or the body). A setup that
+// cannot do its job exits with kSetupFailed, which the test reports as skipped.
+using ChildSetup = std::function<void()>;
+constexpr int kSetupFailed = 77;
+
+// Writes that would make a file larger than `bytes` fail with EFBIG, as on a
+// full disk (RLIMIT_FSIZE, with SIGXFSZ ignored so that write() returns the error).
+ChildSetup file_size_limit(std::size_t bytes);
+// Gives up root for user and group nobody (65534): root ignores permission
+// bits, so tests of unreadable files need an ordinary user. Without root, does nothing.
+ChildSetup without_root();
 
 // GPUTRAIN_BINARY with `args`, started in `cwd` (default: the source tree)
 // with `env` added to (or, for an empty value, removed from) the environment;
@@ -25,7 +41,7 @@ struct ProcessResult {
 class GputrainProcess {
  public:
   explicit GputrainProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
-                           const std::string& cwd = GPUTRAIN_SOURCE_DIR);
+                           const std::string& cwd = GPUTRAIN_SOURCE_DIR, const ChildSetup& setup = {});
   ~GputrainProcess();
   GputrainProcess(const GputrainProcess&) = delete;
   GputrainProcess& operator=(const GputrainProcess&) = delete;
@@ -45,6 +61,10 @@ class GputrainProcess {
 
 // Runs it to the end.
 ProcessResult run_gputrain(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
-                           const std::string& cwd = GPUTRAIN_SOURCE_DIR);
+                           const std::string& cwd = GPUTRAIN_SOURCE_DIR, const ChildSetup& setup = {});
+
+// Runs `body` in a forked child after `setup`; exit code 0 and the body's
+// result in `out` when it returns, 1 when it throws (the message in `out`).
+ProcessResult run_in_child(const std::function<std::string()>& body, const ChildSetup& setup = {});
 
 }  // namespace gputrain::testing

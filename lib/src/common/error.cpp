@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "gputrain/common/strings.h"
+
 namespace gputrain {
 
 std::string SourceMark::str() const {
@@ -11,10 +13,11 @@ std::string SourceMark::str() const {
 }
 
 namespace {
+// Origins, keys and values come from files and argv, so the message is made printable.
 std::string config_message(const SourceMark& where, const std::string& key, std::string_view problem) {
   const std::string at = where.str();
-  if (at.empty()) return fmt::format("{}: {}", key, problem);
-  return fmt::format("{}: {}: {}", at, key, problem);
+  if (at.empty()) return printable(fmt::format("{}: {}", key, problem));
+  return printable(fmt::format("{}: {}: {}", at, key, problem));
 }
 }  // namespace
 

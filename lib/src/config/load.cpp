@@ -1,12 +1,15 @@
 #include "gputrain/config/load.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>  // YAML::DeepRecursion, not included by yaml.h
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "gputrain/common/strings.h"
 #include "node_reader.h"
@@ -25,9 +28,26 @@ std::string default_data_root(const std::string& dataset) {
 
 namespace {
 
+// An experiment file is a few kilobytes; a larger one is the wrong file (a
+// data set, /dev/zero), which is refused before it is read into memory.
+constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;
+
+UserError too_large(const std::string& origin) {
+  return UserError(fmt::format("{}: larger than 1 MiB; an experiment file is a few kilobytes. Is this the right file?",
+                               origin));
+}
+
+// yaml-cpp's parser recurses once per level of nesting and stops, with a
+// DeepRecursion, before the stack runs out; it names the problem "bad file".
+constexpr const char* kTooDeep =
+    "nested too deeply to parse (an experiment file nests three levels: section, key, list)";
+
 YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
+  if (text.size() > kMaxConfigBytes) throw too_large(origin);
   try {
     return YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw UserError(fmt::format("{}: {}", detail::mark_from(e.mark, origin).str(), kTooDeep));
   } catch (const YAML::ParserException& e) {
     throw UserError(fmt::format("{}: malformed YAML: {}. Check the indentation and quoting near that position.",
                                 detail::mark_from(e.mark, origin).str(), e.msg));
@@ -36,7 +56,7 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
 
 // Applies one --set KEY=VALUE to the document; VALUE is a YAML scalar or list.
 void apply_override(YAML::Node& root, const std::string& assignment, int number, OverrideMarks& marks) {
-  const std::string origin = fmt::format("--set #{} ({})", number, assignment);
+  const std::string origin = printable(fmt::format("--set #{} ({})", number, assignment));
   const auto equals = assignment.find('=');
   if (equals == std::string::npos || equals == 0) {
     throw UserError(fmt::format("{}: expected KEY=VALUE with a dotted key, e.g. --set data.batch_size=64", origin));
@@ -49,6 +69,8 @@ void apply_override(YAML::Node& root, const std::string& assignment, int number,
   YAML::Node value;
   try {
     value = YAML::Load(assignment.substr(equals + 1));
+  } catch (const YAML::DeepRecursion&) {
+    throw ConfigError({origin, 0, 0}, key, fmt::format("value is {}", kTooDeep));
   } catch (const YAML::ParserException& e) {
     throw ConfigError({origin, 0, 0}, key, fmt::format("value is not valid YAML: {}", e.msg));
   }
@@ -273,15 +295,22 @@ LoadedConfig load_config_text(const std::string& yaml, const std::string& origin
 }
 
 LoadedConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  const std::string origin = printable(path);
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    throw UserError(fmt::format("{}: is a directory; --config takes an experiment file", origin));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw UserError(fmt::format("{}: cannot open the experiment file ({}). Check the path given to --config.", path,
+    throw UserError(fmt::format("{}: cannot open the experiment file ({}). Check the path given to --config.", origin,
                                 std::strerror(errno)));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw UserError(fmt::format("{}: cannot read the experiment file", path));
-  return load_config_text(text.str(), path, overrides);
+  // One byte past the limit is enough to know the file is too large.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw UserError(fmt::format("{}: cannot read the experiment file ({})", origin, std::strerror(errno)));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return load_config_text(text, origin, overrides);
 }
 
 namespace {

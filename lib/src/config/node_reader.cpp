@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
+#include <type_traits>
+
 #include "gputrain/common/strings.h"
 
 namespace gputrain::config::detail {
@@ -75,6 +78,13 @@ void NodeReader::read(const std::string& key, std::string& value) {
   const YAML::Node node = value_node(key);
   if (!node || node.IsNull()) return;
   value = convert<std::string>(key, node, "a string");
+  // yaml-cpp passes other bytes through but its emitter does not, so such a
+  // string (a Latin-1 path, say) would change on its way through config.yaml.
+  if (const std::size_t at = invalid_utf8(value); at != std::string::npos) {
+    fail(key, fmt::format("'{}' is not valid UTF-8 (byte 0x{:02x} at offset {}); YAML holds only UTF-8 text, so rename "
+                          "the path or reach it through a symbolic link whose name is UTF-8",
+                          value, static_cast<unsigned char>(value[at]), at));
+  }
 }
 
 void NodeReader::read(const std::string& key, bool& value) {
@@ -89,10 +99,22 @@ void NodeReader::read(const std::string& key, int64_t& value) {
   value = convert<int64_t>(key, node, "an integer");
 }
 
+namespace {
+// yaml-cpp reads .inf and .nan, but config.yaml would print them as inf and
+// nan, which it does not read back; no key has a use for them.
+template <typename T>
+void require_finite(const NodeReader& reader, const std::string& key, T value, const YAML::Node& node) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!std::isfinite(value)) reader.fail(key, fmt::format("must be a finite number (got {})", node.Scalar()));
+  }
+}
+}  // namespace
+
 void NodeReader::read(const std::string& key, double& value) {
   const YAML::Node node = value_node(key);
   if (!node || node.IsNull()) return;
   value = convert<double>(key, node, "a number");
+  require_finite(*this, key, value, node);
 }
 
 void NodeReader::read(const std::string& key, std::optional<int64_t>& value) {
@@ -112,6 +134,7 @@ std::vector<T> read_list(NodeReader& reader, const std::string& key, const YAML:
   if (node.IsScalar()) {  // a single value stands for a one-element list
     T one{};
     if (!YAML::convert<T>::decode(node, one)) reader.fail(key, fmt::format("cannot read '{}' as {}", node.Scalar(), kind));
+    require_finite(reader, key, one, node);
     out.push_back(one);
     return out;
   }
@@ -121,6 +144,7 @@ std::vector<T> read_list(NodeReader& reader, const std::string& key, const YAML:
     if (!node[i].IsScalar() || !YAML::convert<T>::decode(node[i], item)) {
       reader.fail(key, fmt::format("item {} ({}) is not {}", i, describe(node[i]), kind));
     }
+    require_finite(reader, key, item, node[i]);
     out.push_back(item);
   }
   return out;

@@ -3,6 +3,7 @@
 // partial download fails loudly instead of training on a fraction of the set.
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -49,8 +50,7 @@ std::shared_ptr<const Dataset> read_cifar10(const std::string& root, Split split
   std::vector<std::string> missing;
   for (const std::string& name : split_files(split)) {
     files.push_back(fs::path(root) / name);
-    std::error_code error;
-    if (!fs::is_regular_file(files.back(), error)) missing.push_back(name);
+    if (!is_data_file("cifar10", files.back())) missing.push_back(name);
   }
   if (!missing.empty()) {
     throw DataError(fmt::format("cifar10: {} lacks {}. {}", root, fmt::join(missing, ", "), kHint));
@@ -72,6 +72,7 @@ std::shared_ptr<const Dataset> read_cifar10(const std::string& root, Split split
   for (const TensorDataset::Part& part : parts) {
     buffer.resize(static_cast<std::size_t>(part.samples * kCifarRecordBytes));
     std::ifstream in(part.file, std::ios::binary);
+    if (!in) throw DataError(fmt::format("cifar10: cannot open {}: {}", part.file, std::strerror(errno)));
     if (!in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()))) {
       throw DataError(fmt::format("cifar10: cannot read {} ({} of {} bytes read)", part.file, in.gcount(), buffer.size()));
     }

@@ -47,6 +47,17 @@ void require_directory(const std::string& name, const std::string& root, const s
   }
 }
 
+bool is_data_file(const std::string& name, const std::filesystem::path& file) {
+  std::error_code error;
+  const auto status = std::filesystem::status(file, error);
+  if (status.type() == std::filesystem::file_type::not_found) return false;
+  if (error) {
+    throw DataError(fmt::format("{}: cannot access {}: {}. Check the permissions of data.root.", name, file.string(),
+                                error.message()));
+  }
+  return std::filesystem::is_regular_file(status);
+}
+
 }  // namespace detail
 
 std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed) {

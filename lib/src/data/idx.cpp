@@ -38,10 +38,9 @@ std::string hint(const std::string& name) {
          make;
 }
 
-std::optional<fs::path> find_file(const std::string& root, const std::string& base) {
-  std::error_code error;
+std::optional<fs::path> find_file(const std::string& name, const std::string& root, const std::string& base) {
   for (const fs::path& candidate : {fs::path(root) / base, fs::path(root) / (base + ".gz")}) {
-    if (fs::is_regular_file(candidate, error)) return candidate;
+    if (is_data_file(name, candidate)) return candidate;
   }
   return std::nullopt;
 }
@@ -75,9 +74,10 @@ class IdxReader {
     return sizes;
   }
 
-  // Reads exactly the `bytes` of `what` the header promised, and checks that
-  // nothing follows them.
-  void read_payload(uint8_t* out, int64_t bytes, const std::string& what) {
+  // Checks that the file can hold the `bytes` of `what` its header promises,
+  // before anything is allocated for them: a corrupt header may promise
+  // terabytes.
+  void check_promise(int64_t bytes, const std::string& what) const {
     const int64_t header = static_cast<int64_t>(gztell(gz_));
     if (gzdirect(gz_)) {
       // Uncompressed: the size on disk must match exactly.
@@ -90,6 +90,11 @@ class IdxReader {
                        "or corrupt",
                        bytes, what, disk_bytes_));
     }
+  }
+
+  // Reads exactly the `bytes` of `what` (checked by check_promise), and checks
+  // that nothing follows them.
+  void read_payload(uint8_t* out, int64_t bytes, const std::string& what) {
     constexpr int64_t kChunk = int64_t{1} << 26;  // gzread takes an unsigned int
     for (int64_t done = 0; done < bytes;) {
       const auto want = static_cast<unsigned>(std::min(kChunk, bytes - done));
@@ -138,8 +143,8 @@ std::shared_ptr<const Dataset> read_idx(const std::string& name, const std::stri
   require_directory(name, root, hint(name));
   const IdxNames names = idx_names(split);
   std::vector<std::string> missing;
-  const std::optional<fs::path> images_file = find_file(root, names.images);
-  const std::optional<fs::path> labels_file = find_file(root, names.labels);
+  const std::optional<fs::path> images_file = find_file(name, root, names.images);
+  const std::optional<fs::path> labels_file = find_file(name, root, names.labels);
   if (!images_file) missing.push_back(names.images + std::string("[.gz]"));
   if (!labels_file) missing.push_back(names.labels + std::string("[.gz]"));
   if (!missing.empty()) {
@@ -153,8 +158,10 @@ std::shared_ptr<const Dataset> read_idx(const std::string& name, const std::stri
     images_in.fail(fmt::format("images are {}x{} pixels, expected {}x{}", dims[1], dims[2], kIdxSide, kIdxSide));
   }
   const int64_t count = dims[0];
+  const std::string images_what = fmt::format("{} images", count);
+  images_in.check_promise(count * kIdxSide * kIdxSide, images_what);
   torch::Tensor images = torch::empty({count, 1, kIdxSide, kIdxSide}, torch::kUInt8);
-  images_in.read_payload(images.data_ptr<uint8_t>(), images.numel(), fmt::format("{} images", count));
+  images_in.read_payload(images.data_ptr<uint8_t>(), images.numel(), images_what);
 
   IdxReader labels_in(name, *labels_file);
   const int64_t label_count = labels_in.read_header(kIdxLabelsMagic, 1, "labels")[0];
@@ -162,8 +169,10 @@ std::shared_ptr<const Dataset> read_idx(const std::string& name, const std::stri
     labels_in.fail(fmt::format("holds {} labels but {} holds {} images; both must come from the same release",
                                label_count, images_in.file(), count));
   }
+  const std::string labels_what = fmt::format("{} labels", count);
+  labels_in.check_promise(count, labels_what);
   std::vector<uint8_t> bytes(static_cast<std::size_t>(count));
-  labels_in.read_payload(bytes.data(), count, fmt::format("{} labels", count));
+  labels_in.read_payload(bytes.data(), count, labels_what);
   torch::Tensor labels = torch::empty({count}, torch::kInt64);
   int64_t* label = labels.data_ptr<int64_t>();
   for (int64_t i = 0; i < count; ++i) {

@@ -1,5 +1,6 @@
 #pragma once
 // The readers and generators behind make_dataset; each returns a TensorDataset.
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,5 +19,9 @@ std::shared_ptr<const Dataset> make_synthetic(const config::DataConfig& config, 
 
 // Throws a DataError unless `root` is a directory; `hint` says how to get the data.
 void require_directory(const std::string& name, const std::string& root, const std::string& hint);
+
+// Whether `file` exists as a regular file. Throws a DataError when that cannot
+// be told (permission denied on data.root, say), which is no missing file.
+bool is_data_file(const std::string& name, const std::filesystem::path& file);
 
 }  // namespace gputrain::data::detail

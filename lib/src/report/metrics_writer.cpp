@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "gputrain/common/error.h"
@@ -9,13 +11,27 @@
 namespace gputrain::report {
 
 MetricsWriter::MetricsWriter(const std::filesystem::path& path) : path_(path), out_(path, std::ios::app) {
-  if (!out_) throw UserError(fmt::format("{}: cannot open the metrics file for writing", path.string()));
+  if (!out_) {
+    throw UserError(fmt::format("{}: cannot open the metrics file for writing ({})", path.string(), std::strerror(errno)));
+  }
+  std::error_code error;
+  whole_bytes_ = std::filesystem::file_size(path, error);
 }
 
 void MetricsWriter::write(const std::string& line) {
   out_ << line << '\n';
   out_.flush();  // a crashed run keeps every line written so far
-  if (!out_) throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write metrics (disk full?)", path_.string()));
+  if (out_) {
+    whole_bytes_ += line.size() + 1;
+    return;
+  }
+  const int error = errno;
+  // A full disk may have taken part of the line: cut the file back to its
+  // last whole record, so that every line still parses.
+  out_.close();
+  std::error_code ignored;
+  std::filesystem::resize_file(path_, whole_bytes_, ignored);
+  throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write metrics: {}", path_.string(), std::strerror(error)));
 }
 
 void MetricsWriter::on_step(const train::StepMetrics& m) {

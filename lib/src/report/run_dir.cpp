@@ -35,6 +35,13 @@ RunPaths prepare_run_dir(const config::ExperimentConfig& config) {
     fs::rename(paths.metrics, paths.dir / fmt::format("metrics.{}.jsonl", n), error);
     if (error) throw UserError(fmt::format("{}: cannot keep the previous metrics: {}", paths.metrics.string(), error.message()));
   }
+  // The weights are written last, after the training; a name taken by a
+  // directory would lose them, so it is refused before the run starts.
+  if (fs::is_directory(paths.weights, error)) {
+    throw UserError(fmt::format("{}: is a directory, so the final weights could not be saved there. Move it away or "
+                                "choose another output.dir or --output.",
+                                paths.weights.string()));
+  }
   std::ofstream out(paths.config, std::ios::binary | std::ios::trunc);
   out << "# resolved by gputrain; `gputrain train --config` accepts this file as is\n" << config::dump_config(config);
   if (!out.flush()) {

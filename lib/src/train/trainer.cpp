@@ -9,10 +9,11 @@
 #include <torch/utils.h>
 
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include "gputrain/common/error.h"
+#include "gputrain/common/files.h"
 #include "gputrain/data/batch_stream.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/device/nvtx.h"
@@ -428,7 +429,9 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
   const LossKind loss = resolve_loss(c.train.loss, classification);
   torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
   load_weights(model, weights_path);
-  const parallel::StrategyPlan single{parallel::StrategyKind::kSingle, {devices.primary()}, "testing"};
+  parallel::StrategyPlan single;
+  single.replicas = {devices.primary()};
+  single.reason = "testing saved weights";
   const auto strategy = parallel::make_strategy(single, c, {});
   model->to(strategy->device());
   data::BatchStream stream(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
@@ -438,19 +441,14 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
 }
 
 void save_weights(const torch::nn::Sequential& model, const std::string& path) {
-  const std::string temporary = path + ".tmp";
-  try {
-    torch::serialize::OutputArchive archive;
-    model->save(archive);
-    archive.save_to(temporary);
-  } catch (const c10::Error& e) {
-    std::remove(temporary.c_str());
-    throw Error(ExitCode::kRuntime,
-                fmt::format("{}: cannot write the weights: {}", path, first_line(e.what_without_backtrace())));
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write the weights: {}", path, error.message()));
+  // LibTorch's file writer does not survive a failing write: on a full disk
+  // its destructor throws again and the process aborts. So the archive is
+  // built in memory and written with every call checked.
+  std::ostringstream bytes;
+  torch::serialize::OutputArchive archive;
+  model->save(archive);
+  archive.save_to(bytes);
+  write_file_atomically(path, bytes.str(), "weights");
 }
 
 void load_weights(torch::nn::Sequential& model, const std::string& path) {

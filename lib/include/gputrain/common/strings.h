@@ -23,4 +23,14 @@ std::vector<std::string> split(std::string_view text, char separator);
 
 std::string_view trim(std::string_view text);
 
+// Offset of the first byte that is not part of a well-formed UTF-8 sequence
+// (overlong forms, surrogates and code points above U+10FFFF included), or
+// npos when the whole text is UTF-8.
+std::size_t invalid_utf8(std::string_view text);
+
+// `text` with bytes that are not UTF-8, and ASCII control characters, written
+// as \xNN: paths and keys come from argv and files, and a message naming them
+// must print (and pass through JSON or YAML) whatever bytes they hold.
+std::string printable(std::string_view text);
+
 }  // namespace gputrain

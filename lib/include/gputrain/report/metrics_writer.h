@@ -1,6 +1,7 @@
 #pragma once
 // metrics.jsonl: one JSON object per line, every train.log_every steps
 // ("split": "train") and every epoch ("train" and "test").
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
@@ -18,6 +19,7 @@ class MetricsWriter : public train::TrainObserver {
   void write(const std::string& line);
   std::filesystem::path path_;
   std::ofstream out_;
+  std::uintmax_t whole_bytes_ = 0;  // the file's size up to its last whole line
 };
 
 }  // namespace gputrain::report

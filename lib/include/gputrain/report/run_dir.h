@@ -18,7 +18,7 @@ RunPaths run_paths(const config::ExperimentConfig& config);
 
 // Creates the run directory and writes config.yaml. A metrics.jsonl left by an
 // earlier run is kept as metrics.N.jsonl rather than overwritten. Throws
-// UserError when the directory cannot be created or written.
+// UserError when the directory cannot be created or written, or model.pt is a directory.
 RunPaths prepare_run_dir(const config::ExperimentConfig& config);
 
 }  // namespace gputrain::report

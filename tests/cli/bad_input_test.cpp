@@ -1,0 +1,121 @@
+// Hostile conditions met through the real binary: a full disk while training,
+// paths that are not UTF-8, configs that are not experiment files. Each must
+// end in one clean message and lose nothing an earlier run saved.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Every line of a metrics file parses as JSON (no half-written record); returns how many.
+std::size_t whole_json_lines(const fs::path& path) {
+  const std::string text = slurp(path);
+  EXPECT_TRUE(text.empty() || text.back() == '\n') << "last line is cut short";
+  std::size_t lines = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line); ++lines) {
+    EXPECT_TRUE(nlohmann::json::accept(line)) << "not JSON: " << line;
+  }
+  return lines;
+}
+
+// seed_mlp.yaml on the CPU, quietly, into `out`.
+std::vector<std::string> train_args(const fs::path& out, std::vector<std::string> sets) {
+  std::vector<std::string> args{"--log-level", "warn", "train", "--config", "configs/seed_mlp.yaml", "--output",
+                                out.string(),  "--set",  "device=cpu", "--set",   "train.epochs=1"};
+  for (auto& set : sets) {
+    args.push_back("--set");
+    args.push_back(std::move(set));
+  }
+  return args;
+}
+
+void skip_unless_set_up(const ProcessResult& r) {
+  if (r.exit_code == kSetupFailed) GTEST_SKIP() << "cannot limit file sizes here (setrlimit refused)";
+}
+
+TEST(CliFullDisk, MetricsStopAtTheLastWholeLineAndEarlierFilesSurvive) {
+  TempDir dir;
+  const auto first = run_gputrain(train_args(dir.path(), {}));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const fs::path run = dir / "seed-mlp";
+  const std::string weights = slurp(run / "model.pt");
+  const std::string metrics = slurp(run / "metrics.jsonl");
+
+  // 4 KiB holds config.yaml and the warnings, but not a metrics line per step.
+  const auto r = run_gputrain(train_args(dir.path(), {"train.log_every=1"}), {}, GPUTRAIN_SOURCE_DIR,
+                              file_size_limit(4096));
+  skip_unless_set_up(r);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("metrics.jsonl: cannot write metrics: File too large"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
+  EXPECT_GT(whole_json_lines(run / "metrics.jsonl"), 0u);
+  EXPECT_EQ(slurp(run / "metrics.1.jsonl"), metrics);  // the first run's, kept aside
+  EXPECT_EQ(slurp(run / "model.pt"), weights);
+}
+
+TEST(CliFullDisk, WeightsThatDoNotFitLeaveThePreviousOnesInPlace) {
+  TempDir dir;
+  // A model of about 280 KB, so that its weights are what overflows 64 KiB.
+  const std::vector<std::string> wide{"model.hidden=[256, 256]"};
+  const auto first = run_gputrain(train_args(dir.path(), wide));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const fs::path run = dir / "seed-mlp";
+  const std::string weights = slurp(run / "model.pt");
+  ASSERT_GT(weights.size(), 200000u);
+
+  const auto r = run_gputrain(train_args(dir.path(), wide), {}, GPUTRAIN_SOURCE_DIR, file_size_limit(65536));
+  skip_unless_set_up(r);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("model.pt: cannot write the weights"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(run / "model.pt"), weights);
+  EXPECT_FALSE(fs::exists(run / "model.pt.tmp"));
+  EXPECT_EQ(whole_json_lines(run / "metrics.jsonl"), 2u);  // the epoch's train and test records
+}
+
+TEST(CliBadPaths, NonUtf8ConfigPathIsPrintedEscaped) {
+  TempDir dir;
+  const fs::path config = write_text(dir / "caf\xe9.yaml", "seed: -1\n");
+  const auto r = run_gputrain({"config", "--config", config.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("caf\\xe9.yaml:1:7: seed: must be >= 0 (got -1)"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\xe9'), std::string::npos) << "the raw byte reached the terminal";
+}
+
+TEST(CliBadPaths, NonUtf8OutputDirectoryIsRefusedBeforeAnythingIsWritten) {
+  TempDir dir;
+  const auto r = run_gputrain(train_args(dir / "runs-\xff", {}));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("output.dir: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("runs-\\xff"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("UTF-8"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+TEST(CliBadPaths, ConfigThatIsADirectoryOrEndlessIsRefused) {
+  TempDir dir;
+  const auto directory = run_gputrain({"config", "--config", dir.path().string()});
+  EXPECT_EQ(directory.exit_code, 2);
+  EXPECT_NE(directory.err.find("is a directory"), std::string::npos) << directory.err;
+  EXPECT_TRUE(directory.out.empty());
+  const auto endless = run_gputrain({"config", "--config", "/dev/zero"});
+  EXPECT_EQ(endless.exit_code, 2);
+  EXPECT_NE(endless.err.find("larger than"), std::string::npos) << endless.err;
+}
+
+}  // namespace
+}  // namespace gputrain::testing

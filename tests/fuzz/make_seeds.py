@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed corpora (corpus/<target>/): small valid inputs
+and one of each kind of bad input the readers reject. Run it again after a
+format changes; libFuzzer mutates from these.  Usage: tests/fuzz/make_seeds.py"""
+import gzip
+import pathlib
+import shutil
+import struct
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+
+def corpus(target):
+    directory = HERE / "corpus" / target
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    return directory
+
+
+def write(directory, name, data):
+    (directory / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def config_seeds():
+    d = corpus("config")
+    for path in sorted((ROOT / "configs").glob("*.yaml")):
+        write(d, "shipped-" + path.stem, path.read_bytes())
+    # YAML, then a NUL byte and --set overrides one per line (fuzz_config.cpp).
+    write(d, "overrides", "name: x\ndata: {dataset: synthetic}\n\0data.batch_size=8\ngpus=[0,1]\nmodel.hidden=[4, 4]")
+    write(d, "override-bad", "name: x\n\0data.batch_size\n=3\ndata..x=1\nname.sub=2")
+    write(d, "empty", "")
+    write(d, "flow", "{name: a, seed: 3, data: {dataset: random, length: 10, input_size: 3}, model: {name: linear}}")
+    write(d, "unknown-key", "data:\n  batch_sise: 4\n")
+    write(d, "duplicate-key", "seed: 1\nseed: 2\n")
+    write(d, "wrong-types", "seed: [1]\ndata: 3\nmodel: {hidden: x}\noptim: {lr: abc, betas: [1]}\n")
+    write(d, "malformed", "data:\n  batch_size: 4\n dataset: x\n")
+    write(d, "anchors", "data: &d {dataset: synthetic}\nmodel: *d\n")
+    write(d, "tags", "seed: !!str 4\nname: !custom x\n")
+    write(d, "documents", "name: a\n---\nname: b\n")
+    write(d, "special-scalars", "optim: {lr: .inf, eps: .nan, momentum: -.inf}\ndata: {normalize: {mean: [.nan], std: [.inf]}}\n")
+    write(d, "numbers", "seed: 0x10\ndata: {batch_size: 0o17, samples: 1e3, features: 9223372036854775807}\n")
+    write(d, "nested", "data:\n  normalize:\n    mean: [[[[1]]]]\n    std: {a: {b: {c: 1}}}\n")
+    write(d, "strings", 'name: "a\\tb"\noutput: {dir: "r\\u00e9sum\\u00e9 runs"}\ncheckpoint: {dir: \'it\'\'s\'}\n')
+    write(d, "non-utf8", b"name: x\ndata: {root: /tmp/caf\xe9}\n")
+
+
+CIFAR_RECORD = 1 + 3 * 32 * 32
+
+
+def cifar_records(labels):
+    return b"".join(bytes([label]) + bytes((i * 7 + label) % 256 for i in range(CIFAR_RECORD - 1)) for label in labels)
+
+
+def cifar_seeds():
+    d = corpus("cifar10")
+    write(d, "one-record", cifar_records([3]))
+    write(d, "two-records", cifar_records([0, 9]))
+    write(d, "empty", b"")
+    write(d, "truncated", cifar_records([1])[:-1])
+    write(d, "bad-label", cifar_records([10]))
+    write(d, "one-byte", b"\x05")
+
+
+def idx_file(magic, sizes, payload):
+    return struct.pack(">I", magic) + b"".join(struct.pack(">I", s) for s in sizes) + payload
+
+
+def idx_pair(images, labels):
+    """The fuzz input: the images file's length, the images file, the labels file."""
+    return struct.pack(">I", len(images)) + images + labels
+
+
+def idx_seeds():
+    d = corpus("idx")
+    count = 2
+    pixels = bytes(i % 256 for i in range(count * 28 * 28))
+    images = idx_file(0x803, [count, 28, 28], pixels)
+    labels = idx_file(0x801, [count], bytes([4, 7]))
+    write(d, "raw", idx_pair(images, labels))
+    write(d, "gzip", idx_pair(gzip.compress(images, mtime=0), gzip.compress(labels, mtime=0)))
+    write(d, "gzip-images-raw-labels", idx_pair(gzip.compress(images, mtime=0), labels))
+    write(d, "bad-magic", idx_pair(idx_file(0x802, [count, 28, 28], pixels), labels))
+    write(d, "wrong-side", idx_pair(idx_file(0x803, [count, 27, 28], pixels[: count * 27 * 28]), labels))
+    write(d, "count-mismatch", idx_pair(images, idx_file(0x801, [3], bytes([1, 2, 3]))))
+    write(d, "truncated", idx_pair(images[:-5], labels))
+    write(d, "trailing", idx_pair(images, labels + b"\x00"))
+    write(d, "bad-label", idx_pair(images, idx_file(0x801, [count], bytes([4, 12]))))
+    write(d, "truncated-gzip", idx_pair(gzip.compress(images, mtime=0)[:-9], labels))
+    write(d, "no-images", idx_pair(idx_file(0x803, [0, 28, 28], b""), idx_file(0x801, [0], b"")))
+    write(d, "header-only", idx_pair(images[:10], labels[:3]))
+    # Found by fuzzing: headers promising far more than the file holds (105 GB here).
+    huge = idx_file(0x803, [0x08000002, 28, 28], b"")
+    write(d, "huge-count", idx_pair(huge, labels))
+    write(d, "huge-count-gzip", idx_pair(gzip.compress(huge, mtime=0), labels))
+
+
+if __name__ == "__main__":
+    config_seeds()
+    cifar_seeds()
+    idx_seeds()
