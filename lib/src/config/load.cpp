@@ -166,6 +166,12 @@ void read_train(NodeReader r, TrainConfig& t, const std::string& device) {
   r.read("log_replicas", t.log_replicas);
   r.read_choice("on_nan", t.on_nan, {"stop", "skip"});
   r.read_choice("on_sigint", t.on_sigint, {"checkpoint", "stop", "none"});
+  r.read("tensorboard", t.tensorboard);
+  r.read_at_least("monitor_ms", t.monitor_ms, 0);
+  // Below 10 ms the sampling itself would cost more than it tells.
+  if (t.monitor_ms > 0 && t.monitor_ms < 10) {
+    r.fail("monitor_ms", fmt::format("must be 0 (off) or >= 10 (got {})", t.monitor_ms));
+  }
   r.reject_unknown_keys();
 }
 
@@ -387,6 +393,8 @@ std::string dump_config(const ExperimentConfig& c) {
   out << YAML::Key << "log_replicas" << YAML::Value << t.log_replicas;
   out << YAML::Key << "on_nan" << YAML::Value << t.on_nan;
   out << YAML::Key << "on_sigint" << YAML::Value << t.on_sigint;
+  out << YAML::Key << "tensorboard" << YAML::Value << t.tensorboard;
+  out << YAML::Key << "monitor_ms" << YAML::Value << t.monitor_ms;
   out << YAML::EndMap;
 
   out << YAML::Key << "dp" << YAML::Value << YAML::BeginMap;

@@ -80,6 +80,8 @@ struct TrainConfig {
   bool log_replicas = false;
   std::string on_nan = "stop";           // stop | skip
   std::string on_sigint = "checkpoint";  // checkpoint | stop | none
+  bool tensorboard = true;               // event files in the run directory
+  int64_t monitor_ms = 500;              // NVML sampling period on CUDA; 0 = off
 };
 
 struct DpConfig {
