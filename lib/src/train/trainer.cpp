@@ -109,6 +109,8 @@ struct Trainer::State {
   config::ExperimentConfig config;
   config::SourceMap sources;
   device::DevicePlan devices;
+  parallel::StrategyPlan plan;
+  int64_t world_size = 1;
   std::unique_ptr<parallel::Strategy> strategy;
   torch::Device device{torch::kCPU};
   std::shared_ptr<const data::Dataset> train_set;
@@ -144,6 +146,8 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
   s.strategy = parallel::make_strategy(plan, c, launch);
   s.device = s.strategy->device();
   spdlog::info("strategy: {} ({})", s.strategy->describe(), plan.reason);
+  s.plan = plan;
+  s.world_size = launch.world_size;
 
   s.amp = parse_amp_mode(c.train.amp);
   check_amp_device(s.amp, s.device.type(), loaded.sources.at("train.amp"));
@@ -209,6 +213,21 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
 Trainer::~Trainer() = default;
 
 torch::nn::Sequential Trainer::model() const { return state_->model; }
+
+TrainLayout Trainer::layout() const {
+  const State& s = *state_;
+  TrainLayout l;
+  l.strategy = s.plan;
+  l.world_size = s.world_size;
+  l.train_samples = s.train_set->info().samples;
+  l.micro_batch = s.config.data.batch_size / s.accumulation;
+  const int64_t rest = l.train_samples % l.micro_batch;
+  l.last_micro_batch = rest == 0 || s.config.data.drop_last ? l.micro_batch : rest;
+  l.steps_per_epoch = s.steps_per_epoch;
+  l.labeled = s.test_stream != nullptr;
+  l.classification = s.classification;
+  return l;
+}
 
 void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group, RunningSums& epoch_sums,
                                         RunningSums& interval) {
@@ -313,6 +332,7 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer, 
   m.train.samples = samples;
   m.train.classification = false;
   m.epoch_s = seconds_since(epoch_start);
+  m.loader_wait_s = train_stream->wait_seconds();
   m.samples_per_s = m.epoch_s > 0 ? samples / m.epoch_s : 0.0;
   m.elapsed_s = seconds_since(run_start);
   observer.on_epoch(m);
@@ -344,6 +364,7 @@ TrainSummary Trainer::fit(TrainObserver& observer) {
     EpochMetrics m;
     m.epoch = epoch;
     m.train = s.train_epoch(epoch, observer, run_start, m.epoch_s);
+    m.loader_wait_s = s.train_stream->wait_seconds();
     m.step = s.step;
     m.samples_per_s = m.epoch_s > 0 ? m.train.samples / m.epoch_s : 0.0;
     m.lr = s.schedule->lr_at(std::max<int64_t>(s.step - 1, 0));
@@ -360,10 +381,10 @@ TrainSummary Trainer::fit(TrainObserver& observer) {
       m.memory_peak = mem.peak_allocated;
     }
     observer.on_epoch(m);
-    spdlog::info("Epoch {}/{}: train loss {:.4f}{}, {:.0f} samples/s, {:.1f} s{}{}", epoch, s.config.train.epochs,
-                 m.train.mean_loss(),
+    spdlog::info("Epoch {}/{}: train loss {:.4f}{}, {:.0f} samples/s, {:.1f} s (loader wait {:.2f} s){}{}", epoch,
+                 s.config.train.epochs, m.train.mean_loss(),
                  s.classification ? fmt::format(", accuracy {:.2f}%", 100.0 * m.train.accuracy()) : "",
-                 m.samples_per_s, m.epoch_s,
+                 m.samples_per_s, m.epoch_s, m.loader_wait_s,
                  s.scaler->enabled()
                      ? fmt::format(", loss scale {}, {} steps skipped", m.loss_scale, m.skipped_steps)
                      : "",

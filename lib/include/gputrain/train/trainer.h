@@ -22,6 +22,19 @@ struct TrainSummary {
   double elapsed_s = 0;
 };
 
+// How the run shares its data, known once the Trainer is built: what the run
+// report records about batches and replicas.
+struct TrainLayout {
+  parallel::StrategyPlan strategy;
+  int64_t world_size = 1;
+  int64_t train_samples = 0;
+  int64_t micro_batch = 0;       // rows per forward pass, before replicas or ranks share them
+  int64_t last_micro_batch = 0;  // the epoch's last one: micro_batch when it divides evenly or with drop_last
+  int64_t steps_per_epoch = 0;
+  bool labeled = true;
+  bool classification = true;
+};
+
 class Trainer {
  public:
   // Builds everything (loading the data sets, choosing the strategy) and logs
@@ -35,6 +48,7 @@ class Trainer {
   EvalResult evaluate();
 
   torch::nn::Sequential model() const;
+  TrainLayout layout() const;
 
  private:
   struct State;
