@@ -12,13 +12,37 @@ namespace gputrain::report {
 namespace fs = std::filesystem;
 
 RunPaths run_paths(const config::ExperimentConfig& config) {
+  return run_paths(fs::path(config.output.dir) / config.name);
+}
+
+RunPaths run_paths(const fs::path& dir) {
   RunPaths paths;
-  paths.dir = fs::path(config.output.dir) / config.name;
+  paths.dir = dir;
   paths.config = paths.dir / "config.yaml";
   paths.log = paths.dir / "train.log";
   paths.metrics = paths.dir / "metrics.jsonl";
   paths.weights = paths.dir / "model.pt";
+  paths.run_info = paths.dir / "run.json";
+  paths.device_report = paths.dir / "device.json";
+  paths.report = paths.dir / "report.html";
   return paths;
+}
+
+void write_file_atomically(const fs::path& path, const std::string& text) {
+  fs::path temporary = path;
+  temporary += ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) {
+      std::error_code ignored;
+      fs::remove(temporary, ignored);
+      throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write (disk full or not writable?)", path.string()));
+    }
+  }
+  std::error_code error;
+  fs::rename(temporary, path, error);
+  if (error) throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write: {}", path.string(), error.message()));
 }
 
 RunPaths prepare_run_dir(const config::ExperimentConfig& config) {

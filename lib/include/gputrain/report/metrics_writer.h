@@ -1,6 +1,9 @@
 #pragma once
 // metrics.jsonl: one JSON object per line, every train.log_every steps
-// ("split": "train") and every epoch ("train" and "test").
+// ("split": "train") and every epoch ("train" and "test"). An epoch's train
+// record also carries "epoch_s", "loader_wait_s", the CUDA allocator's
+// "memory_*" and, when NVML was sampled, "gpus": [{index, util_mean, util_max,
+// memory_used, power_w, temperature_c, samples}].
 #include <filesystem>
 #include <fstream>
 

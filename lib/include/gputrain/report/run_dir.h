@@ -1,6 +1,8 @@
 #pragma once
-// The run directory <output.dir>/<name>/: config.yaml, train.log, metrics.jsonl.
+// The run directory <output.dir>/<name>/: config.yaml, train.log, metrics.jsonl,
+// run.json, device.json, report.html, model.pt and TensorBoard event files.
 #include <filesystem>
+#include <string>
 
 #include "gputrain/config/config.h"
 
@@ -12,13 +14,21 @@ struct RunPaths {
   std::filesystem::path log;      // train.log
   std::filesystem::path metrics;  // metrics.jsonl
   std::filesystem::path weights;  // model.pt: the final weights
+  std::filesystem::path run_info;       // run.json: strategy, batch splits, status
+  std::filesystem::path device_report;  // device.json: `gputrain info --json` at the start
+  std::filesystem::path report;         // report.html
 };
 
 RunPaths run_paths(const config::ExperimentConfig& config);
+RunPaths run_paths(const std::filesystem::path& dir);
 
 // Creates the run directory and writes config.yaml. A metrics.jsonl left by an
 // earlier run is kept as metrics.N.jsonl rather than overwritten. Throws
 // UserError when the directory cannot be created or written.
 RunPaths prepare_run_dir(const config::ExperimentConfig& config);
+
+// Writes `text` to a temporary file beside `path`, then renames it over `path`,
+// so readers never see half a file. Throws Error when it cannot.
+void write_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 }  // namespace gputrain::report
