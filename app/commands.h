@@ -50,6 +50,13 @@ struct TrainArgs {
 };
 int run_train(const TrainArgs& args);
 
+// `gputrain report RUN_DIR [--out FILE]`: the HTML report of a run, finished or not.
+struct ReportArgs {
+  std::string run_dir;
+  std::string out;  // empty: RUN_DIR/report.html
+};
+int run_report(const ReportArgs& args);
+
 struct TestArgs {
   std::string config;
   std::string checkpoint;

@@ -69,6 +69,11 @@ int main(int argc, char** argv) {
   DatasetsArgs datasets_args;
   auto* datasets = add_datasets_command(app, datasets_args);
 
+  ReportArgs report_args;
+  auto* report = app.add_subcommand("report", "write the HTML report of a run directory (also of an unfinished run)");
+  report->add_option("run_dir", report_args.run_dir, "the run directory (<output.dir>/<name>/)")->required();
+  report->add_option("-o,--out", report_args.out, "the HTML file to write (default: RUN_DIR/report.html)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -83,6 +88,7 @@ int main(int argc, char** argv) {
     if (config->parsed()) return run_config(config_args);
     if (info->parsed()) return run_info(info_args);
     if (datasets->parsed()) return run_datasets(datasets_args);
+    if (report->parsed()) return run_report(report_args);
   } catch (const gputrain::Error& e) {
     spdlog::error("{}", e.what());
     return static_cast<int>(e.code());

@@ -12,6 +12,7 @@
 #include "gputrain/report/console.h"
 #include "gputrain/report/metrics_writer.h"
 #include "gputrain/report/run_dir.h"
+#include "gputrain/report/run_recorder.h"
 #include "gputrain/train/trainer.h"
 #include "logging_setup.h"
 
@@ -48,10 +49,18 @@ int run_train(const TrainArgs& args) {
   train::ObserverList observers;
   observers.add(&console);
   observers.add(&metrics);
-  const train::TrainSummary summary = trainer.fit(observers);
-  train::save_weights(trainer.model(), paths.weights.string());
+  report::RunRecorder recorder(paths, loaded.config, trainer.layout(), inventory, observers);
+  train::TrainSummary summary;
+  try {
+    summary = trainer.fit(recorder.observer());
+    train::save_weights(trainer.model(), paths.weights.string());
+  } catch (const std::exception& e) {
+    recorder.fail(e);  // the report of what the run got through
+    throw;
+  }
   spdlog::info("finished {} epochs ({} steps) in {:.1f} s; weights in {}", summary.epochs, summary.steps,
                summary.elapsed_s, paths.weights.string());
+  recorder.finish();
 
   nlohmann::ordered_json result{{"name", loaded.config.name},
                                 {"run_dir", paths.dir.string()},
@@ -59,7 +68,8 @@ int run_train(const TrainArgs& args) {
                                 {"epochs", summary.epochs},
                                 {"steps", summary.steps},
                                 {"elapsed_s", summary.elapsed_s},
-                                {"weights", paths.weights.string()}};
+                                {"weights", paths.weights.string()},
+                                {"report", paths.report.string()}};
   if (summary.has_test) {
     result["train_loss"] = summary.last_train.mean_loss();
     result["test_loss"] = summary.last_test.mean_loss();
