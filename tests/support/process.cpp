@@ -23,7 +23,7 @@ std::string slurp(const std::filesystem::path& path) {
 }  // namespace
 
 GputrainProcess::GputrainProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-                                 const std::string& cwd) {
+                                 const std::string& cwd, const std::string& program) {
   const auto out_path = capture_ / "stdout";
   const auto err_path = capture_ / "stderr";
   pid_ = fork();
@@ -42,7 +42,7 @@ GputrainProcess::GputrainProcess(const std::vector<std::string>& args, const std
   }
   if (chdir(cwd.c_str()) != 0) _exit(127);
   std::vector<char*> argv;
-  std::string binary = GPUTRAIN_BINARY;
+  std::string binary = program;
   argv.push_back(binary.data());
   std::vector<std::string> copies(args);
   for (auto& arg : copies) argv.push_back(arg.data());

@@ -18,14 +18,14 @@ struct ProcessResult {
   std::string err;     // stderr
 };
 
-// GPUTRAIN_BINARY with `args`, started in `cwd` (default: the source tree)
-// with `env` added to (or, for an empty value, removed from) the environment;
-// stdout and stderr go to files that can be read while it runs. Killed, if
-// still running, when the object dies.
+// `program` (default GPUTRAIN_BINARY) with `args`, started in `cwd` (default:
+// the source tree) with `env` added to (or, for an empty value, removed from)
+// the environment; stdout and stderr go to files that can be read while it
+// runs. Killed, if still running, when the object dies.
 class GputrainProcess {
  public:
   explicit GputrainProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
-                           const std::string& cwd = GPUTRAIN_SOURCE_DIR);
+                           const std::string& cwd = GPUTRAIN_SOURCE_DIR, const std::string& program = GPUTRAIN_BINARY);
   ~GputrainProcess();
   GputrainProcess(const GputrainProcess&) = delete;
   GputrainProcess& operator=(const GputrainProcess&) = delete;
