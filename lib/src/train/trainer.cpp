@@ -428,7 +428,9 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
   const LossKind loss = resolve_loss(c.train.loss, classification);
   torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
   load_weights(model, weights_path);
-  const parallel::StrategyPlan single{parallel::StrategyKind::kSingle, {devices.primary()}, "testing"};
+  parallel::StrategyPlan single;
+  single.replicas = {devices.primary()};
+  single.reason = "testing saved weights";
   const auto strategy = parallel::make_strategy(single, c, {});
   model->to(strategy->device());
   data::BatchStream stream(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
