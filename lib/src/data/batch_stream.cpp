@@ -191,7 +191,8 @@ struct BatchStream::State {
 
   ~State() { stop(); }
 
-  void start(int64_t new_epoch) {
+  void start(int64_t new_epoch, int64_t first_batch) {
+    GPUTRAIN_CHECK(first_batch >= 0 && first_batch <= batches, "batch {} of an epoch of {}", first_batch, batches);
     stop();
     epoch = new_epoch;
     order.resize(static_cast<std::size_t>(dataset->info().samples));
@@ -202,8 +203,8 @@ struct BatchStream::State {
       for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
     }
     wait = 0.0;
-    claimed = 0;
-    delivered = 0;
+    claimed = first_batch;
+    delivered = first_batch;
     stopping = false;
     for (int64_t w = 0; w < options.num_workers && batches > 0; ++w) workers.emplace_back([this] { work(); });
   }
@@ -331,7 +332,7 @@ BatchStream::BatchStream(std::shared_ptr<const Dataset> dataset, LoaderOptions o
 
 BatchStream::~BatchStream() = default;
 
-void BatchStream::start_epoch(int64_t epoch) { state_->start(epoch); }
+void BatchStream::start_epoch(int64_t epoch, int64_t first_batch) { state_->start(epoch, first_batch); }
 
 std::optional<Batch> BatchStream::next() {
   State& s = *state_;

@@ -46,8 +46,9 @@ class BatchStream {
   BatchStream& operator=(const BatchStream&) = delete;
 
   // Starts epoch `epoch` (0-based): a new seeded permutation when shuffling.
-  // Abandons whatever remained of the previous epoch.
-  void start_epoch(int64_t epoch);
+  // Abandons whatever remained of the previous epoch. `first_batch` > 0 skips
+  // that many batches without making them (resuming mid-epoch).
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // The next batch of the epoch, or nullopt at its end. An error in a worker
   // is rethrown here as a DataError naming the data set, file and sample.
   std::optional<Batch> next();
