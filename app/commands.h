@@ -15,6 +15,9 @@ namespace gputrain::app {
 // What the process environment says, read once in main.cpp.
 struct Environment {
   std::optional<std::string> cuda_visible_devices;
+  // GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE: seconds every checkpoint write
+  // pauses half-way, for tests that kill the process in the middle of one.
+  std::optional<std::string> test_pause_checkpoint_write;
 };
 
 struct ConfigArgs {
@@ -43,9 +46,10 @@ CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args);
 int run_datasets(const DatasetsArgs& args);
 
 struct TrainArgs {
-  std::string config;
+  std::string config;  // required unless `resume` is a path
   std::vector<std::string> overrides;
   std::string output;  // overrides output.dir when set
+  std::string resume;  // "", "auto" or a checkpoint path
   Environment env;
 };
 int run_train(const TrainArgs& args);
@@ -57,5 +61,11 @@ struct TestArgs {
   Environment env;
 };
 int run_test(const TestArgs& args);
+
+struct ExportArgs {
+  std::string checkpoint;  // a checkpoint or a model.pt
+  std::string out;
+};
+int run_export(const ExportArgs& args);
 
 }  // namespace gputrain::app

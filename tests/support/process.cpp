@@ -4,32 +4,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
-
-#include "support/temp_dir.h"
+#include <thread>
 
 namespace gputrain::testing {
 
-namespace {
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-}  // namespace
-
-ProcessResult run_gputrain(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-                           const std::string& cwd) {
-  TempDir capture("gputrain-proc");
-  const auto out_path = capture / "stdout";
-  const auto err_path = capture / "stderr";
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
+ChildProcess::ChildProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+                           const std::string& cwd)
+    : capture_("gputrain-proc") {
+  const auto out_path = capture_ / "stdout";
+  const auto err_path = capture_ / "stderr";
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
     const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(out, STDOUT_FILENO);
@@ -51,13 +40,43 @@ ProcessResult run_gputrain(const std::vector<std::string>& args, const std::map<
     execv(binary.c_str(), argv.data());
     _exit(127);
   }
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+}
+
+void ChildProcess::send(int signal) const {
+  if (pid_ > 0) kill(pid_, signal);
+}
+
+ProcessResult ChildProcess::wait() {
   int status = 0;
-  waitpid(pid, &status, 0);
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
   ProcessResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.out = slurp(out_path);
-  result.err = slurp(err_path);
+  result.out = read_text(capture_ / "stdout");
+  result.err = read_text(capture_ / "stderr");
   return result;
+}
+
+std::string ChildProcess::err_so_far() const { return read_text(capture_ / "stderr"); }
+
+ProcessResult run_gputrain(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+                           const std::string& cwd) {
+  return ChildProcess(args, env, cwd).wait();
+}
+
+bool wait_until(const std::function<bool()>& condition, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 }  // namespace gputrain::testing
