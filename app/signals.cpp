@@ -24,6 +24,10 @@ extern "C" void on_stop_signal(int signal) {
 extern "C" void on_checkpoint_signal(int) { g_token.request_checkpoint(); }
 
 void install(int signal, void (*handler)(int)) {
+  struct sigaction previous {};
+  // A shell starts background jobs with SIGINT ignored; so does the user who
+  // asked for it. Keep that rather than stop on a Ctrl-C meant for another job.
+  if (signal == SIGINT && sigaction(signal, nullptr, &previous) == 0 && previous.sa_handler == SIG_IGN) return;
   struct sigaction action {};
   action.sa_handler = handler;
   sigemptyset(&action.sa_mask);

@@ -7,6 +7,8 @@
 //                    second one while stopping exits with 130 at once; a
 //                    checkpoint write in progress is abandoned, never renamed
 //                    into place.
+//                    SIGINT stays ignored where the process started with it
+//                    ignored (a shell's background job).
 //   SIGHUP, SIGUSR1  write a checkpoint at the next step boundary and carry on.
 #include <string>
 

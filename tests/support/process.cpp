@@ -31,6 +31,9 @@ ChildProcess::ChildProcess(const std::vector<std::string>& args, const std::map<
       }
     }
     if (chdir(cwd.c_str()) != 0) _exit(127);
+    // gputrain keeps an inherited SIGINT ignore (a shell's background job);
+    // the child of a test run in the background must still see the test's SIGINT.
+    signal(SIGINT, SIG_DFL);
     std::vector<char*> argv;
     std::string binary = GPUTRAIN_BINARY;
     argv.push_back(binary.data());
