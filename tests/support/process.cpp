@@ -5,22 +5,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
 namespace gputrain::testing {
-
-namespace {
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-}  // namespace
 
 GputrainProcess::GputrainProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
                                  const std::string& cwd, const std::string& program) {
@@ -41,6 +31,9 @@ GputrainProcess::GputrainProcess(const std::vector<std::string>& args, const std
     }
   }
   if (chdir(cwd.c_str()) != 0) _exit(127);
+  // gputrain keeps an inherited SIGINT ignore (a shell's background job); the
+  // child of a test run in the background must still see the test's SIGINT.
+  signal(SIGINT, SIG_DFL);
   std::vector<char*> argv;
   std::string binary = program;
   argv.push_back(binary.data());
@@ -58,7 +51,11 @@ GputrainProcess::~GputrainProcess() {
   }
 }
 
-std::string GputrainProcess::err_so_far() const { return slurp(capture_ / "stderr"); }
+void GputrainProcess::send(int signal) const {
+  if (pid_ > 0) kill(pid_, signal);
+}
+
+std::string GputrainProcess::err_so_far() const { return read_text(capture_ / "stderr"); }
 
 std::optional<ProcessResult> GputrainProcess::wait_for(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -81,14 +78,23 @@ ProcessResult GputrainProcess::wait() {
 ProcessResult GputrainProcess::result(int status) const {
   ProcessResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(capture_ / "stdout");
-  r.err = slurp(capture_ / "stderr");
+  r.out = read_text(capture_ / "stdout");
+  r.err = read_text(capture_ / "stderr");
   return r;
 }
 
 ProcessResult run_gputrain(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
                            const std::string& cwd) {
   return GputrainProcess(args, env, cwd).wait();
+}
+
+bool wait_until(const std::function<bool()>& condition, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 }  // namespace gputrain::testing

@@ -3,6 +3,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -13,7 +14,7 @@
 namespace gputrain::testing {
 
 struct ProcessResult {
-  int exit_code = -1;  // 128 + N when killed by signal N
+  int exit_code = -1;  // 128 + the signal when a signal ended it, as a shell reports it
   std::string out;     // stdout
   std::string err;     // stderr
 };
@@ -31,6 +32,7 @@ class GputrainProcess {
   GputrainProcess& operator=(const GputrainProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  void send(int signal) const;
   std::string err_so_far() const;
   // Waits up to `timeout` for the process to end: nullopt if it still runs.
   std::optional<ProcessResult> wait_for(std::chrono::milliseconds timeout);
@@ -46,5 +48,8 @@ class GputrainProcess {
 // Runs it to the end.
 ProcessResult run_gputrain(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
                            const std::string& cwd = GPUTRAIN_SOURCE_DIR);
+
+// Polls `condition` every 20 ms until it holds (true) or `timeout` passes (false).
+bool wait_until(const std::function<bool()>& condition, std::chrono::seconds timeout = std::chrono::seconds(120));
 
 }  // namespace gputrain::testing

@@ -21,7 +21,7 @@ RunPaths run_paths(const config::ExperimentConfig& config) {
   return paths;
 }
 
-RunPaths prepare_run_dir(const config::ExperimentConfig& config) {
+RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming) {
   const RunPaths paths = run_paths(config);
   std::error_code error;
   fs::create_directories(paths.dir, error);
@@ -29,7 +29,7 @@ RunPaths prepare_run_dir(const config::ExperimentConfig& config) {
     throw UserError(fmt::format("{}: cannot create the run directory ({}). Choose another output.dir or --output.",
                                 paths.dir.string(), error.message()));
   }
-  if (fs::exists(paths.metrics)) {
+  if (!resuming && fs::exists(paths.metrics)) {
     int n = 1;
     while (fs::exists(paths.dir / fmt::format("metrics.{}.jsonl", n))) ++n;
     fs::rename(paths.metrics, paths.dir / fmt::format("metrics.{}.jsonl", n), error);

@@ -76,8 +76,8 @@ class Strategy {
   virtual void after_backward(torch::nn::Sequential& model) { (void)model; }
   // Sums `values` across processes in place (ddp), for metrics.
   virtual void all_reduce_sum(torch::Tensor& values) { (void)values; }
-  // Whether `local` holds on any process (ddp: all-reduce MAX), so that every
-  // rank takes the same decision, e.g. to stop at a step boundary.
+  // Whether `local` is true on any process: every rank calls it at the same
+  // step boundaries, so all of them stop, skip or checkpoint together.
   virtual bool any_rank(bool local) { return local; }
 };
 

@@ -1,12 +1,19 @@
 #pragma once
 // metrics.jsonl: one JSON object per line, every train.log_every steps
 // ("split": "train") and every epoch ("train" and "test").
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
 #include "gputrain/train/observer.h"
 
 namespace gputrain::report {
+
+// Before a resumed run appends: drops the records an interrupted run wrote
+// after its checkpoint (at optimizer step `step`; `before_test_pass`: the
+// checkpoint precedes that step's epoch records), and a half-written last
+// line, so that the file reads as if the run had never stopped.
+void rewind_metrics(const std::filesystem::path& path, int64_t step, bool before_test_pass);
 
 class MetricsWriter : public train::TrainObserver {
  public:

@@ -17,8 +17,9 @@ struct RunPaths {
 RunPaths run_paths(const config::ExperimentConfig& config);
 
 // Creates the run directory and writes config.yaml. A metrics.jsonl left by an
-// earlier run is kept as metrics.N.jsonl rather than overwritten. Throws
-// UserError when the directory cannot be created or written.
-RunPaths prepare_run_dir(const config::ExperimentConfig& config);
+// earlier run is kept as metrics.N.jsonl rather than overwritten, unless the
+// run is `resuming` it: then the run appends to it. Throws UserError when the
+// directory cannot be created or written.
+RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming = false);
 
 }  // namespace gputrain::report
