@@ -12,10 +12,34 @@ class App;
 
 namespace gputrain::app {
 
+// One environment variable as found: its name says where a bad value came from.
+struct EnvValue {
+  std::string name;
+  std::string value;
+};
+
 // What the process environment says, read once in main.cpp.
 struct Environment {
   std::optional<std::string> cuda_visible_devices;
+  // A launcher's rank variables: torchrun's RANK, LOCAL_RANK and WORLD_SIZE,
+  // else Slurm's SLURM_PROCID, SLURM_LOCALID and SLURM_NTASKS; MASTER_ADDR and
+  // MASTER_PORT either way; torchrun's store and restart count.
+  std::optional<EnvValue> rank;
+  std::optional<EnvValue> local_rank;
+  std::optional<EnvValue> world_size;
+  std::optional<EnvValue> master_addr;
+  std::optional<EnvValue> master_port;
+  std::optional<EnvValue> agent_store;    // TORCHELASTIC_USE_AGENT_STORE
+  std::optional<EnvValue> restart_count;  // TORCHELASTIC_RESTART_COUNT
+  std::vector<std::string> all;  // KEY=VALUE, for the workers `train --nproc` starts
+  // GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE: seconds every checkpoint write
+  // pauses half-way, for tests that kill the process in the middle of one.
+  std::optional<std::string> test_pause_checkpoint_write;
 };
+
+// -c/--config FILE and --set KEY=VALUE..., as every command that reads an experiment file takes them.
+void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,
+                        bool required = true);
 
 struct ConfigArgs {
   std::string config;
@@ -29,10 +53,13 @@ struct InfoArgs {
 };
 int run_info(const InfoArgs& args);
 
-// `datasets make-cifar` and `datasets make-idx`: write small learnable stand-ins.
+// `datasets make-cifar` and `datasets make-idx`: write small learnable stand-ins;
+// `datasets export`: write the data set an experiment file names as .npy files.
 struct DatasetsArgs {
-  std::string format;  // "cifar" or "idx": which make-* subcommand ran
+  std::string format;  // "cifar", "idx" or "export": which subcommand ran
   std::string out;
+  std::string config;  // export only
+  std::vector<std::string> overrides;
   std::optional<int64_t> train;  // unset: the real set's size
   std::optional<int64_t> test;
   uint64_t seed = 0;
@@ -43,9 +70,12 @@ CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args);
 int run_datasets(const DatasetsArgs& args);
 
 struct TrainArgs {
-  std::string config;
+  std::string config;  // required unless `resume` is a path
   std::vector<std::string> overrides;
-  std::string output;  // overrides output.dir when set
+  std::string output;             // overrides output.dir when set
+  std::string resume;             // "", "auto" or a checkpoint path
+  std::optional<int64_t> nproc;   // set: launch this many local workers instead of training
+  std::string log_level;          // passed on to those workers
   Environment env;
 };
 int run_train(const TrainArgs& args);
@@ -64,5 +94,23 @@ struct TestArgs {
   Environment env;
 };
 int run_test(const TestArgs& args);
+
+// `bench`: times the phases of a train step and the compute bound.
+struct BenchArgs {
+  Environment env;
+  std::string config;
+  std::vector<std::string> overrides;
+  int64_t steps = 100;
+  int64_t warmup = 10;
+  bool json = false;
+};
+CLI::App* add_bench_command(CLI::App& app, BenchArgs& args);
+int run_bench(const BenchArgs& args);
+
+struct ExportArgs {
+  std::string checkpoint;  // a checkpoint or a model.pt
+  std::string out;
+};
+int run_export(const ExportArgs& args);
 
 }  // namespace gputrain::app

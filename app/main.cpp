@@ -2,10 +2,12 @@
 // one command, and map every error to its exit code. Nothing in lib/ exits.
 #include <c10/util/Exception.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include "commands.h"
 #include "gputrain/common/error.h"
@@ -14,9 +16,29 @@
 
 namespace {
 
+std::optional<gputrain::app::EnvValue> variable(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return std::nullopt;
+  return gputrain::app::EnvValue{name, value};
+}
+
 gputrain::app::Environment read_environment() {
   gputrain::app::Environment env;
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) env.cuda_visible_devices = visible;
+  env.rank = variable("RANK");
+  env.local_rank = variable("LOCAL_RANK");
+  env.world_size = variable("WORLD_SIZE");
+  if (!env.rank && !env.local_rank && !env.world_size) {  // srun sets only its own
+    env.rank = variable("SLURM_PROCID");
+    env.local_rank = variable("SLURM_LOCALID");
+    env.world_size = variable("SLURM_NTASKS");
+  }
+  env.master_addr = variable("MASTER_ADDR");
+  env.master_port = variable("MASTER_PORT");
+  env.agent_store = variable("TORCHELASTIC_USE_AGENT_STORE");
+  env.restart_count = variable("TORCHELASTIC_RESTART_COUNT");
+  for (char** entry = environ; *entry != nullptr; ++entry) env.all.emplace_back(*entry);
+  if (const char* pause = std::getenv("GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE")) env.test_pause_checkpoint_write = pause;
   return env;
 }
 
@@ -25,21 +47,23 @@ std::string default_log_level() {
   return level ? level : "info";
 }
 
-void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides) {
-  command->add_option("-c,--config", config, "experiment YAML file (see configs/)")->required();
+}  // namespace
+
+void gputrain::app::add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,
+                                       bool required) {
+  command->add_option("-c,--config", config, "experiment YAML file (see configs/)")->required(required);
   command->add_option("--set", overrides,
                       "override one key with a YAML value, e.g. --set data.batch_size=64 --set gpus=[0,1]; "
                       "applied in order after the file")
       ->take_all();
 }
 
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace gputrain::app;
   CLI::App app{"gputrain: train neural networks on CPUs and GPUs from YAML experiment files"};
   app.set_version_flag("-V,--version", gputrain::device::version_line(), "print gputrain, LibTorch and CUDA versions");
   app.require_subcommand(1);
+  app.fallthrough();  // global options such as --log-level also work after the subcommand
   std::string log_level = default_log_level();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: $SPDLOG_LEVEL or info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -57,17 +81,35 @@ int main(int argc, char** argv) {
   TrainArgs train_args;
   train_args.env = env;
   auto* train = app.add_subcommand("train", "train the model an experiment file describes, testing after every epoch");
-  add_config_options(train, train_args.config, train_args.overrides);
+  add_config_options(train, train_args.config, train_args.overrides, /*required=*/false);
   train->add_option("-o,--output", train_args.output,
                     "directory for runs (overrides output.dir); the run writes <output>/<name>/");
+  train->add_option("--nproc", train_args.nproc,
+                    "start N worker processes on this machine, one per selected GPU (or N CPU workers with "
+                    "device: cpu), and wait for them; torchrun and srun start workers instead")
+      ->check(CLI::Range(1, 1024));
+  train->add_option("--resume", train_args.resume,
+                    "continue from a checkpoint: 'auto' (the newest valid one of the run --config names) or a "
+                    "checkpoint file; its config is restored, then --set applies");
 
   TestArgs test_args;
   test_args.env = env;
   auto* test = app.add_subcommand("test", "evaluate saved weights on the test split and print the test line");
   add_config_options(test, test_args.config, test_args.overrides);
-  test->add_option("--checkpoint", test_args.checkpoint, "weights written by train (<run dir>/model.pt)")->required();
+  test->add_option("--checkpoint", test_args.checkpoint,
+                   "weights written by train: <run dir>/model.pt or a checkpoint file")
+      ->required();
+
+  ExportArgs export_args;
+  auto* export_command =
+      app.add_subcommand("export", "write a checkpoint's weights as a state_dict that Python's torch.load reads");
+  export_command->add_option("--checkpoint", export_args.checkpoint, "a checkpoint file or a model.pt")->required();
+  export_command->add_option("--out", export_args.out, "the file to write, e.g. weights.pt")->required();
   DatasetsArgs datasets_args;
   auto* datasets = add_datasets_command(app, datasets_args);
+  BenchArgs bench_args;
+  bench_args.env = env;
+  auto* bench = add_bench_command(app, bench_args);
 
   ReportArgs report_args;
   auto* report = app.add_subcommand("report", "write the HTML report of a run directory (also of an unfinished run)");
@@ -82,13 +124,16 @@ int main(int argc, char** argv) {
   }
 
   install_console_logging(log_level);
+  train_args.log_level = log_level;
   try {
     if (train->parsed()) return run_train(train_args);
     if (test->parsed()) return run_test(test_args);
+    if (export_command->parsed()) return run_export(export_args);
     if (config->parsed()) return run_config(config_args);
     if (info->parsed()) return run_info(info_args);
     if (datasets->parsed()) return run_datasets(datasets_args);
     if (report->parsed()) return run_report(report_args);
+    if (bench->parsed()) return run_bench(bench_args);
   } catch (const gputrain::Error& e) {
     spdlog::error("{}", e.what());
     return static_cast<int>(e.code());

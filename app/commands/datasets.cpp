@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "gputrain/config/load.h"
+#include "gputrain/data/export.h"
 #include "gputrain/data/generate.h"
 
 namespace gputrain::app {
@@ -21,12 +23,27 @@ CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args) {
     make->add_option("--seed", args.seed, "seed of the class templates and the noise (default: 0)");
   }
   idx->add_flag("--gzip", args.gzip, "gzip-compress the files (.gz), as the official downloads are");
+  auto* exporter = datasets->add_subcommand(
+      "export", "write both splits of the config's data set as NumPy .npy files ({train,test}_{inputs,targets}.npy)");
+  add_config_options(exporter, args.config, args.overrides);
+  exporter->add_option("--out", args.out, "directory to write (created if needed)")->required();
   cifar->callback([&args] { args.format = "cifar"; });
   idx->callback([&args] { args.format = "idx"; });
+  exporter->callback([&args] { args.format = "export"; });
   return datasets;
 }
 
 int run_datasets(const DatasetsArgs& args) {
+  if (args.format == "export") {
+    const config::ExperimentConfig c = config::load_config(args.config, args.overrides).config;
+    for (const data::Split split : {data::Split::kTrain, data::Split::kTest}) {
+      const auto dataset = data::make_dataset(c.data, split, c.seed);
+      data::export_npy(*dataset, args.out, split);
+      spdlog::info("wrote the {} {} samples of {} to {}", dataset->info().samples,
+                   split == data::Split::kTrain ? "training" : "test", dataset->info().name, args.out);
+    }
+    return 0;
+  }
   const bool cifar = args.format == "cifar";
   const data::GenerateOptions options{args.train.value_or(cifar ? 50000 : 60000), args.test.value_or(10000),
                                       args.seed};

@@ -29,8 +29,9 @@ TEST(ConfigDump, EveryKeyIsWritten) {
   const std::string dumped = dump_config(defaults);
   for (const char* key : {"name:", "seed:", "device:", "gpus:", "strategy:", "batch_size:", "num_workers:",
                           "pin_memory:", "normalize:", "random_crop:", "hidden:", "momentum:", "scheduler:",
-                          "accumulation_steps:", "grad_clip:", "on_sigint:", "tensorboard:", "monitor_ms:",
-                          "replicas:", "timeout_s:", "keep:"}) {
+                          "accumulation_steps:", "grad_clip:", "on_sigint:", "replicas:", "timeout_s:", "keep:",
+                          "device_cache:", "foreach:", "fused:", "cuda_graph:", "channels_last:",
+                          "cudnn_benchmark:", "tensorboard:", "monitor_ms:"}) {
     EXPECT_NE(dumped.find(key), std::string::npos) << key;
   }
 }

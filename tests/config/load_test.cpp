@@ -117,6 +117,7 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
       {"device: gpu", "device", "unknown device 'gpu'"},
       {"optim: {nesterov: true}", "optim.nesterov", "needs optim.momentum > 0"},
       {"train: {monitor_ms: 5}", "train.monitor_ms", "must be 0 (off) or >= 10 (got 5)"},
+      {"optim: {foreach: true, fused: true}", "optim.fused", "set at most one"},
   };
   for (const auto& c : cases) {
     const ConfigError e = config_error(c.yaml);
@@ -147,6 +148,19 @@ TEST(ConfigLoad, WrongTypesSayWhatWasExpected) {
 TEST(ConfigLoad, Fp16OnCpuSuggestsBf16) {
   const ConfigError e = config_error("device: cpu\ntrain: {amp: fp16}\n");
   EXPECT_NE(std::string(e.what()).find("use bf16"), std::string::npos) << e.what();
+}
+
+TEST(ConfigLoad, FastPathSwitchesAreOffByDefaultAndReadAsGiven) {
+  const ExperimentConfig defaults = load_config_text("", "x").config;
+  EXPECT_FALSE(defaults.data.device_cache || defaults.optim.foreach || defaults.optim.fused ||
+               defaults.train.cuda_graph || defaults.train.channels_last || defaults.train.cudnn_benchmark);
+  const ExperimentConfig on =
+      load_config_text("data: {device_cache: true}\noptim: {fused: true}\n"
+                       "train: {cuda_graph: true, channels_last: true, cudnn_benchmark: true}\n",
+                       "x", {"optim.fused=false", "optim.foreach=true"})
+          .config;
+  EXPECT_TRUE(on.data.device_cache && on.optim.foreach && !on.optim.fused && on.train.cuda_graph &&
+              on.train.channels_last && on.train.cudnn_benchmark);
 }
 
 TEST(ConfigLoad, GpusTakesAllAListOrOneIndex) {

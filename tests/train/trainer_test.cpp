@@ -5,19 +5,10 @@
 #include "gputrain/device/resolve.h"
 #include "gputrain/train/trainer.h"
 #include "support/temp_dir.h"
+#include "train/recorder.h"
 
 namespace gputrain::train {
 namespace {
-
-// Records what the trainer reports.
-struct Recorder : TrainObserver {
-  std::vector<StepMetrics> steps;
-  std::vector<EpochMetrics> epochs;
-  int64_t progress_calls = 0;
-  void on_progress(const Progress&) override { ++progress_calls; }
-  void on_step(const StepMetrics& m) override { steps.push_back(m); }
-  void on_epoch(const EpochMetrics& m) override { epochs.push_back(m); }
-};
 
 config::LoadedConfig synthetic(const std::vector<std::string>& overrides = {}) {
   return config::load_config_text(R"(

@@ -82,6 +82,7 @@ void read_data(NodeReader r, DataConfig& d) {
   r.read("pin_memory", d.pin_memory);
   r.read("shuffle", d.shuffle);
   r.read("drop_last", d.drop_last);
+  r.read("device_cache", d.device_cache);
   {
     NodeReader n = r.section("normalize");
     n.read("mean", d.normalize.mean);
@@ -150,6 +151,9 @@ void read_optim(NodeReader r, OptimConfig& o) {
   r.read("gamma", o.gamma);
   if (!(o.gamma > 0 && o.gamma <= 1)) r.fail("gamma", fmt::format("must be in (0, 1] (got {})", o.gamma));
   r.read_at_least("warmup_steps", o.warmup_steps, 0);
+  r.read("foreach", o.foreach);
+  r.read("fused", o.fused);
+  if (o.foreach && o.fused) r.fail("fused", "optim.foreach and optim.fused are alternatives; set at most one");
   r.reject_unknown_keys();
 }
 
@@ -166,6 +170,9 @@ void read_train(NodeReader r, TrainConfig& t, const std::string& device) {
   r.read("log_replicas", t.log_replicas);
   r.read_choice("on_nan", t.on_nan, {"stop", "skip"});
   r.read_choice("on_sigint", t.on_sigint, {"checkpoint", "stop", "none"});
+  r.read("cuda_graph", t.cuda_graph);
+  r.read("channels_last", t.channels_last);
+  r.read("cudnn_benchmark", t.cudnn_benchmark);
   r.read("tensorboard", t.tensorboard);
   r.read_at_least("monitor_ms", t.monitor_ms, 0);
   // Below 10 ms the sampling itself would cost more than it tells.
@@ -334,6 +341,7 @@ std::string dump_config(const ExperimentConfig& c) {
   out << YAML::Key << "pin_memory" << YAML::Value << d.pin_memory;
   out << YAML::Key << "shuffle" << YAML::Value << d.shuffle;
   out << YAML::Key << "drop_last" << YAML::Value << d.drop_last;
+  out << YAML::Key << "device_cache" << YAML::Value << d.device_cache;
   out << YAML::Key << "normalize" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "mean" << YAML::Value;
   emit_list(out, d.normalize.mean);
@@ -380,6 +388,8 @@ std::string dump_config(const ExperimentConfig& c) {
   out << YAML::Key << "step_size" << YAML::Value << o.step_size;
   out << YAML::Key << "gamma" << YAML::Value << number(o.gamma);
   out << YAML::Key << "warmup_steps" << YAML::Value << o.warmup_steps;
+  out << YAML::Key << "foreach" << YAML::Value << o.foreach;
+  out << YAML::Key << "fused" << YAML::Value << o.fused;
   out << YAML::EndMap;
 
   const TrainConfig& t = c.train;
@@ -393,6 +403,9 @@ std::string dump_config(const ExperimentConfig& c) {
   out << YAML::Key << "log_replicas" << YAML::Value << t.log_replicas;
   out << YAML::Key << "on_nan" << YAML::Value << t.on_nan;
   out << YAML::Key << "on_sigint" << YAML::Value << t.on_sigint;
+  out << YAML::Key << "cuda_graph" << YAML::Value << t.cuda_graph;
+  out << YAML::Key << "channels_last" << YAML::Value << t.channels_last;
+  out << YAML::Key << "cudnn_benchmark" << YAML::Value << t.cudnn_benchmark;
   out << YAML::Key << "tensorboard" << YAML::Value << t.tensorboard;
   out << YAML::Key << "monitor_ms" << YAML::Value << t.monitor_ms;
   out << YAML::EndMap;

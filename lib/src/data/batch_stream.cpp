@@ -11,55 +11,17 @@
 #include <exception>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <thread>
 
+#include "batch_plan.h"
 #include "gputrain/common/error.h"
-#include "rng.h"
 
 namespace gputrain::data {
 
-LoaderOptions loader_options(const config::DataConfig& config, Split split, uint64_t seed) {
-  const bool train = split == Split::kTrain;
-  LoaderOptions options;
-  options.batch_size = !train && config.test_batch_size > 0 ? config.test_batch_size : config.batch_size;
-  // Evaluation sees every test sample once, in file order, unaugmented.
-  options.shuffle = train && config.shuffle;
-  options.drop_last = train && config.drop_last;
-  options.num_workers = config.num_workers;
-  options.prefetch = config.prefetch;
-  options.pin_memory = config.pin_memory;
-  options.seed = seed;
-  options.mean = config.normalize.mean;
-  options.std = config.normalize.std;
-  if (train) {
-    options.random_crop = config.augment.random_crop;
-    options.hflip = config.augment.hflip;
-  }
-  return options;
-}
-
 namespace {
 
-using detail::derive_seed;
-
-// Seed sub-streams: the permutation of an epoch, the augmentation of a batch.
-constexpr uint64_t kShuffleStream = 1;
-constexpr uint64_t kAugmentStream = 2;
-
-// (byte / 255 - mean) / std folded into one multiply-add per pixel.
-struct ChannelMap {
-  float scale = 1.0f / 255.0f;
-  float shift = 0.0f;
-};
-
-// Where one output image reads from: a crop offset in [-pad, pad] per axis
-// (what torchvision's RandomCrop(padding=pad) picks) and a mirror.
-struct Placement {
-  int64_t dy = 0;
-  int64_t dx = 0;
-  bool flip = false;
-};
+using detail::ChannelMap;
+using detail::Placement;
 
 struct ImageShape {
   int64_t channels, height, width;
@@ -79,14 +41,18 @@ void write_image(const uint8_t* src, float* dst, ImageShape shape, const Channel
         continue;
       }
       const uint8_t* in = src + sy * width;
-      if (at.dx == 0 && !at.flip) {  // the common case, kept branch-free so it vectorises
-        for (int64_t x = 0; x < width; ++x) out[x] = static_cast<float>(in[x]) * scale + shift;
-        continue;
+      // Output columns [first, last) come from the source row, the rest from
+      // the padding; each loop is branch-free so it vectorises.
+      const int64_t first = std::max<int64_t>(0, at.flip ? at.dx : -at.dx);
+      const int64_t last = std::min(width, at.flip ? width + at.dx : width - at.dx);
+      std::fill(out, out + first, shift);
+      if (at.flip) {
+        const int64_t mirror = width - 1 + at.dx;
+        for (int64_t x = first; x < last; ++x) out[x] = static_cast<float>(in[mirror - x]) * scale + shift;
+      } else {
+        for (int64_t x = first; x < last; ++x) out[x] = static_cast<float>(in[x + at.dx]) * scale + shift;
       }
-      for (int64_t x = 0; x < width; ++x) {
-        const int64_t sx = (at.flip ? width - 1 - x : x) + at.dx;
-        out[x] = sx >= 0 && sx < width ? static_cast<float>(in[sx]) * scale + shift : shift;
-      }
+      std::fill(out + last, out + width, shift);
     }
   }
 }
@@ -96,40 +62,6 @@ void warn_pin_memory_once() {
   std::call_once(once, [] {
     spdlog::warn("data.pin_memory: CUDA is not available, so batches stay in ordinary (pageable) memory");
   });
-}
-
-ConfigError option_error(const std::string& key, const std::string& problem) { return ConfigError({}, key, problem); }
-
-// The per-channel maps for `options`, checked against the data set.
-std::vector<ChannelMap> channel_maps(const LoaderOptions& options, const DatasetInfo& info) {
-  if (options.mean.size() != options.std.size()) {
-    throw option_error("data.normalize.std", fmt::format("needs as many values as mean ({} vs {})",
-                                                         options.std.size(), options.mean.size()));
-  }
-  if (!info.images) {
-    if (!options.mean.empty()) {
-      throw option_error("data.normalize", fmt::format("applies to image data sets only; {} has feature vectors", info.name));
-    }
-    if (options.random_crop != 0 || options.hflip) {
-      throw option_error("data.augment", fmt::format("applies to image data sets only; {} has feature vectors", info.name));
-    }
-    return {};
-  }
-  const auto channels = static_cast<std::size_t>(info.input_shape.at(0));
-  if (!options.mean.empty() && options.mean.size() != 1 && options.mean.size() != channels) {
-    throw option_error("data.normalize.mean", fmt::format("needs 1 or {} values for the {} channels of {} (got {})",
-                                                          channels, channels, info.name, options.mean.size()));
-  }
-  std::vector<ChannelMap> maps(channels);
-  for (std::size_t c = 0; c < channels && !options.mean.empty(); ++c) {
-    const std::size_t k = options.mean.size() == 1 ? 0 : c;
-    if (!(options.std[k] > 0)) {
-      throw option_error("data.normalize.std", fmt::format("every value must be > 0 (got {})", options.std[k]));
-    }
-    maps[c].scale = static_cast<float>(1.0 / (255.0 * options.std[k]));
-    maps[c].shift = static_cast<float>(-options.mean[k] / options.std[k]);
-  }
-  return maps;
 }
 
 }  // namespace
@@ -164,18 +96,8 @@ struct BatchStream::State {
 
   State(std::shared_ptr<const Dataset> data, LoaderOptions opts) : dataset(std::move(data)), options(std::move(opts)) {
     GPUTRAIN_CHECK(dataset != nullptr, "BatchStream needs a data set");
-    if (options.batch_size < 1) {
-      throw option_error("data.batch_size", fmt::format("must be >= 1 (got {})", options.batch_size));
-    }
-    if (options.num_workers < 0) {
-      throw option_error("data.num_workers", fmt::format("must be >= 0 (got {})", options.num_workers));
-    }
-    if (options.prefetch < 0) throw option_error("data.prefetch", fmt::format("must be >= 0 (got {})", options.prefetch));
-    if (options.random_crop < 0) {
-      throw option_error("data.augment.random_crop", fmt::format("must be >= 0 (got {})", options.random_crop));
-    }
     const DatasetInfo& info = dataset->info();
-    maps = channel_maps(options, info);
+    maps = detail::checked_channel_maps(options, info);
     GPUTRAIN_CHECK(dataset->inputs().is_contiguous() && dataset->inputs().size(0) == info.samples &&
                        dataset->inputs().scalar_type() == (info.images ? torch::kUInt8 : torch::kFloat32),
                    "data set {} stores inputs that are not contiguous {} [{}, ...]", info.name,
@@ -185,25 +107,19 @@ struct BatchStream::State {
       if (!pin) warn_pin_memory_once();
     }
     prefetch = std::max<int64_t>(1, options.prefetch > 0 ? options.prefetch : 2 * options.num_workers);
-    batches = options.drop_last ? info.samples / options.batch_size
-                                : (info.samples + options.batch_size - 1) / options.batch_size;
+    batches = detail::batch_count(options, info.samples);
   }
 
   ~State() { stop(); }
 
-  void start(int64_t new_epoch) {
+  void start(int64_t new_epoch, int64_t first_batch) {
+    GPUTRAIN_CHECK(first_batch >= 0 && first_batch <= batches, "batch {} of an epoch of {}", first_batch, batches);
     stop();
     epoch = new_epoch;
-    order.resize(static_cast<std::size_t>(dataset->info().samples));
-    std::iota(order.begin(), order.end(), int64_t{0});
-    if (options.shuffle) {
-      // Fisher-Yates from the seed and the epoch alone.
-      detail::SplitMix64 rng(derive_seed(derive_seed(options.seed, kShuffleStream), static_cast<uint64_t>(epoch)));
-      for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
-    }
+    order = detail::epoch_order(options, dataset->info().samples, epoch);
     wait = 0.0;
-    claimed = 0;
-    delivered = 0;
+    claimed = first_batch;
+    delivered = first_batch;
     stopping = false;
     for (int64_t w = 0; w < options.num_workers && batches > 0; ++w) workers.emplace_back([this] { work(); });
   }
@@ -293,10 +209,7 @@ struct BatchStream::State {
     int64_t* to = out.data_ptr<int64_t>();
     for (int64_t i = 0; i < count; ++i) {
       const int64_t label = from[rows[i]];
-      if (label < 0 || label >= classes) {
-        throw DataError(fmt::format("{}: label {} is outside 0..{}", dataset->describe_sample(rows[i]), label,
-                                    classes - 1));
-      }
+      if (label < 0 || label >= classes) detail::throw_bad_label(*dataset, rows[i], label);
       to[i] = label;
     }
     return out;
@@ -309,18 +222,9 @@ struct BatchStream::State {
     torch::Tensor out = torch::empty({count, shape.channels, shape.height, shape.width}, output(torch::kFloat32));
     const uint8_t* from = dataset->inputs().const_data_ptr<uint8_t>();
     float* to = out.data_ptr<float>();
-    // Augmentation draws depend on the seed, the epoch and the batch index
-    // only, never on which worker makes the batch.
-    detail::SplitMix64 rng(derive_seed(derive_seed(derive_seed(options.seed, kAugmentStream), epoch), index));
-    const auto pad = static_cast<uint64_t>(options.random_crop);
+    const std::vector<Placement> placements = detail::draw_placements(options, epoch, index, count);
     for (int64_t i = 0; i < count; ++i) {
-      Placement at;
-      if (pad > 0) {
-        at.dy = static_cast<int64_t>(rng.below(2 * pad + 1) - pad);
-        at.dx = static_cast<int64_t>(rng.below(2 * pad + 1) - pad);
-      }
-      if (options.hflip) at.flip = (rng.next() & 1) != 0;
-      write_image(from + rows[i] * sample, to + i * sample, shape, maps.data(), at);
+      write_image(from + rows[i] * sample, to + i * sample, shape, maps.data(), placements[static_cast<std::size_t>(i)]);
     }
     return out;
   }
@@ -331,7 +235,7 @@ BatchStream::BatchStream(std::shared_ptr<const Dataset> dataset, LoaderOptions o
 
 BatchStream::~BatchStream() = default;
 
-void BatchStream::start_epoch(int64_t epoch) { state_->start(epoch); }
+void BatchStream::start_epoch(int64_t epoch, int64_t first_batch) { state_->start(epoch, first_batch); }
 
 std::optional<Batch> BatchStream::next() {
   State& s = *state_;

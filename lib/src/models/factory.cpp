@@ -32,6 +32,17 @@ std::string pretty(const torch::nn::Module& module) {
 }
 }  // namespace
 
+ModelShape model_shape(const data::DatasetInfo& info, const config::ModelConfig& model) {
+  ModelShape shape;
+  shape.input_shape = info.input_shape;
+  switch (info.target_kind) {
+    case data::TargetKind::kClasses: shape.outputs = info.classes; break;
+    case data::TargetKind::kValues: shape.outputs = info.targets; break;
+    case data::TargetKind::kNone: shape.outputs = model.out_features.value_or(info.input_shape.back()); break;
+  }
+  return shape;
+}
+
 torch::nn::Sequential make_model(const config::ModelConfig& config, const ModelShape& shape) {
   return lookup_choice(model_table(), config.name, "model.name")(config, shape);
 }

@@ -45,7 +45,7 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
   if (error) throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write: {}", path.string(), error.message()));
 }
 
-RunPaths prepare_run_dir(const config::ExperimentConfig& config) {
+RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming) {
   const RunPaths paths = run_paths(config);
   std::error_code error;
   fs::create_directories(paths.dir, error);
@@ -53,7 +53,7 @@ RunPaths prepare_run_dir(const config::ExperimentConfig& config) {
     throw UserError(fmt::format("{}: cannot create the run directory ({}). Choose another output.dir or --output.",
                                 paths.dir.string(), error.message()));
   }
-  if (fs::exists(paths.metrics)) {
+  if (!resuming && fs::exists(paths.metrics)) {
     int n = 1;
     while (fs::exists(paths.dir / fmt::format("metrics.{}.jsonl", n))) ++n;
     fs::rename(paths.metrics, paths.dir / fmt::format("metrics.{}.jsonl", n), error);

@@ -52,6 +52,8 @@ train::TrainObserver& RunRecorder::observer() { return *state_->monitored; }
 
 void RunRecorder::finish() { end("finished", ""); }
 
+void RunRecorder::interrupt(const std::string& why) { end("interrupted", why); }
+
 void RunRecorder::fail(const std::exception& error) {
   const auto* ours = dynamic_cast<const Error*>(&error);
   const bool interrupted = ours != nullptr && ours->code() == ExitCode::kInterrupted;

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "gputrain/common/choices.h"
+#include "multi_tensor_optim.h"
 
 namespace gputrain::train {
 
@@ -19,29 +20,37 @@ namespace {
 using OptimizerFactory = std::unique_ptr<torch::optim::Optimizer> (*)(const config::OptimConfig&,
                                                                       std::vector<torch::Tensor>);
 
+// optim.foreach / optim.fused pick a multi-tensor step; neither keeps LibTorch's own.
+std::optional<detail::StepKernel> step_kernel(const config::OptimConfig& c) {
+  if (c.fused) return detail::StepKernel::kFused;
+  if (c.foreach) return detail::StepKernel::kForeach;
+  return std::nullopt;
+}
+
 std::unique_ptr<torch::optim::Optimizer> make_sgd(const config::OptimConfig& c, std::vector<torch::Tensor> params) {
-  return std::make_unique<torch::optim::SGD>(
-      std::move(params),
-      torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay).nesterov(c.nesterov));
+  const auto options =
+      torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay).nesterov(c.nesterov);
+  if (const auto kernel = step_kernel(c)) return detail::make_multi_tensor_sgd(std::move(params), options, *kernel);
+  return std::make_unique<torch::optim::SGD>(std::move(params), options);
 }
 
 // Adam and AdamW take the same options; they differ in how weight decay applies.
-template <typename Optimizer, typename Options>
+template <typename Optimizer, typename Options, auto make_multi_tensor>
 std::unique_ptr<torch::optim::Optimizer> make_adam(const config::OptimConfig& c, std::vector<torch::Tensor> params) {
   if (c.betas.size() != 2) {
     throw ConfigError(SourceMark{}, "optim.betas",
                       fmt::format("needs two values [beta1, beta2] (got {})", c.betas.size()));
   }
-  return std::make_unique<Optimizer>(
-      std::move(params),
-      Options(c.lr).betas({c.betas[0], c.betas[1]}).eps(c.eps).weight_decay(c.weight_decay));
+  const auto options = Options(c.lr).betas({c.betas[0], c.betas[1]}).eps(c.eps).weight_decay(c.weight_decay);
+  if (const auto kernel = step_kernel(c)) return make_multi_tensor(std::move(params), options, *kernel);
+  return std::make_unique<Optimizer>(std::move(params), options);
 }
 
 const ChoiceTable<OptimizerFactory>& optimizers() {
   static const ChoiceTable<OptimizerFactory> table{
       {"sgd", make_sgd},
-      {"adam", make_adam<torch::optim::Adam, torch::optim::AdamOptions>},
-      {"adamw", make_adam<torch::optim::AdamW, torch::optim::AdamWOptions>},
+      {"adam", make_adam<torch::optim::Adam, torch::optim::AdamOptions, detail::make_multi_tensor_adam>},
+      {"adamw", make_adam<torch::optim::AdamW, torch::optim::AdamWOptions, detail::make_multi_tensor_adamw>},
   };
   return table;
 }

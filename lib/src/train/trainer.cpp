@@ -5,19 +5,24 @@
 #include <spdlog/spdlog.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
-#include <torch/serialize.h>
 #include <torch/utils.h>
 
 #include <chrono>
-#include <cstdio>
-#include <filesystem>
+#include <optional>
+#include <tuple>
 
+#include "checkpointing.h"
 #include "gputrain/common/error.h"
+#include "gputrain/config/load.h"
 #include "gputrain/data/batch_stream.h"
 #include "gputrain/device/memory.h"
+#include "gputrain/device/nvtx.h"
 #include "gputrain/logging/format.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/train/amp.h"
+#include "gputrain/train/cuda_graph.h"
+#include "gputrain/train/fast_paths.h"
+#include "gputrain/train/faults.h"
 #include "gputrain/train/optim.h"
 
 namespace gputrain::train {
@@ -36,11 +41,7 @@ double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0
 
 // Loss and correct-prediction sums that stay on the device between log
 // intervals, so the loop never waits on the GPU for a number it won't print.
-struct RunningSums {
-  torch::Tensor loss;
-  torch::Tensor correct;
-  int64_t samples = 0;
-
+struct RunningSums : checkpoint::PartialSums {
   void add(const torch::Tensor& batch_loss_sum, const torch::Tensor& batch_correct, int64_t batch_samples) {
     loss = loss.defined() ? loss + batch_loss_sum : batch_loss_sum;
     if (batch_correct.defined()) correct = correct.defined() ? correct + batch_correct : batch_correct;
@@ -63,6 +64,31 @@ struct RunningSums {
     r.samples = static_cast<int64_t>(values[2]);
     return r;
   }
+  // The sums over every rank (under ddp), for a checkpoint; these stay as they are.
+  checkpoint::PartialSums summed(parallel::Strategy& strategy) const {
+    checkpoint::PartialSums out;
+    auto total = [&strategy](const torch::Tensor& t) {
+      if (!t.defined()) return t;
+      torch::Tensor copy = t.clone();
+      strategy.all_reduce_sum(copy);
+      return copy;
+    };
+    out.loss = total(loss);
+    out.correct = total(correct);
+    torch::Tensor n = torch::full({}, samples, torch::TensorOptions().dtype(torch::kInt64).device(strategy.device()));
+    strategy.all_reduce_sum(n);
+    out.samples = n.item<int64_t>();
+    return out;
+  }
+  // Continues from a checkpoint's sums: the primary rank holds them all, so
+  // that the next summed() or collect() over ranks counts them once.
+  void restore(const checkpoint::PartialSums& stored, parallel::Strategy& strategy) {
+    *this = RunningSums{};
+    if (!strategy.is_primary()) return;
+    if (stored.loss.defined()) loss = stored.loss.to(strategy.device());
+    if (stored.correct.defined()) correct = stored.correct.to(strategy.device());
+    samples = stored.samples;
+  }
 };
 
 torch::Tensor correct_count(const torch::Tensor& outputs, const torch::Tensor& targets, bool classification) {
@@ -71,7 +97,7 @@ torch::Tensor correct_count(const torch::Tensor& outputs, const torch::Tensor& t
 }
 
 // One pass over `stream` in eval mode under no-grad; leaves the model in eval mode.
-EvalResult run_evaluation(torch::nn::Sequential& model, data::BatchStream& stream, parallel::Strategy& strategy,
+EvalResult run_evaluation(torch::nn::Sequential& model, data::BatchSource& stream, parallel::Strategy& strategy,
                           LossKind loss, bool classification, AmpMode amp) {
   torch::NoGradGuard no_grad;
   model->eval();
@@ -91,16 +117,10 @@ EvalResult run_evaluation(torch::nn::Sequential& model, data::BatchStream& strea
   return sums.collect(classification, strategy);
 }
 
-// The model's input and output sizes as the data set dictates them.
-models::ModelShape model_shape(const data::DatasetInfo& info, const config::ModelConfig& model) {
-  models::ModelShape shape;
-  shape.input_shape = info.input_shape;
-  switch (info.target_kind) {
-    case data::TargetKind::kClasses: shape.outputs = info.classes; break;
-    case data::TargetKind::kValues: shape.outputs = info.targets; break;
-    case data::TargetKind::kNone: shape.outputs = model.out_features.value_or(info.input_shape.back()); break;
-  }
-  return shape;
+// The next training batch, inside the "data" range of a profile.
+std::optional<data::Batch> next_batch(data::BatchSource& source) {
+  device::NvtxRange range("data");
+  return source.next();
 }
 
 }  // namespace
@@ -115,8 +135,8 @@ struct Trainer::State {
   torch::Device device{torch::kCPU};
   std::shared_ptr<const data::Dataset> train_set;
   std::shared_ptr<const data::Dataset> test_set;  // null for unlabeled data
-  std::unique_ptr<data::BatchStream> train_stream;
-  std::unique_ptr<data::BatchStream> test_stream;
+  std::unique_ptr<data::BatchSource> train_stream;
+  std::unique_ptr<data::BatchSource> test_stream;
   torch::nn::Sequential model{nullptr};
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
@@ -125,13 +145,30 @@ struct Trainer::State {
   int64_t accumulation = 1;
   AmpMode amp = AmpMode::kOff;
   std::unique_ptr<GradScaler> scaler;
+  std::unique_ptr<GraphedStep> graphed;  // train.cuda_graph, where the run allows it
   int64_t steps_per_epoch = 0;
   int64_t step = 0;
+  // Where the run stands besides `step`: what a checkpoint records.
+  int64_t epochs_done = 0;
+  int64_t batch = 0;  // micro-batches of the current epoch consumed
+  RunningSums epoch_sums;
+  RunningSums interval;
+  int64_t nan_skipped = 0;  // train.on_nan: skip
+  std::optional<double> best_score;
+  std::optional<checkpoint::Position> resumed_from;
+  std::string resumed_path;
+  std::unique_ptr<detail::Checkpointer> checkpointer;  // while fit() runs
+  bool stopping = false;
 
-  void run_optimizer_step(const std::vector<data::Batch>& group, RunningSums& epoch_sums, RunningSums& interval);
+  void run_optimizer_step(const std::vector<data::Batch>& group);
   EvalResult train_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start, double& epoch_s);
   void forward_only_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start);
   EvalResult evaluate();
+  int64_t skipped_steps() const { return scaler->skipped_steps() + nan_skipped; }
+  checkpoint::TrainingState snapshot();
+  void save_checkpoint(bool regular, bool best);
+  void after_step();
+  void end_epoch(int64_t epoch, const EvalResult& test);
 };
 
 Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
@@ -165,11 +202,12 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
   torch::manual_seed(c.seed);
   s.train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed);
   const data::DatasetInfo& info = s.train_set->info();
-  s.train_stream = std::make_unique<data::BatchStream>(s.train_set, data::loader_options(micro, data::Split::kTrain, c.seed));
+  s.train_stream = data::make_batch_source(s.train_set, data::loader_options(micro, data::Split::kTrain, c.seed),
+                                           c.data.device_cache, s.device);
   if (info.target_kind != data::TargetKind::kNone) {
     s.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
-    s.test_stream =
-        std::make_unique<data::BatchStream>(s.test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
+    s.test_stream = data::make_batch_source(s.test_set, data::loader_options(c.data, data::Split::kTest, c.seed),
+                                            c.data.device_cache, s.device);
   }
   s.classification = info.target_kind == data::TargetKind::kClasses;
   if (info.target_kind != data::TargetKind::kNone) {
@@ -180,11 +218,23 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
     }
   }
 
-  s.model = models::make_model(c.model, model_shape(info, c.model));
+  s.model = models::make_model(c.model, models::model_shape(info, c.model));
   s.model->to(s.device);
+  if (c.train.channels_last) to_channels_last(s.model);
+  configure_backends(c.train, s.device);
   s.strategy->prepare(s.model);
 
   s.optimizer = make_optimizer(c.optim, s.model->parameters());
+  if (c.train.cuda_graph) {
+    const std::string blocker =
+        cuda_graph_blocker(c, s.device, plan.kind == parallel::StrategyKind::kSingle, info.samples);
+    if (blocker.empty()) {
+      s.graphed = std::make_unique<GraphedStep>(s.model, *s.optimizer, s.loss, s.classification,
+                                                c.train.channels_last, s.device);
+    } else {
+      spdlog::warn("train.cuda_graph: off because {}; steps run eagerly", blocker);
+    }
+  }
   s.steps_per_epoch = (s.train_stream->batches_per_epoch() + s.accumulation - 1) / s.accumulation;
   s.schedule = std::make_unique<LrSchedule>(c.optim, s.steps_per_epoch, s.steps_per_epoch * c.train.epochs);
 
@@ -229,36 +279,67 @@ TrainLayout Trainer::layout() const {
   return l;
 }
 
-void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group, RunningSums& epoch_sums,
-                                        RunningSums& interval) {
+void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group) {
   int64_t group_samples = 0;
   for (const auto& mb : group) group_samples += mb.size();
   schedule->apply(*optimizer, step);
+  if (graphed) {
+    const StepSums sums = graphed->step(group.front());  // one micro-batch: cuda_graph_blocker saw to it
+    epoch_sums.add(sums.loss_sum, sums.correct, group_samples);
+    interval.add(sums.loss_sum, sums.correct, group_samples);
+    ++step;
+    return;
+  }
   optimizer->zero_grad();
   // Autocast is thread-local: replica threads open their own scope.
   const parallel::ThreadSetup autocast_replica = [this] {
     return std::make_shared<AutocastScope>(amp, device.type());
   };
+  std::vector<std::tuple<torch::Tensor, torch::Tensor, int64_t>> measured;  // loss, correct, samples
   for (const auto& global : group) {
     const data::Batch mb = strategy->local_part(global);
     torch::Tensor outputs;
     torch::Tensor batch_loss;
     torch::Tensor targets = mb.targets.to(device, /*non_blocking=*/true);
     {
+      device::NvtxRange range("forward");
       AutocastScope autocast(amp, device.type());  // the forward pass and the loss
-      outputs = strategy->forward(model, mb.inputs, autocast_replica);
+      outputs = strategy->forward(model, model_inputs(mb.inputs, device, config.train.channels_last),
+                                  autocast_replica);
       batch_loss = loss_sum(loss, outputs, targets);
     }
     // Dividing by the whole (global) group's size makes K micro-batches, or N
     // ranks, one step of their combined batch, and weights a short last group
     // by its real size.
-    scaler->scale(batch_loss / static_cast<double>(group_samples)).backward();
-    const torch::Tensor detached = batch_loss.detach();
-    const torch::Tensor correct = correct_count(outputs.detach(), targets, classification);
-    epoch_sums.add(detached, correct, mb.size());
-    interval.add(detached, correct, mb.size());
+    {
+      device::NvtxRange range("backward");
+      scaler->scale(batch_loss / static_cast<double>(group_samples)).backward();
+    }
+    measured.emplace_back(batch_loss.detach(), correct_count(outputs.detach(), targets, classification), mb.size());
   }
+  device::NvtxRange range("optimizer");
   strategy->after_backward(model);
+  if (!scaler->enabled()) {
+    // fp16's scaler skips non-finite steps itself; otherwise this is the one
+    // device sync per optimizer step that train.on_nan costs.
+    std::vector<torch::Tensor> losses;
+    for (const auto& m : measured) losses.push_back(std::get<0>(m));
+    if (strategy->any_rank(!torch::stack(losses).isfinite().all().item<bool>())) {
+      if (config.train.on_nan == "stop") {
+        throw Error(ExitCode::kRuntime, non_finite_loss_message(epochs_done + 1, step + 1, checkpointer->last_good()));
+      }
+      ++nan_skipped;
+      spdlog::warn("epoch {}, step {}: the loss is not finite; batch skipped without an optimizer step (train.on_nan: "
+                   "skip, {} so far)",
+                   epochs_done + 1, step + 1, nan_skipped);
+      ++step;
+      return;
+    }
+  }
+  for (const auto& [batch_loss, correct, samples] : measured) {
+    epoch_sums.add(batch_loss, correct, samples);
+    interval.add(batch_loss, correct, samples);
+  }
   if (config.train.grad_clip > 0) {
     scaler->unscale_(*optimizer);  // clip the true gradients, not the scaled ones
     clip_grad_norm(model->parameters(), config.train.grad_clip);
@@ -274,17 +355,12 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group, R
 EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start,
                                        double& epoch_s) {
   model->train();
-  train_stream->start_epoch(epoch - 1);
+  train_stream->start_epoch(epoch - 1, batch);  // batch > 0 when resuming mid-epoch
   const auto epoch_start = Clock::now();
   auto interval_start = epoch_start;
-  RunningSums epoch_sums;
-  RunningSums interval;
   std::vector<data::Batch> group;
-  Progress progress{epoch, config.train.epochs, 0, train_stream->batches_per_epoch(), 0, 0, 0};
-  auto flush_group = [&] {
-    run_optimizer_step(group, epoch_sums, interval);
-    group.clear();
-    if (step % config.train.log_every != 0) return;
+  Progress progress{epoch, config.train.epochs, batch, train_stream->batches_per_epoch(), 0, 0, 0};
+  auto log_interval = [&] {
     const EvalResult r = interval.collect(classification, *strategy);
     const double interval_s = seconds_since(interval_start);
     StepMetrics m{epoch,
@@ -295,21 +371,31 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, C
                   schedule->lr_at(step - 1),
                   seconds_since(run_start),
                   scaler->scale(),
-                  scaler->skipped_steps()};
+                  skipped_steps()};
     progress.last_loss = m.loss;
     observer.on_step(m);
     interval = RunningSums{};
     interval_start = Clock::now();
   };
-  while (auto batch = train_stream->next()) {
-    progress.samples += batch->size();
-    group.push_back(std::move(*batch));
+  auto flush_group = [&] {
+    run_optimizer_step(group);
+    group.clear();
+    if (step % config.train.log_every == 0) log_interval();
+    after_step();  // after the log line, so that a checkpoint holds the interval as it continues
+  };
+  while (!stopping) {
+    std::optional<data::Batch> next = next_batch(*train_stream);
+    if (!next) break;
+    progress.samples += next->size();
+    group.push_back(std::move(*next));
+    ++batch;
     if (static_cast<int64_t>(group.size()) == accumulation) flush_group();
     ++progress.batch;
     progress.epoch_elapsed_s = seconds_since(epoch_start);
     observer.on_progress(progress);
   }
   if (!group.empty()) flush_group();  // the epoch's last, shorter group still steps
+  if (stopping) return {};
   const EvalResult result = epoch_sums.collect(classification, *strategy);
   epoch_s = seconds_since(epoch_start);
   return result;
@@ -326,6 +412,10 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer, 
     const torch::Tensor outputs = strategy->forward(model, local.inputs, {});
     samples += local.size();
     spdlog::debug("forward: input {} output {}", logging::shape_str(local.inputs), logging::shape_str(outputs));
+    if (checkpointer->stop_requested()) {  // nothing trains here, so there is nothing to checkpoint
+      stopping = true;
+      return;
+    }
   }
   EpochMetrics m;
   m.epoch = epoch;
@@ -349,27 +439,34 @@ EvalResult Trainer::evaluate() {
   return state_->evaluate();
 }
 
-TrainSummary Trainer::fit(TrainObserver& observer) {
+// A function-try-block: running out of GPU memory anywhere in training or
+// testing becomes one Error that says what to change.
+TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) try {
   State& s = *state_;
+  s.checkpointer = std::make_unique<detail::Checkpointer>(s.config, options, *s.strategy, s.resumed_from,
+                                                          s.resumed_path);
+  s.stopping = false;
   const auto run_start = Clock::now();
   TrainSummary summary;
+  summary.epochs = s.epochs_done;
   const bool labeled = s.test_stream != nullptr;
-  for (int64_t epoch = 1; epoch <= s.config.train.epochs; ++epoch) {
+  for (int64_t epoch = s.epochs_done + 1; epoch <= s.config.train.epochs && !s.stopping; ++epoch) {
     if (!labeled) {
       s.forward_only_epoch(epoch, observer, run_start);
-      summary.epochs = epoch;
+      if (!s.stopping) summary.epochs = s.epochs_done = epoch;
       continue;
     }
     device::reset_peak_memory(s.device);
     EpochMetrics m;
     m.epoch = epoch;
     m.train = s.train_epoch(epoch, observer, run_start, m.epoch_s);
+    if (s.stopping) break;
     m.loader_wait_s = s.train_stream->wait_seconds();
     m.step = s.step;
     m.samples_per_s = m.epoch_s > 0 ? m.train.samples / m.epoch_s : 0.0;
     m.lr = s.schedule->lr_at(std::max<int64_t>(s.step - 1, 0));
     m.loss_scale = s.scaler->scale();
-    m.skipped_steps = s.scaler->skipped_steps();
+    m.skipped_steps = s.skipped_steps();
     m.test = s.evaluate();
     m.has_test = true;
     m.elapsed_s = seconds_since(run_start);
@@ -385,13 +482,14 @@ TrainSummary Trainer::fit(TrainObserver& observer) {
                  s.config.train.epochs, m.train.mean_loss(),
                  s.classification ? fmt::format(", accuracy {:.2f}%", 100.0 * m.train.accuracy()) : "",
                  m.samples_per_s, m.epoch_s, m.loader_wait_s,
-                 s.scaler->enabled()
-                     ? fmt::format(", loss scale {}, {} steps skipped", m.loss_scale, m.skipped_steps)
-                     : "",
+                 s.scaler->enabled() ? fmt::format(", loss scale {}, {} steps skipped", m.loss_scale, m.skipped_steps)
+                 : s.nan_skipped > 0 ? fmt::format(", {} steps skipped for a non-finite loss", s.nan_skipped)
+                                     : "",
                  m.cuda ? fmt::format(", memory allocated {:.2f} GiB, reserved {:.2f} GiB, peak {:.2f} GiB",
                                       gib(m.memory_allocated), gib(m.memory_reserved), gib(m.memory_peak))
                         : "");
     spdlog::info("{}", format_test_line(m.test));
+    s.end_epoch(epoch, m.test);
     summary.epochs = epoch;
     summary.last_train = m.train;
     summary.last_test = m.test;
@@ -399,7 +497,78 @@ TrainSummary Trainer::fit(TrainObserver& observer) {
   }
   summary.steps = s.step;
   summary.elapsed_s = seconds_since(run_start);
+  summary.stopped = s.stopping;
+  summary.checkpoint = s.checkpointer->last_good();
   return summary;
+} catch (const c10::OutOfMemoryError& e) {
+  const State& s = *state_;
+  OutOfMemoryContext context;
+  context.device = s.device.str();
+  context.batch_size = s.config.data.batch_size;
+  context.accumulation_steps = s.accumulation;
+  context.amp = s.amp != AmpMode::kOff;
+  context.memory = device::memory_stats(s.device);
+  context.detail = first_line(e.what_without_backtrace());
+  throw Error(ExitCode::kRuntime, out_of_memory_message(context));
+}
+
+void Trainer::resume(const checkpoint::Checkpoint& checkpoint) {
+  State& s = *state_;
+  const checkpoint::TrainingState& stored = checkpoint.state();
+  const checkpoint::Position& at = stored.position;
+  if (at.batch > s.train_stream->batches_per_epoch()) {
+    throw CheckpointError(fmt::format("{}: stopped {} micro-batches into an epoch, but an epoch has {} here",
+                                      checkpoint.name(), at.batch, s.train_stream->batches_per_epoch()));
+  }
+  checkpoint.load_model(*s.model);
+  checkpoint.load_optimizer(*s.optimizer, s.device);
+  s.scaler->load_state_dict(stored.scaler);
+  s.step = at.step;
+  s.epochs_done = at.epoch;
+  s.batch = at.batch;
+  s.epoch_sums.restore(stored.epoch_sums, *s.strategy);
+  s.interval.restore(stored.interval_sums, *s.strategy);
+  s.nan_skipped = stored.skipped_steps;
+  s.best_score = stored.best_score;
+  checkpoint::restore_rng(stored.rng);
+  s.resumed_from = at;
+  s.resumed_path = checkpoint.name();
+}
+
+checkpoint::TrainingState Trainer::State::snapshot() {
+  checkpoint::TrainingState state;
+  state.position = {epochs_done, batch, step};
+  state.epoch_sums = epoch_sums.summed(*strategy);
+  state.interval_sums = interval.summed(*strategy);
+  state.scaler = scaler->state_dict();
+  state.rng = checkpoint::capture_rng();
+  state.best_score = best_score;
+  state.skipped_steps = nan_skipped;
+  state.config = config::dump_config(config);
+  return state;
+}
+
+void Trainer::State::save_checkpoint(bool regular, bool best) {
+  checkpointer->write(snapshot(), *model, *optimizer, regular, best);
+}
+
+void Trainer::State::after_step() {
+  const detail::Checkpointer::Due due = checkpointer->after_step(step);
+  if (due.checkpoint) save_checkpoint(/*regular=*/true, /*best=*/false);
+  stopping = due.stop;
+}
+
+void Trainer::State::end_epoch(int64_t epoch, const EvalResult& test) {
+  epochs_done = epoch;
+  batch = 0;
+  epoch_sums = RunningSums{};
+  interval = RunningSums{};
+  const double score = classification ? test.accuracy() : -test.mean_loss();
+  const bool improved = !best_score || score > *best_score;
+  if (improved) best_score = score;
+  const bool regular = checkpointer->due_at_epoch_end(epoch);
+  const bool best = improved && checkpointer->keeps_best();
+  if (regular || best) save_checkpoint(regular, best);
 }
 
 EvalResult test_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
@@ -412,62 +581,17 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
   }
   const bool classification = info.target_kind == data::TargetKind::kClasses;
   const LossKind loss = resolve_loss(c.train.loss, classification);
-  torch::nn::Sequential model = models::make_model(c.model, model_shape(info, c.model));
+  torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
   load_weights(model, weights_path);
-  const parallel::StrategyPlan single{parallel::StrategyKind::kSingle, {devices.primary()}, "testing"};
+  parallel::StrategyPlan single;
+  single.replicas = {devices.primary()};
+  single.reason = "testing saved weights";
   const auto strategy = parallel::make_strategy(single, c, {});
   model->to(strategy->device());
   data::BatchStream stream(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
   const AmpMode amp = parse_amp_mode(c.train.amp);
   check_amp_device(amp, strategy->device().type(), loaded.sources.at("train.amp"));
   return run_evaluation(model, stream, *strategy, loss, classification, amp);
-}
-
-void save_weights(const torch::nn::Sequential& model, const std::string& path) {
-  const std::string temporary = path + ".tmp";
-  try {
-    torch::serialize::OutputArchive archive;
-    model->save(archive);
-    archive.save_to(temporary);
-  } catch (const c10::Error& e) {
-    std::remove(temporary.c_str());
-    throw Error(ExitCode::kRuntime,
-                fmt::format("{}: cannot write the weights: {}", path, first_line(e.what_without_backtrace())));
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write the weights: {}", path, error.message()));
-}
-
-void load_weights(torch::nn::Sequential& model, const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) {
-    throw CheckpointError(fmt::format("{}: no such weights file", path));
-  }
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& e) {
-    throw CheckpointError(fmt::format("{}: not a LibTorch weights archive ({})", path,
-                                      first_line(e.what_without_backtrace())));
-  }
-  // Module::load would silently reshape parameters to whatever the file
-  // holds; check every name and shape first so another model's weights fail.
-  torch::NoGradGuard no_grad;
-  auto copy_in = [&](const std::string& name, torch::Tensor& target, bool is_buffer) {
-    torch::Tensor stored;
-    if (!archive.try_read(name, stored, is_buffer)) {
-      throw CheckpointError(fmt::format("{}: has no '{}': these weights are for another model than '{}'", path, name,
-                                        fmt::join(models::layer_summary(model), "; ")));
-    }
-    if (stored.sizes() != target.sizes()) {
-      throw CheckpointError(fmt::format("{}: '{}' has shape {} but the model expects {}; check model.* and data.* "
-                                        "against the config the weights were trained with",
-                                        path, name, logging::shape_str(stored), logging::shape_str(target)));
-    }
-    target.copy_(stored);
-  };
-  for (auto& p : model->named_parameters()) copy_in(p.key(), p.value(), false);
-  for (auto& b : model->named_buffers()) copy_in(b.key(), b.value(), true);
 }
 
 }  // namespace gputrain::train

@@ -34,6 +34,9 @@ struct DataConfig {
   bool pin_memory = true;
   bool shuffle = true;
   bool drop_last = false;
+  // The whole split resident on the training device (images as uint8), batches
+  // gathered, augmented and normalised there: no host loader in the loop.
+  bool device_cache = false;
   NormalizeConfig normalize;
   AugmentConfig augment;
   // random: the data-parallel demo's unlabeled RandomDataset
@@ -68,6 +71,11 @@ struct OptimConfig {
   int64_t step_size = 1;           // step: epochs between decays
   double gamma = 0.1;              // step: decay factor
   int64_t warmup_steps = 0;        // linear warm-up before the schedule
+  // How the step runs, as PyTorch's foreach= and fused= (at most one): a few
+  // multi-tensor kernels over all parameters instead of a loop of small ops
+  // per parameter. Same update, same state in checkpoints.
+  bool foreach = false;
+  bool fused = false;
 };
 
 struct TrainConfig {
@@ -80,6 +88,10 @@ struct TrainConfig {
   bool log_replicas = false;
   std::string on_nan = "stop";           // stop | skip
   std::string on_sigint = "checkpoint";  // checkpoint | stop | none
+  // GPU fast paths; each falls back, with a log line, where it cannot apply.
+  bool cuda_graph = false;       // capture the whole train step once, replay it (CUDA, static shapes, optim.fused)
+  bool channels_last = false;    // model and 4-D inputs in channels-last memory format
+  bool cudnn_benchmark = false;  // let cuDNN time its algorithms for the shapes it sees
   bool tensorboard = true;               // event files in the run directory
   int64_t monitor_ms = 500;              // NVML sampling period on CUDA; 0 = off
 };

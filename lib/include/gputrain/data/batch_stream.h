@@ -2,62 +2,33 @@
 // Batches of one split, assembled by worker threads into a bounded prefetch
 // queue and delivered in order. The sample order depends only on the seed and
 // the epoch, never on the number of workers.
-#include <torch/types.h>
-
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <vector>
 
-#include "gputrain/data/dataset.h"
+#include "gputrain/data/batch_source.h"
 
 namespace gputrain::data {
 
-struct Batch {
-  torch::Tensor inputs;   // float32: images normalised, [B, C, H, W]; features [B, F]
-  torch::Tensor targets;  // int64 [B], float32 [B, T], or undefined when unlabeled
-  int64_t index = 0;      // batch number within the epoch
-  int64_t size() const { return inputs.size(0); }
-};
-
-struct LoaderOptions {
-  int64_t batch_size = 1;
-  bool shuffle = false;
-  bool drop_last = false;
-  int64_t num_workers = 0;  // 0: batches are made on the calling thread
-  int64_t prefetch = 0;     // batches queued ahead; 0: 2 x num_workers
-  bool pin_memory = false;  // page-locked batches (warns once and ignores it without CUDA)
-  uint64_t seed = 0;
-  std::vector<double> mean;  // per-channel normalisation (images); empty: none
-  std::vector<double> std;
-  int64_t random_crop = 0;  // padding in pixels (images, train only); 0: off
-  bool hflip = false;
-};
-
-// LoaderOptions from the config for one split: augmentation only for training,
-// data.test_batch_size for the test split.
-LoaderOptions loader_options(const config::DataConfig& config, Split split, uint64_t seed);
-
-class BatchStream {
+class BatchStream final : public BatchSource {
  public:
   BatchStream(std::shared_ptr<const Dataset> dataset, LoaderOptions options);
-  ~BatchStream();  // stops and joins the workers
+  ~BatchStream() override;  // stops and joins the workers
   BatchStream(const BatchStream&) = delete;
   BatchStream& operator=(const BatchStream&) = delete;
 
-  // Starts epoch `epoch` (0-based): a new seeded permutation when shuffling.
-  // Abandons whatever remained of the previous epoch.
-  void start_epoch(int64_t epoch);
-  // The next batch of the epoch, or nullopt at its end. An error in a worker
-  // is rethrown here as a DataError naming the data set, file and sample.
-  std::optional<Batch> next();
+  void start_epoch(int64_t epoch, int64_t first_batch = 0) override;
+  // An error in a worker is rethrown here as a DataError naming the data set,
+  // file and sample (a failure that is not the data's, such as out of memory,
+  // is rethrown as it is), in batch order; the epoch then ends and the workers
+  // are joined.
+  std::optional<Batch> next() override;
   // Stops the workers mid-epoch (error, signal, early exit) without deadlock.
-  void stop();
+  void stop() override;
 
-  int64_t batches_per_epoch() const;
-  const DatasetInfo& info() const;
-  // Seconds the caller spent blocked in next() since the epoch started.
-  double wait_seconds() const;
+  int64_t batches_per_epoch() const override;
+  const DatasetInfo& info() const override;
+  double wait_seconds() const override;
 
  private:
   struct State;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gputrain/config/config.h"
+#include "gputrain/data/dataset.h"
 
 namespace gputrain::models {
 
@@ -19,6 +20,10 @@ struct ModelShape {
   std::vector<int64_t> input_shape;  // per sample, e.g. {3, 32, 32} or {20}
   int64_t outputs = 0;               // classes, or regression targets
 };
+
+// The input and output sizes the data set dictates: classes or regression
+// targets; for unlabeled data, model.out_features or the sample's width.
+ModelShape model_shape(const data::DatasetInfo& info, const config::ModelConfig& model);
 
 // linear | mlp | cifar10_cnn. model.in_features and model.out_features, when
 // set, must equal the flattened sample size and shape.outputs; out_features

@@ -23,9 +23,10 @@ RunPaths run_paths(const config::ExperimentConfig& config);
 RunPaths run_paths(const std::filesystem::path& dir);
 
 // Creates the run directory and writes config.yaml. A metrics.jsonl left by an
-// earlier run is kept as metrics.N.jsonl rather than overwritten. Throws
-// UserError when the directory cannot be created or written.
-RunPaths prepare_run_dir(const config::ExperimentConfig& config);
+// earlier run is kept as metrics.N.jsonl rather than overwritten, unless the
+// run is `resuming` it: then the run appends to it. Throws UserError when the
+// directory cannot be created or written.
+RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming = false);
 
 // Writes `text` to a temporary file beside `path`, then renames it over `path`,
 // so readers never see half a file. Throws Error when it cannot.

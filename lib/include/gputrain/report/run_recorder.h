@@ -35,6 +35,8 @@ class RunRecorder {
   // Status "interrupted" for an Error with exit code 130, else "failed"; the
   // error's message goes into run.json and the report.
   void fail(const std::exception& error);
+  // Status "interrupted": training stopped at a step boundary (a signal).
+  void interrupt(const std::string& why);
 
  private:
   void end(const std::string& status, const std::string& error);

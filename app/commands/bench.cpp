@@ -1,0 +1,49 @@
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "gputrain/config/load.h"
+#include "gputrain/device/probe.h"
+#include "gputrain/device/resolve.h"
+#include "gputrain/train/bench.h"
+
+namespace gputrain::app {
+
+CLI::App* add_bench_command(CLI::App& app, BenchArgs& args) {
+  auto* bench = app.add_subcommand(
+      "bench", "time a train step phase by phase (data, forward, backward, optimizer) and the compute bound");
+  add_config_options(bench, args.config, args.overrides);
+  bench->add_option("--steps", args.steps, "timed steps (default: 100)")->check(CLI::PositiveNumber);
+  bench->add_option("--warmup", args.warmup, "untimed steps first (default: 10)")->check(CLI::NonNegativeNumber);
+  bench->add_flag("--json", args.json, "print the report as one JSON object");
+  return bench;
+}
+
+int run_bench(const BenchArgs& args) {
+  const config::LoadedConfig loaded = config::load_config(args.config, args.overrides);
+  const device::DevicePlan devices =
+      device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
+  const train::BenchReport r = train::run_bench(loaded, devices, {args.steps, args.warmup});
+  if (!args.json) {
+    std::cout << train::format_bench(r) << std::flush;
+    return 0;
+  }
+  nlohmann::ordered_json phases = nlohmann::ordered_json::object();
+  for (const auto& p : r.phases) phases[p.name] = {{"mean_ms", p.mean_ms}, {"min_ms", p.min_ms}};
+  const nlohmann::ordered_json out{{"model", r.model},
+                                   {"dataset", r.dataset},
+                                   {"device", r.device},
+                                   {"threads", r.threads},
+                                   {"batch", r.batch},
+                                   {"steps", r.steps},
+                                   {"warmup", r.warmup},
+                                   {"phases", phases},
+                                   {"samples_per_s", r.samples_per_s},
+                                   {"bound_step_ms", r.bound_step_ms},
+                                   {"bound_samples_per_s", r.bound_samples_per_s}};
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace gputrain::app

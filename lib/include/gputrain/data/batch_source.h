@@ -1,0 +1,67 @@
+#pragma once
+// Batches of one split, whoever makes them: BatchStream assembles them on host
+// worker threads, DeviceCache on the training device from a resident copy of
+// the data set. For the same options, seed and epoch both deliver the same
+// samples in the same order, augmented the same way.
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "gputrain/data/dataset.h"
+
+namespace gputrain::data {
+
+struct Batch {
+  torch::Tensor inputs;   // float32: images normalised, [B, C, H, W]; features [B, F]
+  torch::Tensor targets;  // int64 [B], float32 [B, T], or undefined when unlabeled
+  int64_t index = 0;      // batch number within the epoch
+  int64_t size() const { return inputs.size(0); }
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;
+  bool drop_last = false;
+  int64_t num_workers = 0;  // 0: batches are made on the calling thread
+  int64_t prefetch = 0;     // batches queued ahead; 0: 2 x num_workers
+  bool pin_memory = false;  // page-locked batches (warns once and ignores it without CUDA)
+  uint64_t seed = 0;
+  std::vector<double> mean;  // per-channel normalisation (images); empty: none
+  std::vector<double> std;
+  int64_t random_crop = 0;  // padding in pixels (images, train only); 0: off
+  bool hflip = false;
+};
+
+// LoaderOptions from the config for one split: augmentation only for training,
+// data.test_batch_size for the test split, which is also never shuffled or
+// cut short by drop_last (evaluation sees every test sample once, in order).
+LoaderOptions loader_options(const config::DataConfig& config, Split split, uint64_t seed);
+
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // Starts epoch `epoch` (0-based): a new seeded permutation when shuffling.
+  // Abandons whatever remained of the previous epoch. `first_batch` > 0 skips
+  // that many batches without making them (resuming mid-epoch).
+  virtual void start_epoch(int64_t epoch, int64_t first_batch = 0) = 0;
+  // The next batch of the epoch, or nullopt at its end. A bad sample is a
+  // DataError naming the data set, file and sample.
+  virtual std::optional<Batch> next() = 0;
+  // Stops mid-epoch (error, signal, early exit) without deadlock.
+  virtual void stop() = 0;
+
+  virtual int64_t batches_per_epoch() const = 0;
+  virtual const DatasetInfo& info() const = 0;
+  // Seconds the caller spent blocked in next() since the epoch started.
+  virtual double wait_seconds() const = 0;
+};
+
+// data.device_cache: a DeviceCache on `device` (the training device, whatever
+// it is); otherwise a BatchStream.
+std::unique_ptr<BatchSource> make_batch_source(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
+                                               bool device_cache, torch::Device device);
+
+}  // namespace gputrain::data

@@ -1,0 +1,50 @@
+#pragma once
+// `gputrain bench`: where the time of a train step goes, like `caffe time`.
+// The config's model, data, optimizer and fast paths on its primary device,
+// one eager step at a time, each phase timed on its own (with a device sync
+// around each phase on CUDA), and beside it the compute bound: the same
+// train step on one batch already on the device, with no sync between steps.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gputrain/config/config.h"
+#include "gputrain/device/resolve.h"
+
+namespace gputrain::train {
+
+struct BenchOptions {
+  int64_t steps = 100;  // timed steps
+  int64_t warmup = 10;  // untimed steps before them
+};
+
+struct PhaseTime {
+  std::string name;  // data, forward, backward, optimizer, step
+  double mean_ms = 0;
+  double min_ms = 0;
+};
+
+struct BenchReport {
+  std::string model;
+  std::string dataset;
+  std::string device;
+  int64_t threads = 0;  // intra-op threads (CPU)
+  int64_t batch = 0;
+  int64_t steps = 0;
+  int64_t warmup = 0;
+  std::vector<PhaseTime> phases;  // data (next batch, copied to the device), forward (with the loss),
+                                  // backward, optimizer (step and zero_grad); then step, their sum
+  double samples_per_s = 0;       // samples of the timed steps / their time
+  double bound_step_ms = 0;       // compute bound: one step on a batch already on the device
+  double bound_samples_per_s = 0;
+};
+
+// Throws what Trainer's constructor throws for a config it cannot run, and a
+// UserError for data without labels (nothing to train against).
+BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                      const BenchOptions& options);
+
+// The report as a table, one phase per line.
+std::string format_bench(const BenchReport& report);
+
+}  // namespace gputrain::train

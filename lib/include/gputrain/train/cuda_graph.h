@@ -1,0 +1,57 @@
+#pragma once
+// train.cuda_graph: the whole optimizer step (zeroing the gradients, forward,
+// loss, backward and the fused optimizer's update) captured once as a CUDA
+// graph and replayed for every later step, so a step costs one graph launch
+// instead of one launch per kernel. A graph replays fixed addresses and fixed
+// shapes: every batch is copied into one static input tensor, and the
+// learning rate and step count reach the update through device tensors
+// (optim.fused), written before each replay.
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+
+#include "gputrain/config/config.h"
+#include "gputrain/data/batch_source.h"
+#include "gputrain/train/optim.h"
+
+namespace gputrain::train {
+
+// What a run with train.cuda_graph needs, checked before training: CUDA, one
+// device (strategy single), static shapes (data.drop_last, or a training set
+// that the batch divides), no accumulation, no clipping, amp off and
+// optim.fused. Returns why the graph cannot be used, or an empty string.
+std::string cuda_graph_blocker(const config::ExperimentConfig& config, const torch::Device& device,
+                               bool single_device, int64_t train_samples);
+
+// Sums of one step, on the device (no sync): the summed per-sample loss and,
+// for classification, the number of correct predictions.
+struct StepSums {
+  torch::Tensor loss_sum;
+  torch::Tensor correct;
+};
+
+class GraphedStep {
+ public:
+  // `optimizer` comes from make_optimizer with optim.fused; it must outlive this.
+  GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, LossKind loss, bool classification,
+              bool channels_last, torch::Device device);
+  ~GraphedStep();
+  GraphedStep(const GraphedStep&) = delete;
+  GraphedStep& operator=(const GraphedStep&) = delete;
+
+  // One optimizer step on `batch`, after the caller has set this step's
+  // learning rate. The first steps run eagerly on a side stream (warming up
+  // cuDNN, cuBLAS and the allocator, as a capture requires), the next is
+  // captured and replayed, every later one replayed. A batch of another shape
+  // is an InternalError: cuda_graph_blocker rules that out.
+  StepSums step(const data::Batch& batch);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace gputrain::train

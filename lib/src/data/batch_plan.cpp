@@ -1,0 +1,97 @@
+#include "batch_plan.h"
+
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "gputrain/common/error.h"
+#include "rng.h"
+
+namespace gputrain::data::detail {
+
+namespace {
+
+// Seed sub-streams: the permutation of an epoch, the augmentation of a batch.
+constexpr uint64_t kShuffleStream = 1;
+constexpr uint64_t kAugmentStream = 2;
+
+ConfigError option_error(const std::string& key, const std::string& problem) { return ConfigError({}, key, problem); }
+
+}  // namespace
+
+std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const DatasetInfo& info) {
+  if (options.batch_size < 1) {
+    throw option_error("data.batch_size", fmt::format("must be >= 1 (got {})", options.batch_size));
+  }
+  if (options.num_workers < 0) {
+    throw option_error("data.num_workers", fmt::format("must be >= 0 (got {})", options.num_workers));
+  }
+  if (options.prefetch < 0) throw option_error("data.prefetch", fmt::format("must be >= 0 (got {})", options.prefetch));
+  if (options.random_crop < 0) {
+    throw option_error("data.augment.random_crop", fmt::format("must be >= 0 (got {})", options.random_crop));
+  }
+  if (options.mean.size() != options.std.size()) {
+    throw option_error("data.normalize.std", fmt::format("needs as many values as mean ({} vs {})",
+                                                         options.std.size(), options.mean.size()));
+  }
+  if (!info.images) {
+    if (!options.mean.empty()) {
+      throw option_error("data.normalize", fmt::format("applies to image data sets only; {} has feature vectors", info.name));
+    }
+    if (options.random_crop != 0 || options.hflip) {
+      throw option_error("data.augment", fmt::format("applies to image data sets only; {} has feature vectors", info.name));
+    }
+    return {};
+  }
+  const auto channels = static_cast<std::size_t>(info.input_shape.at(0));
+  if (!options.mean.empty() && options.mean.size() != 1 && options.mean.size() != channels) {
+    throw option_error("data.normalize.mean", fmt::format("needs 1 or {} values for the {} channels of {} (got {})",
+                                                          channels, channels, info.name, options.mean.size()));
+  }
+  std::vector<ChannelMap> maps(channels);
+  for (std::size_t c = 0; c < channels && !options.mean.empty(); ++c) {
+    const std::size_t k = options.mean.size() == 1 ? 0 : c;
+    if (!(options.std[k] > 0)) {
+      throw option_error("data.normalize.std", fmt::format("every value must be > 0 (got {})", options.std[k]));
+    }
+    maps[c].scale = static_cast<float>(1.0 / (255.0 * options.std[k]));
+    maps[c].shift = static_cast<float>(-options.mean[k] / options.std[k]);
+  }
+  return maps;
+}
+
+int64_t batch_count(const LoaderOptions& options, int64_t samples) {
+  return options.drop_last ? samples / options.batch_size : (samples + options.batch_size - 1) / options.batch_size;
+}
+
+std::vector<int64_t> epoch_order(const LoaderOptions& options, int64_t samples, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<std::size_t>(samples));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  if (options.shuffle) {
+    SplitMix64 rng(derive_seed(derive_seed(options.seed, kShuffleStream), static_cast<uint64_t>(epoch)));
+    for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  }
+  return order;
+}
+
+std::vector<Placement> draw_placements(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count) {
+  std::vector<Placement> placements(static_cast<std::size_t>(count));
+  if (options.random_crop == 0 && !options.hflip) return placements;
+  SplitMix64 rng(derive_seed(derive_seed(derive_seed(options.seed, kAugmentStream), epoch), index));
+  const auto pad = static_cast<uint64_t>(options.random_crop);
+  for (Placement& at : placements) {
+    if (pad > 0) {
+      at.dy = static_cast<int64_t>(rng.below(2 * pad + 1) - pad);
+      at.dx = static_cast<int64_t>(rng.below(2 * pad + 1) - pad);
+    }
+    if (options.hflip) at.flip = (rng.next() & 1) != 0;
+  }
+  return placements;
+}
+
+void throw_bad_label(const Dataset& dataset, int64_t row, int64_t label) {
+  throw DataError(fmt::format("{}: label {} is outside 0..{}", dataset.describe_sample(row), label,
+                              dataset.info().classes - 1));
+}
+
+}  // namespace gputrain::data::detail

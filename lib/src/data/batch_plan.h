@@ -1,0 +1,46 @@
+#pragma once
+// What every batch source agrees on, so that BatchStream (host workers) and
+// DeviceCache (on the training device) deliver the same samples, augmented
+// the same way, for the same seed and epoch: the checked options, the sample
+// order of an epoch, the augmentation draws of a batch and the normalisation.
+#include <cstdint>
+#include <vector>
+
+#include "gputrain/data/batch_stream.h"
+
+namespace gputrain::data::detail {
+
+// (byte / 255 - mean) / std folded into one multiply-add per pixel.
+struct ChannelMap {
+  float scale = 1.0f / 255.0f;
+  float shift = 0.0f;
+};
+
+// Where one output image reads from: a crop offset in [-pad, pad] per axis
+// (what torchvision's RandomCrop(padding=pad) picks) and a mirror.
+struct Placement {
+  int64_t dy = 0;
+  int64_t dx = 0;
+  bool flip = false;
+};
+
+// Checks `options` against the data set (ConfigErrors name the data.* key) and
+// returns the per-channel maps: one per channel for images, none for features.
+std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const DatasetInfo& info);
+
+// Batches in an epoch of `samples`, the last one short unless dropped.
+int64_t batch_count(const LoaderOptions& options, int64_t samples);
+
+// The sample order of epoch `epoch` (0-based): the file order, or a
+// Fisher-Yates shuffle seeded by the seed and the epoch alone.
+std::vector<int64_t> epoch_order(const LoaderOptions& options, int64_t samples, int64_t epoch);
+
+// The augmentation of batch `index` of `epoch`, one placement per sample; all
+// zero when augmentation is off. The draws depend on the seed, the epoch and
+// the batch index only, never on who makes the batch.
+std::vector<Placement> draw_placements(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count);
+
+// A DataError naming sample `row` of `dataset`, whose label is out of range.
+[[noreturn]] void throw_bad_label(const Dataset& dataset, int64_t row, int64_t label);
+
+}  // namespace gputrain::data::detail

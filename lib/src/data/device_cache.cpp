@@ -1,0 +1,123 @@
+#include "gputrain/data/device_cache.h"
+
+#include <ATen/ops/arange.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/where.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "batch_plan.h"
+#include "gputrain/common/error.h"
+
+namespace gputrain::data {
+
+struct DeviceCache::State {
+  std::shared_ptr<const Dataset> dataset;
+  LoaderOptions options;
+  torch::Device device;
+  torch::Tensor inputs;   // the split on `device`: uint8 images or float32 features
+  torch::Tensor targets;  // on `device`; undefined when unlabeled
+  torch::Tensor scale;    // images: [1, C, 1, 1] float32, the ChannelMaps as tensors
+  torch::Tensor shift;
+  int64_t batches = 0;
+  int64_t epoch = -1;
+  torch::Tensor order;  // the epoch's sample order, int64 on `device`
+  int64_t delivered = 0;
+
+  State(std::shared_ptr<const Dataset> data, LoaderOptions opts, torch::Device on)
+      : dataset(std::move(data)), options(std::move(opts)), device(on) {
+    GPUTRAIN_CHECK(dataset != nullptr, "DeviceCache needs a data set");
+    const DatasetInfo& info = dataset->info();
+    const std::vector<detail::ChannelMap> maps = detail::checked_channel_maps(options, info);
+    if (info.target_kind == TargetKind::kClasses) check_labels();
+    inputs = dataset->inputs().to(device);
+    if (dataset->targets().defined()) targets = dataset->targets().to(device);
+    if (info.images) {
+      std::vector<float> scales, shifts;
+      for (const detail::ChannelMap& m : maps) {
+        scales.push_back(m.scale);
+        shifts.push_back(m.shift);
+      }
+      const auto channels = static_cast<int64_t>(maps.size());
+      scale = at::tensor(scales).view({1, channels, 1, 1}).to(device);
+      shift = at::tensor(shifts).view({1, channels, 1, 1}).to(device);
+    }
+    batches = detail::batch_count(options, info.samples);
+  }
+
+  void check_labels() const {
+    const int64_t classes = dataset->info().classes;
+    const int64_t* labels = dataset->targets().const_data_ptr<int64_t>();
+    for (int64_t row = 0; row < dataset->info().samples; ++row) {
+      if (labels[row] < 0 || labels[row] >= classes) detail::throw_bad_label(*dataset, row, labels[row]);
+    }
+  }
+
+  // Images [B, C, H, W] uint8 -> normalised float32, augmented per the batch's draws.
+  torch::Tensor images(const torch::Tensor& rows, int64_t index) const {
+    torch::Tensor x = inputs.index_select(0, rows);
+    if (options.random_crop > 0 || options.hflip) x = place(x, detail::draw_placements(options, epoch, index, x.size(0)));
+    return x.to(torch::kFloat32).mul_(scale).add_(shift);
+  }
+
+  // Crops and mirrors each image by one gather: output pixel (y, x) of image b
+  // reads the zero-padded input at (y + dy + pad, (flip ? W - 1 - x : x) + dx + pad),
+  // as BatchStream's write_image does pixel by pixel.
+  torch::Tensor place(const torch::Tensor& x, const std::vector<detail::Placement>& placements) const {
+    const int64_t count = x.size(0), channels = x.size(1), height = x.size(2), width = x.size(3);
+    const int64_t pad = options.random_crop;
+    std::vector<int64_t> draws;  // [3, B]: dy + pad, dx + pad, flip
+    draws.reserve(static_cast<std::size_t>(3 * count));
+    for (const auto& p : placements) draws.push_back(p.dy + pad);
+    for (const auto& p : placements) draws.push_back(p.dx + pad);
+    for (const auto& p : placements) draws.push_back(p.flip ? 1 : 0);
+    const torch::Tensor on_device = at::tensor(draws).view({3, count}).to(device, /*non_blocking=*/true);
+    const auto index_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
+    const torch::Tensor ys = at::arange(height, index_options).view({1, height});
+    const torch::Tensor xs = at::arange(width, index_options).view({1, width});
+    const torch::Tensor flip = on_device[2].view({count, 1}).to(torch::kBool);
+    const torch::Tensor rows = ys + on_device[0].view({count, 1});
+    const torch::Tensor cols = at::where(flip, (width - 1) - xs, xs) + on_device[1].view({count, 1});
+    const torch::Tensor padded = pad > 0 ? at::constant_pad_nd(x, {pad, pad, pad, pad}, 0) : x;
+    return padded.index({at::arange(count, index_options).view({count, 1, 1, 1}),
+                         at::arange(channels, index_options).view({1, channels, 1, 1}),
+                         rows.view({count, 1, height, 1}), cols.view({count, 1, 1, width})});
+  }
+};
+
+DeviceCache::DeviceCache(std::shared_ptr<const Dataset> dataset, LoaderOptions options, torch::Device device)
+    : state_(std::make_unique<State>(std::move(dataset), std::move(options), device)) {}
+
+DeviceCache::~DeviceCache() = default;
+
+void DeviceCache::start_epoch(int64_t epoch, int64_t first_batch) {
+  State& s = *state_;
+  GPUTRAIN_CHECK(first_batch >= 0 && first_batch <= s.batches, "batch {} of an epoch of {}", first_batch, s.batches);
+  s.epoch = epoch;
+  s.order = at::tensor(detail::epoch_order(s.options, s.dataset->info().samples, epoch)).to(s.device);
+  s.delivered = first_batch;
+}
+
+std::optional<Batch> DeviceCache::next() {
+  State& s = *state_;
+  GPUTRAIN_CHECK(s.epoch >= 0, "DeviceCache::next() called before start_epoch()");
+  if (s.delivered >= s.batches) return std::nullopt;
+  const int64_t index = s.delivered++;
+  const int64_t first = index * s.options.batch_size;
+  const torch::Tensor rows = s.order.narrow(0, first, std::min(s.options.batch_size, s.order.size(0) - first));
+  Batch batch;
+  batch.index = index;
+  batch.inputs = s.dataset->info().images ? s.images(rows, index) : s.inputs.index_select(0, rows);
+  if (s.targets.defined()) batch.targets = s.targets.index_select(0, rows);
+  return batch;
+}
+
+void DeviceCache::stop() { state_->delivered = state_->batches; }
+
+int64_t DeviceCache::batches_per_epoch() const { return state_->batches; }
+
+const DatasetInfo& DeviceCache::info() const { return state_->dataset->info(); }
+
+}  // namespace gputrain::data

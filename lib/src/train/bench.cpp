@@ -1,0 +1,192 @@
+#include "gputrain/train/bench.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/optim/optimizer.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <limits>
+#include <optional>
+
+#include "gputrain/common/error.h"
+#include "gputrain/data/batch_source.h"
+#include "gputrain/device/nvtx.h"
+#include "gputrain/models/factory.h"
+#include "gputrain/train/amp.h"
+#include "gputrain/train/fast_paths.h"
+#include "gputrain/train/optim.h"
+
+namespace gputrain::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Running mean and minimum of one phase, in milliseconds.
+struct PhaseTimer {
+  std::string name;
+  double total_ms = 0;
+  double min_ms = std::numeric_limits<double>::infinity();
+  int64_t count = 0;
+
+  void add(double ms) {
+    total_ms += ms;
+    min_ms = std::min(min_ms, ms);
+    ++count;
+  }
+  PhaseTime result() const { return {name, count > 0 ? total_ms / count : 0.0, count > 0 ? min_ms : 0.0}; }
+};
+
+// Waits for the device, so a phase's time includes its kernels.
+void sync(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+}  // namespace
+
+BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                      const BenchOptions& options) {
+  GPUTRAIN_CHECK(options.steps >= 1 && options.warmup >= 0, "bench needs steps >= 1 and warmup >= 0");
+  const config::ExperimentConfig& c = loaded.config;
+  const torch::Device device = devices.primary();
+  const AmpMode amp = parse_amp_mode(c.train.amp);
+  check_amp_device(amp, device.type(), loaded.sources.at("train.amp"));
+  configure_backends(c.train, device);
+
+  torch::manual_seed(c.seed);
+  const auto dataset = data::make_dataset(c.data, data::Split::kTrain, c.seed);
+  const data::DatasetInfo& info = dataset->info();
+  if (info.target_kind == data::TargetKind::kNone) {
+    throw UserError(fmt::format("data set '{}' has no labels, so there is no train step to time", info.name));
+  }
+  const LossKind loss = resolve_loss(c.train.loss, info.target_kind == data::TargetKind::kClasses);
+  const auto source = data::make_batch_source(dataset, data::loader_options(c.data, data::Split::kTrain, c.seed),
+                                              c.data.device_cache, device);
+  torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
+  model->to(device);
+  if (c.train.channels_last) to_channels_last(model);
+  model->train();
+  const auto optimizer = make_optimizer(c.optim, model->parameters());
+
+  int64_t epoch = 0;
+  source->start_epoch(epoch);
+  auto next = [&] {
+    std::optional<data::Batch> batch = source->next();
+    if (!batch) {
+      source->start_epoch(++epoch);
+      batch = source->next();
+    }
+    return std::move(*batch);
+  };
+  auto on_device = [&](const torch::Tensor& t) {
+    return model_inputs(t.to(device, /*non_blocking=*/true), device, c.train.channels_last);
+  };
+  auto forward = [&](const torch::Tensor& inputs, const torch::Tensor& targets) {
+    AutocastScope autocast(amp, device.type());
+    return loss_sum(loss, model->forward(inputs), targets) / static_cast<double>(inputs.size(0));
+  };
+
+  std::vector<PhaseTimer> timers{{"data"}, {"forward"}, {"backward"}, {"optimizer"}};
+  PhaseTimer whole{"step"};
+  int64_t samples = 0;
+  double timed_ms = 0;
+  for (int64_t i = 0; i < options.warmup + options.steps; ++i) {
+    std::array<Clock::time_point, 5> at;
+    at[0] = Clock::now();
+    torch::Tensor inputs, targets;
+    {
+      device::NvtxRange range("data");
+      const data::Batch batch = next();
+      inputs = on_device(batch.inputs);
+      targets = on_device(batch.targets);
+      sync(device);
+    }
+    at[1] = Clock::now();
+    torch::Tensor batch_loss;
+    {
+      device::NvtxRange range("forward");
+      batch_loss = forward(inputs, targets);
+      sync(device);
+    }
+    at[2] = Clock::now();
+    {
+      device::NvtxRange range("backward");
+      batch_loss.backward();
+      sync(device);
+    }
+    at[3] = Clock::now();
+    {
+      device::NvtxRange range("optimizer");
+      optimizer->step();
+      optimizer->zero_grad();
+      sync(device);
+    }
+    at[4] = Clock::now();
+    if (i < options.warmup) continue;
+    for (std::size_t p = 0; p < timers.size(); ++p) timers[p].add(ms_between(at[p], at[p + 1]));
+    whole.add(ms_between(at[0], at[4]));
+    timed_ms += ms_between(at[0], at[4]);
+    samples += inputs.size(0);
+  }
+  source->stop();
+
+  // The compute bound: the same step on one full batch already on the device.
+  source->start_epoch(0);
+  const data::Batch fixed = next();
+  const torch::Tensor inputs = on_device(fixed.inputs), targets = on_device(fixed.targets);
+  auto bound_step = [&] {
+    optimizer->zero_grad();
+    forward(inputs, targets).backward();
+    optimizer->step();
+  };
+  for (int64_t i = 0; i < options.warmup; ++i) bound_step();
+  sync(device);
+  const auto bound_start = Clock::now();
+  {
+    device::NvtxRange range("compute bound");
+    for (int64_t i = 0; i < options.steps; ++i) bound_step();
+    sync(device);
+  }
+  const double bound_ms = ms_between(bound_start, Clock::now()) / static_cast<double>(options.steps);
+  source->stop();
+
+  BenchReport report;
+  report.model = c.model.name;
+  report.dataset = info.name;
+  report.device = device.str();
+  report.threads = at::get_num_threads();
+  report.batch = inputs.size(0);
+  report.steps = options.steps;
+  report.warmup = options.warmup;
+  for (const PhaseTimer& t : timers) report.phases.push_back(t.result());
+  report.phases.push_back(whole.result());
+  report.samples_per_s = timed_ms > 0 ? 1e3 * static_cast<double>(samples) / timed_ms : 0.0;
+  report.bound_step_ms = bound_ms;
+  report.bound_samples_per_s = bound_ms > 0 ? 1e3 * static_cast<double>(report.batch) / bound_ms : 0.0;
+  return report;
+}
+
+std::string format_bench(const BenchReport& r) {
+  std::string text = fmt::format("bench: {} on {}, {}{}, batch {}, {} steps after {} warm-up\n", r.model, r.dataset,
+                                 r.device, r.device == "cpu" ? fmt::format(" ({} threads)", r.threads) : "", r.batch,
+                                 r.steps, r.warmup);
+  text += fmt::format("{:<15}{:>10}{:>10}\n", "phase", "mean ms", "min ms");
+  for (const PhaseTime& p : r.phases) {
+    text += fmt::format("{:<15}{:>10.3f}{:>10.3f}", p.name, p.mean_ms, p.min_ms);
+    text += p.name == "step" ? fmt::format("  {:.0f} samples/s\n", r.samples_per_s) : "\n";
+  }
+  text += fmt::format("{:<15}{:>10.3f}{:>10}  {:.0f} samples/s (train step on one batch already on {}; the loop "
+                      "above runs at {:.0f}% of it)\n",
+                      "compute bound", r.bound_step_ms, "", r.bound_samples_per_s, r.device,
+                      r.bound_samples_per_s > 0 ? 100.0 * r.samples_per_s / r.bound_samples_per_s : 0.0);
+  return text;
+}
+
+}  // namespace gputrain::train

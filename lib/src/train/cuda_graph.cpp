@@ -1,0 +1,181 @@
+#include "gputrain/train/cuda_graph.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#ifdef GPUTRAIN_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "gputrain/common/error.h"
+#include "gputrain/device/nvtx.h"
+#include "gputrain/logging/format.h"
+#include "gputrain/train/fast_paths.h"
+#include "multi_tensor_optim.h"
+
+namespace gputrain::train {
+
+std::string cuda_graph_blocker(const config::ExperimentConfig& c, const torch::Device& device, bool single_device,
+                               int64_t train_samples) {
+#ifndef GPUTRAIN_WITH_CUDA
+  return "this build of LibTorch has no CUDA";
+#endif
+  if (!device.is_cuda()) return fmt::format("it needs CUDA and the run is on {}", device.str());
+  if (!single_device) return "it needs one device (strategy: single)";
+  if (c.train.accumulation_steps != 1) return "it needs train.accumulation_steps: 1";
+  if (!c.data.drop_last && train_samples % c.data.batch_size != 0) {
+    return fmt::format("it needs batches of one shape: set data.drop_last: true ({} samples leave a last batch of {})",
+                       train_samples, train_samples % c.data.batch_size);
+  }
+  if (c.train.grad_clip > 0) return "clipping (train.grad_clip) reads the gradient norm on the host every step";
+  if (c.train.amp != "off") return "it runs with train.amp: off only";
+  if (!c.optim.fused) return "it needs optim.fused: true (the update must read its learning rate from the device)";
+  return "";
+}
+
+#ifdef GPUTRAIN_WITH_CUDA
+
+namespace {
+// Eager steps before the capture: enough for cuDNN, cuBLAS and the caching
+// allocator to settle, as in PyTorch's whole-network capture example.
+constexpr int64_t kWarmupSteps = 3;
+}  // namespace
+
+struct GraphedStep::State {
+  State(torch::nn::Sequential m, detail::SplitStep& s, LossKind l, bool c, bool cl, torch::Device d)
+      : model(std::move(m)), split(s), loss(l), classification(c), channels_last(cl), device(d) {}
+
+  torch::nn::Sequential model;
+  detail::SplitStep& split;  // the fused optimizer
+  LossKind loss;
+  bool classification;
+  bool channels_last;
+  torch::Device device;
+  int64_t eager_steps = 0;
+  torch::Tensor inputs;   // static: every replayed step reads its batch from here
+  torch::Tensor targets;
+  StepSums sums;  // static outputs of the graph
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+
+  // The device work of one step; the host half (prepare_step) runs outside.
+  StepSums body() {
+    for (auto& p : model->parameters()) {
+      if (p.grad().defined()) p.grad().zero_();  // in place: the graph keeps the gradients' addresses
+    }
+    torch::Tensor outputs;
+    torch::Tensor total;
+    {
+      device::NvtxRange range("forward");
+      outputs = model->forward(model_inputs(inputs, device, channels_last));
+      total = loss_sum(loss, outputs, targets);
+    }
+    {
+      device::NvtxRange range("backward");
+      (total / static_cast<double>(inputs.size(0))).backward();
+    }
+    return {total.detach(), classification ? outputs.detach().argmax(1).eq(targets).sum() : torch::Tensor()};
+  }
+
+  void launch() {
+    device::NvtxRange range("optimizer");
+    split.launch_step();
+  }
+
+  void warm_up_step() {
+    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device.index());
+    at::cuda::CUDAEvent ready;
+    ready.record(c10::cuda::getCurrentCUDAStream(device.index()));
+    ready.block(side);
+    {
+      c10::cuda::CUDAStreamGuard guard(side);
+      sums = body();
+      split.prepare_step();
+      launch();
+    }
+    at::cuda::CUDAEvent done;
+    done.record(side);
+    done.block(c10::cuda::getCurrentCUDAStream(device.index()));
+  }
+
+  void capture() {
+    c10::cuda::device_synchronize();  // as torch.cuda.graph does before capturing
+    const c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(false, device.index());
+    at::cuda::CUDAEvent ready;
+    ready.record(c10::cuda::getCurrentCUDAStream(device.index()));
+    ready.block(stream);
+    graph = std::make_unique<at::cuda::CUDAGraph>();
+    {
+      c10::cuda::CUDAStreamGuard guard(stream);
+      graph->capture_begin();
+      sums = body();
+      launch();
+      graph->capture_end();
+    }
+    at::cuda::CUDAEvent done;
+    done.record(stream);
+    done.block(c10::cuda::getCurrentCUDAStream(device.index()));
+    spdlog::info("train.cuda_graph: captured the train step (input {}); later steps replay it",
+                 logging::shape_str(inputs));
+  }
+};
+
+GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, LossKind loss,
+                         bool classification, bool channels_last, torch::Device device) {
+  auto* split = dynamic_cast<detail::SplitStep*>(&optimizer);
+  GPUTRAIN_CHECK(split != nullptr && device.is_cuda(), "GraphedStep needs a fused optimizer on CUDA");
+  state_ = std::make_unique<State>(std::move(model), *split, loss, classification, channels_last, device);
+}
+
+GraphedStep::~GraphedStep() = default;
+
+StepSums GraphedStep::step(const data::Batch& batch) {
+  State& s = *state_;
+  c10::cuda::CUDAGuard device_guard(s.device);
+  if (!s.inputs.defined()) {
+    s.inputs = torch::empty(batch.inputs.sizes(), batch.inputs.options().device(s.device).pinned_memory(false));
+    s.targets = torch::empty(batch.targets.sizes(), batch.targets.options().device(s.device).pinned_memory(false));
+  }
+  GPUTRAIN_CHECK(batch.inputs.sizes() == s.inputs.sizes() && batch.targets.sizes() == s.targets.sizes(),
+                 "train.cuda_graph: batch {} differs from the captured {}", logging::shape_str(batch.inputs),
+                 logging::shape_str(s.inputs));
+  {
+    device::NvtxRange range("data");
+    s.inputs.copy_(batch.inputs, /*non_blocking=*/true);
+    s.targets.copy_(batch.targets, /*non_blocking=*/true);
+  }
+  if (s.eager_steps < kWarmupSteps) {
+    ++s.eager_steps;
+    s.warm_up_step();
+    return {s.sums.loss_sum.clone(), s.sums.correct.defined() ? s.sums.correct.clone() : torch::Tensor()};
+  }
+  // Host half of this step: learning rate and step counts into the tensors the graph reads.
+  const bool replayable = s.split.prepare_step();
+  GPUTRAIN_CHECK(replayable, "train.cuda_graph: the optimizer's step cannot be replayed (a parameter without a "
+                             "gradient, or a first step)");
+  if (!s.graph) s.capture();
+  {
+    device::NvtxRange range("step (graph)");
+    s.graph->replay();
+  }
+  return {s.sums.loss_sum.clone(), s.sums.correct.defined() ? s.sums.correct.clone() : torch::Tensor()};
+}
+
+#else
+
+struct GraphedStep::State {};
+
+GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, LossKind, bool, bool, torch::Device) {
+  GPUTRAIN_CHECK(false, "GraphedStep needs a build of LibTorch with CUDA");
+}
+
+GraphedStep::~GraphedStep() = default;
+
+StepSums GraphedStep::step(const data::Batch&) { return {}; }
+
+#endif
+
+}  // namespace gputrain::train

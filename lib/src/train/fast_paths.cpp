@@ -1,0 +1,31 @@
+#include "gputrain/train/fast_paths.h"
+
+#include <ATen/Context.h>
+#include <spdlog/spdlog.h>
+
+namespace gputrain::train {
+
+void configure_backends(const config::TrainConfig& train, const torch::Device& device) {
+  at::globalContext().setBenchmarkCuDNN(train.cudnn_benchmark);
+  if (!train.cudnn_benchmark) return;
+  if (device.is_cuda()) {
+    spdlog::info("train.cudnn_benchmark: cuDNN times its convolution algorithms for each new input shape");
+  } else {
+    spdlog::info("train.cudnn_benchmark: no effect on {} (cuDNN runs on CUDA only)", device.str());
+  }
+}
+
+void to_channels_last(torch::nn::Sequential& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->parameters()) {
+    if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+}
+
+torch::Tensor model_inputs(const torch::Tensor& inputs, const torch::Device& device, bool channels_last) {
+  if (!channels_last || inputs.dim() != 4) return inputs;
+  // Reordered on the device, where it is cheap, not on the host.
+  return inputs.to(device, /*non_blocking=*/true).contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+}  // namespace gputrain::train

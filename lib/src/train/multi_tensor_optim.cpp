@@ -1,0 +1,319 @@
+#include "multi_tensor_optim.h"
+
+#include <ATen/ops/_foreach_add.h>
+#include <ATen/ops/_foreach_addcdiv.h>
+#include <ATen/ops/_foreach_addcmul.h>
+#include <ATen/ops/_foreach_div.h>
+#include <ATen/ops/_foreach_maximum.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_sqrt.h>
+#include <ATen/ops/_fused_adam.h>
+#include <ATen/ops/_fused_adamw.h>
+#include <ATen/ops/_fused_sgd.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace gputrain::train::detail {
+
+namespace {
+
+using LossClosure = torch::optim::Optimizer::LossClosure;
+
+torch::Tensor run_closure(const LossClosure& closure) {
+  if (closure == nullptr) return {};
+  at::AutoGradMode enable_grad(true);
+  return closure();
+}
+
+// A 0-dim float32 tensor on `like`'s device (the fused kernels read their
+// learning rate from one), reused across steps so a captured graph keeps
+// pointing at it.
+torch::Tensor& scalar_on(torch::Tensor& slot, const torch::Tensor& like, int64_t size = 0) {
+  const std::vector<int64_t> shape = size > 0 ? std::vector<int64_t>{size} : std::vector<int64_t>{};
+  if (!slot.defined() || slot.device() != like.device() || slot.sizes() != c10::IntArrayRef(shape)) {
+    slot = torch::empty(shape, torch::TensorOptions().dtype(torch::kFloat32).device(like.device()));
+  }
+  return slot;
+}
+
+// SGD's step: the same arithmetic as torch::optim::SGD::step, over all
+// parameters of a group at once.
+class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
+ public:
+  MultiTensorSGD(std::vector<torch::Tensor> params, const torch::optim::SGDOptions& options, StepKernel kernel)
+      : SGD(std::move(params), options), kernel_(kernel) {}
+
+  torch::Tensor step(LossClosure closure = nullptr) override {
+    torch::NoGradGuard no_grad;
+    torch::Tensor loss = run_closure(closure);
+    prepare_step();
+    launch_step();
+    return loss;
+  }
+
+  bool prepare_step() override {
+    torch::NoGradGuard no_grad;
+    groups_.resize(param_groups_.size());
+    lr_.resize(param_groups_.size());
+    bool replayable = kernel_ == StepKernel::kFused;
+    for (std::size_t g = 0; g < param_groups_.size(); ++g) {
+      const auto& options = static_cast<const torch::optim::SGDOptions&>(param_groups_[g].options());
+      Work& w = groups_[g];
+      w = Work{};
+      for (const torch::Tensor& p : param_groups_[g].params()) {
+        if (!p.grad().defined()) {
+          replayable = false;
+          continue;
+        }
+        w.params.push_back(p);
+        w.grads.push_back(p.grad());
+        if (options.momentum() != 0) w.buffers.push_back(buffer(p));
+      }
+      if (w.params.empty()) continue;
+      const auto missing = std::count_if(w.buffers.begin(), w.buffers.end(), [](auto& b) { return !b.defined(); });
+      // The fused kernel starts every buffer or none on one call.
+      w.fused = kernel_ == StepKernel::kFused && (missing == 0 || missing == static_cast<int64_t>(w.buffers.size()));
+      if (!w.fused) {
+        replayable = false;
+        continue;
+      }
+      w.first_step = options.momentum() != 0 && missing > 0;
+      if (w.first_step) {
+        replayable = false;  // is_first_step is baked into the launch
+        for (std::size_t i = 0; i < w.params.size(); ++i) {
+          w.buffers[i] = torch::empty_like(w.grads[i]);
+          remember(w.params[i], w.buffers[i]);
+        }
+      }
+      scalar_on(lr_[g], w.params.front()).fill_(options.lr());
+    }
+    return replayable;
+  }
+
+  void launch_step() override {
+    torch::NoGradGuard no_grad;
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      const auto& options = static_cast<const torch::optim::SGDOptions&>(param_groups_[g].options());
+      Work& w = groups_[g];
+      if (w.params.empty()) continue;
+      if (w.fused) {
+        at::_fused_sgd_(w.params, w.grads, options.momentum() != 0 ? at::TensorList(w.buffers) : at::TensorList(),
+                        options.weight_decay(), options.momentum(), lr_[g], options.dampening(), options.nesterov(),
+                        /*maximize=*/false, w.first_step);
+        continue;
+      }
+      std::vector<torch::Tensor> d_p =
+          options.weight_decay() != 0 ? at::_foreach_add(w.grads, w.params, options.weight_decay()) : w.grads;
+      if (options.momentum() != 0) {
+        std::vector<torch::Tensor> running, running_d_p;
+        for (std::size_t i = 0; i < w.params.size(); ++i) {
+          if (w.buffers[i].defined()) {
+            running.push_back(w.buffers[i]);
+            running_d_p.push_back(d_p[i]);
+          } else {  // the first step of this parameter: the buffer starts as its gradient
+            w.buffers[i] = d_p[i].clone().detach();
+            remember(w.params[i], w.buffers[i]);
+          }
+        }
+        if (!running.empty()) {
+          at::_foreach_mul_(running, options.momentum());
+          at::_foreach_add_(running, running_d_p, 1 - options.dampening());
+        }
+        d_p = options.nesterov() ? at::_foreach_add(d_p, w.buffers, options.momentum()) : w.buffers;
+      }
+      at::_foreach_add_(w.params, d_p, -options.lr());
+    }
+  }
+
+ private:
+  // One group's tensors for launch_step(), gathered by prepare_step().
+  struct Work {
+    std::vector<torch::Tensor> params, grads, buffers;
+    bool fused = false;
+    bool first_step = false;
+  };
+
+  torch::Tensor buffer(const torch::Tensor& p) const {
+    const auto it = state_.find(p.unsafeGetTensorImpl());
+    if (it == state_.end()) return {};
+    return static_cast<const torch::optim::SGDParamState&>(*it->second).momentum_buffer();
+  }
+
+  void remember(const torch::Tensor& p, const torch::Tensor& buffer) {
+    auto state = std::make_unique<torch::optim::SGDParamState>();
+    state->momentum_buffer(buffer);
+    state_[p.unsafeGetTensorImpl()] = std::move(state);
+  }
+
+  StepKernel kernel_;
+  std::vector<Work> groups_;
+  std::vector<torch::Tensor> lr_;  // per group, for the fused kernel: kept at a fixed address across steps
+};
+
+// Adam's and AdamW's step: the same arithmetic as torch::optim::Adam::step
+// (L2 penalty added to the gradient) or AdamW::step (decoupled decay), over
+// all parameters of a group at once.
+template <typename Base, typename Options, typename State, bool kDecoupled>
+class MultiTensorAdam final : public Base, public SplitStep {
+ public:
+  MultiTensorAdam(std::vector<torch::Tensor> params, const Options& options, StepKernel kernel)
+      : Base(std::move(params), options), kernel_(kernel) {}
+
+  torch::Tensor step(LossClosure closure = nullptr) override {
+    torch::NoGradGuard no_grad;
+    torch::Tensor loss = run_closure(closure);
+    prepare_step();
+    launch_step();
+    return loss;
+  }
+
+  bool prepare_step() override {
+    torch::NoGradGuard no_grad;
+    auto& groups = this->param_groups_;
+    work_.resize(groups.size());
+    kept_.resize(groups.size());
+    bool replayable = kernel_ == StepKernel::kFused;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const auto& options = static_cast<const Options&>(groups[g].options());
+      const auto [beta1, beta2] = options.betas();
+      Work& w = work_[g];
+      w = Work{};
+      std::vector<int64_t> steps;
+      for (const torch::Tensor& p : groups[g].params()) {
+        if (!p.grad().defined()) {
+          replayable = false;
+          continue;
+        }
+        State& s = state(p, options.amsgrad());
+        s.step(s.step() + 1);
+        steps.push_back(s.step());
+        w.params.push_back(p);
+        w.grads.push_back(p.grad());
+        w.exp_avgs.push_back(s.exp_avg());
+        w.exp_avg_sqs.push_back(s.exp_avg_sq());
+        if (options.amsgrad()) w.max_exp_avg_sqs.push_back(s.max_exp_avg_sq());
+      }
+      if (w.params.empty()) continue;
+      // The fused kernel takes one step count per parameter from device
+      // tensors; they share one value unless a parameter missed a gradient.
+      w.fused = kernel_ == StepKernel::kFused &&
+                std::all_of(steps.begin(), steps.end(), [&](int64_t s) { return s == steps.front(); });
+      if (w.fused) {
+        Kept& k = kept_[g];
+        scalar_on(k.lr, w.params.front()).fill_(options.lr());
+        const auto n = static_cast<int64_t>(w.params.size());
+        scalar_on(k.steps, w.params.front(), n).fill_(static_cast<double>(steps.front()));
+        for (int64_t i = 0; i < n; ++i) w.state_steps.push_back(k.steps[i]);
+        continue;
+      }
+      replayable = false;
+      for (int64_t step : steps) {
+        const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
+        const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
+        w.step_sizes.emplace_back(-options.lr() / bias_correction1);
+        w.bias_correction2_sqrt.emplace_back(std::sqrt(bias_correction2));
+      }
+    }
+    return replayable;
+  }
+
+  void launch_step() override {
+    torch::NoGradGuard no_grad;
+    for (std::size_t g = 0; g < work_.size(); ++g) {
+      const auto& options = static_cast<const Options&>(this->param_groups_[g].options());
+      const auto [beta1, beta2] = options.betas();
+      Work& w = work_[g];
+      if (w.params.empty()) continue;
+      if (w.fused) {
+        const auto fused = kDecoupled ? &fused_adamw : &fused_adam;
+        fused(w, kept_[g].lr, beta1, beta2, options.weight_decay(), options.eps(), options.amsgrad());
+        continue;
+      }
+      std::vector<torch::Tensor> grads = w.grads;
+      if (options.weight_decay() != 0) {
+        if (kDecoupled) {
+          at::_foreach_mul_(w.params, 1 - options.lr() * options.weight_decay());
+        } else {
+          grads = at::_foreach_add(grads, w.params, options.weight_decay());
+        }
+      }
+      at::_foreach_mul_(w.exp_avgs, beta1);
+      at::_foreach_add_(w.exp_avgs, grads, 1 - beta1);
+      at::_foreach_mul_(w.exp_avg_sqs, beta2);
+      at::_foreach_addcmul_(w.exp_avg_sqs, grads, grads, 1 - beta2);
+      if (options.amsgrad()) at::_foreach_maximum_(w.max_exp_avg_sqs, w.exp_avg_sqs);
+      std::vector<torch::Tensor> denom = at::_foreach_sqrt(options.amsgrad() ? w.max_exp_avg_sqs : w.exp_avg_sqs);
+      at::_foreach_div_(denom, w.bias_correction2_sqrt);
+      at::_foreach_add_(denom, options.eps());
+      at::_foreach_addcdiv_(w.params, w.exp_avgs, denom, w.step_sizes);
+    }
+  }
+
+ private:
+  // One group's tensors and per-parameter scalars for launch_step(), gathered by prepare_step().
+  struct Work {
+    std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps;
+    std::vector<at::Scalar> step_sizes, bias_correction2_sqrt;  // foreach only
+    bool fused = false;
+  };
+  // Device tensors the fused kernels read, kept at fixed addresses across steps.
+  struct Kept {
+    torch::Tensor lr;
+    torch::Tensor steps;  // [parameters], views of it are the per-parameter step counts
+  };
+
+  static void fused_adam(Work& w, const torch::Tensor& lr, double beta1, double beta2, double weight_decay,
+                         double eps, bool amsgrad) {
+    at::_fused_adam_(w.params, w.grads, w.exp_avgs, w.exp_avg_sqs, w.max_exp_avg_sqs, w.state_steps, lr, beta1, beta2,
+                     weight_decay, eps, amsgrad, /*maximize=*/false);
+  }
+  static void fused_adamw(Work& w, const torch::Tensor& lr, double beta1, double beta2, double weight_decay,
+                          double eps, bool amsgrad) {
+    at::_fused_adamw_(w.params, w.grads, w.exp_avgs, w.exp_avg_sqs, w.max_exp_avg_sqs, w.state_steps, lr, beta1,
+                      beta2, weight_decay, eps, amsgrad, /*maximize=*/false);
+  }
+
+  // The parameter's state, created as LibTorch's optimizer creates it.
+  State& state(const torch::Tensor& p, bool amsgrad) {
+    auto& slot = this->state_[p.unsafeGetTensorImpl()];
+    if (!slot) {
+      auto fresh = std::make_unique<State>();
+      fresh->step(0);
+      fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      if (amsgrad) fresh->max_exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      slot = std::move(fresh);
+    }
+    return static_cast<State&>(*slot);
+  }
+
+  StepKernel kernel_;
+  std::vector<Work> work_;
+  std::vector<Kept> kept_;
+};
+
+}  // namespace
+
+std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_sgd(std::vector<torch::Tensor> params,
+                                                               const torch::optim::SGDOptions& options,
+                                                               StepKernel kernel) {
+  return std::make_unique<MultiTensorSGD>(std::move(params), options, kernel);
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adam(std::vector<torch::Tensor> params,
+                                                                const torch::optim::AdamOptions& options,
+                                                                StepKernel kernel) {
+  using Adam = MultiTensorAdam<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState, false>;
+  return std::make_unique<Adam>(std::move(params), options, kernel);
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adamw(std::vector<torch::Tensor> params,
+                                                                 const torch::optim::AdamWOptions& options,
+                                                                 StepKernel kernel) {
+  using AdamW =
+      MultiTensorAdam<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>;
+  return std::make_unique<AdamW>(std::move(params), options, kernel);
+}
+
+}  // namespace gputrain::train::detail

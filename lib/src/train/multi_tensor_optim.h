@@ -1,0 +1,47 @@
+#pragma once
+// optim.foreach and optim.fused: SGD, Adam and AdamW whose step runs as a few
+// multi-tensor kernels over every parameter (ATen's _foreach_* ops, or its
+// _fused_sgd_ / _fused_adam_ / _fused_adamw_ kernels, which exist on the CPU
+// and on CUDA) instead of LibTorch's loop of small ops per parameter.
+//
+// Each derives from LibTorch's optimizer and keeps its options and per-
+// parameter state (SGDParamState, AdamParamState, AdamWParamState), so the
+// learning-rate schedule, save/load and checkpoints treat it as the original;
+// the update is the same up to rounding.
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <memory>
+#include <vector>
+
+namespace gputrain::train::detail {
+
+enum class StepKernel { kForeach, kFused };
+
+// A step split in two so that a CUDA graph can capture the device half once
+// and replay it: prepare_step() does the host bookkeeping of one step (step
+// counts, and the learning rate and step count written into device tensors),
+// launch_step() only launches kernels. step() is the two in a row.
+class SplitStep {
+ public:
+  virtual ~SplitStep() = default;
+  // Returns whether launch_step() will read every per-step value from device
+  // tensors, i.e. whether a captured launch_step() stays right on replay:
+  // true for the fused kernels once every parameter has a gradient and the
+  // same step count.
+  virtual bool prepare_step() = 0;
+  virtual void launch_step() = 0;
+};
+
+std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_sgd(std::vector<torch::Tensor> params,
+                                                               const torch::optim::SGDOptions& options,
+                                                               StepKernel kernel);
+std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adam(std::vector<torch::Tensor> params,
+                                                                const torch::optim::AdamOptions& options,
+                                                                StepKernel kernel);
+std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adamw(std::vector<torch::Tensor> params,
+                                                                 const torch::optim::AdamWOptions& options,
+                                                                 StepKernel kernel);
+
+}  // namespace gputrain::train::detail

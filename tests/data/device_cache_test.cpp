@@ -1,0 +1,132 @@
+// DeviceCache against BatchStream: the same samples, order, augmentation and
+// normalisation, batch by batch, with the "device" being the CPU (and a GPU
+// where there is one).
+#include "gputrain/data/device_cache.h"
+
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+
+#include "gputrain/common/error.h"
+#include "gputrain/data/batch_stream.h"
+#include "test_datasets.h"
+
+namespace gputrain::data {
+namespace {
+
+using testing::image_dataset;
+using testing::index_dataset;
+
+// Every batch of `epochs` epochs of both sources, value by value.
+void expect_same_batches(BatchSource& expected, BatchSource& actual, int64_t epochs, double tolerance = 0) {
+  ASSERT_EQ(expected.batches_per_epoch(), actual.batches_per_epoch());
+  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+    expected.start_epoch(epoch);
+    actual.start_epoch(epoch);
+    int64_t batches = 0;
+    while (auto want = expected.next()) {
+      const auto got = actual.next();
+      ASSERT_TRUE(got.has_value()) << "epoch " << epoch << " batch " << batches;
+      EXPECT_EQ(got->index, want->index);
+      const torch::Tensor inputs = got->inputs.cpu();
+      EXPECT_EQ(inputs.sizes(), want->inputs.sizes());
+      EXPECT_TRUE(tolerance == 0 ? torch::equal(inputs, want->inputs)
+                                 : torch::allclose(inputs, want->inputs, tolerance, tolerance))
+          << "epoch " << epoch << " batch " << batches;
+      EXPECT_TRUE(torch::equal(got->targets.cpu(), want->targets)) << "epoch " << epoch << " batch " << batches;
+      ++batches;
+    }
+    EXPECT_EQ(batches, expected.batches_per_epoch());
+    EXPECT_FALSE(actual.next().has_value());
+  }
+}
+
+// Shuffled, normalised per channel, padded-cropped and mirrored; 100 images
+// in batches of 24 leave a short last batch of 4.
+LoaderOptions augmented() {
+  LoaderOptions options;
+  options.batch_size = 24;
+  options.shuffle = true;
+  options.num_workers = 2;
+  options.seed = 7;
+  options.mean = {0.4, 0.5, 0.6};
+  options.std = {0.2, 0.25, 0.3};
+  options.random_crop = 3;
+  options.hflip = true;
+  return options;
+}
+
+TEST(DeviceCache, SameImageBatchesAsBatchStream) {
+  const auto dataset = image_dataset(100, 3, 10);
+  BatchStream stream(dataset, augmented());
+  DeviceCache cache(dataset, augmented(), torch::kCPU);
+  expect_same_batches(stream, cache, 3);
+}
+
+TEST(DeviceCache, SameBatchesForFeaturesAndWithoutTheLastShortBatch) {
+  const auto dataset = index_dataset(50);
+  LoaderOptions options;
+  options.batch_size = 8;
+  options.shuffle = true;
+  options.drop_last = true;
+  options.seed = 3;
+  BatchStream stream(dataset, options);
+  DeviceCache cache(dataset, options, torch::kCPU);
+  EXPECT_EQ(cache.batches_per_epoch(), 6);
+  expect_same_batches(stream, cache, 2);
+}
+
+TEST(DeviceCache, RejectsWhatBatchStreamRejects) {
+  LoaderOptions normalised;
+  normalised.mean = {0.5};
+  normalised.std = {0.5};
+  EXPECT_THROW(DeviceCache(index_dataset(8), normalised, torch::kCPU), ConfigError);  // features: no channels
+  LoaderOptions wrong_channels = augmented();
+  wrong_channels.mean = {0.5, 0.5};
+  wrong_channels.std = {0.5, 0.5};
+  EXPECT_THROW(DeviceCache(image_dataset(4, 3, 8), wrong_channels, torch::kCPU), ConfigError);
+}
+
+TEST(DeviceCache, BadLabelIsADataErrorNamingTheSampleBeforeAnyBatch) {
+  const auto dataset = index_dataset(20);
+  torch::Tensor labels = dataset->targets();  // a handle: the write reaches the data set
+  labels[13] = 10;                             // 10 classes: labels 0..9
+  try {
+    DeviceCache cache(dataset, LoaderOptions{}, torch::kCPU);
+    FAIL() << "no DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("index sample 13 (memory): label 10 is outside 0..9"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DeviceCache, StopEndsTheEpochAndStartBeginsAnother) {
+  LoaderOptions options;
+  options.batch_size = 4;
+  DeviceCache cache(index_dataset(12), options, torch::kCPU);
+  cache.start_epoch(0);
+  ASSERT_TRUE(cache.next().has_value());
+  cache.stop();
+  EXPECT_FALSE(cache.next().has_value());
+  cache.start_epoch(1);
+  EXPECT_EQ(cache.next()->index, 0);
+  EXPECT_EQ(cache.wait_seconds(), 0.0);
+}
+
+TEST(DeviceCache, MakeBatchSourcePicksTheCacheOnlyWhenAskedFor) {
+  const auto dataset = index_dataset(8);
+  EXPECT_NE(dynamic_cast<DeviceCache*>(make_batch_source(dataset, {}, true, torch::kCPU).get()), nullptr);
+  EXPECT_NE(dynamic_cast<BatchStream*>(make_batch_source(dataset, {}, false, torch::kCPU).get()), nullptr);
+}
+
+TEST(DeviceCache, SameImageBatchesOnTheGpu_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto dataset = image_dataset(100, 3, 10);
+  BatchStream stream(dataset, augmented());
+  DeviceCache cache(dataset, augmented(), torch::Device(torch::kCUDA, 0));
+  cache.start_epoch(0);
+  EXPECT_TRUE(cache.next()->inputs.is_cuda());
+  expect_same_batches(stream, cache, 2, 1e-6);
+}
+
+}  // namespace
+}  // namespace gputrain::data
