@@ -114,6 +114,7 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
       {"device: gpu", "device", "unknown device 'gpu'"},
       {"optim: {nesterov: true}", "optim.nesterov", "needs optim.momentum > 0"},
       {"optim: {foreach: true, fused: true}", "optim.fused", "set at most one"},
+      {"train: {threads: -1}", "train.threads", "must be >= 0 (got -1)"},
   };
   for (const auto& c : cases) {
     const ConfigError e = config_error(c.yaml);

@@ -173,6 +173,7 @@ void read_train(NodeReader r, TrainConfig& t, const std::string& device) {
   r.read("cuda_graph", t.cuda_graph);
   r.read("channels_last", t.channels_last);
   r.read("cudnn_benchmark", t.cudnn_benchmark);
+  r.read_at_least("threads", t.threads, 0);
   r.reject_unknown_keys();
 }
 
@@ -400,6 +401,7 @@ std::string dump_config(const ExperimentConfig& c) {
   out << YAML::Key << "cuda_graph" << YAML::Value << t.cuda_graph;
   out << YAML::Key << "channels_last" << YAML::Value << t.channels_last;
   out << YAML::Key << "cudnn_benchmark" << YAML::Value << t.cudnn_benchmark;
+  out << YAML::Key << "threads" << YAML::Value << t.threads;
   out << YAML::EndMap;
 
   out << YAML::Key << "dp" << YAML::Value << YAML::BeginMap;
