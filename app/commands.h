@@ -12,9 +12,26 @@ class App;
 
 namespace gputrain::app {
 
+// One environment variable as found: its name says where a bad value came from.
+struct EnvValue {
+  std::string name;
+  std::string value;
+};
+
 // What the process environment says, read once in main.cpp.
 struct Environment {
   std::optional<std::string> cuda_visible_devices;
+  // A launcher's rank variables: torchrun's RANK, LOCAL_RANK and WORLD_SIZE,
+  // else Slurm's SLURM_PROCID, SLURM_LOCALID and SLURM_NTASKS; MASTER_ADDR and
+  // MASTER_PORT either way; torchrun's store and restart count.
+  std::optional<EnvValue> rank;
+  std::optional<EnvValue> local_rank;
+  std::optional<EnvValue> world_size;
+  std::optional<EnvValue> master_addr;
+  std::optional<EnvValue> master_port;
+  std::optional<EnvValue> agent_store;    // TORCHELASTIC_USE_AGENT_STORE
+  std::optional<EnvValue> restart_count;  // TORCHELASTIC_RESTART_COUNT
+  std::vector<std::string> all;  // KEY=VALUE, for the workers `train --nproc` starts
 };
 
 // -c/--config FILE and --set KEY=VALUE..., as every command that reads an experiment file takes them.
@@ -51,7 +68,9 @@ int run_datasets(const DatasetsArgs& args);
 struct TrainArgs {
   std::string config;
   std::vector<std::string> overrides;
-  std::string output;  // overrides output.dir when set
+  std::string output;             // overrides output.dir when set
+  std::optional<int64_t> nproc;   // set: launch this many local workers instead of training
+  std::string log_level;          // passed on to those workers
   Environment env;
 };
 int run_train(const TrainArgs& args);

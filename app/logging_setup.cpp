@@ -6,10 +6,14 @@
 
 namespace gputrain::app {
 
+namespace {
+constexpr const char* kConsolePattern = "[%Y-%m-%d %H:%M:%S.%e] {}[%^%l%$] %v";
+}  // namespace
+
 void install_console_logging(const std::string& level) {
   auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   auto logger = std::make_shared<spdlog::logger>("gputrain", console);
-  logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+  logger->set_pattern(fmt::format(kConsolePattern, ""));
   logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::warn);
   spdlog::set_default_logger(logger);
@@ -20,6 +24,12 @@ void add_log_file(const std::string& path) {
   file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
   spdlog::default_logger()->sinks().push_back(file);
   spdlog::default_logger()->flush_on(spdlog::level::info);
+}
+
+void set_rank_logging(int64_t rank) {
+  auto logger = spdlog::default_logger();
+  logger->sinks().front()->set_pattern(fmt::format(kConsolePattern, fmt::format("[rank {}] ", rank)));
+  if (rank != 0 && logger->level() < spdlog::level::warn) logger->set_level(spdlog::level::warn);
 }
 
 }  // namespace gputrain::app

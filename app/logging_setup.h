@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace gputrain::app {
@@ -9,5 +10,9 @@ void install_console_logging(const std::string& level);
 
 // Adds <run dir>/train.log to the default logger.
 void add_log_file(const std::string& path);
+
+// One of several ranks: console lines carry "[rank N]", and every rank but 0
+// logs warnings and errors only (rank 0 speaks for the run).
+void set_rank_logging(int64_t rank);
 
 }  // namespace gputrain::app

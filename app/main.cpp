@@ -2,10 +2,12 @@
 // one command, and map every error to its exit code. Nothing in lib/ exits.
 #include <c10/util/Exception.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include "commands.h"
 #include "gputrain/common/error.h"
@@ -14,9 +16,28 @@
 
 namespace {
 
+std::optional<gputrain::app::EnvValue> variable(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return std::nullopt;
+  return gputrain::app::EnvValue{name, value};
+}
+
 gputrain::app::Environment read_environment() {
   gputrain::app::Environment env;
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) env.cuda_visible_devices = visible;
+  env.rank = variable("RANK");
+  env.local_rank = variable("LOCAL_RANK");
+  env.world_size = variable("WORLD_SIZE");
+  if (!env.rank && !env.local_rank && !env.world_size) {  // srun sets only its own
+    env.rank = variable("SLURM_PROCID");
+    env.local_rank = variable("SLURM_LOCALID");
+    env.world_size = variable("SLURM_NTASKS");
+  }
+  env.master_addr = variable("MASTER_ADDR");
+  env.master_port = variable("MASTER_PORT");
+  env.agent_store = variable("TORCHELASTIC_USE_AGENT_STORE");
+  env.restart_count = variable("TORCHELASTIC_RESTART_COUNT");
+  for (char** entry = environ; *entry != nullptr; ++entry) env.all.emplace_back(*entry);
   return env;
 }
 
@@ -40,6 +61,7 @@ int main(int argc, char** argv) {
   CLI::App app{"gputrain: train neural networks on CPUs and GPUs from YAML experiment files"};
   app.set_version_flag("-V,--version", gputrain::device::version_line(), "print gputrain, LibTorch and CUDA versions");
   app.require_subcommand(1);
+  app.fallthrough();  // global options such as --log-level also work after the subcommand
   std::string log_level = default_log_level();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: $SPDLOG_LEVEL or info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -60,6 +82,10 @@ int main(int argc, char** argv) {
   add_config_options(train, train_args.config, train_args.overrides);
   train->add_option("-o,--output", train_args.output,
                     "directory for runs (overrides output.dir); the run writes <output>/<name>/");
+  train->add_option("--nproc", train_args.nproc,
+                    "start N worker processes on this machine, one per selected GPU (or N CPU workers with "
+                    "device: cpu), and wait for them; torchrun and srun start workers instead")
+      ->check(CLI::Range(1, 1024));
 
   TestArgs test_args;
   test_args.env = env;
@@ -80,6 +106,7 @@ int main(int argc, char** argv) {
   }
 
   install_console_logging(log_level);
+  train_args.log_level = log_level;
   try {
     if (train->parsed()) return run_train(train_args);
     if (test->parsed()) return run_test(test_args);

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "gputrain/common/error.h"
-#include "memory_dataset.h"
+#include "test_datasets.h"
 
 namespace gputrain::data {
 namespace {
@@ -25,6 +25,12 @@ LoaderOptions options_with(int64_t batch_size, int64_t workers, bool shuffle = f
   options.shuffle = shuffle;
   options.seed = seed;
   return options;
+}
+
+std::vector<int64_t> range(int64_t n) {
+  std::vector<int64_t> all(static_cast<std::size_t>(n));
+  std::iota(all.begin(), all.end(), int64_t{0});
+  return all;
 }
 
 // The sample indices of one epoch of a stream over index_dataset, in order.
@@ -58,9 +64,7 @@ TEST(BatchStream, EverySampleOncePerEpochInTheSameOrderForAnyWorkerCount) {
       const std::vector<int64_t> order = epoch_order(stream, epoch);
       std::vector<int64_t> sorted = order;
       std::sort(sorted.begin(), sorted.end());
-      std::vector<int64_t> all(1000);
-      std::iota(all.begin(), all.end(), int64_t{0});
-      EXPECT_EQ(sorted, all) << "workers=" << workers << " epoch=" << epoch;
+      EXPECT_EQ(sorted, range(1000)) << "workers=" << workers << " epoch=" << epoch;
       if (epoch != 0) continue;
       if (workers == 0) reference = order;
       EXPECT_EQ(order, reference) << "workers=" << workers;
@@ -82,10 +86,8 @@ TEST(BatchStream, ShuffleDependsOnSeedAndEpochOnly) {
 
 TEST(BatchStream, WithoutShuffleTheOrderIsTheFileOrder) {
   BatchStream stream(index_dataset(100), options_with(30, 2));
-  std::vector<int64_t> all(100);
-  std::iota(all.begin(), all.end(), int64_t{0});
-  EXPECT_EQ(epoch_order(stream, 0), all);
-  EXPECT_EQ(epoch_order(stream, 1), all);
+  EXPECT_EQ(epoch_order(stream, 0), range(100));
+  EXPECT_EQ(epoch_order(stream, 1), range(100));
 }
 
 TEST(BatchStream, LastBatchIsShortOrDropped) {
@@ -100,25 +102,20 @@ TEST(BatchStream, LastBatchIsShortOrDropped) {
 }
 
 TEST(BatchStream, UnlabeledAndRegressionTargets) {
-  const auto unlabeled = index_dataset(10);
-  unlabeled->mutable_targets() = torch::Tensor();
-  unlabeled->mutable_info().target_kind = TargetKind::kNone;
-  BatchStream none(unlabeled, options_with(4, 1));
+  BatchStream none(index_dataset(10, TargetKind::kNone), options_with(4, 1));
   none.start_epoch(0);
   EXPECT_FALSE(none.next()->targets.defined());
 
-  const auto values = index_dataset(10);
-  values->mutable_targets() = values->inputs() * 2;
-  values->mutable_info().target_kind = TargetKind::kValues;
-  BatchStream regression(values, options_with(4, 1, true, 5));
+  BatchStream regression(index_dataset(10, TargetKind::kValues), options_with(4, 1, true, 5));
   regression.start_epoch(0);
   const Batch batch = *regression.next();
+  EXPECT_EQ(batch.targets.sizes(), (std::vector<int64_t>{4, 1}));
   EXPECT_TRUE(torch::equal(batch.targets, batch.inputs * 2));
 }
 
 TEST(BatchStream, WorkerErrorReachesNextNamingTheSample) {
   const auto dataset = index_dataset(100);
-  dataset->mutable_targets()[57] = 42;  // a corrupt sample
+  dataset->targets()[57] = 42;  // a corrupt sample
   for (int64_t workers : {0, 3}) {
     BatchStream stream(dataset, options_with(10, workers));
     for (int64_t epoch : {0, 1}) {  // the stream stays usable after the error

@@ -41,14 +41,18 @@ void write_image(const uint8_t* src, float* dst, ImageShape shape, const Channel
         continue;
       }
       const uint8_t* in = src + sy * width;
-      if (at.dx == 0 && !at.flip) {  // the common case, kept branch-free so it vectorises
-        for (int64_t x = 0; x < width; ++x) out[x] = static_cast<float>(in[x]) * scale + shift;
-        continue;
+      // Output columns [first, last) come from the source row, the rest from
+      // the padding; each loop is branch-free so it vectorises.
+      const int64_t first = std::max<int64_t>(0, at.flip ? at.dx : -at.dx);
+      const int64_t last = std::min(width, at.flip ? width + at.dx : width - at.dx);
+      std::fill(out, out + first, shift);
+      if (at.flip) {
+        const int64_t mirror = width - 1 + at.dx;
+        for (int64_t x = first; x < last; ++x) out[x] = static_cast<float>(in[mirror - x]) * scale + shift;
+      } else {
+        for (int64_t x = first; x < last; ++x) out[x] = static_cast<float>(in[x + at.dx]) * scale + shift;
       }
-      for (int64_t x = 0; x < width; ++x) {
-        const int64_t sx = (at.flip ? width - 1 - x : x) + at.dx;
-        out[x] = sx >= 0 && sx < width ? static_cast<float>(in[sx]) * scale + shift : shift;
-      }
+      std::fill(out + last, out + width, shift);
     }
   }
 }

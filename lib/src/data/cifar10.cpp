@@ -10,7 +10,7 @@
 
 #include "formats.h"
 #include "gputrain/common/error.h"
-#include "tensor_dataset.h"
+#include "readers.h"
 
 namespace gputrain::data::detail {
 namespace {

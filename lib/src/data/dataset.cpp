@@ -6,15 +6,13 @@
 
 #include "formats.h"
 #include "gputrain/common/error.h"
-#include "tensor_dataset.h"
+#include "readers.h"
 
 namespace gputrain::data {
 
 std::string Dataset::describe_sample(int64_t index) const {
   return fmt::format("{} sample {} ({})", info().name, index, info().source);
 }
-
-namespace detail {
 
 std::string TensorDataset::describe_sample(int64_t index) const {
   int64_t first = 0;
@@ -26,6 +24,8 @@ std::string TensorDataset::describe_sample(int64_t index) const {
   }
   return Dataset::describe_sample(index);
 }
+
+namespace detail {
 
 DatasetInfo image_info(const std::string& name, const std::string& source, int64_t samples,
                        std::vector<int64_t> shape) {

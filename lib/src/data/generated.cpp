@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "rng.h"
-#include "tensor_dataset.h"
+#include "readers.h"
 
 namespace gputrain::data::detail {
 namespace {

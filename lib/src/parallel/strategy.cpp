@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "data_parallel.h"
+#include "distributed.h"
 #include "gputrain/common/error.h"
 
 namespace gputrain::parallel {
@@ -37,7 +38,41 @@ StrategyPlan plan_data_parallel(const config::LoadedConfig& loaded, const device
   }
 }
 
+// auto: NCCL between GPUs, Gloo between CPU processes.
+std::string ddp_backend(const config::LoadedConfig& loaded, const device::DevicePlan& devices) {
+  const std::string& requested = loaded.config.ddp.backend;
+  const bool cuda = devices.kind == device::DeviceKind::kCuda;
+  if (!cuda && devices.kind != device::DeviceKind::kCpu) {
+    fail(loaded, "strategy", "ddp runs on CUDA GPUs or on the CPU, not on " + devices.primary().str());
+  }
+  if (requested == "nccl" && !cuda) {
+    fail(loaded, "ddp.backend",
+         "nccl runs between CUDA GPUs only, but this run is on the CPU; use ddp.backend: gloo (or auto)");
+  }
+  if (requested == "auto") return cuda ? "nccl" : "gloo";
+  return requested;
+}
+
 }  // namespace
+
+void check_launch(const LaunchInfo& launch) {
+  if (launch.world_size < 1) {
+    throw UserError(fmt::format("WORLD_SIZE={}: the number of processes must be at least 1", launch.world_size));
+  }
+  if (launch.rank < 0 || launch.rank >= launch.world_size) {
+    throw UserError(fmt::format("RANK={} with WORLD_SIZE={}: ranks run from 0 to WORLD_SIZE-1; check the launcher's "
+                                "settings",
+                                launch.rank, launch.world_size));
+  }
+  if (launch.local_rank < 0 || launch.local_rank >= launch.world_size) {
+    throw UserError(fmt::format("LOCAL_RANK={} with WORLD_SIZE={}: a local rank runs from 0 to WORLD_SIZE-1",
+                                launch.local_rank, launch.world_size));
+  }
+  if (launch.master_port < 1 || launch.master_port > 65535) {
+    throw UserError(fmt::format("MASTER_PORT={}: a TCP port runs from 1 to 65535", launch.master_port));
+  }
+  if (launch.master_addr.empty()) throw UserError("MASTER_ADDR is empty: give the host name or address of rank 0");
+}
 
 StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
                            const LaunchInfo& launch) {
@@ -52,6 +87,7 @@ StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::Dev
   if (requested == "ddp" || (requested == "auto" && launched)) {
     StrategyPlan plan;
     plan.kind = StrategyKind::kDistributed;
+    plan.backend = ddp_backend(loaded, devices);
     if (devices.kind == device::DeviceKind::kCuda) {
       if (launch.local_rank >= static_cast<int64_t>(devices.gpus.size())) {
         fail(loaded, "gpus",
@@ -86,10 +122,9 @@ std::unique_ptr<Strategy> make_strategy(const StrategyPlan& plan, const config::
     case StrategyKind::kSingle: return std::make_unique<detail::SingleDeviceStrategy>(plan.replicas.front());
     case StrategyKind::kDataParallel:
       return std::make_unique<detail::DataParallelStrategy>(plan.replicas, config.train.log_replicas);
-    case StrategyKind::kDistributed: break;
+    case StrategyKind::kDistributed: return detail::make_distributed_strategy(plan, config, launch);
   }
-  (void)launch;
-  throw UserError("strategy: ddp is not available yet in this build");
+  GPUTRAIN_CHECK(false, "unknown strategy kind {}", static_cast<int>(plan.kind));
 }
 
 }  // namespace gputrain::parallel

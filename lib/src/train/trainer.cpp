@@ -33,6 +33,17 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Module::save nests each child module as a sub-archive: "conv1.weight" is
+// "weight" inside "conv1".
+bool read_nested(torch::serialize::InputArchive& archive, const std::string& name, torch::Tensor& out,
+                 bool is_buffer) {
+  const auto dot = name.find('.');
+  if (dot == std::string::npos) return archive.try_read(name, out, is_buffer);
+  torch::serialize::InputArchive child;
+  if (!archive.try_read(name.substr(0, dot), child)) return false;
+  return read_nested(child, name.substr(dot + 1), out, is_buffer);
+}
+
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
@@ -417,7 +428,9 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
   const LossKind loss = resolve_loss(c.train.loss, classification);
   torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
   load_weights(model, weights_path);
-  const parallel::StrategyPlan single{parallel::StrategyKind::kSingle, {devices.primary()}, "testing"};
+  parallel::StrategyPlan single;
+  single.replicas = {devices.primary()};
+  single.reason = "testing saved weights";
   const auto strategy = parallel::make_strategy(single, c, {});
   model->to(strategy->device());
   data::BatchStream stream(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
@@ -458,7 +471,7 @@ void load_weights(torch::nn::Sequential& model, const std::string& path) {
   torch::NoGradGuard no_grad;
   auto copy_in = [&](const std::string& name, torch::Tensor& target, bool is_buffer) {
     torch::Tensor stored;
-    if (!archive.try_read(name, stored, is_buffer)) {
+    if (!read_nested(archive, name, stored, is_buffer)) {
       throw CheckpointError(fmt::format("{}: has no '{}': these weights are for another model than '{}'", path, name,
                                         fmt::join(models::layer_summary(model), "; ")));
     }

@@ -36,7 +36,8 @@ struct LoaderOptions {
 };
 
 // LoaderOptions from the config for one split: augmentation only for training,
-// data.test_batch_size for the test split.
+// data.test_batch_size for the test split, which is also never shuffled or
+// cut short by drop_last (evaluation sees every test sample once, in order).
 LoaderOptions loader_options(const config::DataConfig& config, Split split, uint64_t seed);
 
 class BatchSource {

@@ -18,9 +18,12 @@ class BatchStream final : public BatchSource {
   BatchStream& operator=(const BatchStream&) = delete;
 
   void start_epoch(int64_t epoch) override;
-  // An error in a worker is rethrown here.
+  // An error in a worker is rethrown here as a DataError naming the data set,
+  // file and sample (a failure that is not the data's, such as out of memory,
+  // is rethrown as it is), in batch order; the epoch then ends and the workers
+  // are joined.
   std::optional<Batch> next() override;
-  // Stops the workers mid-epoch without deadlock.
+  // Stops the workers mid-epoch (error, signal, early exit) without deadlock.
   void stop() override;
 
   int64_t batches_per_epoch() const override;

@@ -26,12 +26,22 @@ struct LaunchInfo {
   int64_t world_size = 1;
   std::string master_addr = "127.0.0.1";
   int64_t master_port = 29500;
+  // torchrun's agent already hosts the store at MASTER_ADDR:MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE): every rank joins it as a client, under a
+  // prefix per restart (TORCHELASTIC_RESTART_COUNT). Otherwise rank 0 hosts it.
+  bool agent_store = false;
+  int64_t attempt = 0;
 };
+
+// Throws UserError for values no launcher would give: a world size below 1,
+// a rank outside [0, world size), a port outside 1..65535.
+void check_launch(const LaunchInfo& launch);
 
 struct StrategyPlan {
   StrategyKind kind = StrategyKind::kSingle;
   std::vector<torch::Device> replicas;  // dp: one per replica; else the one device
   std::string reason;                   // why this strategy, for the log
+  std::string backend{};                // ddp: "nccl" or "gloo"
 };
 
 // strategy: auto means ddp when launched with a world size above 1, dp when
@@ -66,6 +76,9 @@ class Strategy {
   virtual void after_backward(torch::nn::Sequential& model) { (void)model; }
   // Sums `values` across processes in place (ddp), for metrics.
   virtual void all_reduce_sum(torch::Tensor& values) { (void)values; }
+  // Whether `local` holds on any process (ddp: all-reduce MAX), so that every
+  // rank takes the same decision, e.g. to stop at a step boundary.
+  virtual bool any_rank(bool local) { return local; }
 };
 
 std::unique_ptr<Strategy> make_strategy(const StrategyPlan& plan, const config::ExperimentConfig& config,

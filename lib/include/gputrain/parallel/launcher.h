@@ -1,0 +1,40 @@
+#pragma once
+// `gputrain train --nproc N`: N worker processes on this machine, started the
+// way torchrun starts them, so a worker cannot tell the two launchers apart.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gputrain/config/config.h"
+#include "gputrain/device/resolve.h"
+
+namespace gputrain::parallel {
+
+struct LauncherOptions {
+  int64_t nproc = 1;
+  std::string executable;                // what every worker runs: this binary
+  std::vector<std::string> arguments;    // the workers' argv[1..]
+  std::vector<std::string> environment;  // KEY=VALUE the workers inherit; the rank variables are replaced
+  std::string master_addr = "127.0.0.1";
+  int64_t master_port = 0;  // 0: a free port
+  // Once a worker fails, the others get this long to exit on their own (they
+  // find out through their collectives), then SIGTERM, then as long again
+  // before SIGKILL.
+  std::chrono::milliseconds grace{10000};
+};
+
+// Plans the strategy of every local rank, so a configuration the workers
+// cannot run (more workers than selected GPUs, strategy: single, nccl on the
+// CPU) fails here, once, with the config's ConfigError.
+void check_local_workers(const config::LoadedConfig& loaded, const device::DevicePlan& devices, int64_t nproc);
+
+// Starts the workers with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+// MASTER_ADDR and MASTER_PORT set, forwards SIGINT, SIGTERM, SIGHUP and SIGUSR1
+// to every one, and waits for all of them; logs which rank failed first.
+// Returns the launcher's exit code: 0; the first failed worker's exit code;
+// 130 for a worker ended by a forwarded signal; 1 for one killed otherwise.
+// Throws DistributedError when a worker cannot be started.
+int run_local_workers(const LauncherOptions& options);
+
+}  // namespace gputrain::parallel

@@ -1,0 +1,22 @@
+#pragma once
+// The readers and generators behind make_dataset; each returns a TensorDataset.
+#include <string>
+#include <vector>
+
+#include "gputrain/data/tensor_dataset.h"
+
+namespace gputrain::data::detail {
+
+// DatasetInfo of a labelled image set (CIFAR-10, IDX) of shape `shape` per sample.
+DatasetInfo image_info(const std::string& name, const std::string& source, int64_t samples,
+                       std::vector<int64_t> shape);
+
+std::shared_ptr<const Dataset> read_cifar10(const std::string& root, Split split);
+std::shared_ptr<const Dataset> read_idx(const std::string& name, const std::string& root, Split split);
+std::shared_ptr<const Dataset> make_random(const config::DataConfig& config, Split split, uint64_t seed);
+std::shared_ptr<const Dataset> make_synthetic(const config::DataConfig& config, Split split, uint64_t seed);
+
+// Throws a DataError unless `root` is a directory; `hint` says how to get the data.
+void require_directory(const std::string& name, const std::string& root, const std::string& hint);
+
+}  // namespace gputrain::data::detail

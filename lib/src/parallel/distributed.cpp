@@ -1,0 +1,400 @@
+#include "distributed.h"
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <set>
+#include <thread>
+
+#include "c10d_backends.h"
+#include "data_parallel.h"
+#include "gputrain/common/error.h"
+#include "gputrain/parallel/split.h"
+
+namespace gputrain::parallel::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr int64_t kBucketBytes = 25 * 1024 * 1024;  // DistributedDataParallel's bucket_cap_mb
+constexpr milliseconds kPoll{20};
+// After a failed collective, how long the ranks still there wait for one
+// another on the store before naming whoever did not answer.
+constexpr milliseconds kRollCall{3000};
+
+std::string key(const char* what, int64_t rank) { return fmt::format("{}/{}", what, rank); }
+
+// The first line of an error, without LibTorch's backtrace.
+std::string error_text(const std::exception& e) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  const std::string text = torch_error ? torch_error->what_without_backtrace() : e.what();
+  return text.substr(0, text.find('\n'));
+}
+
+double seconds(milliseconds duration) { return static_cast<double>(duration.count()) / 1000.0; }
+
+bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
+
+std::set<int64_t> other_ranks(const LaunchInfo& launch) {
+  std::set<int64_t> others;
+  for (int64_t r = 0; r < launch.world_size; ++r) {
+    if (r != launch.rank) others.insert(r);
+  }
+  return others;
+}
+
+// Polls `arrived(rank)` for every rank in `waiting` until all have arrived or
+// `deadline` passes; returns the ranks still missing.
+std::set<int64_t> wait_for_ranks(std::set<int64_t> waiting, Clock::time_point deadline,
+                                 const std::function<bool(int64_t)>& arrived) {
+  while (true) {
+    for (auto it = waiting.begin(); it != waiting.end();) it = arrived(*it) ? waiting.erase(it) : std::next(it);
+    if (waiting.empty() || Clock::now() >= deadline) return waiting;
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+// Waits until the counter `name` reaches `target`; false on timeout.
+bool wait_for_count(c10d::Store& store, const std::string& name, int64_t target, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (store.add(name, 0) < target) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(kPoll);
+  }
+  return true;
+}
+
+using Collective = std::function<c10::intrusive_ptr<c10d::Work>(std::vector<at::Tensor>&)>;
+
+class DistributedStrategy : public SingleDeviceStrategy {
+ public:
+  DistributedStrategy(const StrategyPlan& plan, const config::ExperimentConfig& config, const LaunchInfo& launch);
+  ~DistributedStrategy() override;
+
+  std::string describe() const override;
+  bool is_primary() const override { return launch_.rank == 0; }
+  void prepare(torch::nn::Sequential& model) override;
+  data::Batch local_part(const data::Batch& batch) const override;
+  void after_backward(torch::nn::Sequential& model) override;
+  void all_reduce_sum(torch::Tensor& values) override;
+  bool any_rank(bool local) override;
+
+ private:
+  c10::intrusive_ptr<c10d::Store> open_store() const;
+  std::string store_name() const;
+  void join() const;
+  // One collective per bucket of about kBucketBytes (one dtype and device
+  // each): later buckets are packed while earlier ones are on the wire.
+  void bucketed(const char* what, const std::vector<torch::Tensor>& tensors, const Collective& start);
+  // Runs `body`; when c10d fails in it, names the ranks behind the failure and
+  // throws DistributedError.
+  void guarded(const std::string& what, const std::function<void()>& body);
+  std::string roll_call();
+  void finish();
+  void leave_after_error();
+
+  LaunchInfo launch_;
+  std::string backend_name_;
+  milliseconds timeout_;
+  std::vector<std::string> rank_names_;  // "rank 0", ...: split_batch's devices
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::Backend> group_;
+  bool failed_ = false;  // a collective failed and the roll call has run
+};
+
+DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const config::ExperimentConfig& config,
+                                         const LaunchInfo& launch)
+    : SingleDeviceStrategy(plan.replicas.front()),
+      launch_(launch),
+      backend_name_(plan.backend),
+      timeout_(std::chrono::seconds(config.ddp.timeout_s)) {
+  for (int64_t r = 0; r < launch_.world_size; ++r) rank_names_.push_back(fmt::format("rank {}", r));
+  const auto start = Clock::now();
+  store_ = open_store();
+  join();
+  BackendOptions options;
+  options.store = c10::make_intrusive<c10d::PrefixStore>("pg", store_);
+  options.rank = static_cast<int>(launch_.rank);
+  options.size = static_cast<int>(launch_.world_size);
+  options.timeout = timeout_;
+  options.loopback = is_loopback(launch_.master_addr);
+  options.cuda_device = device().is_cuda() ? device().index() : 0;
+  guarded("setting up the " + backend_name_ + " process group", [&] {
+    group_ = backend_name_ == "nccl" ? make_nccl_backend(options) : make_gloo_backend(options);
+  });
+  spdlog::info("ddp: rank {} of {} joined through {}:{} in {:.1f} s; {} collectives, timeout {} s", launch_.rank,
+               launch_.world_size, launch_.master_addr, launch_.master_port,
+               std::chrono::duration<double>(Clock::now() - start).count(), backend_name_, config.ddp.timeout_s);
+}
+
+DistributedStrategy::~DistributedStrategy() {
+  try {
+    if (!failed_) {
+      if (std::uncaught_exceptions() > 0) {
+        leave_after_error();
+      } else {
+        finish();
+      }
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("rank {}: leaving the process group: {}", launch_.rank, error_text(e));
+  }
+}
+
+std::string DistributedStrategy::describe() const {
+  return fmt::format("distributed data-parallel, rank {} of {} on {} ({})", launch_.rank, launch_.world_size,
+                     device().str(), backend_name_);
+}
+
+c10::intrusive_ptr<c10d::Store> DistributedStrategy::open_store() const {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(launch_.master_port);
+  options.isServer = launch_.rank == 0 && !launch_.agent_store;
+  options.numWorkers = static_cast<std::size_t>(launch_.world_size);
+  options.waitWorkers = false;  // join() waits instead, and names who is missing
+  options.timeout = timeout_;
+  try {
+    // Keys of an earlier attempt may still be in torchrun's store.
+    return c10::make_intrusive<c10d::PrefixStore>(
+        fmt::format("gputrain/attempt_{}", launch_.attempt),
+        c10::make_intrusive<c10d::TCPStore>(launch_.master_addr, options));
+  } catch (const std::exception& e) {
+    if (options.isServer) {
+      throw DistributedError(fmt::format(
+          "rank 0: cannot host the rendezvous store on port {} ({}); is the port in use by another run? Set "
+          "MASTER_PORT to a free port (gputrain train --nproc picks one when MASTER_PORT is unset)",
+          launch_.master_port, error_text(e)));
+    }
+    throw DistributedError(fmt::format("rank {}: cannot reach {} within {} s ({}); check that it runs and that "
+                                       "MASTER_ADDR and MASTER_PORT point at it",
+                                       launch_.rank, store_name(), seconds(timeout_), error_text(e)));
+  }
+}
+
+std::string DistributedStrategy::store_name() const {
+  return fmt::format("the rendezvous store {} at {}:{}", launch_.agent_store ? "of torchrun's agent" : "of rank 0",
+                     launch_.master_addr, launch_.master_port);
+}
+
+// Every rank registers its world size and waits for all the others, so a
+// rank that never comes is named, as is one started with another WORLD_SIZE.
+void DistributedStrategy::join() const {
+  const int64_t rank = launch_.rank;
+  const std::string world = std::to_string(launch_.world_size);
+  std::set<int64_t> missing;
+  try {
+    if (store_->add(key("joined", rank), 1) != 1) {
+      throw DistributedError(fmt::format("rank {}: another process has already joined as rank {}; every process "
+                                         "needs its own RANK",
+                                         rank, rank));
+    }
+    store_->set(key("world", rank), world);
+    missing = wait_for_ranks(other_ranks(launch_), Clock::now() + timeout_, [&](int64_t r) {
+      if (!store_->check({key("world", r)})) return false;
+      const std::string theirs = store_->get_to_str(key("world", r));
+      if (theirs != world) {
+        throw DistributedError(fmt::format("rank {} was started with WORLD_SIZE={} but rank {} with WORLD_SIZE={}; "
+                                           "every process must get the same WORLD_SIZE",
+                                           r, theirs, rank, world));
+      }
+      return true;
+    });
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DistributedError(fmt::format("rank {}: {} stopped answering during the rendezvous ({})", rank,
+                                       store_name(), error_text(e)));
+  }
+  if (!missing.empty()) {
+    throw DistributedError(fmt::format("rank {}: rendezvous at {}:{} timed out after {} s (ddp.timeout_s): rank {} "
+                                       "did not join; start every rank with the same MASTER_ADDR, MASTER_PORT and "
+                                       "WORLD_SIZE={}",
+                                       rank, launch_.master_addr, launch_.master_port, seconds(timeout_),
+                                       fmt::join(missing, ", "), launch_.world_size));
+  }
+}
+
+void DistributedStrategy::prepare(torch::nn::Sequential& model) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> tensors = model->parameters();
+  for (const auto& buffer : model->buffers()) tensors.push_back(buffer);
+  bucketed("broadcasting rank 0's initial weights", tensors, [this](std::vector<at::Tensor>& io) {
+    c10d::BroadcastOptions options;
+    options.rootRank = 0;
+    return group_->broadcast(io, options);
+  });
+}
+
+data::Batch DistributedStrategy::local_part(const data::Batch& batch) const {
+  // A batch too small to reach this rank leaves it no rows; it still takes
+  // part in every collective, with zero gradients.
+  int64_t begin = batch.size();
+  int64_t end = begin;
+  for (const ReplicaSplit& split : split_batch(batch.size(), rank_names_)) {
+    if (split.replica == launch_.rank) {
+      begin = split.begin;
+      end = split.end;
+    }
+  }
+  data::Batch part = batch;
+  part.inputs = batch.inputs.slice(0, begin, end);
+  if (batch.targets.defined()) part.targets = batch.targets.slice(0, begin, end);
+  return part;
+}
+
+void DistributedStrategy::after_backward(torch::nn::Sequential& model) {
+  std::vector<torch::Tensor> grads;
+  for (auto& p : model->parameters()) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad());
+  }
+  // Summed, not averaged: each rank's loss is already divided by the global
+  // batch, so the sum is the gradient of one process on the whole batch.
+  // This runs after the last micro-batch's backward: under accumulation a
+  // gradient hook cannot tell that backward from the others, so communication
+  // overlaps other buckets' packing, not the backward pass.
+  bucketed("all-reducing the gradients", grads, [this](std::vector<at::Tensor>& io) {
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    return group_->allreduce(io, options);
+  });
+}
+
+void DistributedStrategy::all_reduce_sum(torch::Tensor& values) {
+  std::vector<at::Tensor> io{values};
+  guarded("summing metrics", [&] { group_->allreduce(io)->wait(timeout_); });
+}
+
+bool DistributedStrategy::any_rank(bool local) {
+  const auto options_int = torch::TensorOptions().dtype(torch::kInt32).device(device());
+  std::vector<at::Tensor> io{torch::full({1}, local ? 1 : 0, options_int)};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  guarded("agreeing across ranks", [&] { group_->allreduce(io, options)->wait(timeout_); });
+  return io.front().item<int32_t>() != 0;
+}
+
+void DistributedStrategy::bucketed(const char* what, const std::vector<torch::Tensor>& tensors,
+                                   const Collective& start) {
+  std::vector<std::vector<torch::Tensor>> buckets;
+  int64_t bytes = 0;
+  for (const auto& t : tensors) {
+    const bool fits = !buckets.empty() && buckets.back().front().dtype() == t.dtype() &&
+                      buckets.back().front().device() == t.device() && bytes + t.nbytes() <= kBucketBytes;
+    if (!fits) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(t);
+    bytes += static_cast<int64_t>(t.nbytes());
+  }
+  std::vector<std::vector<at::Tensor>> flats;
+  guarded(what, [&] {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (const auto& bucket : buckets) {
+      std::vector<torch::Tensor> pieces;
+      for (const auto& t : bucket) pieces.push_back(t.reshape({-1}));
+      flats.push_back({torch::cat(pieces)});
+      works.push_back(start(flats.back()));
+    }
+    for (const auto& work : works) work->wait(timeout_);
+  });
+  torch::NoGradGuard no_grad;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    int64_t offset = 0;
+    for (auto& t : buckets[b]) {
+      t.copy_(flats[b].front().narrow(0, offset, t.numel()).view_as(t));
+      offset += t.numel();
+    }
+  }
+}
+
+void DistributedStrategy::guarded(const std::string& what, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::string who = roll_call();
+    failed_ = true;
+    throw DistributedError(
+        fmt::format("rank {}: {} failed: {} ({}: {})", launch_.rank, what, who, backend_name_, error_text(e)));
+  }
+}
+
+// Each rank still there says so on the store; whoever has not within
+// kRollCall died or hangs. A rank that stopped on its own error said so too.
+std::string DistributedStrategy::roll_call() {
+  std::set<int64_t> missing = other_ranks(launch_);
+  std::set<int64_t> failed;
+  bool store_lost = false;
+  const milliseconds window = std::min(timeout_, kRollCall);
+  try {
+    store_->set(key("alive", launch_.rank), "");
+    missing = wait_for_ranks(missing, Clock::now() + window, [&](int64_t r) {
+      if (store_->check({key("failed", r)})) {
+        failed.insert(r);
+        return true;
+      }
+      return store_->check({key("alive", r)});
+    });
+  } catch (const std::exception&) {
+    store_lost = true;  // keeps whatever was seen before the store went
+  }
+  std::vector<std::string> parts;
+  if (store_lost) {
+    const bool rank0_gone = !launch_.agent_store && missing.erase(0) != 0;
+    parts.push_back(fmt::format("{}{} stopped answering", rank0_gone ? "rank 0 is gone: " : "", store_name()));
+  }
+  if (!failed.empty()) {
+    parts.push_back(fmt::format("rank {} stopped on its own error (see its log)", fmt::join(failed, ", ")));
+  }
+  if (!missing.empty()) {
+    parts.push_back(fmt::format("rank {} did not answer within {} s: it died or hangs", fmt::join(missing, ", "),
+                                seconds(window)));
+  }
+  if (parts.empty()) parts.push_back("every rank is still there; see their logs");
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+// Nobody tears its connections down before every rank is done with its last
+// collective, and rank 0, which hosts the store, leaves last.
+void DistributedStrategy::finish() {
+  store_->add("finished", 1);
+  if (!wait_for_count(*store_, "finished", launch_.world_size, timeout_)) {
+    spdlog::warn("rank {}: not every rank finished within {} s", launch_.rank, seconds(timeout_));
+    return;
+  }
+  store_->add("left", 1);
+  if (launch_.rank == 0) wait_for_count(*store_, "left", launch_.world_size, timeout_);
+}
+
+// This rank failed outside a collective: it says so on the store and closes
+// its connections at once, so the others fail their next collective now
+// rather than at the timeout, and can name it.
+void DistributedStrategy::leave_after_error() {
+  store_->set(key("failed", launch_.rank), "");
+  group_.reset();
+  if (launch_.rank != 0 || launch_.agent_store) return;  // nobody else needs this process's store
+  wait_for_ranks(other_ranks(launch_), Clock::now() + std::min(timeout_, kRollCall), [&](int64_t r) {
+    return store_->check({key("alive", r)}) || store_->check({key("failed", r)});
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_distributed_strategy(const StrategyPlan& plan, const config::ExperimentConfig& config,
+                                                    const LaunchInfo& launch) {
+  return std::make_unique<DistributedStrategy>(plan, config, launch);
+}
+
+}  // namespace gputrain::parallel::detail

@@ -1,0 +1,255 @@
+#include "gputrain/parallel/launcher.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "gputrain/common/error.h"
+#include "gputrain/parallel/strategy.h"
+
+namespace gputrain::parallel {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::array<int, 4> kForwarded{SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+constexpr std::array<const char*, 6> kRankVariables{"RANK",       "LOCAL_RANK",  "WORLD_SIZE",
+                                                    "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+// Inherited from an outer torchrun, they would send the workers to its store.
+constexpr std::array<const char*, 2> kDropped{"TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT"};
+
+int signal_pipe_write = -1;  // the handler's only state
+
+extern "C" void note_signal(int signal) {
+  const auto byte = static_cast<unsigned char>(signal);
+  const ssize_t written = write(signal_pipe_write, &byte, 1);
+  (void)written;  // a full pipe already holds enough wake-ups
+}
+
+// While alive, the forwarded signals are caught and their numbers read from a
+// pipe by the waiting loop; the previous handlers come back afterwards.
+class SignalPipe {
+ public:
+  SignalPipe() {
+    GPUTRAIN_CHECK(signal_pipe_write < 0, "only one launcher runs at a time");
+    if (pipe2(fds_.data(), O_CLOEXEC | O_NONBLOCK) != 0) {
+      throw DistributedError(fmt::format("launcher: cannot create a pipe: {}", std::strerror(errno)));
+    }
+    signal_pipe_write = fds_[1];
+    struct sigaction action {};
+    action.sa_handler = note_signal;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    for (std::size_t i = 0; i < kForwarded.size(); ++i) sigaction(kForwarded[i], &action, &previous_[i]);
+  }
+  ~SignalPipe() {
+    for (std::size_t i = 0; i < kForwarded.size(); ++i) sigaction(kForwarded[i], &previous_[i], nullptr);
+    signal_pipe_write = -1;
+    close(fds_[0]);
+    close(fds_[1]);
+  }
+  SignalPipe(const SignalPipe&) = delete;
+  SignalPipe& operator=(const SignalPipe&) = delete;
+
+  // Waits up to `timeout` for signals; returns those that came.
+  std::vector<int> wait(std::chrono::milliseconds timeout) {
+    pollfd fd{fds_[0], POLLIN, 0};
+    std::vector<int> signals;
+    if (poll(&fd, 1, static_cast<int>(timeout.count())) <= 0) return signals;
+    unsigned char byte = 0;
+    while (read(fds_[0], &byte, 1) == 1) signals.push_back(byte);
+    return signals;
+  }
+
+ private:
+  std::array<int, 2> fds_{-1, -1};
+  std::array<struct sigaction, kForwarded.size()> previous_{};
+};
+
+// A port nobody listens on now; rank 0 binds it moments later.
+int64_t free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t length = sizeof(address);
+  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  const int error = errno;
+  if (fd >= 0) close(fd);
+  if (!ok) throw DistributedError(fmt::format("launcher: cannot find a free TCP port: {}", std::strerror(error)));
+  return ntohs(address.sin_port);
+}
+
+bool is_variable(const std::string& entry, const char* name) {
+  const std::size_t n = std::strlen(name);
+  return entry.size() > n && entry.compare(0, n, name) == 0 && entry[n] == '=';
+}
+
+bool has_variable(const std::vector<std::string>& environment, const char* name) {
+  return std::any_of(environment.begin(), environment.end(),
+                     [name](const std::string& entry) { return is_variable(entry, name); });
+}
+
+bool is_launch_variable(const std::string& entry) {
+  auto named = [&entry](const char* name) { return is_variable(entry, name); };
+  return std::any_of(kRankVariables.begin(), kRankVariables.end(), named) ||
+         std::any_of(kDropped.begin(), kDropped.end(), named);
+}
+
+struct Worker {
+  int64_t rank = 0;
+  pid_t pid = -1;
+  bool running = true;
+  int status = 0;  // waitpid's, once it has ended
+};
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+}
+
+// Whether a worker ended on a signal passed on to it: killed by it, or
+// exiting with 130 after handling it.
+bool stopped_by(int status, int forwarded) {
+  if (forwarded == 0) return false;
+  if (WIFSIGNALED(status)) return WTERMSIG(status) == forwarded;
+  return WEXITSTATUS(status) == static_cast<int>(ExitCode::kInterrupted);
+}
+
+pid_t spawn(const LauncherOptions& options, int64_t rank, int64_t port) {
+  std::vector<std::string> environment;
+  for (const auto& entry : options.environment) {
+    if (!is_launch_variable(entry)) environment.push_back(entry);
+  }
+  const std::array<std::string, 6> values{std::to_string(rank),         std::to_string(rank),
+                                          std::to_string(options.nproc), std::to_string(options.nproc),
+                                          options.master_addr,           std::to_string(port)};
+  for (std::size_t i = 0; i < kRankVariables.size(); ++i) {
+    environment.push_back(std::string(kRankVariables[i]) + "=" + values[i]);
+  }
+  if (!has_variable(options.environment, "OMP_NUM_THREADS")) environment.emplace_back("OMP_NUM_THREADS=1");
+  std::vector<std::string> arguments{options.executable};
+  arguments.insert(arguments.end(), options.arguments.begin(), options.arguments.end());
+  // Everything the child needs is built before fork: after it, only
+  // async-signal-safe calls.
+  auto pointers = [](std::vector<std::string>& strings) {
+    std::vector<char*> out;
+    for (auto& s : strings) out.push_back(s.data());
+    out.push_back(nullptr);
+    return out;
+  };
+  std::vector<char*> argv = pointers(arguments);
+  std::vector<char*> envp = pointers(environment);
+  const pid_t launcher = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw DistributedError(fmt::format("launcher: cannot start rank {}: {}", rank, std::strerror(errno)));
+  if (pid > 0) return pid;
+  // A process group of its own: a Ctrl-C at the terminal reaches the
+  // launcher only, which forwards it once. The worker dies with the launcher.
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != launcher) _exit(1);
+  for (int signal : kForwarded) ::signal(signal, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execve(argv[0], argv.data(), envp.data());
+  const char message[] = "launcher: cannot execute the worker binary\n";
+  const ssize_t written = write(STDERR_FILENO, message, sizeof(message) - 1);
+  (void)written;
+  _exit(127);
+}
+
+void signal_running(std::vector<Worker>& workers, int signal) {
+  for (const auto& w : workers) {
+    if (w.running) kill(w.pid, signal);
+  }
+}
+
+}  // namespace
+
+void check_local_workers(const config::LoadedConfig& loaded, const device::DevicePlan& devices, int64_t nproc) {
+  for (int64_t rank = 0; rank < nproc; ++rank) {
+    LaunchInfo launch;
+    launch.rank = rank;
+    launch.local_rank = rank;
+    launch.world_size = nproc;
+    plan_strategy(loaded, devices, launch);
+  }
+}
+
+int run_local_workers(const LauncherOptions& options) {
+  const int64_t port = options.master_port != 0 ? options.master_port : free_port();
+  SignalPipe signals;
+  spdlog::info("launcher: {} workers, rendezvous at {}:{}", options.nproc, options.master_addr, port);
+  if (!has_variable(options.environment, "OMP_NUM_THREADS")) {
+    // As torchrun does: N processes of OpenMP threads that spin-wait for one
+    // another slow CPU training down by orders of magnitude.
+    spdlog::info("launcher: OMP_NUM_THREADS=1 for every worker (set OMP_NUM_THREADS to choose)");
+  }
+  std::vector<Worker> workers;
+  try {
+    for (int64_t rank = 0; rank < options.nproc; ++rank) {
+      workers.push_back({rank, spawn(options, rank, port)});
+      spdlog::info("launcher: rank {} runs as pid {}", rank, workers.back().pid);
+    }
+  } catch (const Error&) {
+    signal_running(workers, SIGKILL);
+    for (const auto& w : workers) waitpid(w.pid, nullptr, 0);
+    throw;
+  }
+
+  std::optional<std::size_t> failed;  // the first worker to fail
+  int forwarded = 0;                  // the last signal passed on
+  int escalation = 0;                 // after a failure: 0 waiting, 1 SIGTERM sent, 2 SIGKILL sent
+  Clock::time_point next_step;
+  std::size_t running = workers.size();
+  while (running > 0) {
+    for (int signal : signals.wait(std::chrono::milliseconds(50))) {
+      spdlog::info("launcher: passing {} on to the workers", strsignal(signal));
+      forwarded = signal;
+      signal_running(workers, signal);
+    }
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      Worker& w = workers[i];
+      if (!w.running || waitpid(w.pid, &w.status, WNOHANG) != w.pid) continue;
+      w.running = false;
+      --running;
+      if (w.status == 0 || failed) continue;
+      failed = i;
+      next_step = Clock::now() + options.grace;
+      const std::string others =
+          running > 0 ? fmt::format("; the other workers get {:g} s to stop on their own",
+                                    std::chrono::duration<double>(options.grace).count())
+                      : "";
+      spdlog::log(stopped_by(w.status, forwarded) ? spdlog::level::warn : spdlog::level::err,
+                  "launcher: rank {} (pid {}) {}{}", w.rank, w.pid, describe(w.status), others);
+    }
+    if (failed && running > 0 && escalation < 2 && Clock::now() >= next_step) {
+      ++escalation;
+      spdlog::warn("launcher: {} the workers still running", escalation == 1 ? "terminating" : "killing");
+      signal_running(workers, escalation == 1 ? SIGTERM : SIGKILL);
+      next_step = Clock::now() + options.grace;
+    }
+  }
+  if (!failed) return 0;
+  const Worker& w = workers[*failed];
+  if (WIFEXITED(w.status)) return WEXITSTATUS(w.status);
+  return static_cast<int>(stopped_by(w.status, forwarded) ? ExitCode::kInterrupted : ExitCode::kRuntime);
+}
+
+}  // namespace gputrain::parallel

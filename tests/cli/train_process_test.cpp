@@ -1,0 +1,94 @@
+// `gputrain train` and `gputrain test` end to end, as a user runs them, on a
+// small generated CIFAR-format set.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::testing {
+namespace {
+
+class TrainProcess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto made = run_gputrain({"datasets", "make-cifar", "--out", (dir_ / "cifar").string(), "--train", "600",
+                                    "--test", "200", "--seed", "1"});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+  }
+
+  ProcessResult train(const std::string& output) {
+    return run_gputrain({"train", "--config", "configs/cifar10.yaml", "--output", (dir_ / output).string(), "--set",
+                         "data.root=" + (dir_ / "cifar").string(), "--set", "train.epochs=2", "--set",
+                         "data.batch_size=50", "--set", "data.num_workers=2", "--set", "train.log_every=4", "--set",
+                         "device=cpu"});
+  }
+
+  std::vector<nlohmann::json> metrics(const std::string& output) const {
+    std::vector<nlohmann::json> lines;
+    std::ifstream in(dir_ / output / "cifar10-seed" / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+    return lines;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(TrainProcess, TrainsTestsAndWritesTheRunDirectory) {
+  const auto r = train("a");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::regex test_line(R"(Test set: Average loss: \d+\.\d{4}, Accuracy: \d+/200 \(\d+%\))");
+  std::smatch last;
+  std::string::const_iterator from = r.err.cbegin();
+  int test_lines = 0;
+  for (std::smatch m; std::regex_search(from, r.err.cend(), m, test_line); from = m.suffix().first) {
+    ++test_lines;
+    last = m;
+  }
+  EXPECT_EQ(test_lines, 2) << r.err;
+  EXPECT_NE(r.err.find("model: cifar10_cnn, 62006 parameters"), std::string::npos);
+  EXPECT_NE(r.err.find("conv1: Conv2d(3, 6"), std::string::npos);
+
+  const auto summary = nlohmann::json::parse(r.out);
+  EXPECT_EQ(summary["epochs"], 2);
+  EXPECT_EQ(summary["steps"], 24);
+
+  const auto run = dir_ / "a" / "cifar10-seed";
+  for (const char* file : {"config.yaml", "train.log", "metrics.jsonl", "model.pt"}) {
+    EXPECT_TRUE(std::filesystem::exists(run / file)) << file;
+  }
+  const auto lines = metrics("a");
+  ASSERT_EQ(lines.size(), 2u * (3 + 2));  // per epoch: steps 4, 8, 12 (or 16, 20, 24), then train and test
+  EXPECT_EQ(lines.back()["split"], "test");
+
+  // The saved weights reproduce the last test line exactly.
+  const auto tested = run_gputrain({"test", "--config", (run / "config.yaml").string(), "--checkpoint",
+                                    (run / "model.pt").string()});
+  ASSERT_EQ(tested.exit_code, 0) << tested.err;
+  EXPECT_EQ(tested.out, last.str() + "\n");
+}
+
+TEST_F(TrainProcess, SameSeedSameMetrics) {
+  ASSERT_EQ(train("a").exit_code, 0);
+  ASSERT_EQ(train("b").exit_code, 0);
+  const auto a = metrics("a");
+  const auto b = metrics("b");
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["loss"], b[i]["loss"]) << i;
+    EXPECT_EQ(a[i]["accuracy"], b[i]["accuracy"]) << i;
+  }
+}
+
+TEST_F(TrainProcess, MissingDataExitsTwoNamingTheDirectory) {
+  const auto r = run_gputrain({"train", "--config", "configs/cifar10.yaml", "--output", (dir_ / "x").string(), "--set",
+                               "data.root=" + (dir_ / "nowhere").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find((dir_ / "nowhere").string()), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace gputrain::testing

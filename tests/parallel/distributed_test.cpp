@@ -1,0 +1,251 @@
+// ddp on Gloo across real processes: the same update as one process, and
+// failures that end every rank with a message naming the culprit, never a hang.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <torch/nn/modules/linear.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "gputrain/config/load.h"
+#include "gputrain/models/factory.h"
+#include "gputrain/parallel/strategy.h"
+#include "gputrain/train/trainer.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::parallel {
+namespace {
+
+using testing::GputrainProcess;
+using testing::run_gputrain;
+using testing::TempDir;
+
+// A socket bound to a free port; listening on it makes the port busy.
+struct PortHolder {
+  PortHolder() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_ANY);
+    socklen_t length = sizeof(address);
+    bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+    port = ntohs(address.sin_port);
+  }
+  ~PortHolder() { close(fd); }
+  int fd = -1;
+  int port = 0;
+};
+
+int free_port() { return PortHolder().port; }
+
+std::string experiment(int samples, int batch, int epochs, int timeout_s) {
+  return fmt::format(R"(
+name: ddp
+seed: 3
+device: cpu
+data: {{dataset: synthetic, samples: {}, test_samples: 20, features: 6, classes: 3, batch_size: {},
+       num_workers: 0, pin_memory: false}}
+model: {{name: mlp, hidden: [12]}}
+optim: {{name: sgd, lr: 0.1, momentum: 0.9}}
+train: {{epochs: {}, log_every: 1}}
+ddp: {{timeout_s: {}}}
+)",
+                     samples, batch, epochs, timeout_s);
+}
+
+std::map<std::string, std::string> rank_env(int rank, int world, int port) {
+  return {{"RANK", std::to_string(rank)},
+          {"LOCAL_RANK", std::to_string(rank)},
+          {"WORLD_SIZE", std::to_string(world)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)},
+          {"OMP_NUM_THREADS", "1"}};  // as torchrun sets it: spinning OpenMP threads of two processes crawl
+}
+
+torch::nn::Sequential load_model(const std::filesystem::path& config, const std::filesystem::path& weights) {
+  auto model = models::make_model(config::load_config(config.string(), {}).config.model, {{6}, 3});
+  train::load_weights(model, weights.string());
+  return model;
+}
+
+void expect_same_weights(const std::filesystem::path& config, const std::filesystem::path& a,
+                         const std::filesystem::path& b) {
+  const auto p = load_model(config, a)->parameters();
+  const auto q = load_model(config, b)->parameters();
+  ASSERT_EQ(p.size(), q.size());
+  for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::allclose(p[i], q[i], 1e-5, 1e-6)) << i;
+}
+
+std::size_t lines(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// The JSON summary line rank 0 prints last.
+nlohmann::json summary(const std::string& out) { return nlohmann::json::parse(out.substr(out.rfind('{'))); }
+
+TEST(Ddp, TwoGlooRanksUnderNprocMatchOneProcess) {
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 2, 30));
+  const auto one = run_gputrain({"train", "--config", config.string(), "--output", (dir / "one").string()});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto two =
+      run_gputrain({"train", "--config", config.string(), "--output", (dir / "two").string(), "--nproc", "2"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  expect_same_weights(config, dir / "one/ddp/model.pt", dir / "two/ddp/model.pt");
+  EXPECT_NEAR(summary(two.out)["test_loss"].get<double>(), summary(one.out)["test_loss"].get<double>(), 1e-5);
+  EXPECT_EQ(summary(two.out)["test_accuracy"], summary(one.out)["test_accuracy"]);
+  EXPECT_NE(two.err.find("[rank 0] [info] strategy: distributed data-parallel, rank 0 of 2 on cpu (gloo)"),
+            std::string::npos)
+      << two.err;
+  EXPECT_EQ(two.err.find("[rank 1] [info]"), std::string::npos) << "rank 1 logs warnings and errors only";
+  // Rank 0 alone wrote the run directory: one metrics file, as many records as the single run's.
+  EXPECT_FALSE(std::filesystem::exists(dir / "two/ddp/metrics.1.jsonl"));
+  EXPECT_EQ(lines(dir / "two/ddp/metrics.jsonl"), lines(dir / "one/ddp/metrics.jsonl"));
+}
+
+// Batches of 5 split 3 + 2, and the last batch of 1 leaves rank 1 no rows.
+TEST(Ddp, UnevenSplitUnderTorchrunVariablesMatchesOneProcess) {
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(21, 5, 2, 30));
+  const std::vector<std::string> args{"train", "--config", config.string(), "--output", (dir / "two").string()};
+  const int port = free_port();
+  GputrainProcess rank0(args, rank_env(0, 2, port));
+  GputrainProcess rank1(args, rank_env(1, 2, port));
+  const auto r1 = rank1.wait();
+  const auto r0 = rank0.wait();
+  ASSERT_EQ(r0.exit_code, 0) << r0.err;
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_TRUE(r1.out.empty()) << r1.out;
+  const auto one = run_gputrain({"train", "--config", config.string(), "--output", (dir / "one").string()});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  expect_same_weights(config, dir / "one/ddp/model.pt", dir / "two/ddp/model.pt");
+}
+
+// torchrun's agent hosts the store itself (TORCHELASTIC_USE_AGENT_STORE).
+TEST(Ddp, RunsUnderTorchrun) {
+  if (std::string(GPUTRAIN_TORCHRUN).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 1, 30));
+  GputrainProcess torchrun({"--nproc-per-node=2", "--master-port=" + std::to_string(free_port()), "--no-python",
+                            GPUTRAIN_BINARY, "train", "--config", config.string(), "--output", dir.path().string()},
+                           {}, GPUTRAIN_SOURCE_DIR, GPUTRAIN_TORCHRUN);
+  const auto result = torchrun.wait();
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("[rank 0] [info] strategy: distributed data-parallel, rank 0 of 2"), std::string::npos)
+      << result.err;
+  EXPECT_TRUE(std::filesystem::exists(dir / "ddp/model.pt"));
+}
+
+TEST(Ddp, KilledRankEndsTheOthersNamingIt) {
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 100000, 5));
+  GputrainProcess launcher(
+      {"train", "--config", config.string(), "--output", (dir / "run").string(), "--nproc", "2"});
+  // Wait until rank 0 has finished an epoch, so the kill lands mid-run.
+  const std::regex pid_line(R"(rank 1 runs as pid (\d+))");
+  std::smatch match;
+  std::string err;
+  const auto started = std::chrono::steady_clock::now();
+  while (!(std::regex_search(err, match, pid_line) && err.find("Epoch 1/") != std::string::npos)) {
+    ASSERT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << err;
+    ASSERT_FALSE(launcher.wait_for(std::chrono::milliseconds(50))) << err;
+    err = launcher.err_so_far();
+  }
+  ASSERT_EQ(kill(std::stoi(match[1]), SIGKILL), 0);
+  const auto killed = std::chrono::steady_clock::now();
+  const auto result = launcher.wait_for(std::chrono::seconds(30));
+  ASSERT_TRUE(result) << "still running 30 s after rank 1 was killed";
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(10));
+  EXPECT_EQ(result->exit_code, 1) << result->err;
+  EXPECT_TRUE(std::regex_search(result->err, std::regex(R"(\[rank 0\] \[error\] rank 0: .* failed: rank 1 )")))
+      << result->err;
+  EXPECT_NE(result->err.find("launcher: rank 1 (pid " + std::string(match[1]) + ") was killed by signal 9"),
+            std::string::npos)
+      << result->err;
+}
+
+TEST(Ddp, BadLaunchVariablesExitTwo) {
+  const std::vector<std::string> args{"train", "--config", "configs/seed_mlp.yaml", "--set", "device=cpu"};
+  const auto rank_too_big = run_gputrain(args, {{"RANK", "2"}, {"WORLD_SIZE", "2"}});
+  EXPECT_EQ(rank_too_big.exit_code, 2);
+  EXPECT_NE(rank_too_big.err.find("RANK=2 with WORLD_SIZE=2: ranks run from 0 to WORLD_SIZE-1"), std::string::npos)
+      << rank_too_big.err;
+  const auto not_a_number = run_gputrain(args, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "two"}});
+  EXPECT_EQ(not_a_number.exit_code, 2);
+  EXPECT_NE(not_a_number.err.find("SLURM_NTASKS='two' is not an integer"), std::string::npos) << not_a_number.err;
+  const auto half = run_gputrain(args, {{"WORLD_SIZE", "2"}});
+  EXPECT_EQ(half.exit_code, 2);
+  EXPECT_NE(half.err.find("WORLD_SIZE is set but RANK is not"), std::string::npos) << half.err;
+}
+
+TEST(Ddp, PortInUseAndMissingRankAreClearErrors) {
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 1, 1));
+  const std::vector<std::string> args{"train", "--config", config.string(), "--output", (dir / "run").string()};
+  PortHolder busy;
+  ASSERT_EQ(listen(busy.fd, 1), 0);
+  const auto in_use = run_gputrain(args, rank_env(0, 2, busy.port));
+  EXPECT_EQ(in_use.exit_code, 1);
+  EXPECT_NE(in_use.err.find(fmt::format("cannot host the rendezvous store on port {}", busy.port)), std::string::npos)
+      << in_use.err;
+
+  const auto alone = run_gputrain(args, rank_env(0, 2, free_port()));
+  EXPECT_EQ(alone.exit_code, 1);
+  EXPECT_NE(alone.err.find("timed out after 1 s (ddp.timeout_s): rank 1 did not join"), std::string::npos)
+      << alone.err;
+}
+
+// Two ranks on threads of this process: every hook against its expected result.
+TEST(DistributedStrategy, TwoRanksOnThreadsShareBatchesAndSums) {
+  const auto loaded = config::load_config_text("device: cpu\nddp: {timeout_s: 20}\n", "ddp.yaml", {});
+  const StrategyPlan plan{StrategyKind::kDistributed, {torch::Device(torch::kCPU)}, "test", "gloo"};
+  const int port = free_port();
+  std::vector<std::exception_ptr> errors(2);
+  auto rank = [&](int r) {
+    try {
+      const auto strategy = make_strategy(plan, loaded.config, {r, r, 2, "127.0.0.1", port});
+      EXPECT_EQ(strategy->is_primary(), r == 0);
+      EXPECT_TRUE(strategy->any_rank(r == 1));
+      EXPECT_FALSE(strategy->any_rank(false));
+      torch::Tensor sums = torch::full({2}, r + 1.0, torch::kFloat64);
+      strategy->all_reduce_sum(sums);
+      EXPECT_TRUE(sums.equal(torch::full({2}, 3.0, torch::kFloat64)));
+
+      const data::Batch five{torch::arange(5).view({5, 1}), torch::arange(5), 0};
+      EXPECT_TRUE(strategy->local_part(five).targets.equal(r == 0 ? torch::arange(3) : torch::arange(3, 5)));
+      EXPECT_EQ(strategy->local_part(data::Batch{torch::ones({1, 1}), torch::zeros({1}), 0}).size(), r == 0 ? 1 : 0);
+
+      torch::nn::Sequential model(torch::nn::Linear(3, 2));
+      torch::NoGradGuard no_grad;
+      for (auto& p : model->parameters()) p.fill_(r + 1.0);  // differ until rank 0's are broadcast
+      strategy->prepare(model);
+      for (auto& p : model->parameters()) EXPECT_TRUE(p.equal(torch::ones_like(p)));
+      for (auto& p : model->parameters()) p.mutable_grad() = torch::full_like(p, r + 1.0);
+      strategy->after_backward(model);
+      for (auto& p : model->parameters()) EXPECT_TRUE(p.grad().equal(torch::full_like(p, 3.0)));
+    } catch (...) {
+      errors[static_cast<std::size_t>(r)] = std::current_exception();
+    }
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+}  // namespace
+}  // namespace gputrain::parallel

@@ -1,0 +1,61 @@
+// The --nproc launcher's process handling, with /bin/sh standing in for the
+// workers: rank variables, signal forwarding, and stopping after a failure.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "gputrain/parallel/launcher.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::parallel {
+namespace {
+
+LauncherOptions shell_workers(const std::string& script) {
+  LauncherOptions options;
+  options.nproc = 2;
+  options.executable = "/bin/sh";
+  options.arguments = {"-c", script};
+  options.environment = {"PATH=/usr/bin:/bin", "RANK=7"};  // RANK is replaced
+  options.master_port = 23456;
+  options.grace = std::chrono::milliseconds(300);
+  return options;
+}
+
+std::string read(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string text;
+  std::getline(in, text);
+  return text;
+}
+
+TEST(Launcher, FailedWorkerStopsTheOthersAndGivesItsExitCode) {
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(run_local_workers(shell_workers("if [ \"$RANK\" = 1 ]; then exit 3; fi; exec sleep 30")), 3);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(Launcher, ForwardsSignalsToEveryWorkerWithItsRankVariables) {
+  testing::TempDir dir;
+  const std::string d = dir.path().string();
+  auto options = shell_workers(
+      "trap 'echo $RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT > " + d +
+      "/got.$RANK; exit 0' USR1; touch " + d + "/ready.$RANK; while :; do sleep 0.05; done");
+  std::thread sender([&] {
+    while (!std::filesystem::exists(dir / "ready.0") || !std::filesystem::exists(dir / "ready.1")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    kill(getpid(), SIGUSR1);
+  });
+  EXPECT_EQ(run_local_workers(options), 0);
+  sender.join();
+  EXPECT_EQ(read(dir / "got.0"), "0 0 2 127.0.0.1 23456");
+  EXPECT_EQ(read(dir / "got.1"), "1 1 2 127.0.0.1 23456");
+}
+
+}  // namespace
+}  // namespace gputrain::parallel
