@@ -118,6 +118,7 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
       {"optim: {nesterov: true}", "optim.nesterov", "needs optim.momentum > 0"},
       {"train: {monitor_ms: 5}", "train.monitor_ms", "must be 0 (off) or >= 10 (got 5)"},
       {"optim: {foreach: true, fused: true}", "optim.fused", "set at most one"},
+      {"train: {threads: -1}", "train.threads", "must be >= 0 (got -1)"},
   };
   for (const auto& c : cases) {
     const ConfigError e = config_error(c.yaml);

@@ -173,6 +173,7 @@ void read_train(NodeReader r, TrainConfig& t, const std::string& device) {
   r.read("cuda_graph", t.cuda_graph);
   r.read("channels_last", t.channels_last);
   r.read("cudnn_benchmark", t.cudnn_benchmark);
+  r.read_at_least("threads", t.threads, 0);
   r.read("tensorboard", t.tensorboard);
   r.read_at_least("monitor_ms", t.monitor_ms, 0);
   // Below 10 ms the sampling itself would cost more than it tells.
@@ -406,6 +407,7 @@ std::string dump_config(const ExperimentConfig& c) {
   out << YAML::Key << "cuda_graph" << YAML::Value << t.cuda_graph;
   out << YAML::Key << "channels_last" << YAML::Value << t.channels_last;
   out << YAML::Key << "cudnn_benchmark" << YAML::Value << t.cudnn_benchmark;
+  out << YAML::Key << "threads" << YAML::Value << t.threads;
   out << YAML::Key << "tensorboard" << YAML::Value << t.tensorboard;
   out << YAML::Key << "monitor_ms" << YAML::Value << t.monitor_ms;
   out << YAML::EndMap;
