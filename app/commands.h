@@ -32,10 +32,14 @@ struct Environment {
   std::optional<EnvValue> agent_store;    // TORCHELASTIC_USE_AGENT_STORE
   std::optional<EnvValue> restart_count;  // TORCHELASTIC_RESTART_COUNT
   std::vector<std::string> all;  // KEY=VALUE, for the workers `train --nproc` starts
+  // GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE: seconds every checkpoint write
+  // pauses half-way, for tests that kill the process in the middle of one.
+  std::optional<std::string> test_pause_checkpoint_write;
 };
 
 // -c/--config FILE and --set KEY=VALUE..., as every command that reads an experiment file takes them.
-void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides);
+void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,
+                        bool required = true);
 
 struct ConfigArgs {
   std::string config;
@@ -66,14 +70,22 @@ CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args);
 int run_datasets(const DatasetsArgs& args);
 
 struct TrainArgs {
-  std::string config;
+  std::string config;  // required unless `resume` is a path
   std::vector<std::string> overrides;
   std::string output;             // overrides output.dir when set
+  std::string resume;             // "", "auto" or a checkpoint path
   std::optional<int64_t> nproc;   // set: launch this many local workers instead of training
   std::string log_level;          // passed on to those workers
   Environment env;
 };
 int run_train(const TrainArgs& args);
+
+// `gputrain report RUN_DIR [--out FILE]`: the HTML report of a run, finished or not.
+struct ReportArgs {
+  std::string run_dir;
+  std::string out;  // empty: RUN_DIR/report.html
+};
+int run_report(const ReportArgs& args);
 
 struct TestArgs {
   std::string config;
@@ -94,5 +106,11 @@ struct BenchArgs {
 };
 CLI::App* add_bench_command(CLI::App& app, BenchArgs& args);
 int run_bench(const BenchArgs& args);
+
+struct ExportArgs {
+  std::string checkpoint;  // a checkpoint or a model.pt
+  std::string out;
+};
+int run_export(const ExportArgs& args);
 
 }  // namespace gputrain::app

@@ -38,6 +38,7 @@ gputrain::app::Environment read_environment() {
   env.agent_store = variable("TORCHELASTIC_USE_AGENT_STORE");
   env.restart_count = variable("TORCHELASTIC_RESTART_COUNT");
   for (char** entry = environ; *entry != nullptr; ++entry) env.all.emplace_back(*entry);
+  if (const char* pause = std::getenv("GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE")) env.test_pause_checkpoint_write = pause;
   return env;
 }
 
@@ -48,8 +49,9 @@ std::string default_log_level() {
 
 }  // namespace
 
-void gputrain::app::add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides) {
-  command->add_option("-c,--config", config, "experiment YAML file (see configs/)")->required();
+void gputrain::app::add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,
+                                       bool required) {
+  command->add_option("-c,--config", config, "experiment YAML file (see configs/)")->required(required);
   command->add_option("--set", overrides,
                       "override one key with a YAML value, e.g. --set data.batch_size=64 --set gpus=[0,1]; "
                       "applied in order after the file")
@@ -79,24 +81,40 @@ int main(int argc, char** argv) {
   TrainArgs train_args;
   train_args.env = env;
   auto* train = app.add_subcommand("train", "train the model an experiment file describes, testing after every epoch");
-  add_config_options(train, train_args.config, train_args.overrides);
+  add_config_options(train, train_args.config, train_args.overrides, /*required=*/false);
   train->add_option("-o,--output", train_args.output,
                     "directory for runs (overrides output.dir); the run writes <output>/<name>/");
   train->add_option("--nproc", train_args.nproc,
                     "start N worker processes on this machine, one per selected GPU (or N CPU workers with "
                     "device: cpu), and wait for them; torchrun and srun start workers instead")
       ->check(CLI::Range(1, 1024));
+  train->add_option("--resume", train_args.resume,
+                    "continue from a checkpoint: 'auto' (the newest valid one of the run --config names) or a "
+                    "checkpoint file; its config is restored, then --set applies");
 
   TestArgs test_args;
   test_args.env = env;
   auto* test = app.add_subcommand("test", "evaluate saved weights on the test split and print the test line");
   add_config_options(test, test_args.config, test_args.overrides);
-  test->add_option("--checkpoint", test_args.checkpoint, "weights written by train (<run dir>/model.pt)")->required();
+  test->add_option("--checkpoint", test_args.checkpoint,
+                   "weights written by train: <run dir>/model.pt or a checkpoint file")
+      ->required();
+
+  ExportArgs export_args;
+  auto* export_command =
+      app.add_subcommand("export", "write a checkpoint's weights as a state_dict that Python's torch.load reads");
+  export_command->add_option("--checkpoint", export_args.checkpoint, "a checkpoint file or a model.pt")->required();
+  export_command->add_option("--out", export_args.out, "the file to write, e.g. weights.pt")->required();
   DatasetsArgs datasets_args;
   auto* datasets = add_datasets_command(app, datasets_args);
   BenchArgs bench_args;
   bench_args.env = env;
   auto* bench = add_bench_command(app, bench_args);
+
+  ReportArgs report_args;
+  auto* report = app.add_subcommand("report", "write the HTML report of a run directory (also of an unfinished run)");
+  report->add_option("run_dir", report_args.run_dir, "the run directory (<output.dir>/<name>/)")->required();
+  report->add_option("-o,--out", report_args.out, "the HTML file to write (default: RUN_DIR/report.html)");
 
   try {
     app.parse(argc, argv);
@@ -110,9 +128,11 @@ int main(int argc, char** argv) {
   try {
     if (train->parsed()) return run_train(train_args);
     if (test->parsed()) return run_test(test_args);
+    if (export_command->parsed()) return run_export(export_args);
     if (config->parsed()) return run_config(config_args);
     if (info->parsed()) return run_info(info_args);
     if (datasets->parsed()) return run_datasets(datasets_args);
+    if (report->parsed()) return run_report(report_args);
     if (bench->parsed()) return run_bench(bench_args);
   } catch (const gputrain::Error& e) {
     spdlog::error("{}", e.what());

@@ -4,11 +4,13 @@
 #                    asan preset), CMake, Ninja, the C++ libraries, the real Fashion-MNIST
 #   LibTorch: the PyPI wheel torch==2.11.0 (built for CUDA 13.0) in $GPUTRAIN_VENV,
 #             unless Torch_DIR points at an official LibTorch.
+#   Test tools: chromium (the HTML report's browser test) and tensorboard in the venv
+#             (the event files' round trip through TensorBoard's own reader).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev llvm pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev
-          libcli11-dev libgtest-dev zlib1g-dev nlohmann-json3-dev libgloo-dev dataset-fashion-mnist)
+          libcli11-dev libgtest-dev zlib1g-dev nlohmann-json3-dev libgloo-dev dataset-fashion-mnist chromium)
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3 python3-venv)
 
 missing=()
@@ -37,4 +39,8 @@ else
   # numpy: the Python side of the tests and benchmarks (and it silences torch's warning).
   "$GPUTRAIN_PYTHON" -c 'import numpy' 2>/dev/null || "$GPUTRAIN_PYTHON" -m pip install -q numpy
 fi
+# TensorBoard reads back the event files in the tests; the venv may exist without torch (Torch_DIR).
+[ -x "$GPUTRAIN_PYTHON" ] || { mkdir -p "$(dirname "$GPUTRAIN_VENV")"; python3 -m venv "$GPUTRAIN_VENV"; }
+"$GPUTRAIN_PYTHON" -c 'import tensorboard' 2>/dev/null || "$GPUTRAIN_PYTHON" -m pip install -q "tensorboard==$GPUTRAIN_TENSORBOARD_VERSION"
+
 echo "setup: ready"

@@ -83,6 +83,9 @@ TEST(ConfigLoad, UnknownKeyNamesLineColumnAndClosestKey) {
   EXPECT_EQ(e.where().column, 3);
   EXPECT_NE(std::string(e.what()).find("did you mean 'batch_size'?"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("exp.yaml:2:3"), std::string::npos) << e.what();
+  const ConfigError train = config_error("train:\n  tensorbord: false\n");
+  EXPECT_EQ(train.key(), "train.tensorbord");
+  EXPECT_NE(std::string(train.what()).find("did you mean 'tensorboard'?"), std::string::npos) << train.what();
 }
 
 TEST(ConfigLoad, UnknownTopLevelKeyWithoutNearMatchListsValidKeys) {
@@ -115,7 +118,9 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
       {"name: ../escape", "name", "must start with a letter or digit"},
       {"device: gpu", "device", "unknown device 'gpu'"},
       {"optim: {nesterov: true}", "optim.nesterov", "needs optim.momentum > 0"},
+      {"train: {monitor_ms: 5}", "train.monitor_ms", "must be 0 (off) or >= 10 (got 5)"},
       {"optim: {foreach: true, fused: true}", "optim.fused", "set at most one"},
+      {"train: {threads: -1}", "train.threads", "must be >= 0 (got -1)"},
   };
   for (const auto& c : cases) {
     const ConfigError e = config_error(c.yaml);

@@ -8,7 +8,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/data/batch_stream.h"
-#include "memory_dataset.h"
+#include "test_datasets.h"
 
 namespace gputrain::data {
 namespace {
@@ -88,7 +88,8 @@ TEST(DeviceCache, RejectsWhatBatchStreamRejects) {
 
 TEST(DeviceCache, BadLabelIsADataErrorNamingTheSampleBeforeAnyBatch) {
   const auto dataset = index_dataset(20);
-  dataset->mutable_targets()[13] = 10;  // 10 classes: labels 0..9
+  torch::Tensor labels = dataset->targets();  // a handle: the write reaches the data set
+  labels[13] = 10;                             // 10 classes: labels 0..9
   try {
     DeviceCache cache(dataset, LoaderOptions{}, torch::kCPU);
     FAIL() << "no DataError";

@@ -20,7 +20,8 @@ DeviceInventory two_gpus() {
   inv.cuda_visible_devices = "2,3";
   inv.cpu_threads = 16;
   for (int i = 0; i < 2; ++i) {
-    inv.gpus.push_back({i, std::to_string(i + 2), "NVIDIA H100", 9, 0, 132, int64_t{80} << 30, int64_t{79} << 30});
+    inv.gpus.push_back({i, std::to_string(i + 2), "NVIDIA H100", 9, 0, 132, int64_t{80} << 30, int64_t{79} << 30,
+                        "00000000:0" + std::to_string(i + 2) + ":00.0"});
   }
   return inv;
 }
@@ -39,6 +40,7 @@ TEST(Report, JsonCarriesTheSameFacts) {
   EXPECT_TRUE(json["cuda_available"].get<bool>());
   EXPECT_EQ(json["gpus"].size(), 2u);
   EXPECT_EQ(json["gpus"][1]["physical_id"], "3");
+  EXPECT_EQ(json["gpus"][1]["pci_bus_id"], "00000000:03:00.0");
   EXPECT_EQ(json["gpus"][0]["compute_capability"], "9.0");
   EXPECT_EQ(json["cuda_visible_devices"], "2,3");
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
@@ -66,7 +67,8 @@ std::map<std::string, std::string> rank_env(int rank, int world, int port) {
           {"LOCAL_RANK", std::to_string(rank)},
           {"WORLD_SIZE", std::to_string(world)},
           {"MASTER_ADDR", "127.0.0.1"},
-          {"MASTER_PORT", std::to_string(port)}};
+          {"MASTER_PORT", std::to_string(port)},
+          {"OMP_NUM_THREADS", "1"}};  // as torchrun sets it: spinning OpenMP threads of two processes crawl
 }
 
 torch::nn::Sequential load_model(const std::filesystem::path& config, const std::filesystem::path& weights) {
@@ -81,6 +83,13 @@ void expect_same_weights(const std::filesystem::path& config, const std::filesys
   const auto q = load_model(config, b)->parameters();
   ASSERT_EQ(p.size(), q.size());
   for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::allclose(p[i], q[i], 1e-5, 1e-6)) << i;
+}
+
+std::size_t lines(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
 }
 
 // The JSON summary line rank 0 prints last.
@@ -101,10 +110,9 @@ TEST(Ddp, TwoGlooRanksUnderNprocMatchOneProcess) {
             std::string::npos)
       << two.err;
   EXPECT_EQ(two.err.find("[rank 1] [info]"), std::string::npos) << "rank 1 logs warnings and errors only";
-  // Rank 0 alone wrote the run directory: one metrics file, the single run's length.
+  // Rank 0 alone wrote the run directory: one metrics file, as many records as the single run's.
   EXPECT_FALSE(std::filesystem::exists(dir / "two/ddp/metrics.1.jsonl"));
-  EXPECT_EQ(std::filesystem::file_size(dir / "two/ddp/metrics.jsonl"),
-            std::filesystem::file_size(dir / "one/ddp/metrics.jsonl"));
+  EXPECT_EQ(lines(dir / "two/ddp/metrics.jsonl"), lines(dir / "one/ddp/metrics.jsonl"));
 }
 
 // Batches of 5 split 3 + 2, and the last batch of 1 leaves rank 1 no rows.
@@ -123,6 +131,21 @@ TEST(Ddp, UnevenSplitUnderTorchrunVariablesMatchesOneProcess) {
   const auto one = run_gputrain({"train", "--config", config.string(), "--output", (dir / "one").string()});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   expect_same_weights(config, dir / "one/ddp/model.pt", dir / "two/ddp/model.pt");
+}
+
+// torchrun's agent hosts the store itself (TORCHELASTIC_USE_AGENT_STORE).
+TEST(Ddp, RunsUnderTorchrun) {
+  if (std::string(GPUTRAIN_TORCHRUN).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 1, 30));
+  GputrainProcess torchrun({"--nproc-per-node=2", "--master-port=" + std::to_string(free_port()), "--no-python",
+                            GPUTRAIN_BINARY, "train", "--config", config.string(), "--output", dir.path().string()},
+                           {}, GPUTRAIN_SOURCE_DIR, {}, GPUTRAIN_TORCHRUN);
+  const auto result = torchrun.wait();
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("[rank 0] [info] strategy: distributed data-parallel, rank 0 of 2"), std::string::npos)
+      << result.err;
+  EXPECT_TRUE(std::filesystem::exists(dir / "ddp/model.pt"));
 }
 
 TEST(Ddp, KilledRankEndsTheOthersNamingIt) {

@@ -7,6 +7,7 @@
 #include "gputrain/report/console.h"
 #include "gputrain/report/metrics_writer.h"
 #include "gputrain/report/run_dir.h"
+#include "gputrain/report/run_info.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -34,6 +35,7 @@ TEST(MetricsWriter, WritesTheSchemaForStepsAndEpochs) {
     epoch.samples_per_s = 1200;
     epoch.lr = 0.01;
     epoch.elapsed_s = 3.0;
+    epoch.loader_wait_s = 0.125;
     writer.on_epoch(epoch);
   }
   const auto lines = read_jsonl(dir / "metrics.jsonl");
@@ -45,9 +47,82 @@ TEST(MetricsWriter, WritesTheSchemaForStepsAndEpochs) {
   }
   EXPECT_EQ(lines[0]["split"], "train");
   EXPECT_DOUBLE_EQ(lines[1]["loss"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(lines[1]["loader_wait_s"].get<double>(), 0.125);
+  EXPECT_FALSE(lines[1].contains("gpus")) << "not monitored: no GPU figures";
   EXPECT_EQ(lines[2]["split"], "test");
   EXPECT_DOUBLE_EQ(lines[2]["accuracy"].get<double>(), 0.9);
   EXPECT_EQ(lines[2]["correct"], 9);
+}
+
+TEST(MetricsWriter, EpochRecordsCarryTheMonitorsGpuFigures) {
+  testing::TempDir dir;
+  {
+    MetricsWriter writer(dir / "metrics.jsonl");
+    train::EpochMetrics epoch;
+    epoch.epoch = 1;
+    train::GpuActivity gpu;
+    gpu.index = 1;
+    gpu.samples = 4;
+    gpu.util_mean = 42.5;
+    gpu.util_max = 90;
+    gpu.memory_used_max = 1 << 20;
+    gpu.temperature_max_c = 60;
+    epoch.gpus = {gpu};
+    writer.on_epoch(epoch);
+  }
+  const auto lines = read_jsonl(dir / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 1u);
+  const auto& g = lines[0]["gpus"][0];
+  EXPECT_EQ(g["index"], 1);
+  EXPECT_DOUBLE_EQ(g["util_mean"].get<double>(), 42.5);
+  EXPECT_DOUBLE_EQ(g["util_max"].get<double>(), 90.0);
+  EXPECT_EQ(g["memory_used"], 1 << 20);
+  EXPECT_EQ(g["samples"], 4);
+  EXPECT_FALSE(g.contains("power_w")) << "not reported: left out";
+  EXPECT_DOUBLE_EQ(g["temperature_c"].get<double>(), 60.0);
+}
+
+TEST(RunInfo, DescribesStrategyAndSplitsAndRoundTrips) {
+  const auto config = config::load_config_text(
+                            "name: r\ndata: {batch_size: 40}\ntrain: {accumulation_steps: 2, epochs: 3}\n", "x")
+                            .config;
+  train::TrainLayout layout;
+  layout.strategy.kind = parallel::StrategyKind::kDistributed;
+  layout.strategy.replicas = {torch::Device(torch::kCPU)};
+  layout.strategy.reason = "strategy: ddp, world size 3";
+  layout.world_size = 3;
+  layout.train_samples = 50;
+  layout.micro_batch = 20;
+  layout.last_micro_batch = 10;
+  layout.steps_per_epoch = 2;
+  layout.classification = false;
+  RunInfo info = describe_run(config, layout);
+  EXPECT_EQ(info.strategy, "ddp");
+  EXPECT_EQ(info.replicas, (std::vector<std::string>{"rank 0", "rank 1", "rank 2"}));
+  EXPECT_EQ(info.task, "regression");
+  ASSERT_EQ(info.full_split.size(), 3u);  // 20 rows: 7, 7, 6
+  EXPECT_EQ(info.full_split[2].rows(), 6);
+  ASSERT_EQ(info.last_split.size(), 3u);  // 10 rows: 4, 4, 2
+  EXPECT_EQ(info.last_split[2].rows(), 2);
+  EXPECT_EQ(info.status, "running");
+  EXPECT_FALSE(info.started.empty());
+  end_run(info, "failed", "boom");
+
+  testing::TempDir dir;
+  write_run_info(dir / "run.json", info);
+  const RunInfo back = read_run_info(dir / "run.json");
+  EXPECT_EQ(back.status, "failed");
+  EXPECT_EQ(back.error, "boom");
+  EXPECT_EQ(back.ended, info.ended);
+  EXPECT_EQ(back.epochs, 3);
+  EXPECT_EQ(back.accumulation_steps, 2);
+  EXPECT_EQ(back.last_split.size(), 3u);
+  EXPECT_EQ(back.last_split[1].device, "rank 1");
+  EXPECT_EQ(back.last_split[1].begin, 4);
+
+  testing::write_text(dir / "bad.json", "[1, 2]");
+  EXPECT_THROW(read_run_info(dir / "bad.json"), UserError);
+  EXPECT_THROW(read_run_info(dir / "missing.json"), UserError);
 }
 
 TEST(RunDir, WritesTheResolvedConfigAndKeepsEarlierMetrics) {

@@ -7,23 +7,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
 namespace gputrain::testing {
 
 namespace {
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 }  // namespace
 
@@ -43,7 +35,7 @@ ChildSetup without_root() {
 }
 
 GputrainProcess::GputrainProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-                                 const std::string& cwd, const ChildSetup& setup) {
+                                 const std::string& cwd, const ChildSetup& setup, const std::string& program) {
   const auto out_path = capture_ / "stdout";
   const auto err_path = capture_ / "stderr";
   pid_ = fork();
@@ -61,9 +53,12 @@ GputrainProcess::GputrainProcess(const std::vector<std::string>& args, const std
     }
   }
   if (chdir(cwd.c_str()) != 0) _exit(127);
+  // gputrain keeps an inherited SIGINT ignore (a shell's background job); the
+  // child of a test run in the background must still see the test's SIGINT.
+  signal(SIGINT, SIG_DFL);
   if (setup) setup();
   std::vector<char*> argv;
-  std::string binary = GPUTRAIN_BINARY;
+  std::string binary = program;
   argv.push_back(binary.data());
   std::vector<std::string> copies(args);
   for (auto& arg : copies) argv.push_back(arg.data());
@@ -79,7 +74,11 @@ GputrainProcess::~GputrainProcess() {
   }
 }
 
-std::string GputrainProcess::err_so_far() const { return slurp(capture_ / "stderr"); }
+void GputrainProcess::send(int signal) const {
+  if (pid_ > 0) kill(pid_, signal);
+}
+
+std::string GputrainProcess::err_so_far() const { return read_text(capture_ / "stderr"); }
 
 std::optional<ProcessResult> GputrainProcess::wait_for(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -102,8 +101,8 @@ ProcessResult GputrainProcess::wait() {
 ProcessResult GputrainProcess::result(int status) const {
   ProcessResult r;
   r.exit_code = exit_code_of(status);
-  r.out = slurp(capture_ / "stdout");
-  r.err = slurp(capture_ / "stderr");
+  r.out = read_text(capture_ / "stdout");
+  r.err = read_text(capture_ / "stderr");
   return r;
 }
 
@@ -145,6 +144,15 @@ ProcessResult run_in_child(const std::function<std::string()>& body, const Child
   waitpid(pid, &status, 0);
   result.exit_code = exit_code_of(status);
   return result;
+}
+
+bool wait_until(const std::function<bool()>& condition, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 }  // namespace gputrain::testing

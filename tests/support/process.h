@@ -17,7 +17,7 @@
 namespace gputrain::testing {
 
 struct ProcessResult {
-  int exit_code = -1;  // 128 + N when killed by signal N
+  int exit_code = -1;  // 128 + the signal when a signal ended it, as a shell reports it
   std::string out;     // stdout (run_in_child: what the body returned)
   std::string err;     // stderr
 };
@@ -34,19 +34,21 @@ ChildSetup file_size_limit(std::size_t bytes);
 // bits, so tests of unreadable files need an ordinary user. Without root, does nothing.
 ChildSetup without_root();
 
-// GPUTRAIN_BINARY with `args`, started in `cwd` (default: the source tree)
+// `program` (default GPUTRAIN_BINARY) with `args`, started in `cwd` (default: the source tree)
 // with `env` added to (or, for an empty value, removed from) the environment;
 // stdout and stderr go to files that can be read while it runs. Killed, if
 // still running, when the object dies.
 class GputrainProcess {
  public:
   explicit GputrainProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
-                           const std::string& cwd = GPUTRAIN_SOURCE_DIR, const ChildSetup& setup = {});
+                           const std::string& cwd = GPUTRAIN_SOURCE_DIR, const ChildSetup& setup = {},
+                           const std::string& program = GPUTRAIN_BINARY);
   ~GputrainProcess();
   GputrainProcess(const GputrainProcess&) = delete;
   GputrainProcess& operator=(const GputrainProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  void send(int signal) const;
   std::string err_so_far() const;
   // Waits up to `timeout` for the process to end: nullopt if it still runs.
   std::optional<ProcessResult> wait_for(std::chrono::milliseconds timeout);
@@ -66,5 +68,8 @@ ProcessResult run_gputrain(const std::vector<std::string>& args, const std::map<
 // Runs `body` in a forked child after `setup`; exit code 0 and the body's
 // result in `out` when it returns, 1 when it throws (the message in `out`).
 ProcessResult run_in_child(const std::function<std::string()>& body, const ChildSetup& setup = {});
+
+// Polls `condition` every 20 ms until it holds (true) or `timeout` passes (false).
+bool wait_until(const std::function<bool()>& condition, std::chrono::seconds timeout = std::chrono::seconds(120));
 
 }  // namespace gputrain::testing

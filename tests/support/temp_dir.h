@@ -22,4 +22,7 @@ class TempDir {
 // Writes `text` to `path` (creating parent directories) and returns the path.
 std::filesystem::path write_text(const std::filesystem::path& path, const std::string& text);
 
+// The bytes of `path`; "" when it cannot be read.
+std::string read_text(const std::filesystem::path& path);
+
 }  // namespace gputrain::testing

@@ -5,19 +5,10 @@
 #include "gputrain/device/resolve.h"
 #include "gputrain/train/trainer.h"
 #include "support/temp_dir.h"
+#include "train/recorder.h"
 
 namespace gputrain::train {
 namespace {
-
-// Records what the trainer reports.
-struct Recorder : TrainObserver {
-  std::vector<StepMetrics> steps;
-  std::vector<EpochMetrics> epochs;
-  int64_t progress_calls = 0;
-  void on_progress(const Progress&) override { ++progress_calls; }
-  void on_step(const StepMetrics& m) override { steps.push_back(m); }
-  void on_epoch(const EpochMetrics& m) override { epochs.push_back(m); }
-};
 
 config::LoadedConfig synthetic(const std::vector<std::string>& overrides = {}) {
   return config::load_config_text(R"(
@@ -47,6 +38,28 @@ TEST(Trainer, LossFallsAndEveryEventArrives) {
   EXPECT_EQ(recorder.steps.front().step, 4);
   EXPECT_EQ(recorder.progress_calls, 32);
   EXPECT_EQ(recorder.epochs.back().test.samples, 128);
+}
+
+TEST(Trainer, LayoutAndLoaderWaitAreReported) {
+  // 250 samples in micro-batches of 32 / 2 = 16: 15 full ones and a last of 10.
+  Trainer trainer(synthetic({"data.samples=250", "train.accumulation_steps=2", "train.epochs=1",
+                             "data.num_workers=1"}),
+                  cpu());
+  const TrainLayout layout = trainer.layout();
+  EXPECT_EQ(layout.strategy.kind, parallel::StrategyKind::kSingle);
+  EXPECT_EQ(layout.train_samples, 250);
+  EXPECT_EQ(layout.micro_batch, 16);
+  EXPECT_EQ(layout.last_micro_batch, 10);
+  EXPECT_EQ(layout.steps_per_epoch, 8);
+  EXPECT_TRUE(layout.labeled);
+  EXPECT_TRUE(layout.classification);
+  Recorder recorder;
+  trainer.fit(recorder);
+  ASSERT_EQ(recorder.epochs.size(), 1u);
+  const EpochMetrics& m = recorder.epochs[0];
+  EXPECT_GT(m.loader_wait_s, 0.0) << "the first batch is always waited for";
+  EXPECT_LE(m.loader_wait_s, m.epoch_s);
+  EXPECT_EQ(Trainer(synthetic({"data.samples=250", "data.drop_last=true"}), cpu()).layout().last_micro_batch, 32);
 }
 
 TEST(Trainer, SameSeedSameLosses) {

@@ -1,32 +1,86 @@
 #include "gputrain/common/files.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
-#include <cstdio>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "gputrain/common/error.h"
 
 namespace gputrain {
 
-void write_file_atomically(const std::string& path, std::string_view bytes, std::string_view what) {
-  const std::string temporary = path + ".tmp";
-  // stdio rather than streams: each failing call leaves the reason in errno.
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  bool ok = file != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  int error = errno;
-  if (file != nullptr && std::fclose(file) != 0 && ok) {
-    ok = false;
-    error = errno;
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void write_failed(const fs::path& path, int error) {
+  throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write: {}; the previous file, if any, is unchanged",
+                                              path.string(), std::strerror(error)));
+}
+
+// Writes bytes [from, to) of `bytes`, retrying short writes and EINTR.
+void write_range(int fd, std::string_view bytes, std::size_t from, std::size_t to, const WriteHooks& hooks,
+                 const fs::path& path) {
+  while (from < to) {
+    const ssize_t n = hooks.write ? hooks.write(fd, bytes.data() + from, to - from)
+                                  : ::write(fd, bytes.data() + from, to - from);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) write_failed(path, n < 0 ? errno : ENOSPC);  // 0 bytes: no progress, as good as full
+    from += static_cast<std::size_t>(n);
   }
-  if (ok && std::rename(temporary.c_str(), path.c_str()) != 0) {
-    ok = false;
-    error = errno;
+}
+
+void sync_directory(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    // The rename is done; only its durability across a power cut is in doubt.
+    spdlog::warn("{}: cannot fsync the directory ({})", dir.string(), std::strerror(errno));
   }
-  if (ok) return;
-  std::remove(temporary.c_str());
-  throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write the {}: {}", path, what, std::strerror(error)));
+  if (fd >= 0) ::close(fd);
+}
+
+}  // namespace
+
+void write_atomically(const fs::path& path, std::string_view bytes, const WriteHooks& hooks) {
+  static std::atomic<int> counter{0};
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const fs::path temporary =
+      dir / fmt::format(".{}{}{}-{}", path.filename().string(), kAtomicTemporaryMark, ::getpid(), counter++);
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) write_failed(path, errno);
+  try {
+    if (hooks.pause_mid_write_s > 0) {
+      write_range(fd, bytes, 0, bytes.size() / 2, hooks, path);
+      spdlog::warn("test hook: pausing {} s in the middle of writing {} ({})", hooks.pause_mid_write_s, path.string(),
+                   temporary.string());
+      std::this_thread::sleep_for(std::chrono::duration<double>(hooks.pause_mid_write_s));
+      write_range(fd, bytes, bytes.size() / 2, bytes.size(), hooks, path);
+    } else {
+      write_range(fd, bytes, 0, bytes.size(), hooks, path);
+    }
+    if (::fsync(fd) != 0) write_failed(path, errno);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    write_failed(path, error);
+  }
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    write_failed(path, error);
+  }
+  sync_directory(dir);
 }
 
 }  // namespace gputrain

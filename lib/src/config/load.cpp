@@ -195,6 +195,13 @@ void read_train(NodeReader r, TrainConfig& t, const std::string& device) {
   r.read("cuda_graph", t.cuda_graph);
   r.read("channels_last", t.channels_last);
   r.read("cudnn_benchmark", t.cudnn_benchmark);
+  r.read_at_least("threads", t.threads, 0);
+  r.read("tensorboard", t.tensorboard);
+  r.read_at_least("monitor_ms", t.monitor_ms, 0);
+  // Below 10 ms the sampling itself would cost more than it tells.
+  if (t.monitor_ms > 0 && t.monitor_ms < 10) {
+    r.fail("monitor_ms", fmt::format("must be 0 (off) or >= 10 (got {})", t.monitor_ms));
+  }
   r.reject_unknown_keys();
 }
 
@@ -429,6 +436,9 @@ std::string dump_config(const ExperimentConfig& c) {
   out << YAML::Key << "cuda_graph" << YAML::Value << t.cuda_graph;
   out << YAML::Key << "channels_last" << YAML::Value << t.channels_last;
   out << YAML::Key << "cudnn_benchmark" << YAML::Value << t.cudnn_benchmark;
+  out << YAML::Key << "threads" << YAML::Value << t.threads;
+  out << YAML::Key << "tensorboard" << YAML::Value << t.tensorboard;
+  out << YAML::Key << "monitor_ms" << YAML::Value << t.monitor_ms;
   out << YAML::EndMap;
 
   out << YAML::Key << "dp" << YAML::Value << YAML::BeginMap;

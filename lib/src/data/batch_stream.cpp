@@ -112,13 +112,14 @@ struct BatchStream::State {
 
   ~State() { stop(); }
 
-  void start(int64_t new_epoch) {
+  void start(int64_t new_epoch, int64_t first_batch) {
+    GPUTRAIN_CHECK(first_batch >= 0 && first_batch <= batches, "batch {} of an epoch of {}", first_batch, batches);
     stop();
     epoch = new_epoch;
     order = detail::epoch_order(options, dataset->info().samples, epoch);
     wait = 0.0;
-    claimed = 0;
-    delivered = 0;
+    claimed = first_batch;
+    delivered = first_batch;
     stopping = false;
     for (int64_t w = 0; w < options.num_workers && batches > 0; ++w) workers.emplace_back([this] { work(); });
   }
@@ -234,7 +235,7 @@ BatchStream::BatchStream(std::shared_ptr<const Dataset> dataset, LoaderOptions o
 
 BatchStream::~BatchStream() = default;
 
-void BatchStream::start_epoch(int64_t epoch) { state_->start(epoch); }
+void BatchStream::start_epoch(int64_t epoch, int64_t first_batch) { state_->start(epoch, first_batch); }
 
 std::optional<Batch> BatchStream::next() {
   State& s = *state_;

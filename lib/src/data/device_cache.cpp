@@ -92,11 +92,12 @@ DeviceCache::DeviceCache(std::shared_ptr<const Dataset> dataset, LoaderOptions o
 
 DeviceCache::~DeviceCache() = default;
 
-void DeviceCache::start_epoch(int64_t epoch) {
+void DeviceCache::start_epoch(int64_t epoch, int64_t first_batch) {
   State& s = *state_;
+  GPUTRAIN_CHECK(first_batch >= 0 && first_batch <= s.batches, "batch {} of an epoch of {}", first_batch, s.batches);
   s.epoch = epoch;
   s.order = at::tensor(detail::epoch_order(s.options, s.dataset->info().samples, epoch)).to(s.device);
-  s.delivered = 0;
+  s.delivered = first_batch;
 }
 
 std::optional<Batch> DeviceCache::next() {

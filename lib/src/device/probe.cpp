@@ -65,6 +65,7 @@ void probe_cuda(DeviceInventory& inventory) {
     gpu.logical_index = i;
     gpu.physical_id = i < static_cast<int>(physical.size()) ? physical[i] : std::to_string(i);
     gpu.name = prop.name;
+    gpu.pci_bus_id = fmt::format("{:08x}:{:02x}:{:02x}.0", prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
     gpu.compute_major = prop.major;
     gpu.compute_minor = prop.minor;
     gpu.multiprocessors = prop.multiProcessorCount;

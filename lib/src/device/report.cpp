@@ -46,6 +46,7 @@ std::string report_json(const DeviceInventory& inv) {
     gpus.push_back({{"logical_index", gpu.logical_index},
                     {"physical_id", gpu.physical_id},
                     {"name", gpu.name},
+                    {"pci_bus_id", gpu.pci_bus_id},
                     {"compute_capability", fmt::format("{}.{}", gpu.compute_major, gpu.compute_minor)},
                     {"multiprocessors", gpu.multiprocessors},
                     {"total_memory_bytes", gpu.total_memory},

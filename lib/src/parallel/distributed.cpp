@@ -259,6 +259,9 @@ void DistributedStrategy::after_backward(torch::nn::Sequential& model) {
   }
   // Summed, not averaged: each rank's loss is already divided by the global
   // batch, so the sum is the gradient of one process on the whole batch.
+  // This runs after the last micro-batch's backward: under accumulation a
+  // gradient hook cannot tell that backward from the others, so communication
+  // overlaps other buckets' packing, not the backward pass.
   bucketed("all-reducing the gradients", grads, [this](std::vector<at::Tensor>& io) {
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::SUM;
@@ -272,7 +275,8 @@ void DistributedStrategy::all_reduce_sum(torch::Tensor& values) {
 }
 
 bool DistributedStrategy::any_rank(bool local) {
-  std::vector<at::Tensor> io{torch::full({1}, local ? 1 : 0, torch::TensorOptions().dtype(torch::kInt32).device(device()))};
+  const auto options_int = torch::TensorOptions().dtype(torch::kInt32).device(device());
+  std::vector<at::Tensor> io{torch::full({1}, local ? 1 : 0, options_int)};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
   guarded("agreeing across ranks", [&] { group_->allreduce(io, options)->wait(timeout_); });
@@ -351,7 +355,9 @@ std::string DistributedStrategy::roll_call() {
     const bool rank0_gone = !launch_.agent_store && missing.erase(0) != 0;
     parts.push_back(fmt::format("{}{} stopped answering", rank0_gone ? "rank 0 is gone: " : "", store_name()));
   }
-  if (!failed.empty()) parts.push_back(fmt::format("rank {} stopped on its own error (see its log)", fmt::join(failed, ", ")));
+  if (!failed.empty()) {
+    parts.push_back(fmt::format("rank {} stopped on its own error (see its log)", fmt::join(failed, ", ")));
+  }
   if (!missing.empty()) {
     parts.push_back(fmt::format("rank {} did not answer within {} s: it died or hangs", fmt::join(missing, ", "),
                                 seconds(window)));
@@ -378,7 +384,7 @@ void DistributedStrategy::finish() {
 void DistributedStrategy::leave_after_error() {
   store_->set(key("failed", launch_.rank), "");
   group_.reset();
-  if (launch_.rank != 0) return;
+  if (launch_.rank != 0 || launch_.agent_store) return;  // nobody else needs this process's store
   wait_for_ranks(other_ranks(launch_), Clock::now() + std::min(timeout_, kRollCall), [&](int64_t r) {
     return store_->check({key("alive", r)}) || store_->check({key("failed", r)});
   });

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -93,14 +94,20 @@ int64_t free_port() {
   return ntohs(address.sin_port);
 }
 
+bool is_variable(const std::string& entry, const char* name) {
+  const std::size_t n = std::strlen(name);
+  return entry.size() > n && entry.compare(0, n, name) == 0 && entry[n] == '=';
+}
+
+bool has_variable(const std::vector<std::string>& environment, const char* name) {
+  return std::any_of(environment.begin(), environment.end(),
+                     [name](const std::string& entry) { return is_variable(entry, name); });
+}
+
 bool is_launch_variable(const std::string& entry) {
-  std::vector<const char*> names(kRankVariables.begin(), kRankVariables.end());
-  names.insert(names.end(), kDropped.begin(), kDropped.end());
-  for (const char* name : names) {
-    const std::size_t n = std::strlen(name);
-    if (entry.size() > n && entry.compare(0, n, name) == 0 && entry[n] == '=') return true;
-  }
-  return false;
+  auto named = [&entry](const char* name) { return is_variable(entry, name); };
+  return std::any_of(kRankVariables.begin(), kRankVariables.end(), named) ||
+         std::any_of(kDropped.begin(), kDropped.end(), named);
 }
 
 struct Worker {
@@ -115,6 +122,14 @@ std::string describe(int status) {
   return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
 }
 
+// Whether a worker ended on a signal passed on to it: killed by it, or
+// exiting with 130 after handling it.
+bool stopped_by(int status, int forwarded) {
+  if (forwarded == 0) return false;
+  if (WIFSIGNALED(status)) return WTERMSIG(status) == forwarded;
+  return WEXITSTATUS(status) == static_cast<int>(ExitCode::kInterrupted);
+}
+
 pid_t spawn(const LauncherOptions& options, int64_t rank, int64_t port) {
   std::vector<std::string> environment;
   for (const auto& entry : options.environment) {
@@ -126,6 +141,7 @@ pid_t spawn(const LauncherOptions& options, int64_t rank, int64_t port) {
   for (std::size_t i = 0; i < kRankVariables.size(); ++i) {
     environment.push_back(std::string(kRankVariables[i]) + "=" + values[i]);
   }
+  if (!has_variable(options.environment, "OMP_NUM_THREADS")) environment.emplace_back("OMP_NUM_THREADS=1");
   std::vector<std::string> arguments{options.executable};
   arguments.insert(arguments.end(), options.arguments.begin(), options.arguments.end());
   // Everything the child needs is built before fork: after it, only
@@ -180,6 +196,11 @@ int run_local_workers(const LauncherOptions& options) {
   const int64_t port = options.master_port != 0 ? options.master_port : free_port();
   SignalPipe signals;
   spdlog::info("launcher: {} workers, rendezvous at {}:{}", options.nproc, options.master_addr, port);
+  if (!has_variable(options.environment, "OMP_NUM_THREADS")) {
+    // As torchrun does: N processes of OpenMP threads that spin-wait for one
+    // another slow CPU training down by orders of magnitude.
+    spdlog::info("launcher: OMP_NUM_THREADS=1 for every worker (set OMP_NUM_THREADS to choose)");
+  }
   std::vector<Worker> workers;
   try {
     for (int64_t rank = 0; rank < options.nproc; ++rank) {
@@ -211,10 +232,12 @@ int run_local_workers(const LauncherOptions& options) {
       if (w.status == 0 || failed) continue;
       failed = i;
       next_step = Clock::now() + options.grace;
-      if (running > 0) {
-        spdlog::error("launcher: rank {} (pid {}) {}; the other workers get {:g} s to stop on their own", w.rank,
-                      w.pid, describe(w.status), std::chrono::duration<double>(options.grace).count());
-      }
+      const std::string others =
+          running > 0 ? fmt::format("; the other workers get {:g} s to stop on their own",
+                                    std::chrono::duration<double>(options.grace).count())
+                      : "";
+      spdlog::log(stopped_by(w.status, forwarded) ? spdlog::level::warn : spdlog::level::err,
+                  "launcher: rank {} (pid {}) {}{}", w.rank, w.pid, describe(w.status), others);
     }
     if (failed && running > 0 && escalation < 2 && Clock::now() >= next_step) {
       ++escalation;
@@ -225,10 +248,8 @@ int run_local_workers(const LauncherOptions& options) {
   }
   if (!failed) return 0;
   const Worker& w = workers[*failed];
-  spdlog::error("launcher: rank {} (pid {}) {}", w.rank, w.pid, describe(w.status));
   if (WIFEXITED(w.status)) return WEXITSTATUS(w.status);
-  return WTERMSIG(w.status) == forwarded ? static_cast<int>(ExitCode::kInterrupted)
-                                         : static_cast<int>(ExitCode::kRuntime);
+  return static_cast<int>(stopped_by(w.status, forwarded) ? ExitCode::kInterrupted : ExitCode::kRuntime);
 }
 
 }  // namespace gputrain::parallel

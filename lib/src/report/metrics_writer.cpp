@@ -55,11 +55,26 @@ void MetricsWriter::on_epoch(const train::EpochMetrics& m) {
                                {"epoch_s", m.epoch_s},
                                {"samples", m.train.samples},
                                {"loss_scale", m.loss_scale},
-                               {"skipped_steps", m.skipped_steps}};
+                               {"skipped_steps", m.skipped_steps},
+                               {"loader_wait_s", m.loader_wait_s}};
   if (m.cuda) {
     train["memory_allocated"] = m.memory_allocated;
     train["memory_reserved"] = m.memory_reserved;
     train["memory_peak"] = m.memory_peak;
+  }
+  if (!m.gpus.empty()) {
+    nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
+    for (const auto& g : m.gpus) {
+      nlohmann::ordered_json gpu{{"index", g.index},
+                                 {"util_mean", g.util_mean},
+                                 {"util_max", g.util_max},
+                                 {"memory_used", g.memory_used_max},
+                                 {"samples", g.samples}};
+      if (g.power_mean_w) gpu["power_w"] = *g.power_mean_w;
+      if (g.temperature_max_c) gpu["temperature_c"] = *g.temperature_max_c;
+      gpus.push_back(gpu);
+    }
+    train["gpus"] = gpus;
   }
   write(train.dump());
   if (!m.has_test) return;

@@ -12,16 +12,23 @@ namespace gputrain::report {
 namespace fs = std::filesystem;
 
 RunPaths run_paths(const config::ExperimentConfig& config) {
+  return run_paths(fs::path(config.output.dir) / config.name);
+}
+
+RunPaths run_paths(const fs::path& dir) {
   RunPaths paths;
-  paths.dir = fs::path(config.output.dir) / config.name;
+  paths.dir = dir;
   paths.config = paths.dir / "config.yaml";
   paths.log = paths.dir / "train.log";
   paths.metrics = paths.dir / "metrics.jsonl";
   paths.weights = paths.dir / "model.pt";
+  paths.run_info = paths.dir / "run.json";
+  paths.device_report = paths.dir / "device.json";
+  paths.report = paths.dir / "report.html";
   return paths;
 }
 
-RunPaths prepare_run_dir(const config::ExperimentConfig& config) {
+RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming) {
   const RunPaths paths = run_paths(config);
   std::error_code error;
   fs::create_directories(paths.dir, error);
@@ -29,7 +36,7 @@ RunPaths prepare_run_dir(const config::ExperimentConfig& config) {
     throw UserError(fmt::format("{}: cannot create the run directory ({}). Choose another output.dir or --output.",
                                 paths.dir.string(), error.message()));
   }
-  if (fs::exists(paths.metrics)) {
+  if (!resuming && fs::exists(paths.metrics)) {
     int n = 1;
     while (fs::exists(paths.dir / fmt::format("metrics.{}.jsonl", n))) ++n;
     fs::rename(paths.metrics, paths.dir / fmt::format("metrics.{}.jsonl", n), error);

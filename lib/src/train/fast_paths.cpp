@@ -1,11 +1,16 @@
 #include "gputrain/train/fast_paths.h"
 
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
 
 namespace gputrain::train {
 
 void configure_backends(const config::TrainConfig& train, const torch::Device& device) {
+  if (train.threads > 0) {
+    at::set_num_threads(static_cast<int>(train.threads));
+    spdlog::info("train.threads: {} intra-op thread(s) for CPU ops", train.threads);
+  }
   at::globalContext().setBenchmarkCuDNN(train.cudnn_benchmark);
   if (!train.cudnn_benchmark) return;
   if (device.is_cuda()) {

@@ -5,15 +5,18 @@
 #include <spdlog/spdlog.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
-#include <torch/serialize.h>
 #include <torch/utils.h>
 
 #include <chrono>
 #include <filesystem>
 #include <sstream>
+#include <optional>
+#include <tuple>
 
+#include "checkpointing.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
+#include "gputrain/config/load.h"
 #include "gputrain/data/batch_stream.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/device/nvtx.h"
@@ -22,6 +25,7 @@
 #include "gputrain/train/amp.h"
 #include "gputrain/train/cuda_graph.h"
 #include "gputrain/train/fast_paths.h"
+#include "gputrain/train/faults.h"
 #include "gputrain/train/optim.h"
 
 namespace gputrain::train {
@@ -34,28 +38,13 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Module::save nests each child module as a sub-archive: "conv1.weight" is
-// "weight" inside "conv1".
-bool read_nested(torch::serialize::InputArchive& archive, const std::string& name, torch::Tensor& out,
-                 bool is_buffer) {
-  const auto dot = name.find('.');
-  if (dot == std::string::npos) return archive.try_read(name, out, is_buffer);
-  torch::serialize::InputArchive child;
-  if (!archive.try_read(name.substr(0, dot), child)) return false;
-  return read_nested(child, name.substr(dot + 1), out, is_buffer);
-}
-
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
 // Loss and correct-prediction sums that stay on the device between log
 // intervals, so the loop never waits on the GPU for a number it won't print.
-struct RunningSums {
-  torch::Tensor loss;
-  torch::Tensor correct;
-  int64_t samples = 0;
-
+struct RunningSums : checkpoint::PartialSums {
   void add(const torch::Tensor& batch_loss_sum, const torch::Tensor& batch_correct, int64_t batch_samples) {
     loss = loss.defined() ? loss + batch_loss_sum : batch_loss_sum;
     if (batch_correct.defined()) correct = correct.defined() ? correct + batch_correct : batch_correct;
@@ -77,6 +66,31 @@ struct RunningSums {
     r.correct = static_cast<int64_t>(values[1]);
     r.samples = static_cast<int64_t>(values[2]);
     return r;
+  }
+  // The sums over every rank (under ddp), for a checkpoint; these stay as they are.
+  checkpoint::PartialSums summed(parallel::Strategy& strategy) const {
+    checkpoint::PartialSums out;
+    auto total = [&strategy](const torch::Tensor& t) {
+      if (!t.defined()) return t;
+      torch::Tensor copy = t.clone();
+      strategy.all_reduce_sum(copy);
+      return copy;
+    };
+    out.loss = total(loss);
+    out.correct = total(correct);
+    torch::Tensor n = torch::full({}, samples, torch::TensorOptions().dtype(torch::kInt64).device(strategy.device()));
+    strategy.all_reduce_sum(n);
+    out.samples = n.item<int64_t>();
+    return out;
+  }
+  // Continues from a checkpoint's sums: the primary rank holds them all, so
+  // that the next summed() or collect() over ranks counts them once.
+  void restore(const checkpoint::PartialSums& stored, parallel::Strategy& strategy) {
+    *this = RunningSums{};
+    if (!strategy.is_primary()) return;
+    if (stored.loss.defined()) loss = stored.loss.to(strategy.device());
+    if (stored.correct.defined()) correct = stored.correct.to(strategy.device());
+    samples = stored.samples;
   }
 };
 
@@ -118,6 +132,8 @@ struct Trainer::State {
   config::ExperimentConfig config;
   config::SourceMap sources;
   device::DevicePlan devices;
+  parallel::StrategyPlan plan;
+  int64_t world_size = 1;
   std::unique_ptr<parallel::Strategy> strategy;
   torch::Device device{torch::kCPU};
   std::shared_ptr<const data::Dataset> train_set;
@@ -135,11 +151,27 @@ struct Trainer::State {
   std::unique_ptr<GraphedStep> graphed;  // train.cuda_graph, where the run allows it
   int64_t steps_per_epoch = 0;
   int64_t step = 0;
+  // Where the run stands besides `step`: what a checkpoint records.
+  int64_t epochs_done = 0;
+  int64_t batch = 0;  // micro-batches of the current epoch consumed
+  RunningSums epoch_sums;
+  RunningSums interval;
+  int64_t nan_skipped = 0;  // train.on_nan: skip
+  std::optional<double> best_score;
+  std::optional<checkpoint::Position> resumed_from;
+  std::string resumed_path;
+  std::unique_ptr<detail::Checkpointer> checkpointer;  // while fit() runs
+  bool stopping = false;
 
-  void run_optimizer_step(const std::vector<data::Batch>& group, RunningSums& epoch_sums, RunningSums& interval);
+  void run_optimizer_step(const std::vector<data::Batch>& group);
   EvalResult train_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start, double& epoch_s);
   void forward_only_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start);
   EvalResult evaluate();
+  int64_t skipped_steps() const { return scaler->skipped_steps() + nan_skipped; }
+  checkpoint::TrainingState snapshot();
+  void save_checkpoint(bool regular, bool best);
+  void after_step();
+  void end_epoch(int64_t epoch, const EvalResult& test);
 };
 
 Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
@@ -154,6 +186,8 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
   s.strategy = parallel::make_strategy(plan, c, launch);
   s.device = s.strategy->device();
   spdlog::info("strategy: {} ({})", s.strategy->describe(), plan.reason);
+  s.plan = plan;
+  s.world_size = launch.world_size;
 
   s.amp = parse_amp_mode(c.train.amp);
   check_amp_device(s.amp, s.device.type(), loaded.sources.at("train.amp"));
@@ -233,8 +267,22 @@ Trainer::~Trainer() = default;
 
 torch::nn::Sequential Trainer::model() const { return state_->model; }
 
-void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group, RunningSums& epoch_sums,
-                                        RunningSums& interval) {
+TrainLayout Trainer::layout() const {
+  const State& s = *state_;
+  TrainLayout l;
+  l.strategy = s.plan;
+  l.world_size = s.world_size;
+  l.train_samples = s.train_set->info().samples;
+  l.micro_batch = s.config.data.batch_size / s.accumulation;
+  const int64_t rest = l.train_samples % l.micro_batch;
+  l.last_micro_batch = rest == 0 || s.config.data.drop_last ? l.micro_batch : rest;
+  l.steps_per_epoch = s.steps_per_epoch;
+  l.labeled = s.test_stream != nullptr;
+  l.classification = s.classification;
+  return l;
+}
+
+void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group) {
   int64_t group_samples = 0;
   for (const auto& mb : group) group_samples += mb.size();
   schedule->apply(*optimizer, step);
@@ -250,6 +298,7 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group, R
   const parallel::ThreadSetup autocast_replica = [this] {
     return std::make_shared<AutocastScope>(amp, device.type());
   };
+  std::vector<std::tuple<torch::Tensor, torch::Tensor, int64_t>> measured;  // loss, correct, samples
   for (const auto& global : group) {
     const data::Batch mb = strategy->local_part(global);
     torch::Tensor outputs;
@@ -269,13 +318,31 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group, R
       device::NvtxRange range("backward");
       scaler->scale(batch_loss / static_cast<double>(group_samples)).backward();
     }
-    const torch::Tensor detached = batch_loss.detach();
-    const torch::Tensor correct = correct_count(outputs.detach(), targets, classification);
-    epoch_sums.add(detached, correct, mb.size());
-    interval.add(detached, correct, mb.size());
+    measured.emplace_back(batch_loss.detach(), correct_count(outputs.detach(), targets, classification), mb.size());
   }
   device::NvtxRange range("optimizer");
   strategy->after_backward(model);
+  if (!scaler->enabled()) {
+    // fp16's scaler skips non-finite steps itself; otherwise this is the one
+    // device sync per optimizer step that train.on_nan costs.
+    std::vector<torch::Tensor> losses;
+    for (const auto& m : measured) losses.push_back(std::get<0>(m));
+    if (strategy->any_rank(!torch::stack(losses).isfinite().all().item<bool>())) {
+      if (config.train.on_nan == "stop") {
+        throw Error(ExitCode::kRuntime, non_finite_loss_message(epochs_done + 1, step + 1, checkpointer->last_good()));
+      }
+      ++nan_skipped;
+      spdlog::warn("epoch {}, step {}: the loss is not finite; batch skipped without an optimizer step (train.on_nan: "
+                   "skip, {} so far)",
+                   epochs_done + 1, step + 1, nan_skipped);
+      ++step;
+      return;
+    }
+  }
+  for (const auto& [batch_loss, correct, samples] : measured) {
+    epoch_sums.add(batch_loss, correct, samples);
+    interval.add(batch_loss, correct, samples);
+  }
   if (config.train.grad_clip > 0) {
     scaler->unscale_(*optimizer);  // clip the true gradients, not the scaled ones
     clip_grad_norm(model->parameters(), config.train.grad_clip);
@@ -291,17 +358,12 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group, R
 EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start,
                                        double& epoch_s) {
   model->train();
-  train_stream->start_epoch(epoch - 1);
+  train_stream->start_epoch(epoch - 1, batch);  // batch > 0 when resuming mid-epoch
   const auto epoch_start = Clock::now();
   auto interval_start = epoch_start;
-  RunningSums epoch_sums;
-  RunningSums interval;
   std::vector<data::Batch> group;
-  Progress progress{epoch, config.train.epochs, 0, train_stream->batches_per_epoch(), 0, 0, 0};
-  auto flush_group = [&] {
-    run_optimizer_step(group, epoch_sums, interval);
-    group.clear();
-    if (step % config.train.log_every != 0) return;
+  Progress progress{epoch, config.train.epochs, batch, train_stream->batches_per_epoch(), 0, 0, 0};
+  auto log_interval = [&] {
     const EvalResult r = interval.collect(classification, *strategy);
     const double interval_s = seconds_since(interval_start);
     StepMetrics m{epoch,
@@ -312,21 +374,31 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, C
                   schedule->lr_at(step - 1),
                   seconds_since(run_start),
                   scaler->scale(),
-                  scaler->skipped_steps()};
+                  skipped_steps()};
     progress.last_loss = m.loss;
     observer.on_step(m);
     interval = RunningSums{};
     interval_start = Clock::now();
   };
-  while (auto batch = next_batch(*train_stream)) {
-    progress.samples += batch->size();
-    group.push_back(std::move(*batch));
+  auto flush_group = [&] {
+    run_optimizer_step(group);
+    group.clear();
+    if (step % config.train.log_every == 0) log_interval();
+    after_step();  // after the log line, so that a checkpoint holds the interval as it continues
+  };
+  while (!stopping) {
+    std::optional<data::Batch> next = next_batch(*train_stream);
+    if (!next) break;
+    progress.samples += next->size();
+    group.push_back(std::move(*next));
+    ++batch;
     if (static_cast<int64_t>(group.size()) == accumulation) flush_group();
     ++progress.batch;
     progress.epoch_elapsed_s = seconds_since(epoch_start);
     observer.on_progress(progress);
   }
   if (!group.empty()) flush_group();  // the epoch's last, shorter group still steps
+  if (stopping) return {};
   const EvalResult result = epoch_sums.collect(classification, *strategy);
   epoch_s = seconds_since(epoch_start);
   return result;
@@ -343,12 +415,17 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer, 
     const torch::Tensor outputs = strategy->forward(model, local.inputs, {});
     samples += local.size();
     spdlog::debug("forward: input {} output {}", logging::shape_str(local.inputs), logging::shape_str(outputs));
+    if (checkpointer->stop_requested()) {  // nothing trains here, so there is nothing to checkpoint
+      stopping = true;
+      return;
+    }
   }
   EpochMetrics m;
   m.epoch = epoch;
   m.train.samples = samples;
   m.train.classification = false;
   m.epoch_s = seconds_since(epoch_start);
+  m.loader_wait_s = train_stream->wait_seconds();
   m.samples_per_s = m.epoch_s > 0 ? samples / m.epoch_s : 0.0;
   m.elapsed_s = seconds_since(run_start);
   observer.on_epoch(m);
@@ -365,26 +442,34 @@ EvalResult Trainer::evaluate() {
   return state_->evaluate();
 }
 
-TrainSummary Trainer::fit(TrainObserver& observer) {
+// A function-try-block: running out of GPU memory anywhere in training or
+// testing becomes one Error that says what to change.
+TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) try {
   State& s = *state_;
+  s.checkpointer = std::make_unique<detail::Checkpointer>(s.config, options, *s.strategy, s.resumed_from,
+                                                          s.resumed_path);
+  s.stopping = false;
   const auto run_start = Clock::now();
   TrainSummary summary;
+  summary.epochs = s.epochs_done;
   const bool labeled = s.test_stream != nullptr;
-  for (int64_t epoch = 1; epoch <= s.config.train.epochs; ++epoch) {
+  for (int64_t epoch = s.epochs_done + 1; epoch <= s.config.train.epochs && !s.stopping; ++epoch) {
     if (!labeled) {
       s.forward_only_epoch(epoch, observer, run_start);
-      summary.epochs = epoch;
+      if (!s.stopping) summary.epochs = s.epochs_done = epoch;
       continue;
     }
     device::reset_peak_memory(s.device);
     EpochMetrics m;
     m.epoch = epoch;
     m.train = s.train_epoch(epoch, observer, run_start, m.epoch_s);
+    if (s.stopping) break;
+    m.loader_wait_s = s.train_stream->wait_seconds();
     m.step = s.step;
     m.samples_per_s = m.epoch_s > 0 ? m.train.samples / m.epoch_s : 0.0;
     m.lr = s.schedule->lr_at(std::max<int64_t>(s.step - 1, 0));
     m.loss_scale = s.scaler->scale();
-    m.skipped_steps = s.scaler->skipped_steps();
+    m.skipped_steps = s.skipped_steps();
     m.test = s.evaluate();
     m.has_test = true;
     m.elapsed_s = seconds_since(run_start);
@@ -396,17 +481,18 @@ TrainSummary Trainer::fit(TrainObserver& observer) {
       m.memory_peak = mem.peak_allocated;
     }
     observer.on_epoch(m);
-    spdlog::info("Epoch {}/{}: train loss {:.4f}{}, {:.0f} samples/s, {:.1f} s{}{}", epoch, s.config.train.epochs,
-                 m.train.mean_loss(),
+    spdlog::info("Epoch {}/{}: train loss {:.4f}{}, {:.0f} samples/s, {:.1f} s (loader wait {:.2f} s){}{}", epoch,
+                 s.config.train.epochs, m.train.mean_loss(),
                  s.classification ? fmt::format(", accuracy {:.2f}%", 100.0 * m.train.accuracy()) : "",
-                 m.samples_per_s, m.epoch_s,
-                 s.scaler->enabled()
-                     ? fmt::format(", loss scale {}, {} steps skipped", m.loss_scale, m.skipped_steps)
-                     : "",
+                 m.samples_per_s, m.epoch_s, m.loader_wait_s,
+                 s.scaler->enabled() ? fmt::format(", loss scale {}, {} steps skipped", m.loss_scale, m.skipped_steps)
+                 : s.nan_skipped > 0 ? fmt::format(", {} steps skipped for a non-finite loss", s.nan_skipped)
+                                     : "",
                  m.cuda ? fmt::format(", memory allocated {:.2f} GiB, reserved {:.2f} GiB, peak {:.2f} GiB",
                                       gib(m.memory_allocated), gib(m.memory_reserved), gib(m.memory_peak))
                         : "");
     spdlog::info("{}", format_test_line(m.test));
+    s.end_epoch(epoch, m.test);
     summary.epochs = epoch;
     summary.last_train = m.train;
     summary.last_test = m.test;
@@ -414,7 +500,78 @@ TrainSummary Trainer::fit(TrainObserver& observer) {
   }
   summary.steps = s.step;
   summary.elapsed_s = seconds_since(run_start);
+  summary.stopped = s.stopping;
+  summary.checkpoint = s.checkpointer->last_good();
   return summary;
+} catch (const c10::OutOfMemoryError& e) {
+  const State& s = *state_;
+  OutOfMemoryContext context;
+  context.device = s.device.str();
+  context.batch_size = s.config.data.batch_size;
+  context.accumulation_steps = s.accumulation;
+  context.amp = s.amp != AmpMode::kOff;
+  context.memory = device::memory_stats(s.device);
+  context.detail = first_line(e.what_without_backtrace());
+  throw Error(ExitCode::kRuntime, out_of_memory_message(context));
+}
+
+void Trainer::resume(const checkpoint::Checkpoint& checkpoint) {
+  State& s = *state_;
+  const checkpoint::TrainingState& stored = checkpoint.state();
+  const checkpoint::Position& at = stored.position;
+  if (at.batch > s.train_stream->batches_per_epoch()) {
+    throw CheckpointError(fmt::format("{}: stopped {} micro-batches into an epoch, but an epoch has {} here",
+                                      checkpoint.name(), at.batch, s.train_stream->batches_per_epoch()));
+  }
+  checkpoint.load_model(*s.model);
+  checkpoint.load_optimizer(*s.optimizer, s.device);
+  s.scaler->load_state_dict(stored.scaler);
+  s.step = at.step;
+  s.epochs_done = at.epoch;
+  s.batch = at.batch;
+  s.epoch_sums.restore(stored.epoch_sums, *s.strategy);
+  s.interval.restore(stored.interval_sums, *s.strategy);
+  s.nan_skipped = stored.skipped_steps;
+  s.best_score = stored.best_score;
+  checkpoint::restore_rng(stored.rng);
+  s.resumed_from = at;
+  s.resumed_path = checkpoint.name();
+}
+
+checkpoint::TrainingState Trainer::State::snapshot() {
+  checkpoint::TrainingState state;
+  state.position = {epochs_done, batch, step};
+  state.epoch_sums = epoch_sums.summed(*strategy);
+  state.interval_sums = interval.summed(*strategy);
+  state.scaler = scaler->state_dict();
+  state.rng = checkpoint::capture_rng();
+  state.best_score = best_score;
+  state.skipped_steps = nan_skipped;
+  state.config = config::dump_config(config);
+  return state;
+}
+
+void Trainer::State::save_checkpoint(bool regular, bool best) {
+  checkpointer->write(snapshot(), *model, *optimizer, regular, best);
+}
+
+void Trainer::State::after_step() {
+  const detail::Checkpointer::Due due = checkpointer->after_step(step);
+  if (due.checkpoint) save_checkpoint(/*regular=*/true, /*best=*/false);
+  stopping = due.stop;
+}
+
+void Trainer::State::end_epoch(int64_t epoch, const EvalResult& test) {
+  epochs_done = epoch;
+  batch = 0;
+  epoch_sums = RunningSums{};
+  interval = RunningSums{};
+  const double score = classification ? test.accuracy() : -test.mean_loss();
+  const bool improved = !best_score || score > *best_score;
+  if (improved) best_score = score;
+  const bool regular = checkpointer->due_at_epoch_end(epoch);
+  const bool best = improved && checkpointer->keeps_best();
+  if (regular || best) save_checkpoint(regular, best);
 }
 
 EvalResult test_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
@@ -438,48 +595,6 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
   const AmpMode amp = parse_amp_mode(c.train.amp);
   check_amp_device(amp, strategy->device().type(), loaded.sources.at("train.amp"));
   return run_evaluation(model, stream, *strategy, loss, classification, amp);
-}
-
-void save_weights(const torch::nn::Sequential& model, const std::string& path) {
-  // LibTorch's file writer does not survive a failing write: on a full disk
-  // its destructor throws again and the process aborts. So the archive is
-  // built in memory and written with every call checked.
-  std::ostringstream bytes;
-  torch::serialize::OutputArchive archive;
-  model->save(archive);
-  archive.save_to(bytes);
-  write_file_atomically(path, bytes.str(), "weights");
-}
-
-void load_weights(torch::nn::Sequential& model, const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) {
-    throw CheckpointError(fmt::format("{}: no such weights file", path));
-  }
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& e) {
-    throw CheckpointError(fmt::format("{}: not a LibTorch weights archive ({})", path,
-                                      first_line(e.what_without_backtrace())));
-  }
-  // Module::load would silently reshape parameters to whatever the file
-  // holds; check every name and shape first so another model's weights fail.
-  torch::NoGradGuard no_grad;
-  auto copy_in = [&](const std::string& name, torch::Tensor& target, bool is_buffer) {
-    torch::Tensor stored;
-    if (!read_nested(archive, name, stored, is_buffer)) {
-      throw CheckpointError(fmt::format("{}: has no '{}': these weights are for another model than '{}'", path, name,
-                                        fmt::join(models::layer_summary(model), "; ")));
-    }
-    if (stored.sizes() != target.sizes()) {
-      throw CheckpointError(fmt::format("{}: '{}' has shape {} but the model expects {}; check model.* and data.* "
-                                        "against the config the weights were trained with",
-                                        path, name, logging::shape_str(stored), logging::shape_str(target)));
-    }
-    target.copy_(stored);
-  };
-  for (auto& p : model->named_parameters()) copy_in(p.key(), p.value(), false);
-  for (auto& b : model->named_buffers()) copy_in(b.key(), b.value(), true);
 }
 
 }  // namespace gputrain::train

@@ -92,6 +92,9 @@ struct TrainConfig {
   bool cuda_graph = false;       // capture the whole train step once, replay it (CUDA, static shapes, optim.fused)
   bool channels_last = false;    // model and 4-D inputs in channels-last memory format
   bool cudnn_benchmark = false;  // let cuDNN time its algorithms for the shapes it sees
+  int64_t threads = 0;           // CPU intra-op threads; 0: LibTorch's default (one per physical core)
+  bool tensorboard = true;               // event files in the run directory
+  int64_t monitor_ms = 500;              // NVML sampling period on CUDA; 0 = off
 };
 
 struct DpConfig {

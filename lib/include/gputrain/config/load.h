@@ -1,4 +1,5 @@
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,5 +18,9 @@ LoadedConfig load_config_text(const std::string& yaml, const std::string& origin
 
 // The fully resolved config as YAML that load_config accepts unchanged.
 std::string dump_config(const ExperimentConfig& config);
+
+// Every leaf of dump_config by dotted key, its value as flow YAML
+// ("model.hidden" -> "[16]"), for comparing two configs key by key.
+std::map<std::string, std::string> flatten_config(const ExperimentConfig& config);
 
 }  // namespace gputrain::config

@@ -44,8 +44,9 @@ class BatchSource {
  public:
   virtual ~BatchSource() = default;
   // Starts epoch `epoch` (0-based): a new seeded permutation when shuffling.
-  // Abandons whatever remained of the previous epoch.
-  virtual void start_epoch(int64_t epoch) = 0;
+  // Abandons whatever remained of the previous epoch. `first_batch` > 0 skips
+  // that many batches without making them (resuming mid-epoch).
+  virtual void start_epoch(int64_t epoch, int64_t first_batch = 0) = 0;
   // The next batch of the epoch, or nullopt at its end. A bad sample is a
   // DataError naming the data set, file and sample.
   virtual std::optional<Batch> next() = 0;

@@ -17,7 +17,7 @@ class BatchStream final : public BatchSource {
   BatchStream(const BatchStream&) = delete;
   BatchStream& operator=(const BatchStream&) = delete;
 
-  void start_epoch(int64_t epoch) override;
+  void start_epoch(int64_t epoch, int64_t first_batch = 0) override;
   // An error in a worker is rethrown here as a DataError naming the data set,
   // file and sample (a failure that is not the data's, such as out of memory,
   // is rethrown as it is), in batch order; the epoch then ends and the workers

@@ -19,7 +19,7 @@ class DeviceCache final : public BatchSource {
   DeviceCache(std::shared_ptr<const Dataset> dataset, LoaderOptions options, torch::Device device);
   ~DeviceCache() override;
 
-  void start_epoch(int64_t epoch) override;
+  void start_epoch(int64_t epoch, int64_t first_batch = 0) override;
   std::optional<Batch> next() override;
   void stop() override;
 

@@ -18,6 +18,7 @@ struct GpuInfo {
   int multiprocessors = 0;
   int64_t total_memory = 0;  // bytes
   int64_t free_memory = 0;   // bytes
+  std::string pci_bus_id;    // "00000000:3b:00.0": how NVML, which ignores CUDA's numbering, finds it
 };
 
 struct DeviceInventory {

@@ -41,7 +41,7 @@ struct StrategyPlan {
   StrategyKind kind = StrategyKind::kSingle;
   std::vector<torch::Device> replicas;  // dp: one per replica; else the one device
   std::string reason;                   // why this strategy, for the log
-  std::string backend;                  // ddp: "nccl" or "gloo"
+  std::string backend{};                // ddp: "nccl" or "gloo"
 };
 
 // strategy: auto means ddp when launched with a world size above 1, dp when
@@ -76,8 +76,8 @@ class Strategy {
   virtual void after_backward(torch::nn::Sequential& model) { (void)model; }
   // Sums `values` across processes in place (ddp), for metrics.
   virtual void all_reduce_sum(torch::Tensor& values) { (void)values; }
-  // Whether `local` holds on any process (ddp: all-reduce MAX), so that every
-  // rank takes the same decision, e.g. to stop at a step boundary.
+  // Whether `local` is true on any process: every rank calls it at the same
+  // step boundaries, so all of them stop, skip or checkpoint together.
   virtual bool any_rank(bool local) { return local; }
 };
 

@@ -1,6 +1,9 @@
 #pragma once
 // metrics.jsonl: one JSON object per line, every train.log_every steps
-// ("split": "train") and every epoch ("train" and "test").
+// ("split": "train") and every epoch ("train" and "test"). An epoch's train
+// record also carries "epoch_s", "loader_wait_s", the CUDA allocator's
+// "memory_*" and, when NVML was sampled, "gpus": [{index, util_mean, util_max,
+// memory_used, power_w, temperature_c, samples}].
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +11,12 @@
 #include "gputrain/train/observer.h"
 
 namespace gputrain::report {
+
+// Before a resumed run appends: drops the records an interrupted run wrote
+// after its checkpoint (at optimizer step `step`; `before_test_pass`: the
+// checkpoint precedes that step's epoch records), and a half-written last
+// line, so that the file reads as if the run had never stopped.
+void rewind_metrics(const std::filesystem::path& path, int64_t step, bool before_test_pass);
 
 class MetricsWriter : public train::TrainObserver {
  public:

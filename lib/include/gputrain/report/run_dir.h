@@ -1,6 +1,8 @@
 #pragma once
-// The run directory <output.dir>/<name>/: config.yaml, train.log, metrics.jsonl.
+// The run directory <output.dir>/<name>/: config.yaml, train.log, metrics.jsonl,
+// run.json, device.json, report.html, model.pt and TensorBoard event files.
 #include <filesystem>
+#include <string>
 
 #include "gputrain/config/config.h"
 
@@ -12,13 +14,18 @@ struct RunPaths {
   std::filesystem::path log;      // train.log
   std::filesystem::path metrics;  // metrics.jsonl
   std::filesystem::path weights;  // model.pt: the final weights
+  std::filesystem::path run_info;       // run.json: strategy, batch splits, status
+  std::filesystem::path device_report;  // device.json: `gputrain info --json` at the start
+  std::filesystem::path report;         // report.html
 };
 
 RunPaths run_paths(const config::ExperimentConfig& config);
+RunPaths run_paths(const std::filesystem::path& dir);
 
 // Creates the run directory and writes config.yaml. A metrics.jsonl left by an
-// earlier run is kept as metrics.N.jsonl rather than overwritten. Throws
-// UserError when the directory cannot be created or written, or model.pt is a directory.
-RunPaths prepare_run_dir(const config::ExperimentConfig& config);
+// earlier run is kept as metrics.N.jsonl rather than overwritten, unless the
+// run is `resuming` it: then the run appends to it. Throws UserError when the
+// directory cannot be created or written, or model.pt is a directory.
+RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming = false);
 
 }  // namespace gputrain::report

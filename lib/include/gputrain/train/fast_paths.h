@@ -9,9 +9,10 @@
 
 namespace gputrain::train {
 
-// Process-wide backend flags for a run on `device`: cuDNN's benchmark mode
-// (it times the convolution algorithms for each new input shape and keeps the
-// fastest). Logs what it turned on, and that it does nothing off CUDA.
+// Process-wide settings for a run on `device`: train.threads, LibTorch's
+// intra-op threads (left alone at 0), and cuDNN's benchmark mode (it times the
+// convolution algorithms for each new input shape and keeps the fastest).
+// Logs what it changed, and that cuDNN's mode does nothing off CUDA.
 void configure_backends(const config::TrainConfig& train, const torch::Device& device);
 
 // train.channels_last: the model's 4-D parameters (convolution weights) in

@@ -2,6 +2,7 @@
 // What the trainer reports while it runs. Writers of logs, metrics files and
 // progress bars implement TrainObserver; the trainer knows none of them.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,18 @@ struct Progress {
   double last_loss = 0;  // at the last log interval
 };
 
+// One GPU's activity over an epoch (its training and its test pass), as NVML
+// reported it: filled by report::GpuMonitorObserver, never by the trainer.
+struct GpuActivity {
+  int64_t index = 0;    // logical CUDA index
+  int64_t samples = 0;  // NVML readings behind these figures
+  double util_mean = 0;  // percent of the time a kernel ran
+  double util_max = 0;
+  int64_t memory_used_max = 0;  // bytes, every process on the device
+  std::optional<double> power_mean_w;  // unset where the board does not report it
+  std::optional<double> temperature_max_c;
+};
+
 struct EpochMetrics {
   int64_t epoch = 0;
   int64_t step = 0;
@@ -49,6 +62,8 @@ struct EpochMetrics {
   int64_t memory_allocated = 0;
   int64_t memory_reserved = 0;
   int64_t memory_peak = 0;
+  double loader_wait_s = 0;  // training thread blocked waiting for batches
+  std::vector<GpuActivity> gpus;  // empty: not monitored
 };
 
 class TrainObserver {

@@ -3,13 +3,18 @@
 // built from the config, then epochs of train + test.
 #include <torch/nn/modules/container/sequential.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 
+#include "gputrain/checkpoint/checkpoint.h"
+#include "gputrain/checkpoint/store.h"
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/config/config.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/train/observer.h"
+#include "gputrain/train/stop_token.h"
 
 namespace gputrain::train {
 
@@ -20,6 +25,29 @@ struct TrainSummary {
   EvalResult last_test;
   bool has_test = false;
   double elapsed_s = 0;
+  bool stopped = false;    // on a StopToken request, before train.epochs
+  std::string checkpoint;  // the newest checkpoint written or resumed from; "" when none
+};
+
+struct FitOptions {
+  // Where checkpoints go (<run dir>/<checkpoint.dir>); empty: none are written.
+  std::filesystem::path checkpoint_dir;
+  // Polled at every optimizer-step boundary; null: nothing stops the run early.
+  StopToken* stop = nullptr;
+  WriteHooks write_hooks;
+};
+
+// How the run shares its data, known once the Trainer is built: what the run
+// report records about batches and replicas.
+struct TrainLayout {
+  parallel::StrategyPlan strategy;
+  int64_t world_size = 1;
+  int64_t train_samples = 0;
+  int64_t micro_batch = 0;       // rows per forward pass, before replicas or ranks share them
+  int64_t last_micro_batch = 0;  // the epoch's last one: micro_batch when it divides evenly or with drop_last
+  int64_t steps_per_epoch = 0;
+  bool labeled = true;
+  bool classification = true;
 };
 
 class Trainer {
@@ -30,11 +58,20 @@ class Trainer {
           const parallel::LaunchInfo& launch = {});
   ~Trainer();
 
-  TrainSummary fit(TrainObserver& observer);
+  // Continues from `checkpoint` rather than from the seed's initial state:
+  // weights, optimizer, loss scaler, position, partial sums and generators.
+  // The config must be the checkpoint's (see checkpoint::resolve_resume).
+  void resume(const checkpoint::Checkpoint& checkpoint);
+
+  // Trains to train.epochs, or until `options.stop` asks; writes checkpoints
+  // to options.checkpoint_dir per checkpoint.*. A non-finite loss with
+  // train.on_nan: stop, and running out of GPU memory, throw Error (exit 1).
+  TrainSummary fit(TrainObserver& observer, const FitOptions& options = {});
   // One pass over the test split in eval mode under no-grad.
   EvalResult evaluate();
 
   torch::nn::Sequential model() const;
+  TrainLayout layout() const;
 
  private:
   struct State;
@@ -42,15 +79,13 @@ class Trainer {
 };
 
 // `gputrain test`: builds the test split and the model, loads `weights_path`
-// into it and evaluates. Throws CheckpointError for weights that do not fit.
+// (a model.pt or a checkpoint) into it and evaluates. Throws CheckpointError for weights that do not fit.
 EvalResult test_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
                         const std::string& weights_path);
 
-// Writes the model's weights atomically (temporary file, then rename), in
-// LibTorch's archive format.
-void save_weights(const torch::nn::Sequential& model, const std::string& path);
-// Loads weights into `model`; throws CheckpointError naming the file when it
-// is missing, corrupt or for another model.
-void load_weights(torch::nn::Sequential& model, const std::string& path);
+// model.pt's writer and reader live in checkpoint/ (a full checkpoint holds
+// the same layout); the trainer's callers know them from here.
+using checkpoint::load_weights;
+using checkpoint::save_weights;
 
 }  // namespace gputrain::train

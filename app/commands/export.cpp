@@ -1,0 +1,15 @@
+#include <spdlog/spdlog.h>
+
+#include "commands.h"
+#include "gputrain/checkpoint/weights.h"
+
+namespace gputrain::app {
+
+int run_export(const ExportArgs& args) {
+  const checkpoint::ExportSummary summary = checkpoint::export_weights(args.checkpoint, args.out);
+  spdlog::info("wrote {} tensors ({} values) from {} to {}; in Python: torch.load('{}') returns the state_dict",
+               summary.tensors, summary.elements, args.checkpoint, args.out, args.out);
+  return 0;
+}
+
+}  // namespace gputrain::app

@@ -1,0 +1,25 @@
+#pragma once
+// Caffe-style signal handling for `train`: the handlers only set flags in a
+// StopToken, which the trainer polls at optimizer-step boundaries.
+//   SIGINT, SIGTERM  stop after the current step (train.on_sigint: checkpoint
+//                    writes one first, stop does not; none installs nothing,
+//                    so the signal's default action ends the process). A
+//                    second one while stopping exits with 130 at once; a
+//                    checkpoint write in progress is abandoned, never renamed
+//                    into place.
+//                    SIGINT stays ignored where the process started with it
+//                    ignored (a shell's background job).
+//   SIGHUP, SIGUSR1  write a checkpoint at the next step boundary and carry on.
+#include <string>
+
+#include "gputrain/train/stop_token.h"
+
+namespace gputrain::app {
+
+// Installs the handlers for the rest of the process and returns the token they set.
+train::StopToken& install_signal_handlers(const std::string& on_sigint);
+
+// The signal that asked the run to stop ("SIGINT", "SIGTERM"), or "" when none did.
+std::string stop_signal_name();
+
+}  // namespace gputrain::app

@@ -1,0 +1,50 @@
+#pragma once
+// run.json: what a run is, written when training starts and again when it
+// ends, so a report can be made from the run directory alone, also of a run
+// that crashed (its status then stays "running").
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gputrain/config/config.h"
+#include "gputrain/parallel/split.h"
+#include "gputrain/train/trainer.h"
+
+namespace gputrain::report {
+
+struct RunInfo {
+  std::string name;
+  std::string started;             // local time, "2025-01-31 14:05:09"
+  std::string ended;               // empty while running
+  std::string status = "running";  // running | finished | failed | interrupted
+  std::string error;               // failed or interrupted: the message
+  std::string device;              // the primary device
+  std::string strategy;            // single | dp | ddp
+  std::string strategy_reason;
+  std::vector<std::string> replicas;  // single: the device; dp: one per replica; ddp: "rank N" per process
+  std::string task;                   // classification | regression | unlabeled
+  std::string amp;                    // off | fp16 | bf16
+  int64_t epochs = 0;
+  int64_t steps_per_epoch = 0;
+  int64_t train_samples = 0;
+  int64_t batch_size = 0;  // per optimizer step, all replicas together
+  int64_t accumulation_steps = 1;
+  int64_t micro_batch = 0;
+  int64_t last_micro_batch = 0;
+  // dp and ddp: how a full micro-batch and the epoch's last one are shared.
+  std::vector<parallel::ReplicaSplit> full_split;
+  std::vector<parallel::ReplicaSplit> last_split;
+};
+
+// Started now, status "running".
+RunInfo describe_run(const config::ExperimentConfig& config, const train::TrainLayout& layout);
+// Sets how the run ended (finished, failed or interrupted), and when.
+void end_run(RunInfo& info, const std::string& status, const std::string& error = "");
+
+// Written atomically (temporary file, then rename); throws Error when it cannot be.
+void write_run_info(const std::filesystem::path& path, const RunInfo& info);
+// Throws UserError when the file is missing or not a run.json.
+RunInfo read_run_info(const std::filesystem::path& path);
+
+}  // namespace gputrain::report

@@ -1,0 +1,47 @@
+#pragma once
+// Everything a training run leaves in its directory for people to look at,
+// beside the log, metrics.jsonl and the weights: run.json and device.json at
+// the start, TensorBoard events and the GPU monitor's figures while it trains,
+// report.html at the end, however it ends.
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "gputrain/config/config.h"
+#include "gputrain/device/inventory.h"
+#include "gputrain/report/run_dir.h"
+#include "gputrain/train/observer.h"
+#include "gputrain/train/trainer.h"
+
+namespace gputrain::report {
+
+class RunRecorder {
+ public:
+  // Writes run.json (status "running") and device.json, opens the event file
+  // (train.tensorboard) and starts the GPU monitor (CUDA devices and
+  // train.monitor_ms > 0). Throws Error when the directory cannot be written.
+  RunRecorder(const RunPaths& paths, const config::ExperimentConfig& config, const train::TrainLayout& layout,
+              const device::DeviceInventory& inventory, train::TrainObserver& next);
+  ~RunRecorder();
+
+  // What Trainer::fit reports to: the monitor adds its figures to each epoch,
+  // then `next` and the TensorBoard writer get every event.
+  train::TrainObserver& observer();
+
+  // Record how the run ended in run.json and write report.html. They never
+  // throw (a report that cannot be written is only logged), so they cannot
+  // hide how the run itself ended.
+  void finish();
+  // Status "interrupted" for an Error with exit code 130, else "failed"; the
+  // error's message goes into run.json and the report.
+  void fail(const std::exception& error);
+  // Status "interrupted": training stopped at a step boundary (a signal).
+  void interrupt(const std::string& why);
+
+ private:
+  void end(const std::string& status, const std::string& error);
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace gputrain::report

@@ -1,0 +1,89 @@
+#include "module_io.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "gputrain/common/error.h"
+#include "gputrain/logging/format.h"
+
+namespace gputrain::checkpoint::detail {
+
+namespace {
+void collect(torch::serialize::InputArchive& archive, const std::string& prefix, NamedTensors& out) {
+  for (const std::string& key : archive.keys()) {
+    c10::IValue value;
+    archive.read(key, value);
+    if (value.isTensor()) {
+      out.emplace_back(prefix + key, value.toTensor());
+    } else if (value.isObject()) {  // a child module's archive
+      torch::serialize::InputArchive child;
+      archive.read(key, child);
+      collect(child, prefix + key + ".", out);
+    }  // anything else (the 'training' flag every archive carries) is not a weight
+  }
+}
+}  // namespace
+
+NamedTensors archived_tensors(torch::serialize::InputArchive& archive) {
+  NamedTensors out;
+  collect(archive, "", out);
+  return out;
+}
+
+void copy_weights(torch::serialize::InputArchive& archive, torch::nn::Module& model, const std::string& name) {
+  std::map<std::string, torch::Tensor> stored;
+  for (auto& [key, tensor] : archived_tensors(archive)) stored.emplace(key, tensor);
+  std::vector<std::pair<std::string, torch::Tensor>> targets;
+  for (const auto& p : model.named_parameters()) targets.emplace_back(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) targets.emplace_back(b.key(), b.value());
+  std::vector<std::string> held;
+  for (const auto& entry : stored) held.push_back(entry.first);
+  std::set<std::string> expected;
+  for (const auto& [key, target] : targets) {
+    expected.insert(key);
+    const auto found = stored.find(key);
+    if (found == stored.end()) {
+      throw CheckpointError(fmt::format("{}: has no '{}', so these weights are for another model (the file holds {}); "
+                                        "check model.* against the config they were trained with",
+                                        name, key, fmt::join(held, ", ")));
+    }
+    if (found->second.sizes() != target.sizes()) {
+      throw CheckpointError(fmt::format("{}: '{}' has shape {} but the model expects {}; check model.* and data.* "
+                                        "against the config the weights were trained with",
+                                        name, key, logging::shape_str(found->second), logging::shape_str(target)));
+    }
+  }
+  for (const auto& [key, tensor] : stored) {
+    if (expected.count(key) == 0) {
+      throw CheckpointError(fmt::format("{}: holds '{}', which the model does not have, so these weights are for "
+                                        "another model; check model.* against the config they were trained with",
+                                        name, key));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [key, target] : targets) target.copy_(stored.at(key));
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    throw CheckpointError(fmt::format("{}: no such file", path.string()));
+  }
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::string bytes(in ? static_cast<std::size_t>(in.tellg()) : 0, '\0');
+  if (!in.seekg(0) || !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
+    throw CheckpointError(fmt::format("{}: cannot read the file", path.string()));
+  }
+  return bytes;
+}
+
+std::string torch_message(const c10::Error& error) {
+  const std::string text = error.what_without_backtrace();
+  return text.substr(0, text.find('\n'));
+}
+
+}  // namespace gputrain::checkpoint::detail

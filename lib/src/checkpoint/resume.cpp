@@ -1,0 +1,97 @@
+#include "gputrain/checkpoint/resume.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "gputrain/checkpoint/store.h"
+#include "gputrain/common/error.h"
+#include "gputrain/config/load.h"
+
+namespace gputrain::checkpoint {
+
+namespace {
+
+bool listed(const std::vector<std::string>& keys, const std::string& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// Where `key` of `config` was written, for messages.
+std::string origin(const config::LoadedConfig& config, const std::string& key) {
+  const std::string at = config.sources.at(key).str();
+  return at.empty() ? "the defaults" : at;
+}
+
+}  // namespace
+
+std::vector<std::string> incompatible_keys(const config::ExperimentConfig& stored,
+                                           const config::ExperimentConfig& requested, const Position& at) {
+  static const std::vector<std::string> kAlways{"seed",         "data.dataset", "data.samples", "data.test_samples",
+                                                "data.features", "data.classes", "data.targets", "data.length",
+                                                "data.input_size", "optim.name"};
+  static const std::vector<std::string> kMidEpoch{"data.batch_size", "train.accumulation_steps", "data.shuffle",
+                                                  "data.drop_last"};
+  const auto before = config::flatten_config(stored);
+  const auto after = config::flatten_config(requested);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : before) {
+    const bool fixed = key.rfind("model.", 0) == 0 || listed(kAlways, key) || (at.batch > 0 && listed(kMidEpoch, key));
+    if (fixed && after.at(key) != value) keys.push_back(key);
+  }
+  return keys;
+}
+
+Resumption resolve_resume(const std::string& resume, const std::optional<config::LoadedConfig>& file_config,
+                          const std::vector<std::string>& overrides) {
+  std::optional<Checkpoint> checkpoint;
+  if (resume == "auto") {
+    if (!file_config) throw UserError("--resume auto needs --config: it resumes the run that config names");
+    const auto dir = checkpoint_dir(file_config->config);
+    checkpoint = newest_valid(dir);
+    if (!checkpoint) {
+      spdlog::info("--resume auto: no checkpoint in {}, so training starts from scratch", dir.string());
+      return {*file_config, std::nullopt};
+    }
+  } else {
+    checkpoint = Checkpoint::read(resume);
+  }
+  const std::string origin_name = checkpoint->name() + " (its config)";
+  const config::LoadedConfig stored = config::load_config_text(checkpoint->state().config, origin_name);
+  config::LoadedConfig resumed = config::load_config_text(checkpoint->state().config, origin_name, overrides);
+  const config::LoadedConfig& requested = file_config ? *file_config : resumed;
+  const Position& at = checkpoint->state().position;
+
+  const auto bad = incompatible_keys(stored.config, requested.config, at);
+  if (!bad.empty()) {
+    const auto before = config::flatten_config(stored.config);
+    const auto after = config::flatten_config(requested.config);
+    std::vector<std::string> lines;
+    for (const auto& key : bad) {
+      lines.push_back(fmt::format("{} is {} in the checkpoint but {} in {}", key, before.at(key), after.at(key),
+                                  origin(requested, key)));
+    }
+    throw CheckpointError(fmt::format(
+        "{}: cannot resume with another model, data set{}: {}. Keep the checkpoint's values, or start a new run "
+        "(another name or output.dir) without --resume",
+        checkpoint->name(),
+        at.batch > 0 ? ", seed, optimizer or (mid-epoch) batch order" : ", seed or optimizer", fmt::join(lines, "; ")));
+  }
+  if (file_config) {
+    const auto before = config::flatten_config(resumed.config);
+    const auto after = config::flatten_config(file_config->config);
+    std::vector<std::string> ignored;
+    for (const auto& [key, value] : before) {
+      if (after.at(key) != value) ignored.push_back(fmt::format("{} ({} there, {} in the checkpoint)", key, after.at(key), value));
+    }
+    if (!ignored.empty()) {
+      spdlog::warn("--resume continues with the checkpoint's config, so these values of the --config file are "
+                   "ignored: {}. Change a key with --set KEY=VALUE",
+                   fmt::join(ignored, ", "));
+    }
+  }
+  return {std::move(resumed), std::move(checkpoint)};
+}
+
+}  // namespace gputrain::checkpoint

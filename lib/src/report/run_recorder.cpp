@@ -1,0 +1,77 @@
+#include "gputrain/report/run_recorder.h"
+
+#include <c10/util/Exception.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <optional>
+
+#include "gputrain/common/error.h"
+#include "gputrain/common/files.h"
+#include "gputrain/device/report.h"
+#include "gputrain/report/gpu_monitor.h"
+#include "gputrain/report/html_report.h"
+#include "gputrain/report/run_info.h"
+#include "gputrain/report/tensorboard.h"
+
+namespace gputrain::report {
+
+struct RunRecorder::State {
+  RunPaths paths;
+  RunInfo info;
+  train::ObserverList outputs;
+  std::optional<TensorBoardWriter> tensorboard;
+  std::optional<GpuMonitor> monitor;
+  std::optional<GpuMonitorObserver> monitored;
+};
+
+RunRecorder::RunRecorder(const RunPaths& paths, const config::ExperimentConfig& config,
+                         const train::TrainLayout& layout, const device::DeviceInventory& inventory,
+                         train::TrainObserver& next)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.paths = paths;
+  s.info = describe_run(config, layout);
+  write_run_info(paths.run_info, s.info);
+  write_atomically(paths.device_report, device::report_json(inventory));
+  s.outputs.add(&next);
+  if (config.train.tensorboard) {
+    s.tensorboard.emplace(paths.dir, s.info);
+    s.outputs.add(&*s.tensorboard);
+    spdlog::info("TensorBoard events: {}", s.tensorboard->path().string());
+  }
+  if (config.train.monitor_ms > 0) {
+    const std::vector<MonitoredGpu> gpus = monitored_gpus(inventory, layout.strategy.replicas);
+    if (!gpus.empty()) s.monitor.emplace(gpus, std::chrono::milliseconds(config.train.monitor_ms));
+  }
+  s.monitored.emplace(s.monitor ? &*s.monitor : nullptr, config.data, s.outputs);
+}
+
+RunRecorder::~RunRecorder() = default;
+
+train::TrainObserver& RunRecorder::observer() { return *state_->monitored; }
+
+void RunRecorder::finish() { end("finished", ""); }
+
+void RunRecorder::interrupt(const std::string& why) { end("interrupted", why); }
+
+void RunRecorder::fail(const std::exception& error) {
+  const auto* ours = dynamic_cast<const Error*>(&error);
+  const bool interrupted = ours != nullptr && ours->code() == ExitCode::kInterrupted;
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+  end(interrupted ? "interrupted" : "failed", torch_error ? torch_error->what_without_backtrace() : error.what());
+}
+
+void RunRecorder::end(const std::string& status, const std::string& error) {
+  State& s = *state_;
+  try {
+    end_run(s.info, status, error);
+    write_run_info(s.paths.run_info, s.info);
+    write_html_report(s.paths.dir, s.paths.report);
+    spdlog::info("report: {}", s.paths.report.string());
+  } catch (const std::exception& e) {
+    spdlog::warn("the run report could not be written: {}", e.what());
+  }
+}
+
+}  // namespace gputrain::report

@@ -1,0 +1,35 @@
+#include "gputrain/train/faults.h"
+
+#include <fmt/format.h>
+
+namespace gputrain::train {
+
+namespace {
+double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+}  // namespace
+
+std::string out_of_memory_message(const OutOfMemoryContext& c) {
+  const int64_t micro_batch = c.batch_size / c.accumulation_steps;
+  std::string advice = "Lower data.batch_size";
+  if (!c.amp) advice += ", train in mixed precision (train.amp: bf16, or fp16)";
+  if (micro_batch % 2 == 0) {
+    advice += fmt::format(", or keep the batch and halve the micro-batch with train.accumulation_steps: {}",
+                          2 * c.accumulation_steps);
+  }
+  return fmt::format("{} ran out of memory at data.batch_size {} (micro-batch {}): {:.2f} GiB allocated by tensors, "
+                     "{:.2f} GiB reserved by the caching allocator, {:.2f} GiB total. {}. No checkpoint was damaged. "
+                     "(LibTorch: {})",
+                     c.device, c.batch_size, micro_batch, gib(c.memory.allocated), gib(c.memory.reserved),
+                     gib(c.memory.total), advice, c.detail);
+}
+
+std::string non_finite_loss_message(int64_t epoch, int64_t step, const std::string& last_checkpoint) {
+  return fmt::format("epoch {}, step {}: the loss is not finite (inf or NaN), so training stops (train.on_nan: stop). "
+                     "{}. Lower optim.lr, clip gradients with train.grad_clip, or skip such batches with "
+                     "train.on_nan: skip",
+                     epoch, step,
+                     last_checkpoint.empty() ? "No checkpoint was written before it"
+                                             : "The last good checkpoint is " + last_checkpoint);
+}
+
+}  // namespace gputrain::train

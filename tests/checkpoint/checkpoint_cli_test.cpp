@@ -1,0 +1,220 @@
+// Checkpoints through the real binary: signals, a kill in the middle of a
+// write, a damaged file, a mismatched config, and export read by Python.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "gputrain/checkpoint/checkpoint.h"
+#include "gputrain/checkpoint/store.h"
+#include "gputrain/data/generate.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::GputrainProcess;
+using testing::run_gputrain;
+using testing::TempDir;
+using testing::wait_until;
+
+// The complete lines of metrics.jsonl so far, parsed.
+std::vector<nlohmann::json> metrics(const fs::path& run) {
+  std::vector<nlohmann::json> out;
+  std::istringstream text(testing::read_text(run / "metrics.jsonl"));
+  std::string line;
+  while (std::getline(text, line)) {
+    if (!text.eof()) out.push_back(nlohmann::json::parse(line));  // the last may be half-written
+  }
+  return out;
+}
+
+// Every child runs its tiny ops on one thread: OpenMP's spinning workers
+// slow them tenfold on a busy machine.
+const std::map<std::string, std::string> kEnv{{"OMP_NUM_THREADS", "1"}};
+
+bool has_temporary(const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().find(".tmp-") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A tiny synthetic run writing to a temporary directory.
+class CheckpointCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = testing::write_text(dir_ / "run.yaml", R"(
+name: cli
+seed: 2
+device: cpu
+data: {dataset: synthetic, samples: 256, test_samples: 64, features: 6, classes: 3, batch_size: 32, num_workers: 0,
+       pin_memory: false}
+model: {name: mlp, hidden: [16]}
+optim: {name: sgd, lr: 0.05, momentum: 0.9}
+train: {epochs: 1, log_every: 1}
+output: {dir: )" + dir_.path().string() + "}\n");
+  }
+
+  // `train --config run.yaml --set ...`, and `--resume` when given.
+  std::vector<std::string> train(const std::vector<std::string>& sets, const std::string& resume = "") const {
+    std::vector<std::string> args{"train", "--config", config_.string()};
+    for (const auto& set : sets) {
+      args.push_back("--set");
+      args.push_back(set);
+    }
+    if (!resume.empty()) args.insert(args.end(), {"--resume", resume});
+    return args;
+  }
+  fs::path run() const { return dir_ / "cli"; }
+  fs::path checkpoints() const { return run() / "checkpoints"; }
+
+  TempDir dir_;
+  fs::path config_;
+};
+
+TEST_F(CheckpointCli, SigintFinishesTheStepWritesACheckpointAndExits130) {
+  GputrainProcess child(train({"train.epochs=1000000", "checkpoint.every=0"}), kEnv);
+  ASSERT_TRUE(wait_until([&] { return !metrics(run()).empty(); })) << child.err_so_far();
+  child.send(SIGINT);
+  const auto r = child.wait();
+  ASSERT_EQ(r.exit_code, 130) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(summary["stopped"].get<bool>());
+  const std::string path = summary["checkpoint"];
+  const auto listed = list_checkpoints(checkpoints());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed.front().string(), path);
+  EXPECT_EQ(Checkpoint::read(path).state().position.step, summary["steps"].get<int64_t>());
+  EXPECT_NE(r.err.find("stopped by SIGINT"), std::string::npos) << r.err;
+  const auto test = run_gputrain({"test", "--config", config_.string(), "--checkpoint", path}, kEnv);
+  EXPECT_EQ(test.exit_code, 0) << test.err;
+  EXPECT_NE(test.out.find("Test set: Average loss"), std::string::npos);
+}
+
+TEST_F(CheckpointCli, SighupWritesACheckpointAndTrainingGoesOn) {
+  GputrainProcess child(train({"train.epochs=1000000", "checkpoint.every=0", "train.on_sigint=stop"}), kEnv);
+  ASSERT_TRUE(wait_until([&] { return !metrics(run()).empty(); })) << child.err_so_far();
+  child.send(SIGHUP);
+  ASSERT_TRUE(wait_until([&] { return fs::exists(checkpoints()) && !list_checkpoints(checkpoints()).empty(); }))
+      << child.err_so_far();
+  const int64_t at = Checkpoint::read(list_checkpoints(checkpoints()).front()).state().position.step;
+  ASSERT_TRUE(wait_until([&] {
+    const auto m = metrics(run());
+    return m.back()["step"].get<int64_t>() > at + 2;  // not empty: it was before the signal
+  })) << child.err_so_far();
+  child.send(SIGINT);  // on_sigint: stop writes nothing more
+  const auto r = child.wait();
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_EQ(list_checkpoints(checkpoints()).size(), 1u);
+}
+
+TEST_F(CheckpointCli, KillDuringACheckpointWriteLeavesThePreviousOneToResume) {
+  ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);  // epoch 1's checkpoint
+  const fs::path first = list_checkpoints(checkpoints()).back();
+  const std::string good = testing::read_text(first);
+  {
+    GputrainProcess child(train({"train.epochs=2"}, "auto"),
+                       {{"GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE", "60"}, {"OMP_NUM_THREADS", "1"}});
+    ASSERT_TRUE(wait_until([&] { return child.err_so_far().find("test hook: pausing") != std::string::npos; }))
+        << child.err_so_far();
+    child.send(SIGKILL);
+    EXPECT_EQ(child.wait().exit_code, 128 + SIGKILL);
+  }
+  EXPECT_TRUE(has_temporary(checkpoints()));
+  EXPECT_EQ(list_checkpoints(checkpoints()), std::vector<fs::path>{first});
+  EXPECT_EQ(testing::read_text(first), good);
+  const auto r = run_gputrain(train({"train.epochs=2"}, "auto"), kEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("left by a checkpoint write that did not finish"), std::string::npos) << r.err;
+  EXPECT_FALSE(has_temporary(checkpoints()));
+  EXPECT_EQ(Checkpoint::read(list_checkpoints(checkpoints()).back()).state().position.epoch, 2);
+  // metrics.jsonl holds each record once, as if the run had never stopped.
+  std::set<std::string> seen;
+  for (const auto& record : metrics(run())) {
+    const std::string key = record["step"].dump() + record["split"].get<std::string>() +
+                            (record.contains("epoch_s") ? " epoch" : "");
+    EXPECT_TRUE(seen.insert(key).second) << "twice: " << record.dump();
+  }
+  EXPECT_EQ(seen.size(), 16u + 2u * 2u);  // 16 steps logged, 2 epochs of train and test records
+}
+
+TEST_F(CheckpointCli, ASecondSigintDuringTheWriteExitsAtOnceAndKeepsTheLastCheckpoint) {
+  ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);  // epoch 1's checkpoint, at step 8
+  const fs::path first = list_checkpoints(checkpoints()).back();
+  const std::string good = testing::read_text(first);
+  GputrainProcess child(train({"train.epochs=1000000", "checkpoint.every=0"}, "auto"),
+                     {{"GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE", "60"}, {"OMP_NUM_THREADS", "1"}});
+  ASSERT_TRUE(wait_until([&] {
+    const auto m = metrics(run());
+    return !m.empty() && m.back()["step"].get<int64_t>() > 8;
+  })) << child.err_so_far();
+  child.send(SIGINT);  // finish the step, write a checkpoint: the hook pauses in the middle
+  ASSERT_TRUE(wait_until([&] { return child.err_so_far().find("test hook: pausing") != std::string::npos; }))
+      << child.err_so_far();
+  child.send(SIGINT);
+  const auto r = child.wait();
+  EXPECT_EQ(r.exit_code, 130);
+  EXPECT_NE(r.err.find("second stop signal, exiting now"), std::string::npos) << r.err;
+  EXPECT_EQ(list_checkpoints(checkpoints()), std::vector<fs::path>{first});
+  EXPECT_EQ(testing::read_text(first), good);
+}
+
+// Each kind of damage has its unit test (format_test); here the exit code and
+// the message as a user meets them.
+TEST_F(CheckpointCli, DamagedOrMismatchedCheckpointsExitTwoNamingTheFile) {
+  ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);
+  const std::string good = testing::read_text(list_checkpoints(checkpoints()).back());
+  const auto truncated = testing::write_text(dir_ / "truncated.ckpt", good.substr(0, good.size() / 2));
+  const auto cut = run_gputrain({"train", "--resume", truncated.string()}, kEnv);
+  EXPECT_EQ(cut.exit_code, 2) << cut.err;
+  EXPECT_NE(cut.err.find(truncated.string() + ": truncated"), std::string::npos) << cut.err;
+  const auto mismatch = run_gputrain({"train", "--resume", list_checkpoints(checkpoints()).back().string(), "--set",
+                                      "model.hidden=[7]", "--set", "train.epochs=2"}, kEnv);
+  EXPECT_EQ(mismatch.exit_code, 2);
+  EXPECT_NE(mismatch.err.find("model.hidden is [16] in the checkpoint but [7] in --set #1"), std::string::npos)
+      << mismatch.err;
+  // auto passes over a damaged newest checkpoint, with a warning.
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x20;
+  testing::write_text(checkpoints() / "ckpt-s00000099-e0009-b000000.ckpt", flipped);
+  const auto r = run_gputrain(train({"train.epochs=2"}, "auto"), kEnv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("skipping a damaged checkpoint: " + (checkpoints() / "ckpt-s00000099-e0009-b000000.ckpt").string()),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(CheckpointCli, ExportedWeightsLoadInPythonAndScoreTheSame) {
+  const char* venv = std::getenv("GPUTRAIN_VENV");
+  const char* home = std::getenv("HOME");
+  const fs::path python = venv != nullptr ? fs::path(venv) / "bin/python"
+                          : home != nullptr ? fs::path(home) / ".cache/gputrain/venv/bin/python"
+                                            : fs::path();
+  if (python.empty() || !fs::exists(python)) GTEST_SKIP() << "no Python with torch at " << python;
+  const fs::path data = dir_ / "data";
+  data::write_idx_set(data, {200, 60, 0}, /*gzip=*/false);
+  ASSERT_EQ(run_gputrain(train({"data.dataset=fashion_mnist", "data.root=" + data.string(), "data.batch_size=20",
+                                "train.epochs=2"}), kEnv)
+                .exit_code,
+            0);
+  const int64_t correct = metrics(run()).back()["correct"].get<int64_t>();
+  const fs::path weights = dir_ / "weights.pt";
+  const auto exported = run_gputrain({"export", "--checkpoint", list_checkpoints(checkpoints()).back().string(),
+                                      "--out", weights.string()}, kEnv);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  const std::string command = "OMP_NUM_THREADS=1 " + python.string() + " " + GPUTRAIN_SOURCE_DIR + "/tests/checkpoint/export_check.py " +
+                              weights.string() + " " + data.string() + " > " + (dir_ / "python.out").string();
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  EXPECT_EQ(std::stoll(testing::read_text(dir_ / "python.out")), correct);
+  EXPECT_GT(correct, 60 / 10);  // above chance, so the weights matter
+}
+
+}  // namespace
+}  // namespace gputrain::checkpoint

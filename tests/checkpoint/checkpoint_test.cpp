@@ -1,0 +1,246 @@
+// A checkpoint's contents survive the round trip exactly; damaged or foreign
+// contents are CheckpointErrors naming the file; the resume config is checked.
+#include "gputrain/checkpoint/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize/output-archive.h>
+
+#include <functional>
+
+#include "gputrain/checkpoint/format.h"
+#include "gputrain/checkpoint/resume.h"
+#include "gputrain/checkpoint/store.h"
+#include "gputrain/checkpoint/weights.h"
+#include "gputrain/common/error.h"
+#include "gputrain/config/load.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::checkpoint {
+namespace {
+
+using testing::TempDir;
+
+const char* const kConfig = R"(
+name: tiny
+device: cpu
+data: {dataset: synthetic, features: 3, classes: 2}
+model: {name: mlp, hidden: [4]}
+)";
+
+// A small model and an SGD with momentum that has taken one step, so the
+// optimizer has state worth restoring.
+struct Tiny {
+  torch::nn::Sequential model{torch::nn::Sequential()};
+  std::unique_ptr<torch::optim::SGD> optimizer;
+
+  explicit Tiny(int64_t hidden = 4, uint64_t seed = 1) {
+    torch::manual_seed(seed);
+    model->push_back("fc1", torch::nn::Linear(3, hidden));
+    model->push_back("fc2", torch::nn::Linear(hidden, 2));
+    optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  }
+  void step() {
+    optimizer->zero_grad();
+    model->forward(torch::randn({5, 3})).pow(2).sum().backward();
+    optimizer->step();
+  }
+};
+
+TrainingState sample_state(const std::string& config = kConfig) {
+  TrainingState s;
+  s.position = {2, 5, 21};
+  s.epoch_sums.loss = torch::tensor(1.25f);
+  s.epoch_sums.correct = torch::tensor(int64_t{7});
+  s.epoch_sums.samples = 40;
+  s.interval_sums.samples = 0;  // nothing summed yet: undefined tensors
+  s.scaler = {{"scale", 1024.0}, {"growth_tracker", 3.0}};
+  s.rng = capture_rng();
+  s.best_score = 0.75;
+  s.skipped_steps = 2;
+  s.config = config::dump_config(config::load_config_text(config, "c.yaml").config);
+  return s;
+}
+
+std::string encoded(const TrainingState& state = sample_state()) {
+  Tiny tiny;
+  tiny.step();
+  return encode(state, *tiny.model, *tiny.optimizer);
+}
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Checkpoint, EveryPartComesBackExactly) {
+  Tiny trained;
+  trained.step();
+  const TrainingState state = sample_state();
+  const Checkpoint c = Checkpoint::parse(encode(state, *trained.model, *trained.optimizer), "c.ckpt");
+  const TrainingState& back = c.state();
+  EXPECT_EQ(back.position.epoch, 2);
+  EXPECT_EQ(back.position.batch, 5);
+  EXPECT_EQ(back.position.step, 21);
+  EXPECT_TRUE(torch::equal(back.epoch_sums.loss, state.epoch_sums.loss));
+  EXPECT_EQ(back.epoch_sums.loss.scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(torch::equal(back.epoch_sums.correct, state.epoch_sums.correct));
+  EXPECT_EQ(back.epoch_sums.samples, 40);
+  EXPECT_FALSE(back.interval_sums.loss.defined());
+  EXPECT_EQ(back.scaler, state.scaler);
+  EXPECT_TRUE(torch::equal(back.rng.cpu, state.rng.cpu));
+  EXPECT_EQ(back.best_score, 0.75);
+  EXPECT_EQ(back.skipped_steps, 2);
+  EXPECT_EQ(back.config, state.config);
+  EXPECT_FALSE(back.torch_version.empty());
+  EXPECT_FALSE(back.gputrain_version.empty());
+
+  Tiny fresh(4, 2);
+  ASSERT_FALSE(torch::equal(fresh.model->parameters()[0], trained.model->parameters()[0]));
+  c.load_model(*fresh.model);
+  c.load_optimizer(*fresh.optimizer, torch::kCPU);
+  for (std::size_t i = 0; i < fresh.model->parameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(fresh.model->parameters()[i], trained.model->parameters()[i])) << i;
+  }
+  // Same momentum: one more identical step keeps them identical.
+  torch::manual_seed(5);
+  trained.step();
+  torch::manual_seed(5);
+  fresh.step();
+  for (std::size_t i = 0; i < fresh.model->parameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(fresh.model->parameters()[i], trained.model->parameters()[i])) << i;
+  }
+  EXPECT_EQ(c.weights().size(), 4u);
+  EXPECT_EQ(c.weights().front().first, "fc1.weight");
+}
+
+TEST(Checkpoint, RestoredRngRepeatsTheDraws) {
+  const RngState saved = capture_rng();
+  const torch::Tensor first = torch::rand({4});
+  restore_rng(saved);
+  EXPECT_TRUE(torch::equal(torch::rand({4}), first));
+}
+
+TEST(Checkpoint, IntactEnvelopeAroundBadContentsIsAnError) {
+  EXPECT_NE(error_of([] { Checkpoint::parse(seal("not an archive"), "x.ckpt"); })
+                .find("x.ckpt: the checksum matches but LibTorch cannot read the contents"),
+            std::string::npos);
+  torch::serialize::OutputArchive archive;  // a LibTorch archive, but not a checkpoint
+  archive.write("position_epoch", int64_t{1});
+  std::string payload;
+  archive.save_to([&payload](const void* data, std::size_t size) {
+    payload.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  EXPECT_NE(error_of([&] { Checkpoint::parse(seal(payload), "y.ckpt"); })
+                .find("y.ckpt: has no 'position_batch' entry (not a complete checkpoint)"),
+            std::string::npos);
+}
+
+TEST(Checkpoint, ReadNamesMissingAndDamagedFiles) {
+  TempDir dir;
+  EXPECT_NE(error_of([&] { Checkpoint::read(dir / "none.ckpt"); }).find("none.ckpt: no such file"), std::string::npos);
+  std::string bytes = encoded();
+  bytes.resize(bytes.size() / 2);
+  testing::write_text(dir / "half.ckpt", bytes);
+  EXPECT_NE(error_of([&] { Checkpoint::read(dir / "half.ckpt"); }).find("half.ckpt: truncated"), std::string::npos);
+}
+
+TEST(Checkpoint, WeightsOfAnotherShapeAreRefused) {
+  const Checkpoint c = Checkpoint::parse(encoded(), "c.ckpt");
+  Tiny wider(5);
+  EXPECT_NE(error_of([&] { c.load_model(*wider.model); }).find("c.ckpt: 'fc1.weight' has shape [4, 3] but the model expects [5, 3]"),
+            std::string::npos);
+  torch::nn::Sequential fewer;
+  fewer->push_back("fc1", torch::nn::Linear(3, 4));
+  EXPECT_NE(error_of([&] { c.load_model(*fewer); }).find("holds 'fc2.bias', which the model does not have"),
+            std::string::npos);
+}
+
+TEST(Weights, ModelPtAndCheckpointBothLoadAndExport) {
+  TempDir dir;
+  Tiny trained;
+  trained.step();
+  save_weights(trained.model, (dir / "model.pt").string());
+  testing::write_text(dir / "c.ckpt", encode(sample_state(), *trained.model, *trained.optimizer));
+  for (const char* file : {"model.pt", "c.ckpt"}) {
+    Tiny fresh(4, 2);
+    load_weights(fresh.model, (dir / file).string());
+    EXPECT_TRUE(torch::equal(fresh.model->parameters()[0], trained.model->parameters()[0])) << file;
+    const ExportSummary summary = export_weights((dir / file).string(), (dir / "export.pt").string());
+    EXPECT_EQ(summary.tensors, 4);
+    EXPECT_EQ(summary.elements, 3 * 4 + 4 + 4 * 2 + 2);
+  }
+  testing::write_text(dir / "junk.pt", "junk");
+  EXPECT_NE(error_of([&] { Tiny t; load_weights(t.model, (dir / "junk.pt").string()); })
+                .find("junk.pt: neither a gputrain checkpoint nor a LibTorch weights archive"),
+            std::string::npos);
+}
+
+TEST(Store, NewestValidSkipsDamagedCheckpoints) {
+  TempDir dir;
+  CheckpointStore store(dir.path(), 5, std::nullopt);
+  EXPECT_FALSE(newest_valid(dir.path()).has_value());
+  const std::string bytes = encoded();
+  store.save({1, 0, 8}, bytes);
+  const auto newer = store.save({2, 0, 16}, bytes);
+  testing::write_text(newer, bytes.substr(0, bytes.size() - 10));  // cut short
+  const std::optional<Checkpoint> found = newest_valid(dir.path());
+  ASSERT_TRUE(found.has_value());
+  EXPECT_NE(found->name().find("ckpt-s00000008-e0001-b000000.ckpt"), std::string::npos) << found->name();
+  testing::write_text(dir / "ckpt-s00000008-e0001-b000000.ckpt", "garbage");
+  EXPECT_NE(error_of([&] { newest_valid(dir.path()); }).find("none of its 2 checkpoints is intact"), std::string::npos);
+}
+
+config::LoadedConfig with(const std::vector<std::string>& overrides) {
+  return config::load_config_text(kConfig, "now.yaml", overrides);
+}
+
+TEST(Resume, ConfigIsTheCheckpointsWithSetOnTop) {
+  TempDir dir;
+  testing::write_text(dir / "c.ckpt", encoded());
+  const Resumption r = resolve_resume((dir / "c.ckpt").string(), std::nullopt, {"train.epochs=7"});
+  ASSERT_TRUE(r.checkpoint.has_value());
+  EXPECT_EQ(r.config.config.name, "tiny");
+  EXPECT_EQ(r.config.config.train.epochs, 7);
+  EXPECT_EQ(r.config.sources.at("train.epochs").str(), "--set #1 (train.epochs=7)");
+}
+
+TEST(Resume, IncompatibleKeysAreNamedWithBothValues) {
+  TempDir dir;
+  testing::write_text(dir / "c.ckpt", encoded());
+  const std::string path = (dir / "c.ckpt").string();
+  const std::string message =
+      error_of([&] { resolve_resume(path, std::nullopt, {"model.hidden=[7]", "seed=4", "train.epochs=3"}); });
+  EXPECT_NE(message.find(path + ": cannot resume with another model"), std::string::npos) << message;
+  EXPECT_NE(message.find("model.hidden is [4] in the checkpoint but [7] in --set #1"), std::string::npos) << message;
+  EXPECT_NE(message.find("seed is 0 in the checkpoint but 4 in --set #2"), std::string::npos) << message;
+  EXPECT_EQ(message.find("train.epochs"), std::string::npos) << message;  // allowed to change
+  // Mid-epoch (the sample state is 5 micro-batches into an epoch) the batch order is fixed too.
+  EXPECT_NE(error_of([&] { resolve_resume(path, with({"data.batch_size=64"}), {"data.batch_size=64"}); })
+                .find("data.batch_size is 128 in the checkpoint but 64 in --set #1"),
+            std::string::npos);
+  // The --config file (loaded with the same --set) is checked as well.
+  EXPECT_NE(error_of([&] { resolve_resume(path, with({"model.activation=tanh"}), {}); })
+                .find("model.activation is relu in the checkpoint but tanh in --set #1"),
+            std::string::npos);
+  EXPECT_EQ(incompatible_keys(with({}).config, with({"data.batch_size=64"}).config, Position{1, 0, 8}).size(), 0u);
+}
+
+TEST(Resume, AutoNeedsTheRunAndStartsFreshWithoutCheckpoints) {
+  TempDir dir;
+  EXPECT_THROW(resolve_resume("auto", std::nullopt, {}), UserError);
+  const config::LoadedConfig file = with({"output.dir=" + dir.path().string()});
+  const Resumption r = resolve_resume("auto", file, {});
+  EXPECT_FALSE(r.checkpoint.has_value());
+  EXPECT_EQ(r.config.config.output.dir, dir.path().string());
+}
+
+}  // namespace
+}  // namespace gputrain::checkpoint

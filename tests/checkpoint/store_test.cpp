@@ -1,0 +1,114 @@
+// Atomic writes and the checkpoint directory's rotation, without LibTorch archives.
+#include "gputrain/checkpoint/store.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "gputrain/common/error.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(WriteAtomically, AFullDiskLeavesThePreviousFileAndNoTemporary) {
+  TempDir dir;
+  const fs::path path = dir / "c.ckpt";
+  write_atomically(path, "the good checkpoint");
+  WriteHooks full;
+  int calls = 0;
+  full.write = [&calls](int fd, const char* data, std::size_t size) -> ssize_t {
+    if (calls++ == 0) return ::write(fd, data, std::min<std::size_t>(size, 4));
+    errno = ENOSPC;
+    return -1;
+  };
+  try {
+    write_atomically(path, "a newer checkpoint that does not fit", full);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kRuntime);
+    EXPECT_NE(std::string(e.what()).find(path.string() + ": cannot write: No space left on device"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(testing::read_text(path), "the good checkpoint");
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"c.ckpt"});
+}
+
+TEST(WriteAtomically, ShortWritesAreResumed) {
+  TempDir dir;
+  WriteHooks trickle;
+  trickle.write = [](int fd, const char* data, std::size_t size) { return ::write(fd, data, std::min<std::size_t>(size, 3)); };
+  write_atomically(dir / "c.ckpt", "eleven bytes and then some", trickle);
+  EXPECT_EQ(testing::read_text(dir / "c.ckpt"), "eleven bytes and then some");
+  EXPECT_EQ(names_in(dir.path()).size(), 1u);
+}
+
+TEST(WriteAtomically, AMissingDirectoryIsAnErrorNamingTheFile) {
+  TempDir dir;
+  EXPECT_THROW(write_atomically(dir / "absent" / "c.ckpt", "x"), Error);
+}
+
+TEST(CheckpointStore, NamesSortLikePositions) {
+  EXPECT_EQ(CheckpointStore::file_name({2, 5, 21}), "ckpt-s00000021-e0002-b000005.ckpt");
+  TempDir dir;
+  CheckpointStore store(dir.path(), 10, std::nullopt);
+  store.save({1, 8, 8}, "before the test pass");   // stopped after epoch 2's last step
+  store.save({2, 0, 8}, "after it");               // the same step, a later position
+  store.save({0, 3, 3}, "early");
+  const auto listed = list_checkpoints(dir.path());
+  ASSERT_EQ(listed.size(), 3u);
+  EXPECT_EQ(testing::read_text(listed[0]), "early");
+  EXPECT_EQ(testing::read_text(listed[1]), "before the test pass");
+  EXPECT_EQ(testing::read_text(listed[2]), "after it");
+}
+
+TEST(CheckpointStore, KeepsTheNewestAndTheBest) {
+  TempDir dir;
+  CheckpointStore store(dir.path(), 2, std::nullopt);
+  for (int64_t epoch = 1; epoch <= 4; ++epoch) {
+    store.save({epoch, 0, 10 * epoch}, "epoch " + std::to_string(epoch));
+    if (epoch == 2) store.save_best("epoch 2");
+  }
+  EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{"best.ckpt", "ckpt-s00000030-e0003-b000000.ckpt",
+                                                             "ckpt-s00000040-e0004-b000000.ckpt"}));
+  EXPECT_EQ(testing::read_text(dir / "best.ckpt"), "epoch 2");
+}
+
+TEST(CheckpointStore, KeepsOneTimelineAndRemovesTemporaries) {
+  TempDir dir;
+  const fs::path ckpts = dir / "checkpoints";
+  {
+    CheckpointStore first(ckpts, 5, std::nullopt);
+    first.save({1, 0, 8}, "one");
+    first.save({2, 0, 16}, "two");
+  }
+  testing::write_text(ckpts / ".ckpt-s00000024-e0003-b000000.ckpt.tmp-99-0", "half a write");
+  // Resuming from epoch 2: nothing newer, so everything stays but the temporary.
+  CheckpointStore resumed(ckpts, 5, Position{2, 0, 16});
+  EXPECT_EQ(names_in(ckpts).size(), 2u);
+  // Resuming from epoch 1: epoch 2 belongs to another timeline.
+  CheckpointStore older(ckpts, 5, Position{1, 0, 8});
+  EXPECT_FALSE(fs::exists(ckpts));
+  EXPECT_EQ(names_in(dir / "checkpoints.1").size(), 2u);
+  // A fresh run moves an earlier run's checkpoints aside too.
+  CheckpointStore(ckpts, 5, std::nullopt).save({1, 0, 8}, "new");
+  CheckpointStore fresh(ckpts, 5, std::nullopt);
+  EXPECT_TRUE(fs::exists(dir / "checkpoints.2" / "ckpt-s00000008-e0001-b000000.ckpt"));
+}
+
+}  // namespace
+}  // namespace gputrain::checkpoint

@@ -1,0 +1,45 @@
+// The messages of faults met mid-training, from fake figures: a GPU's
+// out-of-memory error cannot be caused on a machine without one, so the
+// catching itself (Trainer::fit) is checked only on CUDA machines by hand.
+#include "gputrain/train/faults.h"
+
+#include <gtest/gtest.h>
+
+namespace gputrain::train {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+TEST(Faults, OutOfMemoryGivesTheFiguresAndWhatToChange) {
+  OutOfMemoryContext c;
+  c.device = "cuda:1";
+  c.batch_size = 256;
+  c.accumulation_steps = 2;
+  c.memory.allocated = 7 * kGiB + kGiB / 2;
+  c.memory.reserved = 8 * kGiB - kGiB / 4;
+  c.memory.total = 8 * kGiB;
+  c.detail = "CUDA out of memory. Tried to allocate 2.00 GiB";
+  EXPECT_EQ(out_of_memory_message(c),
+            "cuda:1 ran out of memory at data.batch_size 256 (micro-batch 128): 7.50 GiB allocated by tensors, 7.75 "
+            "GiB reserved by the caching allocator, 8.00 GiB total. Lower data.batch_size, train in mixed precision "
+            "(train.amp: bf16, or fp16), or keep the batch and halve the micro-batch with "
+            "train.accumulation_steps: 4. No checkpoint was damaged. (LibTorch: CUDA out of memory. Tried to "
+            "allocate 2.00 GiB)");
+  c.amp = true;
+  c.batch_size = 3;
+  c.accumulation_steps = 1;
+  const std::string odd = out_of_memory_message(c);
+  EXPECT_EQ(odd.find("mixed precision"), std::string::npos) << odd;  // already on
+  EXPECT_EQ(odd.find("accumulation"), std::string::npos) << odd;      // 3 does not halve
+}
+
+TEST(Faults, NonFiniteLossNamesWhereAndTheLastCheckpoint) {
+  EXPECT_EQ(non_finite_loss_message(2, 17, "runs/x/checkpoints/ckpt-s00000016-e0001-b000006.ckpt"),
+            "epoch 2, step 17: the loss is not finite (inf or NaN), so training stops (train.on_nan: stop). The last "
+            "good checkpoint is runs/x/checkpoints/ckpt-s00000016-e0001-b000006.ckpt. Lower optim.lr, clip gradients "
+            "with train.grad_clip, or skip such batches with train.on_nan: skip");
+  EXPECT_NE(non_finite_loss_message(1, 2, "").find("No checkpoint was written before it."), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gputrain::train

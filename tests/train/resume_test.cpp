@@ -1,0 +1,186 @@
+// Resuming from any checkpoint, or after a stop request, ends bitwise where an
+// uninterrupted run ends; non-finite losses stop or are skipped (CPU).
+#include <gtest/gtest.h>
+
+#include "gputrain/checkpoint/store.h"
+#include "gputrain/config/load.h"
+#include "gputrain/device/resolve.h"
+#include "gputrain/train/trainer.h"
+#include "support/temp_dir.h"
+#include "train/recorder.h"
+
+namespace gputrain::train {
+namespace {
+
+using testing::TempDir;
+
+// Also asks the trainer to stop after micro-batch `batch` of epoch `epoch`.
+struct StoppingRecorder : Recorder {
+  StoppingRecorder(StopToken& token, int64_t epoch, int64_t batch) : token(token), epoch(epoch), batch(batch) {}
+  void on_progress(const Progress& p) override {
+    if (p.epoch == epoch && p.batch == batch) token.request_stop();
+  }
+  StopToken& token;
+  int64_t epoch;
+  int64_t batch;
+};
+
+// Dropout draws from the CPU generator and Adam and momentum carry state, so
+// every part of a checkpoint matters; 320 samples in batches of 32 over
+// micro-batches of 16 make 10 steps and 20 micro-batches per epoch.
+config::LoadedConfig run_config(const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> overrides{"train.epochs=3"};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return config::load_config_text(R"(
+name: r
+seed: 11
+device: cpu
+data: {dataset: synthetic, samples: 320, test_samples: 64, features: 6, classes: 3, batch_size: 32,
+       num_workers: 0, pin_memory: false}
+model: {name: mlp, hidden: [12], dropout: 0.25}
+optim: {name: adam, lr: 0.01, scheduler: cosine}
+train: {accumulation_steps: 2, log_every: 3}
+checkpoint: {every: 1, every_steps: 4, keep: 100}
+)",
+                                  "r.yaml", overrides);
+}
+
+device::DevicePlan cpu() { return device::DevicePlan{}; }
+
+// Ops this small run fastest on one thread; OpenMP's spinning workers slow
+// them tenfold on a busy machine, and both sides of each comparison run alike.
+class Resume : public ::testing::Test {
+ protected:
+  void SetUp() override { torch::set_num_threads(1); }
+};
+using OnNan = Resume;
+
+// Metrics that do not measure time, as one comparable list.
+std::vector<std::vector<double>> values(const Recorder& r) {
+  std::vector<std::vector<double>> out;
+  for (const auto& s : r.steps) {
+    out.push_back({0.0, double(s.epoch), double(s.step), s.loss, s.accuracy, s.lr, double(s.skipped_steps)});
+  }
+  for (const auto& e : r.epochs) {
+    out.push_back({1.0, double(e.epoch), double(e.step), e.train.loss_sum, double(e.train.correct),
+                   double(e.train.samples), e.test.loss_sum, double(e.test.correct), e.lr});
+  }
+  return out;
+}
+
+void expect_same_weights(const torch::nn::Sequential& a, const torch::nn::Sequential& b) {
+  const auto p = a->parameters();
+  const auto q = b->parameters();
+  ASSERT_EQ(p.size(), q.size());
+  for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::equal(p[i], q[i])) << "parameter " << i;
+}
+
+// The records of `all` at or after `from` (by step, then kind).
+std::vector<std::vector<double>> tail(const std::vector<std::vector<double>>& all, const std::vector<std::vector<double>>& like) {
+  std::vector<std::vector<double>> out;
+  for (const auto& row : all) {
+    for (const auto& wanted : like) {
+      if (row[0] == wanted[0] && row[2] == wanted[2]) out.push_back(row);
+    }
+  }
+  return out;
+}
+
+TEST_F(Resume, FromEveryCheckpointEndsBitwiseLikeTheUninterruptedRun) {
+  TempDir dir;
+  const auto loaded = run_config();
+  Trainer full(loaded, cpu());
+  Recorder whole;
+  FitOptions options;
+  options.checkpoint_dir = dir / "checkpoints";
+  full.fit(whole, options);
+  const auto checkpoints = checkpoint::list_checkpoints(dir / "checkpoints");
+  ASSERT_EQ(checkpoints.size(), 3u + 7u);  // 3 epoch ends, steps 4, 8, ..., 28
+  for (const auto& path : checkpoints) {
+    SCOPED_TRACE(path.filename().string());
+    Trainer resumed(loaded, cpu());
+    resumed.resume(checkpoint::Checkpoint::read(path));
+    Recorder rest;
+    resumed.fit(rest);
+    expect_same_weights(resumed.model(), full.model());
+    const auto got = values(rest);
+    EXPECT_EQ(got, tail(values(whole), got));
+  }
+}
+
+// A stop request ends the run at a step boundary with a checkpoint; resuming
+// it matches the uninterrupted run, metrics included, wherever it stopped.
+void stop_and_resume(int64_t epoch, int64_t micro_batch) {
+  SCOPED_TRACE(::testing::Message() << "stop after micro-batch " << micro_batch << " of epoch " << epoch);
+  TempDir dir;
+  const auto loaded = run_config({"checkpoint.every=0", "checkpoint.every_steps=0"});
+  Trainer full(loaded, cpu());
+  Recorder whole;
+  full.fit(whole);
+
+  StopToken token;
+  StoppingRecorder first(token, epoch, micro_batch);
+  FitOptions options;
+  options.checkpoint_dir = dir / "checkpoints";
+  options.stop = &token;
+  const TrainSummary stopped = Trainer(loaded, cpu()).fit(first, options);
+  ASSERT_TRUE(stopped.stopped);
+  EXPECT_EQ(stopped.steps, (epoch - 1) * 10 + (micro_batch + 1) / 2);  // the step in progress finishes
+  ASSERT_EQ(checkpoint::list_checkpoints(dir / "checkpoints").size(), 1u);
+  EXPECT_EQ(stopped.checkpoint, checkpoint::list_checkpoints(dir / "checkpoints").front().string());
+
+  Trainer resumed(loaded, cpu());
+  resumed.resume(checkpoint::Checkpoint::read(stopped.checkpoint));
+  Recorder second;
+  FitOptions again;  // the token still says stop
+  again.checkpoint_dir = options.checkpoint_dir;
+  const TrainSummary rest = resumed.fit(second, again);
+  EXPECT_FALSE(rest.stopped);
+  expect_same_weights(resumed.model(), full.model());
+  auto joined = values(first);
+  const auto more = values(second);
+  joined.insert(joined.end(), more.begin(), more.end());
+  std::sort(joined.begin(), joined.end());
+  auto expected = values(whole);
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(joined, expected);
+}
+
+TEST_F(Resume, AfterAStopMidEpochOrBeforeTheTestPass) {
+  stop_and_resume(2, 7);   // mid-step: the step of micro-batches 7 and 8 completes first
+  stop_and_resume(1, 19);  // the epoch's last step (micro-batches 19 and 20), before its test pass
+}
+
+TEST_F(OnNan, StopNamesTheEpochStepAndLastCheckpoint) {
+  TempDir dir;
+  // An infinite learning rate makes every weight inf or NaN after step 1.
+  Trainer trainer(run_config({"optim.lr=.inf", "optim.scheduler=none", "checkpoint.every_steps=1"}), cpu());
+  Recorder recorder;
+  FitOptions options;
+  options.checkpoint_dir = dir / "checkpoints";
+  try {
+    trainer.fit(recorder, options);
+    FAIL() << "training went on";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kRuntime);
+    const std::string message = e.what();
+    EXPECT_NE(message.find("epoch 1, step 2: the loss is not finite"), std::string::npos) << message;
+    EXPECT_NE(message.find("The last good checkpoint is " + (dir / "checkpoints" / "ckpt-s00000001-e0000-b000002.ckpt").string()),
+              std::string::npos)
+        << message;
+  }
+}
+
+TEST_F(OnNan, SkipCountsTheSkippedStepsAndFinishes) {
+  Trainer trainer(run_config({"optim.lr=.inf", "optim.scheduler=none", "train.on_nan=skip"}), cpu());
+  Recorder recorder;
+  const TrainSummary summary = trainer.fit(recorder);
+  EXPECT_EQ(summary.steps, 30);
+  ASSERT_EQ(recorder.epochs.size(), 3u);
+  EXPECT_EQ(recorder.epochs.back().skipped_steps, 29);  // all but the first
+  EXPECT_EQ(recorder.epochs.front().train.samples, 32);  // only the first step's batch counts
+  EXPECT_EQ(recorder.steps.back().skipped_steps, 29);
+}
+
+}  // namespace
+}  // namespace gputrain::train
