@@ -107,6 +107,7 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
       {"data: {batch_size: 0}", "data.batch_size", "must be >= 1 (got 0)"},
       {"optim: {lr: -0.1}", "optim.lr", "must be > 0 (got -0.1)"},
       {"optim: {lr: .nan}", "optim.lr", "must be a finite number (got .nan)"},
+      {"optim: {lr: 1.0e+300}", "optim.lr", "1.0e+300 is beyond float32's range"},
       {"train: {accumulation_steps: 0}", "train.accumulation_steps", "must be >= 1 (got 0)"},
       {"data: {num_workers: -1}", "data.num_workers", "must be >= 0 (got -1)"},
       {"model: {dropout: 1.0}", "model.dropout", "must be in [0, 1) (got 1)"},

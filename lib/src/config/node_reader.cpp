@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "gputrain/common/strings.h"
@@ -101,11 +102,17 @@ void NodeReader::read(const std::string& key, int64_t& value) {
 
 namespace {
 // yaml-cpp reads .inf and .nan, but config.yaml would print them as inf and
-// nan, which it does not read back; no key has a use for them.
+// nan, which it does not read back; no key has a use for them. Training
+// computes in float32, so a larger number (an lr of 1e300, say) would only
+// fail later, inside LibTorch, as a conversion error.
 template <typename T>
 void require_finite(const NodeReader& reader, const std::string& key, T value, const YAML::Node& node) {
   if constexpr (std::is_floating_point_v<T>) {
     if (!std::isfinite(value)) reader.fail(key, fmt::format("must be a finite number (got {})", node.Scalar()));
+    if (std::abs(value) > std::numeric_limits<float>::max()) {
+      reader.fail(key, fmt::format("{} is beyond float32's range (±3.4e38), in which training computes",
+                                   node.Scalar()));
+    }
   }
 }
 }  // namespace
