@@ -2,6 +2,8 @@
 // uninterrupted run ends; non-finite losses stop or are skipped (CPU).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/config/load.h"
 #include "gputrain/device/resolve.h"
@@ -151,10 +153,17 @@ TEST_F(Resume, AfterAStopMidEpochOrBeforeTheTestPass) {
   stop_and_resume(1, 19);  // the epoch's last step (micro-batches 19 and 20), before its test pass
 }
 
+// An infinite learning rate makes every weight inf or NaN after step 1. The
+// config refuses one, so it is set behind the loader's back.
+config::LoadedConfig diverging(const std::vector<std::string>& extra) {
+  config::LoadedConfig loaded = run_config(extra);
+  loaded.config.optim.lr = std::numeric_limits<double>::infinity();
+  return loaded;
+}
+
 TEST_F(OnNan, StopNamesTheEpochStepAndLastCheckpoint) {
   TempDir dir;
-  // An infinite learning rate makes every weight inf or NaN after step 1.
-  Trainer trainer(run_config({"optim.lr=.inf", "optim.scheduler=none", "checkpoint.every_steps=1"}), cpu());
+  Trainer trainer(diverging({"optim.scheduler=none", "checkpoint.every_steps=1"}), cpu());
   Recorder recorder;
   FitOptions options;
   options.checkpoint_dir = dir / "checkpoints";
@@ -172,7 +181,7 @@ TEST_F(OnNan, StopNamesTheEpochStepAndLastCheckpoint) {
 }
 
 TEST_F(OnNan, SkipCountsTheSkippedStepsAndFinishes) {
-  Trainer trainer(run_config({"optim.lr=.inf", "optim.scheduler=none", "train.on_nan=skip"}), cpu());
+  Trainer trainer(diverging({"optim.scheduler=none", "train.on_nan=skip"}), cpu());
   Recorder recorder;
   const TrainSummary summary = trainer.fit(recorder);
   EXPECT_EQ(summary.steps, 30);
