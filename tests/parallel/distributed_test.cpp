@@ -176,6 +176,36 @@ TEST(Ddp, KilledRankEndsTheOthersNamingIt) {
       << result->err;
 }
 
+// One SIGINT to the launcher reaches both ranks; they stop at the same step,
+// rank 0 writes one checkpoint, and --resume auto under --nproc finishes the
+// run with the weights of a run that was never stopped.
+TEST(Ddp, SigintToTheLauncherCheckpointsOnceAndResumes) {
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 200, 30) +
+                                                                 "checkpoint: {every: 0, every_steps: 1000000}\n");
+  const std::vector<std::string> train{"train", "--config", config.string(), "--output", (dir / "run").string(),
+                                       "--nproc", "2"};
+  GputrainProcess launcher(train);
+  ASSERT_TRUE(testing::wait_until([&] { return launcher.err_so_far().find("Epoch 1/") != std::string::npos; }))
+      << launcher.err_so_far();
+  launcher.send(SIGINT);
+  const auto stopped = launcher.wait();
+  ASSERT_EQ(stopped.exit_code, 130) << stopped.err;
+  const auto checkpoints = dir / "run/ddp/checkpoints";
+  std::size_t written = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(checkpoints)) written += entry.path().extension() == ".ckpt";
+  EXPECT_EQ(written, 1u) << "rank 0 alone writes, once";
+
+  std::vector<std::string> resume = train;
+  resume.insert(resume.end(), {"--resume", "auto"});
+  const auto resumed = run_gputrain(resume);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const auto whole =
+      run_gputrain({"train", "--config", config.string(), "--output", (dir / "whole").string(), "--nproc", "2"});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  expect_same_weights(config, dir / "run/ddp/model.pt", dir / "whole/ddp/model.pt");
+}
+
 TEST(Ddp, BadLaunchVariablesExitTwo) {
   const std::vector<std::string> args{"train", "--config", "configs/seed_mlp.yaml", "--set", "device=cpu"};
   const auto rank_too_big = run_gputrain(args, {{"RANK", "2"}, {"WORLD_SIZE", "2"}});
