@@ -6,6 +6,8 @@ import gzip
 import pathlib
 import shutil
 import struct
+import subprocess
+import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -95,7 +97,38 @@ def idx_seeds():
     write(d, "huge-count-gzip", idx_pair(gzip.compress(huge, mtime=0), labels))
 
 
+CHECKPOINT_RUN = """name: seed
+seed: 1
+device: cpu
+data: {dataset: synthetic, samples: 16, test_samples: 8, features: 3, classes: 2, batch_size: 8,
+       num_workers: 0, pin_memory: false}
+model: {name: mlp, hidden: [2]}
+optim: {name: adam, lr: 0.01}
+train: {epochs: 1}
+"""
+
+
+def checkpoint_seeds(gputrain=ROOT / "build" / "release" / "app" / "gputrain"):
+    """A real checkpoint of a tiny run, whole (0 + file) and as a bare payload (1 + payload: the
+    target seals it), with a few damaged copies (fuzz_checkpoint.cpp)."""
+    d = corpus("checkpoint")
+    with tempfile.TemporaryDirectory() as tmp:
+        config = pathlib.Path(tmp) / "seed.yaml"
+        config.write_text(CHECKPOINT_RUN)
+        subprocess.run([str(gputrain), "--log-level", "error", "train", "--config", str(config), "--output", tmp],
+                       check=True, stdout=subprocess.DEVNULL)
+        whole = next((pathlib.Path(tmp) / "seed" / "checkpoints").glob("ckpt-*.ckpt")).read_bytes()
+    header, payload = whole[:32], whole[32:]
+    write(d, "whole", b"\x00" + whole)
+    write(d, "payload", b"\x01" + payload)
+    write(d, "truncated", b"\x00" + whole[: len(whole) // 2])
+    write(d, "header-only", b"\x00" + header)
+    write(d, "empty-payload", b"\x01")
+    write(d, "flipped-payload", b"\x01" + payload[:100] + bytes([payload[100] ^ 0xFF]) + payload[101:])
+
+
 if __name__ == "__main__":
     config_seeds()
     cifar_seeds()
     idx_seeds()
+    checkpoint_seeds()
