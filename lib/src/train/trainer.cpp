@@ -8,14 +8,12 @@
 #include <torch/utils.h>
 
 #include <chrono>
-#include <filesystem>
-#include <sstream>
+#include <cmath>
 #include <optional>
 #include <tuple>
 
 #include "checkpointing.h"
 #include "gputrain/common/error.h"
-#include "gputrain/common/files.h"
 #include "gputrain/config/load.h"
 #include "gputrain/data/batch_stream.h"
 #include "gputrain/device/memory.h"
@@ -324,10 +322,13 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group) {
   strategy->after_backward(model);
   if (!scaler->enabled()) {
     // fp16's scaler skips non-finite steps itself; otherwise this is the one
-    // device sync per optimizer step that train.on_nan costs.
-    std::vector<torch::Tensor> losses;
-    for (const auto& m : measured) losses.push_back(std::get<0>(m));
-    if (strategy->any_rank(!torch::stack(losses).isfinite().all().item<bool>())) {
+    // device sync per optimizer step that train.on_nan costs. The step's loss
+    // total is finite exactly when every micro-batch's is (a float32 sum
+    // overflowing to inf is a diverging run too), and reading one number is
+    // the fewest ops: small models feel each one.
+    torch::Tensor step_loss = std::get<0>(measured.front());
+    for (std::size_t i = 1; i < measured.size(); ++i) step_loss = step_loss + std::get<0>(measured[i]);
+    if (strategy->any_rank(!std::isfinite(step_loss.item<double>()))) {
       if (config.train.on_nan == "stop") {
         throw Error(ExitCode::kRuntime, non_finite_loss_message(epochs_done + 1, step + 1, checkpointer->last_good()));
       }
