@@ -141,6 +141,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   source->start_epoch(0);
   const data::Batch fixed = next();
   const torch::Tensor inputs = on_device(fixed.inputs), targets = on_device(fixed.targets);
+  source->stop();  // no loader thread may compete with the bound's steps
   auto bound_step = [&] {
     optimizer->zero_grad();
     forward(inputs, targets).backward();
@@ -155,7 +156,6 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
     sync(device);
   }
   const double bound_ms = ms_between(bound_start, Clock::now()) / static_cast<double>(options.steps);
-  source->stop();
 
   BenchReport report;
   report.model = c.model.name;
