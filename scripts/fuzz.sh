@@ -13,7 +13,8 @@ shift $(( $# > 1 ? 2 : 1 ))
 cd "$GPUTRAIN_ROOT"
 found="build/asan/tests/fuzz/long-$target"
 mkdir -p "$found"
-options=(-max_total_time="$seconds" -timeout=10 -print_final_stats=1 -artifact_prefix="$found/")
+# 4 GiB as in the smokes (tests/fuzz/CMakeLists.txt says why).
+options=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$found/")
 [ -f "tests/fuzz/$target.dict" ] && options+=(-dict="tests/fuzz/$target.dict")
 export LSAN_OPTIONS="suppressions=$GPUTRAIN_ROOT/tests/sanitizers/lsan.supp:print_suppressions=0"
 exec "build/asan/tests/fuzz/fuzz_$target" "${options[@]}" "$@" "$found" "tests/fuzz/corpus/$target"
