@@ -4,8 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "gputrain/common/files.h"
@@ -17,14 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // Every line of a metrics file parses as JSON (no half-written record); returns how many.
 std::size_t whole_json_lines(const fs::path& path) {
-  const std::string text = slurp(path);
+  const std::string text = read_text(path);
   EXPECT_TRUE(text.empty() || text.back() == '\n') << "last line is cut short";
   std::size_t lines = 0;
   std::istringstream in(text);
@@ -54,8 +48,8 @@ TEST(CliFullDisk, MetricsStopAtTheLastWholeLineAndEarlierFilesSurvive) {
   const auto first = run_gputrain(train_args(dir.path(), {}));
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const fs::path run = dir / "seed-mlp";
-  const std::string weights = slurp(run / "model.pt");
-  const std::string metrics = slurp(run / "metrics.jsonl");
+  const std::string weights = read_text(run / "model.pt");
+  const std::string metrics = read_text(run / "metrics.jsonl");
 
   // 4 KiB holds config.yaml and the warnings, but not a metrics line per step.
   const auto r = run_gputrain(train_args(dir.path(), {"train.log_every=1"}), {}, GPUTRAIN_SOURCE_DIR,
@@ -65,8 +59,8 @@ TEST(CliFullDisk, MetricsStopAtTheLastWholeLineAndEarlierFilesSurvive) {
   EXPECT_NE(r.err.find("metrics.jsonl: cannot write metrics: File too large"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
   EXPECT_GT(whole_json_lines(run / "metrics.jsonl"), 0u);
-  EXPECT_EQ(slurp(run / "metrics.1.jsonl"), metrics);  // the first run's, kept aside
-  EXPECT_EQ(slurp(run / "model.pt"), weights);
+  EXPECT_EQ(read_text(run / "metrics.1.jsonl"), metrics);  // the first run's, kept aside
+  EXPECT_EQ(read_text(run / "model.pt"), weights);
 }
 
 TEST(CliFullDisk, WeightsThatDoNotFitLeaveThePreviousOnesInPlace) {
@@ -77,7 +71,7 @@ TEST(CliFullDisk, WeightsThatDoNotFitLeaveThePreviousOnesInPlace) {
   const auto first = run_gputrain(train_args(dir.path(), wide));
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const fs::path run = dir / "seed-mlp";
-  const std::string weights = slurp(run / "model.pt");
+  const std::string weights = read_text(run / "model.pt");
   ASSERT_GT(weights.size(), 200000u);
 
   const auto r = run_gputrain(train_args(dir.path(), wide), {}, GPUTRAIN_SOURCE_DIR, file_size_limit(65536));
@@ -86,7 +80,7 @@ TEST(CliFullDisk, WeightsThatDoNotFitLeaveThePreviousOnesInPlace) {
   EXPECT_NE(r.err.find("model.pt: cannot write: File too large; the previous file, if any, is unchanged"),
             std::string::npos)
       << r.err;
-  EXPECT_EQ(slurp(run / "model.pt"), weights);
+  EXPECT_EQ(read_text(run / "model.pt"), weights);
   for (const auto& entry : fs::directory_iterator(run)) {
     EXPECT_EQ(entry.path().filename().string().find(kAtomicTemporaryMark), std::string::npos) << entry.path();
   }

@@ -20,10 +20,18 @@ namespace {
 
 using LossClosure = torch::optim::Optimizer::LossClosure;
 
-torch::Tensor run_closure(const LossClosure& closure) {
-  if (closure == nullptr) return {};
-  at::AutoGradMode enable_grad(true);
-  return closure();
+// Optimizer::step of a SplitStep: the closure's loss (computed with grad on,
+// as LibTorch's optimizers do), then both halves of the step.
+torch::Tensor step_with(SplitStep& split, const LossClosure& closure) {
+  torch::Tensor loss;
+  if (closure != nullptr) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  torch::NoGradGuard no_grad;
+  split.prepare_step();
+  split.launch_step();
+  return loss;
 }
 
 // A 0-dim float32 tensor on `like`'s device (the fused kernels read their
@@ -44,13 +52,7 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
   MultiTensorSGD(std::vector<torch::Tensor> params, const torch::optim::SGDOptions& options, StepKernel kernel)
       : SGD(std::move(params), options), kernel_(kernel) {}
 
-  torch::Tensor step(LossClosure closure = nullptr) override {
-    torch::NoGradGuard no_grad;
-    torch::Tensor loss = run_closure(closure);
-    prepare_step();
-    launch_step();
-    return loss;
-  }
+  torch::Tensor step(LossClosure closure = nullptr) override { return step_with(*this, closure); }
 
   bool prepare_step() override {
     torch::NoGradGuard no_grad;
@@ -160,13 +162,7 @@ class MultiTensorAdam final : public Base, public SplitStep {
   MultiTensorAdam(std::vector<torch::Tensor> params, const Options& options, StepKernel kernel)
       : Base(std::move(params), options), kernel_(kernel) {}
 
-  torch::Tensor step(LossClosure closure = nullptr) override {
-    torch::NoGradGuard no_grad;
-    torch::Tensor loss = run_closure(closure);
-    prepare_step();
-    launch_step();
-    return loss;
-  }
+  torch::Tensor step(LossClosure closure = nullptr) override { return step_with(*this, closure); }
 
   bool prepare_step() override {
     torch::NoGradGuard no_grad;
