@@ -53,13 +53,16 @@ std::vector<torch::Tensor> parameters() {
 }
 
 // `steps` steps with gradients from a fixed generator and a learning rate that
-// changes every step, as a schedule does. `skip` leaves parameter 1 without a
-// gradient on that step.
+// changes every other step, as a schedule does (the fused kernels' device copy
+// of it must follow the changes and hold between them). `skip` leaves
+// parameter 1 without a gradient on that step.
 void run(torch::optim::Optimizer& optimizer, std::vector<torch::Tensor>& params, int steps, uint64_t seed,
          int skip = -1) {
   auto gen = at::detail::createCPUGenerator(seed);
   for (int s = 0; s < steps; ++s) {
-    for (auto& group : optimizer.param_groups()) group.options().set_lr(group.options().get_lr() * 0.9);
+    if (s % 2 == 1) {
+      for (auto& group : optimizer.param_groups()) group.options().set_lr(group.options().get_lr() * 0.9);
+    }
     for (std::size_t i = 0; i < params.size(); ++i) {
       params[i].mutable_grad() = s == skip && i == 1 ? torch::Tensor() : torch::randn(params[i].sizes(), gen);
     }

@@ -221,6 +221,27 @@ TEST(Loss, MseSumOverNIsPyTorchsMean) {
   }
 }
 
+// The trainer backpropagates a summed loss with 1/N as its incoming gradient:
+// the same gradients, bit for bit, as dividing the sum by N first, for each
+// batch size it meets (a full batch, then the epoch's shorter last one).
+TEST(MeanBackward, SameGradientsAsDividingFirst) {
+  torch::manual_seed(0);
+  torch::nn::Linear divided(5, 3), weighted(5, 3);
+  weighted->weight.data().copy_(divided->weight.data());
+  weighted->bias.data().copy_(divided->bias.data());
+  MeanBackward backward_mean;
+  for (const int64_t n : {7, 7, 2}) {
+    const torch::Tensor inputs = torch::randn({n, 5});
+    const torch::Tensor targets = torch::randint(3, {n});
+    divided->zero_grad();
+    weighted->zero_grad();
+    (loss_sum(LossKind::kCrossEntropy, divided->forward(inputs), targets) / static_cast<double>(n)).backward();
+    backward_mean(loss_sum(LossKind::kCrossEntropy, weighted->forward(inputs), targets), n);
+    EXPECT_TRUE(torch::equal(weighted->weight.grad(), divided->weight.grad())) << n;
+    EXPECT_TRUE(torch::equal(weighted->bias.grad(), divided->bias.grad())) << n;
+  }
+}
+
 TEST(Loss, MseRefusesShapesThatWouldBroadcast) {
   EXPECT_THROW(loss_sum(LossKind::kMse, torch::zeros({6, 1}), torch::zeros({6})), InternalError);
 }

@@ -90,8 +90,9 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   };
   auto forward = [&](const torch::Tensor& inputs, const torch::Tensor& targets) {
     AutocastScope autocast(amp, device.type());
-    return loss_sum(loss, model->forward(inputs), targets) / static_cast<double>(inputs.size(0));
+    return loss_sum(loss, model->forward(inputs), targets);
   };
+  MeanBackward backward_mean;  // as the trainer backpropagates
 
   std::vector<PhaseTimer> timers{{"data"}, {"forward"}, {"backward"}, {"optimizer"}};
   PhaseTimer whole{"step"};
@@ -118,7 +119,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
     at[2] = Clock::now();
     {
       device::NvtxRange range("backward");
-      batch_loss.backward();
+      backward_mean(batch_loss, inputs.size(0));
       sync(device);
     }
     at[3] = Clock::now();
@@ -144,7 +145,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   source->stop();  // no loader thread may compete with the bound's steps
   auto bound_step = [&] {
     optimizer->zero_grad();
-    forward(inputs, targets).backward();
+    backward_mean(forward(inputs, targets), inputs.size(0));
     optimizer->step();
   };
   for (int64_t i = 0; i < options.warmup; ++i) bound_step();

@@ -59,6 +59,7 @@ struct GraphedStep::State {
   torch::Tensor inputs;   // static: every replayed step reads its batch from here
   torch::Tensor targets;
   StepSums sums;  // static outputs of the graph
+  MeanBackward backward_mean;  // its 1/batch gradient is made before capture, in the warm-up steps
   std::unique_ptr<at::cuda::CUDAGraph> graph;
 
   // The device work of one step; the host half (prepare_step) runs outside.
@@ -75,7 +76,7 @@ struct GraphedStep::State {
     }
     {
       device::NvtxRange range("backward");
-      (total / static_cast<double>(inputs.size(0))).backward();
+      backward_mean(total, inputs.size(0));
     }
     return {total.detach(), classification ? outputs.detach().argmax(1).eq(targets).sum() : torch::Tensor()};
   }

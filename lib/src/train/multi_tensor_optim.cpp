@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace gputrain::train::detail {
 
@@ -34,16 +35,40 @@ torch::Tensor step_with(SplitStep& split, const LossClosure& closure) {
   return loss;
 }
 
-// A 0-dim float32 tensor on `like`'s device (the fused kernels read their
-// learning rate from one), reused across steps so a captured graph keeps
-// pointing at it.
-torch::Tensor& scalar_on(torch::Tensor& slot, const torch::Tensor& like, int64_t size = 0) {
-  const std::vector<int64_t> shape = size > 0 ? std::vector<int64_t>{size} : std::vector<int64_t>{};
-  if (!slot.defined() || slot.device() != like.device() || slot.sizes() != c10::IntArrayRef(shape)) {
-    slot = torch::empty(shape, torch::TensorOptions().dtype(torch::kFloat32).device(like.device()));
+// A float32 device tensor the fused kernels read a per-step value from (the
+// learning rate, the step count), kept at a fixed address across steps so a
+// captured graph keeps pointing at it. It is written only when the value
+// changes: on a small model every op per step shows.
+class DeviceValue {
+ public:
+  // Holds `value` in `size` elements on `like`'s device (size 0: a 0-dim scalar).
+  const torch::Tensor& set(const torch::Tensor& like, double value, int64_t size = 0) {
+    const std::vector<int64_t> shape = size > 0 ? std::vector<int64_t>{size} : std::vector<int64_t>{};
+    if (!tensor_.defined() || tensor_.device() != like.device() || tensor_.sizes() != c10::IntArrayRef(shape)) {
+      tensor_ = torch::empty(shape, torch::TensorOptions().dtype(torch::kFloat32).device(like.device()));
+      elements_.clear();
+      written_.reset();
+    }
+    if (written_ != value) {
+      tensor_.fill_(value);
+      written_ = value;
+    }
+    return tensor_;
   }
-  return slot;
-}
+  const torch::Tensor& tensor() const { return tensor_; }
+  // One view per element, made once per allocation.
+  const std::vector<torch::Tensor>& elements() {
+    if (elements_.empty()) {
+      for (int64_t i = 0; i < tensor_.numel(); ++i) elements_.push_back(tensor_[i]);
+    }
+    return elements_;
+  }
+
+ private:
+  torch::Tensor tensor_;
+  std::vector<torch::Tensor> elements_;
+  std::optional<double> written_;
+};
 
 // SGD's step: the same arithmetic as torch::optim::SGD::step, over all
 // parameters of a group at once.
@@ -88,7 +113,7 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
           remember(w.params[i], w.buffers[i]);
         }
       }
-      scalar_on(lr_[g], w.params.front()).fill_(options.lr());
+      lr_[g].set(w.params.front(), options.lr());
     }
     return replayable;
   }
@@ -101,7 +126,7 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
       if (w.params.empty()) continue;
       if (w.fused) {
         at::_fused_sgd_(w.params, w.grads, options.momentum() != 0 ? at::TensorList(w.buffers) : at::TensorList(),
-                        options.weight_decay(), options.momentum(), lr_[g], options.dampening(), options.nesterov(),
+                        options.weight_decay(), options.momentum(), lr_[g].tensor(), options.dampening(), options.nesterov(),
                         /*maximize=*/false, w.first_step);
         continue;
       }
@@ -150,7 +175,7 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
 
   StepKernel kernel_;
   std::vector<Work> groups_;
-  std::vector<torch::Tensor> lr_;  // per group, for the fused kernel: kept at a fixed address across steps
+  std::vector<DeviceValue> lr_;  // per group, for the fused kernel
 };
 
 // Adam's and AdamW's step: the same arithmetic as torch::optim::Adam::step
@@ -197,10 +222,9 @@ class MultiTensorAdam final : public Base, public SplitStep {
                 std::all_of(steps.begin(), steps.end(), [&](int64_t s) { return s == steps.front(); });
       if (w.fused) {
         Kept& k = kept_[g];
-        scalar_on(k.lr, w.params.front()).fill_(options.lr());
-        const auto n = static_cast<int64_t>(w.params.size());
-        scalar_on(k.steps, w.params.front(), n).fill_(static_cast<double>(steps.front()));
-        for (int64_t i = 0; i < n; ++i) w.state_steps.push_back(k.steps[i]);
+        k.lr.set(w.params.front(), options.lr());
+        k.steps.set(w.params.front(), static_cast<double>(steps.front()), static_cast<int64_t>(w.params.size()));
+        w.state_steps = k.steps.elements();
         continue;
       }
       replayable = false;
@@ -223,7 +247,7 @@ class MultiTensorAdam final : public Base, public SplitStep {
       if (w.params.empty()) continue;
       if (w.fused) {
         const auto fused = kDecoupled ? &fused_adamw : &fused_adam;
-        fused(w, kept_[g].lr, beta1, beta2, options.weight_decay(), options.eps(), options.amsgrad());
+        fused(w, kept_[g].lr.tensor(), beta1, beta2, options.weight_decay(), options.eps(), options.amsgrad());
         continue;
       }
       std::vector<torch::Tensor> grads = w.grads;
@@ -255,8 +279,8 @@ class MultiTensorAdam final : public Base, public SplitStep {
   };
   // Device tensors the fused kernels read, kept at fixed addresses across steps.
   struct Kept {
-    torch::Tensor lr;
-    torch::Tensor steps;  // [parameters], views of it are the per-parameter step counts
+    DeviceValue lr;
+    DeviceValue steps;  // [parameters]; its elements are the per-parameter step counts
   };
 
   static void fused_adam(Work& w, const torch::Tensor& lr, double beta1, double beta2, double weight_decay,

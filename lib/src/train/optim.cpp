@@ -142,4 +142,12 @@ torch::Tensor loss_sum(LossKind kind, const torch::Tensor& outputs, const torch:
   return F::mse_loss(outputs, targets, F::MSELossFuncOptions().reduction(torch::kNone)).flatten(1).mean(1).sum();
 }
 
+void MeanBackward::operator()(const torch::Tensor& loss_sum, int64_t samples) {
+  torch::Tensor& weight = weights_[samples];
+  if (!weight.defined() || weight.scalar_type() != loss_sum.scalar_type() || weight.device() != loss_sum.device()) {
+    weight = torch::full({}, 1.0 / static_cast<double>(samples), loss_sum.options());
+  }
+  loss_sum.backward(weight);
+}
+
 }  // namespace gputrain::train

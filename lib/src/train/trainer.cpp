@@ -147,6 +147,7 @@ struct Trainer::State {
   AmpMode amp = AmpMode::kOff;
   std::unique_ptr<GradScaler> scaler;
   std::unique_ptr<GraphedStep> graphed;  // train.cuda_graph, where the run allows it
+  MeanBackward backward_mean;
   int64_t steps_per_epoch = 0;
   int64_t step = 0;
   // Where the run stands besides `step`: what a checkpoint records.
@@ -309,14 +310,15 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group) {
                                   autocast_replica);
       batch_loss = loss_sum(loss, outputs, targets);
     }
-    // Dividing by the whole (global) group's size makes K micro-batches, or N
+    // Averaging over the whole (global) group's size makes K micro-batches, or N
     // ranks, one step of their combined batch, and weights a short last group
     // by its real size.
     {
       device::NvtxRange range("backward");
-      scaler->scale(batch_loss / static_cast<double>(group_samples)).backward();
+      backward_mean(scaler->scale(batch_loss), group_samples);
     }
-    measured.emplace_back(batch_loss.detach(), correct_count(outputs.detach(), targets, classification), mb.size());
+    // argmax records no autograd node, so the outputs need no detach() (one op fewer per step)
+    measured.emplace_back(batch_loss.detach(), correct_count(outputs, targets, classification), mb.size());
   }
   device::NvtxRange range("optimizer");
   strategy->after_backward(model);

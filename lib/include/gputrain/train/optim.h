@@ -4,6 +4,7 @@
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -72,5 +73,17 @@ LossKind resolve_loss(const std::string& name, bool class_targets);
 //                  N it equals PyTorch's MSELoss (reduction mean) for any
 //                  number of values per sample, since each sample has as many.
 torch::Tensor loss_sum(LossKind kind, const torch::Tensor& outputs, const torch::Tensor& targets);
+
+// Backpropagates a loss summed over samples as their mean: backward() from
+// the sum with 1/samples as its incoming gradient. Dividing the sum first
+// gives the same gradients bit for bit but costs a division, its autograd
+// node and a ones_like per micro-batch, which small models feel.
+class MeanBackward {
+ public:
+  void operator()(const torch::Tensor& loss_sum, int64_t samples);
+
+ private:
+  std::map<int64_t, torch::Tensor> weights_;  // 1/samples by samples: a full batch and the epoch's last
+};
 
 }  // namespace gputrain::train
