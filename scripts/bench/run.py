@@ -170,6 +170,13 @@ def python_bound(args, workload, threads):
     return last_json(out)
 
 
+def bound(args, workload, impl, threads, impls):
+    """The compute bound of `impl` in samples/s."""
+    if impl == "gputrain":
+        return gputrain_bound(args, workload)["bound_samples_per_s"]
+    return python_bound(args, workload, threads[impls.index(impl)])["samples_per_s"]
+
+
 # --- workloads ---------------------------------------------------------------------------------
 
 def prepare(args):
@@ -235,13 +242,11 @@ def python_label(threads):
     return "python" if threads == 0 else f"python ({threads} thread{'s' if threads > 1 else ''})"
 
 
-def summarise(runs, bounds, impls):
+def summarise(runs, impls):
     rows = {}
     for impl in impls:
         mine = [r for r in runs if r["label"] == impl]
-        # A bound is a best case: the fastest of its measurements (one per repetition).
-        key = "bound_samples_per_s" if impl == "gputrain" else "samples_per_s"
-        bound = max(b[key] for b in bounds[impl])
+        bound = median([r["bound_samples_per_s"] for r in mine])
         steady = median([r["steady_samples_per_s"] for r in mine])
         rows[impl] = {"steady": steady, "steady_min": min(r["steady_samples_per_s"] for r in mine),
                       "steady_max": max(r["steady_samples_per_s"] for r in mine),
@@ -249,7 +254,7 @@ def summarise(runs, bounds, impls):
                       "accuracy": median([r["test_accuracy"] for r in mine]),
                       "pss": median([r["peak_pss_mib"] for r in mine]),
                       "device_mib": median([r.get("peak_device_mib") for r in mine]),
-                      "bound": bound, "of_bound": steady / bound if bound else None}
+                      "bound": bound, "of_bound": median([r["of_bound"] for r in mine])}
     return rows
 
 
@@ -311,26 +316,31 @@ def main():
         for name in args.workloads.split(","):
             w = workloads[name]
             runs = []
-            bounds = {impl: [] for impl in impls}
             for rep in range(args.reps):
                 shift = rep % len(impls)
                 for impl in impls[shift:] + impls[:shift]:
+                    # The bound is timed right before and right after each run and the
+                    # two averaged, so that the machine's drift (minutes long on a shared
+                    # VM) hits a run and its bound alike.
+                    around = [bound(args, w, impl, threads, impls)]
                     if impl == "gputrain":
                         r = gputrain_run(args, w, rundir)
                     else:
                         r = python_run(args, w, threads[impls.index(impl)])
+                    around.append(bound(args, w, impl, threads, impls))
                     r["label"], r["rep"] = impl, rep
+                    r["bounds_around"] = around
+                    r["bound_samples_per_s"] = statistics.mean(around)
+                    r["of_bound"] = r["steady_samples_per_s"] / r["bound_samples_per_s"]
                     runs.append(r)
                     loads.append(r["loadavg_before"])
-                    print(f"{name} rep {rep + 1} {impl}: {r['steady_samples_per_s']:.0f} samples/s, "
+                    print(f"{name} rep {rep + 1} {impl}: {r['steady_samples_per_s']:.0f} samples/s "
+                          f"({100 * r['of_bound']:.0f}% of {r['bound_samples_per_s']:.0f}), "
                           f"{r['wall_s']:.1f} s, accuracy {100 * r['test_accuracy']:.2f}%, "
                           f"load {r['loadavg_before']:.1f}", file=sys.stderr)
                 shutil.rmtree(rundir, ignore_errors=True)
-                for i, impl in enumerate(impls[:-1]):
-                    bounds[impl].append(python_bound(args, w, threads[i]))
-                bounds["gputrain"].append(gputrain_bound(args, w))
-            results["workloads"][name] = {"runs": runs, "bounds": bounds}
-            summaries[name] = summarise(runs, bounds, impls)
+            results["workloads"][name] = {"runs": runs}
+            summaries[name] = summarise(runs, impls)
     meta["load"] = f"{min(loads):.1f}–{max(loads):.1f}"
     results["summary"] = summaries
     table = markdown(meta, args, summaries, impls)
