@@ -18,7 +18,7 @@ mkdir -p "$found"
 # cannot be had fails with std::bad_alloc (which gputrain turns into its error)
 # instead of ending the run.
 options=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=16384 -print_final_stats=1 -artifact_prefix="$found/")
-export ASAN_OPTIONS="allocator_may_return_null=1"
 [ -f "tests/fuzz/$target.dict" ] && options+=(-dict="tests/fuzz/$target.dict")
+export ASAN_OPTIONS="allocator_may_return_null=1"
 export LSAN_OPTIONS="suppressions=$GPUTRAIN_ROOT/tests/sanitizers/lsan.supp:print_suppressions=0"
 exec "build/asan/tests/fuzz/fuzz_$target" "${options[@]}" "$@" "$found" "tests/fuzz/corpus/$target"

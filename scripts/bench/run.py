@@ -170,13 +170,6 @@ def python_bound(args, workload, threads):
     return last_json(out)
 
 
-def bound(args, workload, impl, threads, impls):
-    """The compute bound of `impl` in samples/s."""
-    if impl == "gputrain":
-        return gputrain_bound(args, workload)["bound_samples_per_s"]
-    return python_bound(args, workload, threads[impls.index(impl)])["samples_per_s"]
-
-
 # --- workloads ---------------------------------------------------------------------------------
 
 def prepare(args):
@@ -322,12 +315,16 @@ def main():
                     # The bound is timed right before and right after each run and the
                     # two averaged, so that the machine's drift (minutes long on a shared
                     # VM) hits a run and its bound alike.
-                    around = [bound(args, w, impl, threads, impls)]
                     if impl == "gputrain":
-                        r = gputrain_run(args, w, rundir)
+                        run = lambda: gputrain_run(args, w, rundir)
+                        bound = lambda: gputrain_bound(args, w)["bound_samples_per_s"]
                     else:
-                        r = python_run(args, w, threads[impls.index(impl)])
-                    around.append(bound(args, w, impl, threads, impls))
+                        t = threads[impls.index(impl)]
+                        run = lambda: python_run(args, w, t)
+                        bound = lambda: python_bound(args, w, t)["samples_per_s"]
+                    around = [bound()]
+                    r = run()
+                    around.append(bound())
                     r["label"], r["rep"] = impl, rep
                     r["bounds_around"] = around
                     r["bound_samples_per_s"] = statistics.mean(around)

@@ -42,7 +42,7 @@ torch::Tensor step_with(SplitStep& split, const LossClosure& closure) {
 class DeviceValue {
  public:
   // Holds `value` in `size` elements on `like`'s device (size 0: a 0-dim scalar).
-  const torch::Tensor& set(const torch::Tensor& like, double value, int64_t size = 0) {
+  void set(const torch::Tensor& like, double value, int64_t size = 0) {
     const std::vector<int64_t> shape = size > 0 ? std::vector<int64_t>{size} : std::vector<int64_t>{};
     if (!tensor_.defined() || tensor_.device() != like.device() || tensor_.sizes() != c10::IntArrayRef(shape)) {
       tensor_ = torch::empty(shape, torch::TensorOptions().dtype(torch::kFloat32).device(like.device()));
@@ -53,7 +53,6 @@ class DeviceValue {
       tensor_.fill_(value);
       written_ = value;
     }
-    return tensor_;
   }
   const torch::Tensor& tensor() const { return tensor_; }
   // One view per element, made once per allocation.
@@ -126,8 +125,8 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
       if (w.params.empty()) continue;
       if (w.fused) {
         at::_fused_sgd_(w.params, w.grads, options.momentum() != 0 ? at::TensorList(w.buffers) : at::TensorList(),
-                        options.weight_decay(), options.momentum(), lr_[g].tensor(), options.dampening(), options.nesterov(),
-                        /*maximize=*/false, w.first_step);
+                        options.weight_decay(), options.momentum(), lr_[g].tensor(), options.dampening(),
+                        options.nesterov(), /*maximize=*/false, w.first_step);
         continue;
       }
       std::vector<torch::Tensor> d_p =
