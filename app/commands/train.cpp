@@ -140,6 +140,7 @@ int run_train(const TrainArgs& args) {
   spdlog::info("run '{}' from {} writes to {}", loaded.config.name,
                start.checkpoint ? start.checkpoint->name() : args.config, paths.dir.string());
   spdlog::info("device: {} ({})", devices.primary().str(), devices.reason);
+  if (!devices.warning.empty()) spdlog::warn("{}", devices.warning);
 
   train::Trainer trainer(loaded, devices, launch);
   if (start.checkpoint) {

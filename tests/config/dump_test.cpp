@@ -31,7 +31,7 @@ TEST(ConfigDump, EveryKeyIsWritten) {
                           "pin_memory:", "normalize:", "random_crop:", "hidden:", "momentum:", "scheduler:",
                           "accumulation_steps:", "grad_clip:", "on_sigint:", "replicas:", "timeout_s:", "keep:",
                           "device_cache:", "foreach:", "fused:", "cuda_graph:", "channels_last:",
-                          "cudnn_benchmark:", "threads:", "tensorboard:", "monitor_ms:"}) {
+                          "cudnn_benchmark:", "threads:", "matmul_precision:", "tensorboard:", "monitor_ms:"}) {
     EXPECT_NE(dumped.find(key), std::string::npos) << key;
   }
 }

@@ -156,15 +156,22 @@ TEST(ConfigLoad, Fp16OnCpuSuggestsBf16) {
 
 TEST(ConfigLoad, FastPathSwitchesAreOffByDefaultAndReadAsGiven) {
   const ExperimentConfig defaults = load_config_text("", "x").config;
-  EXPECT_FALSE(defaults.data.device_cache || defaults.optim.foreach || defaults.optim.fused ||
+  EXPECT_EQ(defaults.data.device_cache, Switch::kOff);
+  EXPECT_EQ(defaults.train.matmul_precision, "auto");
+  EXPECT_FALSE(defaults.optim.foreach || defaults.optim.fused ||
                defaults.train.cuda_graph || defaults.train.channels_last || defaults.train.cudnn_benchmark);
   const ExperimentConfig on =
       load_config_text("data: {device_cache: true}\noptim: {fused: true}\n"
                        "train: {cuda_graph: true, channels_last: true, cudnn_benchmark: true}\n",
                        "x", {"optim.fused=false", "optim.foreach=true"})
           .config;
-  EXPECT_TRUE(on.data.device_cache && on.optim.foreach && !on.optim.fused && on.train.cuda_graph &&
-              on.train.channels_last && on.train.cudnn_benchmark);
+  EXPECT_EQ(on.data.device_cache, Switch::kOn);
+  EXPECT_TRUE(on.optim.foreach && !on.optim.fused && on.train.cuda_graph && on.train.channels_last &&
+              on.train.cudnn_benchmark);
+  EXPECT_EQ(load_config_text("data: {device_cache: auto}\n", "x").config.data.device_cache, Switch::kAuto);
+  EXPECT_EQ(load_config_text("train: {matmul_precision: high}\n", "x").config.train.matmul_precision, "high");
+  EXPECT_THROW(load_config_text("data: {device_cache: maybe}\n", "x"), ConfigError);
+  EXPECT_THROW(load_config_text("train: {matmul_precision: low}\n", "x"), ConfigError);
 }
 
 TEST(ConfigLoad, GpusTakesAllAListOrOneIndex) {

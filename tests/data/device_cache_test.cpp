@@ -114,8 +114,13 @@ TEST(DeviceCache, StopEndsTheEpochAndStartBeginsAnother) {
 
 TEST(DeviceCache, MakeBatchSourcePicksTheCacheOnlyWhenAskedFor) {
   const auto dataset = index_dataset(8);
-  EXPECT_NE(dynamic_cast<DeviceCache*>(make_batch_source(dataset, {}, true, torch::kCPU).get()), nullptr);
-  EXPECT_NE(dynamic_cast<BatchStream*>(make_batch_source(dataset, {}, false, torch::kCPU).get()), nullptr);
+  EXPECT_NE(dynamic_cast<DeviceCache*>(make_batch_source(dataset, {}, config::Switch::kOn, torch::kCPU).get()),
+            nullptr);
+  EXPECT_NE(dynamic_cast<BatchStream*>(make_batch_source(dataset, {}, config::Switch::kOff, torch::kCPU).get()),
+            nullptr);
+  // auto: the host loader off CUDA.
+  EXPECT_NE(dynamic_cast<BatchStream*>(make_batch_source(dataset, {}, config::Switch::kAuto, torch::kCPU).get()),
+            nullptr);
 }
 
 TEST(DeviceCache, SameImageBatchesOnTheGpu_CUDA) {
@@ -126,6 +131,15 @@ TEST(DeviceCache, SameImageBatchesOnTheGpu_CUDA) {
   cache.start_epoch(0);
   EXPECT_TRUE(cache.next()->inputs.is_cuda());
   expect_same_batches(stream, cache, 2, 1e-6);
+}
+
+TEST(DeviceCacheFit, TheSplitMayTakeHalfTheFreeMemory) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  const torch::Device gpu(torch::kCUDA, 1);
+  EXPECT_EQ(device_cache_blocker(2 * kGiB, 4 * kGiB, gpu), "");
+  EXPECT_EQ(device_cache_blocker(3 * kGiB, 4 * kGiB, gpu),
+            "the split needs 3.00 GiB on cuda:1, more than half of its 4.00 GiB free");
+  EXPECT_EQ(device_cache_blocker(100 * kGiB, -1, torch::Device(torch::kCPU)), "");  // the CPU holds the data set already
 }
 
 }  // namespace

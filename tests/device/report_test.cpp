@@ -54,6 +54,16 @@ TEST(Report, NoGpuSaysCudaIsNotAvailable) {
   EXPECT_TRUE(nlohmann::json::parse(report_json(inv))["cuda_visible_devices"].is_null());
 }
 
+TEST(Report, EmptyVisibleDevicesIsSpelledOut) {
+  DeviceInventory inv;
+  inv.cuda_visible_devices = "";
+  inv.nvidia_driver_version = "580.65.06";
+  inv.cuda_driver_version = "13.0";
+  const std::string text = format_report(inv);
+  EXPECT_NE(text.find("CUDA_VISIBLE_DEVICES    (set but empty: no GPUs visible)"), std::string::npos) << text;
+  EXPECT_NE(text.find("NVIDIA driver           580.65.06 (runs CUDA up to 13.0)"), std::string::npos) << text;
+}
+
 TEST(Probe, RealProbeAgreesWithLibTorch) {
   const DeviceInventory inv = probe_devices(std::nullopt);
   EXPECT_EQ(inv.cuda_available, !inv.gpus.empty());

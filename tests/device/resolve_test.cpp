@@ -51,6 +51,21 @@ TEST(ResolveDevices, AutoFallsBackToCpuAndSaysWhy) {
   EXPECT_TRUE(plan.gpus.empty());
   EXPECT_EQ(plan.primary(), torch::Device(torch::kCPU));
   EXPECT_NE(plan.reason.find("no NVIDIA driver"), std::string::npos) << plan.reason;
+  EXPECT_TRUE(plan.warning.empty()) << "no driver: nothing to warn about";
+}
+
+TEST(ResolveDevices, AutoOnTheCpuDespiteADriverWarns) {
+  DeviceInventory old_driver = machine(0);
+  old_driver.nvidia_driver_version = "535.104.05";
+  old_driver.cuda_unavailable_reason = "the NVIDIA driver 535.104.05 runs CUDA 12.2 at most, but ...";
+  const DevicePlan plan = resolve_devices(cfg("device: auto"), old_driver);
+  EXPECT_EQ(plan.kind, DeviceKind::kCpu);
+  EXPECT_NE(plan.warning.find("training on the CPU although an NVIDIA driver (535.104.05) is installed: the NVIDIA "
+                              "driver 535.104.05 runs CUDA 12.2"),
+            std::string::npos)
+      << plan.warning;
+  const std::string what = device_error("device: cuda", old_driver);
+  EXPECT_NE(what.find("runs CUDA 12.2 at most"), std::string::npos) << what;
 }
 
 TEST(ResolveDevices, CudaWithoutGpuIsAnErrorNotAFallback) {

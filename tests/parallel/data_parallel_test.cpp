@@ -1,10 +1,14 @@
 // dp on CPU replica threads: the same code path as on GPUs.
 #include <gtest/gtest.h>
 
+#include <torch/nn/parallel/data_parallel.h>
+#include <torch/torch.h>
+
 #include <sstream>
 
 #include "gputrain/config/load.h"
 #include "gputrain/parallel/strategy.h"
+#include "gputrain/train/amp.h"
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -41,6 +45,74 @@ TEST(DataParallel, TwoCpuReplicasMatchOneDevice) {
   for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::allclose(p[i], q[i], 1e-5, 1e-6)) << i;
 }
 
+torch::nn::Sequential small_net() {
+  torch::manual_seed(3);
+  return torch::nn::Sequential(torch::nn::Linear(6, 12), torch::nn::ReLU(), torch::nn::Linear(12, 3));
+}
+
+std::unique_ptr<Strategy> two_cpu_replicas() {
+  StrategyPlan plan;
+  plan.kind = StrategyKind::kDataParallel;
+  plan.replicas = {torch::Device(torch::kCPU), torch::Device(torch::kCPU)};
+  static const config::ExperimentConfig defaults;
+  return make_strategy(plan, defaults, {});
+}
+
+// The kept replicas give, to the bit, what LibTorch's replicate() per step
+// gave (two replicas: the gradient sum has one order), step after step: so
+// the copies are refreshed after each optimizer step.
+TEST(DataParallel, KeptReplicasMatchReplicatingEveryStep) {
+  torch::nn::Sequential reference = small_net();
+  torch::nn::Sequential model = small_net();
+  torch::optim::SGD ref_opt(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  const auto strategy = two_cpu_replicas();
+  const std::vector<torch::Device> cpus{torch::kCPU, torch::kCPU};
+  torch::manual_seed(11);
+  for (int step = 0; step < 4; ++step) {
+    const torch::Tensor x = torch::randn({9, 6});
+    const torch::Tensor y = torch::randint(0, 3, {9});
+    ref_opt.zero_grad();
+    const auto replicas = torch::nn::parallel::replicate(reference.ptr(), cpus);
+    const auto chunks = x.split_with_sizes({5, 4});
+    const torch::Tensor ref_out = torch::cat({replicas[0]->forward(chunks[0]), replicas[1]->forward(chunks[1])});
+    torch::nn::functional::cross_entropy(ref_out, y).backward();
+    ref_opt.step();
+
+    opt.zero_grad();
+    torch::nn::functional::cross_entropy(strategy->forward(model, x), y).backward();
+    strategy->after_backward(model);
+    opt.step();
+  }
+  const auto p = reference->parameters();
+  const auto q = model->parameters();
+  for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::equal(p[i], q[i])) << i;
+}
+
+TEST(DataParallel, ReplicasRunUnderTheCallersGradModeAndAutocast) {
+  torch::nn::Sequential model = small_net();
+  const auto strategy = two_cpu_replicas();
+  const torch::Tensor x = torch::randn({8, 6});
+  {
+    torch::NoGradGuard no_grad;  // evaluation: no replica may record a graph
+    EXPECT_FALSE(strategy->forward(model, x).requires_grad());
+  }
+  EXPECT_TRUE(strategy->forward(model, x).requires_grad());
+  train::AutocastScope autocast(train::AmpMode::kBf16, c10::DeviceType::CPU);
+  // A replica thread without the caller's autocast would give float32 rows, and the gathered output float32.
+  EXPECT_EQ(strategy->forward(model, x).scalar_type(), torch::kBFloat16);
+}
+
+TEST(DataParallel, MakingReplicasDrawsNothingFromTheGlobalGenerator) {
+  torch::nn::Sequential model = small_net();
+  const auto strategy = two_cpu_replicas();
+  torch::manual_seed(21);
+  const torch::Tensor expected = torch::rand({4});
+  torch::manual_seed(21);
+  strategy->forward(model, torch::ones({8, 6}));
+  EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
+}
+
 TEST(StrategyPlan, AutoAndExplicitChoices) {
   const device::DevicePlan cpu;
   EXPECT_EQ(plan_strategy(cfg({}), cpu, {}).kind, StrategyKind::kSingle);
@@ -59,6 +131,26 @@ TEST(StrategyPlan, AutoAndExplicitChoices) {
   EXPECT_THROW(plan_strategy(cfg({"device=cuda", "strategy=dp", "dp.replicas=3"}), two_gpus, {}), ConfigError);
   launched.local_rank = 1;
   EXPECT_EQ(plan_strategy(cfg({"device=cuda"}), two_gpus, launched).replicas.front(), torch::Device("cuda:1"));
+}
+
+// Slurm's --gpus-per-task=1 shows each task one GPU while SLURM_LOCALID runs 0..N-1.
+TEST(StrategyPlan, EachTaskOfOneVisibleGpuUsesIt) {
+  device::DevicePlan one_gpu;
+  one_gpu.kind = device::DeviceKind::kCuda;
+  one_gpu.gpus = {0};
+  LaunchInfo task;
+  task.world_size = 4;
+  task.rank = task.local_rank = 3;
+  const StrategyPlan plan = plan_strategy(cfg({"device=cuda"}), one_gpu, task);
+  EXPECT_EQ(plan.replicas.front(), torch::Device("cuda:0"));
+  EXPECT_NE(plan.reason.find("local rank 3 uses cuda:0, the one GPU it sees"), std::string::npos) << plan.reason;
+
+  device::DevicePlan two_gpus = one_gpu;
+  two_gpus.gpus = {0, 1};
+  const StrategyPlan wrapped = plan_strategy(cfg({"device=cuda"}), two_gpus, task);
+  EXPECT_EQ(wrapped.replicas.front(), torch::Device("cuda:1"));
+  EXPECT_NE(wrapped.reason.find("local rank 3 uses cuda:1 (local rank modulo the 2 selected GPUs)"), std::string::npos)
+      << wrapped.reason;
 }
 
 // The message part of each log line: what follows "[info] ".

@@ -8,6 +8,7 @@
 #include <torch/nn/modules/linear.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -249,6 +250,16 @@ TEST(DistributedStrategy, TwoRanksOnThreadsShareBatchesAndSums) {
       EXPECT_EQ(strategy->is_primary(), r == 0);
       EXPECT_TRUE(strategy->any_rank(r == 1));
       EXPECT_FALSE(strategy->any_rank(false));
+      // One collective for a step's three questions: each flag raised on one rank reaches both.
+      const StepFlags agreed = strategy->agree({r == 0, false, false},
+                                               torch::tensor(r == 1 ? INFINITY : 2.5, torch::kFloat32));
+      EXPECT_TRUE(agreed.stop);
+      EXPECT_FALSE(agreed.checkpoint);
+      EXPECT_TRUE(agreed.non_finite);
+      const StepFlags quiet = strategy->agree({false, r == 1, false}, {});
+      EXPECT_FALSE(quiet.stop);
+      EXPECT_TRUE(quiet.checkpoint);
+      EXPECT_FALSE(quiet.non_finite);
       torch::Tensor sums = torch::full({2}, r + 1.0, torch::kFloat64);
       strategy->all_reduce_sum(sums);
       EXPECT_TRUE(sums.equal(torch::full({2}, 3.0, torch::kFloat64)));

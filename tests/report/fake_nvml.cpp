@@ -3,14 +3,15 @@
 // GPU i: utilization 30 + 20 i %, 1 + i GiB used, 150 W (GPU 1: power not
 // supported), 50 + i degrees; GPU 2 reports no utilization (as a MIG instance).
 // NVML finds a GPU by index or by the bus number of its PCI bus id
-// ("00000000:0i:00.0").
+// ("00000000:0i:00.0"). The driver is 535.104.05, which runs CUDA 12.2 at most.
 #include <cstdio>
+#include <cstring>
 
-#include "report/nvml_abi.h"
+#include "gputrain/device/nvml.h"
 
-namespace nvml = gputrain::report::nvml;
+namespace nvml = gputrain::device::nvml;
 
-struct gputrain::report::nvml::DeviceSt {
+struct gputrain::device::nvml::DeviceSt {
   unsigned int index;
 };
 
@@ -58,6 +59,17 @@ nvml::Return nvmlDeviceGetPowerUsage(nvml::Device device, unsigned int* milliwat
 
 nvml::Return nvmlDeviceGetTemperature(nvml::Device device, int, unsigned int* celsius) {
   *celsius = 50 + device->index;
+  return nvml::kSuccess;
+}
+
+// A driver too old for LibTorch built with CUDA 13.0.
+nvml::Return nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  std::strncpy(version, "535.104.05", length);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlSystemGetCudaDriverVersion_v2(int* cuda_version) {
+  *cuda_version = 12020;
   return nvml::kSuccess;
 }
 }

@@ -39,12 +39,12 @@ TEST(GpuMonitor, MissingNvmlLeavesTheMonitorOffCleanly) {
   EXPECT_EQ(next.steps, 1);
 
   // On a machine without the driver (this project's CI) the default name is absent too.
-  if (void* nvml = dlopen(kNvmlLibrary, RTLD_NOW | RTLD_LOCAL)) {
+  if (void* nvml = dlopen(device::kNvmlLibrary, RTLD_NOW | RTLD_LOCAL)) {
     dlclose(nvml);
   } else {
     GpuMonitor absent({{0, ""}}, 10ms);
     EXPECT_FALSE(absent.available());
-    EXPECT_TRUE(has(absent.unavailable_reason(), kNvmlLibrary)) << absent.unavailable_reason();
+    EXPECT_TRUE(has(absent.unavailable_reason(), device::kNvmlLibrary)) << absent.unavailable_reason();
   }
 }
 

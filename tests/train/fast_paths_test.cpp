@@ -1,6 +1,7 @@
 // The fast paths in short CPU runs of the trainer: each trains like the
 // default path (exactly, or within rounding), and `bench` reports every phase.
 #include <gtest/gtest.h>
+#include <ATen/Context.h>
 #include <torch/cuda.h>
 
 #include "gputrain/config/load.h"
@@ -8,6 +9,7 @@
 #include "gputrain/device/probe.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/train/bench.h"
+#include "gputrain/train/fast_paths.h"
 #include "gputrain/train/trainer.h"
 #include "support/temp_dir.h"
 
@@ -107,6 +109,19 @@ TEST_F(FastPaths, CudaGraphTrainsLikeEagerSteps_CUDA) {
     return trained(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)));
   };
   expect_equal(on_gpu({"train.cuda_graph=true"}), on_gpu({}), 1e-4);
+}
+
+TEST(MatmulPrecision, AutoIsTf32OnCudaAndFullFloat32Elsewhere) {
+  EXPECT_EQ(resolve_matmul_precision("auto", torch::Device(torch::kCUDA, 0)).value, "high");
+  EXPECT_EQ(resolve_matmul_precision("auto", torch::Device(torch::kCPU)).value, "highest");
+  EXPECT_EQ(resolve_matmul_precision("medium", torch::Device(torch::kCPU)).value, "medium");
+  configure_backends(config::TrainConfig{}, torch::Device(torch::kCPU));
+  EXPECT_EQ(at::globalContext().float32MatmulPrecision(), at::Float32MatmulPrecision::HIGHEST);
+  config::TrainConfig high;
+  high.matmul_precision = "high";
+  configure_backends(high, torch::Device(torch::kCPU));
+  EXPECT_EQ(at::globalContext().float32MatmulPrecision(), at::Float32MatmulPrecision::HIGH);
+  configure_backends(config::TrainConfig{}, torch::Device(torch::kCPU));
 }
 
 }  // namespace

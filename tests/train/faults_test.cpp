@@ -16,12 +16,13 @@ TEST(Faults, OutOfMemoryGivesTheFiguresAndWhatToChange) {
   c.batch_size = 256;
   c.accumulation_steps = 2;
   c.memory.allocated = 7 * kGiB + kGiB / 2;
+  c.memory.peak_allocated = 7 * kGiB + 3 * kGiB / 4;
   c.memory.reserved = 8 * kGiB - kGiB / 4;
   c.memory.total = 8 * kGiB;
   c.detail = "CUDA out of memory. Tried to allocate 2.00 GiB";
   EXPECT_EQ(out_of_memory_message(c),
-            "cuda:1 ran out of memory at data.batch_size 256 (micro-batch 128): 7.50 GiB allocated by tensors, 7.75 "
-            "GiB reserved by the caching allocator, 8.00 GiB total. Lower data.batch_size, train in mixed precision "
+            "cuda:1 ran out of memory at data.batch_size 256 (micro-batch 128): 7.50 GiB allocated by tensors (peak "
+            "7.75 GiB), 7.75 GiB reserved by the caching allocator, 8.00 GiB total. Lower data.batch_size, train in mixed precision "
             "(train.amp: bf16, or fp16), or keep the batch and halve the micro-batch with "
             "train.accumulation_steps: 4. No checkpoint was damaged. (LibTorch: CUDA out of memory. Tried to "
             "allocate 2.00 GiB)");
@@ -31,6 +32,22 @@ TEST(Faults, OutOfMemoryGivesTheFiguresAndWhatToChange) {
   const std::string odd = out_of_memory_message(c);
   EXPECT_EQ(odd.find("mixed precision"), std::string::npos) << odd;  // already on
   EXPECT_EQ(odd.find("accumulation"), std::string::npos) << odd;      // 3 does not halve
+}
+
+TEST(Faults, OutOfMemoryIsRecognisedFromEveryLibrary) {
+  EXPECT_TRUE(is_out_of_memory("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79 GiB"));
+  EXPECT_TRUE(is_out_of_memory("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"));
+  EXPECT_TRUE(is_out_of_memory("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"));
+  EXPECT_TRUE(is_out_of_memory("CUDA error: out of memory"));
+  EXPECT_FALSE(is_out_of_memory("CUDA error: an illegal memory access was encountered"));
+}
+
+TEST(Faults, TheFailingDeviceIsTheOneLibTorchNames) {
+  // Under dp a replica's GPU runs out, not the primary one.
+  EXPECT_EQ(failing_device("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 3 has a total capacity of 79.10 GiB",
+                           "cuda:0"),
+            "cuda:3");
+  EXPECT_EQ(failing_device("CUDA error: CUBLAS_STATUS_ALLOC_FAILED", "cuda:0"), "cuda:0");
 }
 
 TEST(Faults, NonFiniteLossNamesWhereAndTheLastCheckpoint) {

@@ -196,6 +196,7 @@ void read_train(NodeReader r, TrainConfig& t, const std::string& device) {
   r.read("channels_last", t.channels_last);
   r.read("cudnn_benchmark", t.cudnn_benchmark);
   r.read_at_least("threads", t.threads, 0);
+  r.read_choice("matmul_precision", t.matmul_precision, {"auto", "highest", "high", "medium"});
   r.read("tensorboard", t.tensorboard);
   r.read_at_least("monitor_ms", t.monitor_ms, 0);
   // Below 10 ms the sampling itself would cost more than it tells.
@@ -371,7 +372,12 @@ std::string dump_config(const ExperimentConfig& c) {
   out << YAML::Key << "pin_memory" << YAML::Value << d.pin_memory;
   out << YAML::Key << "shuffle" << YAML::Value << d.shuffle;
   out << YAML::Key << "drop_last" << YAML::Value << d.drop_last;
-  out << YAML::Key << "device_cache" << YAML::Value << d.device_cache;
+  out << YAML::Key << "device_cache" << YAML::Value;
+  if (d.device_cache == Switch::kAuto) {
+    out << "auto";
+  } else {
+    out << (d.device_cache == Switch::kOn);
+  }
   out << YAML::Key << "normalize" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "mean" << YAML::Value;
   emit_list(out, d.normalize.mean);
@@ -437,6 +443,7 @@ std::string dump_config(const ExperimentConfig& c) {
   out << YAML::Key << "channels_last" << YAML::Value << t.channels_last;
   out << YAML::Key << "cudnn_benchmark" << YAML::Value << t.cudnn_benchmark;
   out << YAML::Key << "threads" << YAML::Value << t.threads;
+  out << YAML::Key << "matmul_precision" << YAML::Value << t.matmul_precision;
   out << YAML::Key << "tensorboard" << YAML::Value << t.tensorboard;
   out << YAML::Key << "monitor_ms" << YAML::Value << t.monitor_ms;
   out << YAML::EndMap;

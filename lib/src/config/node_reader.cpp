@@ -94,6 +94,16 @@ void NodeReader::read(const std::string& key, bool& value) {
   value = convert<bool>(key, node, "true or false");
 }
 
+void NodeReader::read(const std::string& key, Switch& value) {
+  const YAML::Node node = value_node(key);
+  if (!node || node.IsNull()) return;
+  if (node.IsScalar() && node.Scalar() == "auto") {
+    value = Switch::kAuto;
+    return;
+  }
+  value = convert<bool>(key, node, "true, false or auto") ? Switch::kOn : Switch::kOff;
+}
+
 void NodeReader::read(const std::string& key, int64_t& value) {
   const YAML::Node node = value_node(key);
   if (!node || node.IsNull()) return;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gputrain/common/error.h"
+#include "gputrain/config/config.h"
 #include "gputrain/config/source_map.h"
 
 namespace gputrain::config::detail {
@@ -27,6 +28,7 @@ class NodeReader {
   // Readers of one key each; an absent or null key leaves `value` unchanged.
   void read(const std::string& key, std::string& value);
   void read(const std::string& key, bool& value);
+  void read(const std::string& key, Switch& value);  // true | false | auto
   void read(const std::string& key, int64_t& value);
   void read(const std::string& key, double& value);
   void read(const std::string& key, std::vector<int64_t>& value);

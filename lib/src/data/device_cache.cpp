@@ -55,6 +55,16 @@ struct DeviceCache::State {
     }
   }
 
+  // `values` on the device. On CUDA they go through pinned memory, so the copy
+  // is asynchronous (from pageable memory it would wait for the GPU); the
+  // caching host allocator keeps the buffer until the copy has read it.
+  torch::Tensor to_device(const std::vector<int64_t>& values) const {
+    const auto count = static_cast<int64_t>(values.size());
+    torch::Tensor host = torch::empty({count}, torch::TensorOptions().dtype(torch::kInt64).pinned_memory(device.is_cuda()));
+    std::copy(values.begin(), values.end(), host.data_ptr<int64_t>());
+    return host.to(device, /*non_blocking=*/true);
+  }
+
   // Images [B, C, H, W] uint8 -> normalised float32, augmented per the batch's draws.
   torch::Tensor images(const torch::Tensor& rows, int64_t index) const {
     torch::Tensor x = inputs.index_select(0, rows);
@@ -73,7 +83,7 @@ struct DeviceCache::State {
     for (const auto& p : placements) draws.push_back(p.dy + pad);
     for (const auto& p : placements) draws.push_back(p.dx + pad);
     for (const auto& p : placements) draws.push_back(p.flip ? 1 : 0);
-    const torch::Tensor on_device = at::tensor(draws).view({3, count}).to(device, /*non_blocking=*/true);
+    const torch::Tensor on_device = to_device(draws).view({3, count});
     const auto index_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
     const torch::Tensor ys = at::arange(height, index_options).view({1, height});
     const torch::Tensor xs = at::arange(width, index_options).view({1, width});
@@ -96,7 +106,7 @@ void DeviceCache::start_epoch(int64_t epoch, int64_t first_batch) {
   State& s = *state_;
   GPUTRAIN_CHECK(first_batch >= 0 && first_batch <= s.batches, "batch {} of an epoch of {}", first_batch, s.batches);
   s.epoch = epoch;
-  s.order = at::tensor(detail::epoch_order(s.options, s.dataset->info().samples, epoch)).to(s.device);
+  s.order = s.to_device(detail::epoch_order(s.options, s.dataset->info().samples, epoch));
   s.delivered = first_batch;
 }
 

@@ -37,4 +37,27 @@ std::string cuda_version_string(long encoded) {
   return fmt::format("{}.{}", encoded / 1000, (encoded % 1000) / 10);
 }
 
+std::string explain_cuda_unavailable(const CudaStartFacts& facts) {
+  if (facts.cuda_visible_devices && trim(*facts.cuda_visible_devices).empty()) {
+    return "CUDA_VISIBLE_DEVICES is set but empty: no GPUs visible (unset it, or list the GPUs to use)";
+  }
+  const std::string built = cuda_version_string(facts.build_version);
+  if (!facts.driver) {
+    return facts.error.empty() ? "no NVIDIA driver was found on this machine"
+                               : fmt::format("no NVIDIA driver was found on this machine ({})", facts.error);
+  }
+  const DriverInfo& driver = *facts.driver;
+  if (driver.cuda_version > 0 && facts.build_version > 0 && driver.cuda_version < facts.build_version) {
+    const std::string needed = facts.build_version >= 13000 && facts.build_version < 14000
+                                   ? "an R580 driver or newer"
+                                   : fmt::format("a driver that supports CUDA {}", built);
+    return fmt::format("the NVIDIA driver {} runs CUDA {} at most, but this LibTorch was built for CUDA {}, which "
+                       "needs {}: update the driver, or use a LibTorch built for CUDA {} or older",
+                       driver.version, cuda_version_string(driver.cuda_version), built, needed,
+                       cuda_version_string(driver.cuda_version));
+  }
+  return fmt::format("the NVIDIA driver {} is installed but CUDA could not start: {}", driver.version,
+                     facts.error.empty() ? "no GPU was found" : facts.error);
+}
+
 }  // namespace gputrain::device

@@ -86,6 +86,10 @@ DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInven
         plan.kind = DeviceKind::kCpu;
         plan.reason = fmt::format("device: auto chose the CPU because CUDA is not available ({})",
                                   inventory.cuda_unavailable_reason);
+        if (!inventory.nvidia_driver_version.empty()) {
+          plan.warning = fmt::format("training on the CPU although an NVIDIA driver ({}) is installed: {}",
+                                     inventory.nvidia_driver_version, inventory.cuda_unavailable_reason);
+        }
         return plan;
       }
       plan.kind = DeviceKind::kCuda;

@@ -5,9 +5,7 @@
 
 #include "gputrain/device/inventory.h"
 
-#ifdef GPUTRAIN_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include <ATen/detail/CUDAHooksInterface.h>
 
 namespace gputrain::device {
 
@@ -17,7 +15,7 @@ std::string torch_version() { return TORCH_VERSION; }
 
 std::string version_line() {
 #ifdef GPUTRAIN_WITH_CUDA
-  const std::string cuda = "CUDA " + cuda_version_string(CUDART_VERSION);
+  const std::string cuda = "CUDA " + cuda_version_string(at::detail::getCUDAHooks().versionCUDART());
 #else
   const std::string cuda = "CPU only";
 #endif

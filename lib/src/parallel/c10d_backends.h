@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <algorithm>
 #include <chrono>
 
 namespace gputrain::parallel::detail {
@@ -17,6 +18,12 @@ struct BackendOptions {
   bool loopback = false;                 // every rank on this machine: Gloo listens on 127.0.0.1
   c10::DeviceIndex cuda_device = 0;      // NCCL: this rank's GPU
 };
+
+// How long NCCL's watchdog waits past ddp.timeout_s before it ends the
+// process: half the timeout, at least 30 s and at most 5 minutes.
+inline std::chrono::milliseconds watchdog_margin(std::chrono::milliseconds timeout) {
+  return std::clamp<std::chrono::milliseconds>(timeout / 2, std::chrono::seconds(30), std::chrono::minutes(5));
+}
 
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const BackendOptions& options);
 // Throws DistributedError when gputrain was built without NCCL's header.

@@ -87,6 +87,7 @@ class DistributedStrategy : public SingleDeviceStrategy {
   void after_backward(torch::nn::Sequential& model) override;
   void all_reduce_sum(torch::Tensor& values) override;
   bool any_rank(bool local) override;
+  StepFlags agree(StepFlags local, const torch::Tensor& step_loss) override;
 
  private:
   c10::intrusive_ptr<c10d::Store> open_store() const;
@@ -101,6 +102,18 @@ class DistributedStrategy : public SingleDeviceStrategy {
   std::string roll_call();
   void finish();
   void leave_after_error();
+  // Waits for `work` where its result is read on the host, failing after
+  // ddp.timeout_s. NCCL work is waited for by the stream where the result
+  // stays on the GPU (wait() without a timeout does not block the host;
+  // with one it spins on the host until the collective is done).
+  void wait_on_host(const c10::intrusive_ptr<c10d::Work>& work) const { work->wait(timeout_); }
+  void wait_in_order(const c10::intrusive_ptr<c10d::Work>& work) const {
+    if (nccl_) {
+      work->wait();
+    } else {
+      work->wait(timeout_);
+    }
+  }
 
   LaunchInfo launch_;
   std::string backend_name_;
@@ -108,6 +121,7 @@ class DistributedStrategy : public SingleDeviceStrategy {
   std::vector<std::string> rank_names_;  // "rank 0", ...: split_batch's devices
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> group_;
+  bool nccl_ = false;
   bool failed_ = false;  // a collective failed and the roll call has run
 };
 
@@ -116,7 +130,8 @@ DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const config:
     : SingleDeviceStrategy(plan.replicas.front()),
       launch_(launch),
       backend_name_(plan.backend),
-      timeout_(std::chrono::seconds(config.ddp.timeout_s)) {
+      timeout_(std::chrono::seconds(config.ddp.timeout_s)),
+      nccl_(plan.backend == "nccl") {
   for (int64_t r = 0; r < launch_.world_size; ++r) rank_names_.push_back(fmt::format("rank {}", r));
   const auto start = Clock::now();
   store_ = open_store();
@@ -271,7 +286,7 @@ void DistributedStrategy::after_backward(torch::nn::Sequential& model) {
 
 void DistributedStrategy::all_reduce_sum(torch::Tensor& values) {
   std::vector<at::Tensor> io{values};
-  guarded("summing metrics", [&] { group_->allreduce(io)->wait(timeout_); });
+  guarded("summing metrics", [&] { wait_on_host(group_->allreduce(io)); });
 }
 
 bool DistributedStrategy::any_rank(bool local) {
@@ -279,8 +294,21 @@ bool DistributedStrategy::any_rank(bool local) {
   std::vector<at::Tensor> io{torch::full({1}, local ? 1 : 0, options_int)};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
-  guarded("agreeing across ranks", [&] { group_->allreduce(io, options)->wait(timeout_); });
+  guarded("agreeing across ranks", [&] { wait_on_host(group_->allreduce(io, options)); });
   return io.front().item<int32_t>() != 0;
+}
+
+StepFlags DistributedStrategy::agree(StepFlags local, const torch::Tensor& step_loss) {
+  const auto options_int = torch::TensorOptions().dtype(torch::kInt32).device(device());
+  torch::Tensor flags = torch::tensor({local.stop ? 1 : 0, local.checkpoint ? 1 : 0, 0}, torch::kInt32).to(options_int);
+  if (step_loss.defined()) flags[2].copy_(step_loss.isfinite().logical_not());  // on the device: no sync here
+  std::vector<at::Tensor> io{flags};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  guarded("agreeing on the step's flags", [&] { wait_on_host(group_->allreduce(io, options)); });
+  const torch::Tensor host = io.front().cpu();
+  const int32_t* agreed = host.data_ptr<int32_t>();
+  return {agreed[0] != 0, agreed[1] != 0, agreed[2] != 0};
 }
 
 void DistributedStrategy::bucketed(const char* what, const std::vector<torch::Tensor>& tensors,
@@ -306,7 +334,7 @@ void DistributedStrategy::bucketed(const char* what, const std::vector<torch::Te
       flats.push_back({torch::cat(pieces)});
       works.push_back(start(flats.back()));
     }
-    for (const auto& work : works) work->wait(timeout_);
+    for (const auto& work : works) wait_in_order(work);
   });
   torch::NoGradGuard no_grad;
   for (std::size_t b = 0; b < buckets.size(); ++b) {
@@ -324,6 +352,9 @@ void DistributedStrategy::guarded(const std::string& what, const std::function<v
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
+    // Abort first: NCCL peers blocked in this collective fail now, not at
+    // the watchdog's timeout.
+    if (group_) group_->abort();
     const std::string who = roll_call();
     failed_ = true;
     throw DistributedError(
@@ -374,6 +405,7 @@ void DistributedStrategy::finish() {
     spdlog::warn("rank {}: not every rank finished within {} s", launch_.rank, seconds(timeout_));
     return;
   }
+  group_->shutdown();  // NCCL's orderly exit: without it, its destructor warns and may hang
   store_->add("left", 1);
   if (launch_.rank == 0) wait_for_count(*store_, "left", launch_.world_size, timeout_);
 }
@@ -383,6 +415,7 @@ void DistributedStrategy::finish() {
 // rather than at the timeout, and can name it.
 void DistributedStrategy::leave_after_error() {
   store_->set(key("failed", launch_.rank), "");
+  group_->abort();
   group_.reset();
   if (launch_.rank != 0 || launch_.agent_store) return;  // nobody else needs this process's store
   wait_for_ranks(other_ranks(launch_), Clock::now() + std::min(timeout_, kRollCall), [&](int64_t r) {

@@ -183,6 +183,11 @@ void signal_running(std::vector<Worker>& workers, int signal) {
 }  // namespace
 
 void check_local_workers(const config::LoadedConfig& loaded, const device::DevicePlan& devices, int64_t nproc) {
+  if (devices.kind == device::DeviceKind::kCuda && nproc > static_cast<int64_t>(devices.gpus.size())) {
+    spdlog::warn("launcher: {} workers share {} GPU{}; NCCL runs one rank per GPU and refuses more (ddp.backend: gloo "
+                 "does not)",
+                 nproc, devices.gpus.size(), devices.gpus.size() == 1 ? "" : "s");
+  }
   for (int64_t rank = 0; rank < nproc; ++rank) {
     LaunchInfo launch;
     launch.rank = rank;

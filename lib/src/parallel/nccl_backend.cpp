@@ -14,7 +14,12 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const BackendOptions& option
   // NCCL binds each communicator to the current device.
   c10::cuda::set_device(options.cuda_device);
   auto nccl = c10d::ProcessGroupNCCL::Options::create();
-  nccl->timeout = options.timeout;  // enforced by ProcessGroupNCCL's watchdog, which ends the process
+  // ProcessGroupNCCL's watchdog ends the process (SIGABRT) when a collective
+  // outlives its timeout. gputrain's own host waits end at ddp.timeout_s and
+  // turn into a DistributedError naming the missing rank, so the watchdog
+  // gets a margin past them and stays the last resort for a collective
+  // nobody waits on.
+  nccl->timeout = options.timeout + watchdog_margin(options.timeout);
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(options.store, options.rank, options.size, nccl);
 }
 #else

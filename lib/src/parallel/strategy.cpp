@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "data_parallel.h"
 #include "distributed.h"
 #include "gputrain/common/error.h"
@@ -88,18 +90,26 @@ StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::Dev
     StrategyPlan plan;
     plan.kind = StrategyKind::kDistributed;
     plan.backend = ddp_backend(loaded, devices);
+    std::string binding;
     if (devices.kind == device::DeviceKind::kCuda) {
-      if (launch.local_rank >= static_cast<int64_t>(devices.gpus.size())) {
-        fail(loaded, "gpus",
-             fmt::format("local rank {} has no GPU: {} selected; start at most one process per selected GPU",
-                         launch.local_rank, devices.gpus.size()));
+      const std::vector<torch::Device> gpus = devices.devices();
+      const auto count = static_cast<int64_t>(gpus.size());
+      const int64_t pick = launch.local_rank % count;
+      plan.replicas = {gpus[static_cast<std::size_t>(pick)]};
+      if (count == 1 && launch.local_rank > 0) {
+        binding = fmt::format("; local rank {} uses {}, the one GPU it sees (a launcher that binds one GPU per task, "
+                              "as Slurm's --gpus-per-task=1)",
+                              launch.local_rank, plan.replicas.front().str());
+      } else if (launch.local_rank >= count) {
+        binding = fmt::format("; local rank {} uses {} (local rank modulo the {} selected GPUs)", launch.local_rank,
+                              plan.replicas.front().str(), count);
       }
-      plan.replicas = {devices.devices()[static_cast<std::size_t>(launch.local_rank)]};
     } else {
       plan.replicas = {devices.primary()};
     }
-    plan.reason = requested == "ddp" ? fmt::format("strategy: ddp, world size {}", launch.world_size)
-                                     : fmt::format("auto: launched with world size {}", launch.world_size);
+    plan.reason = (requested == "ddp" ? fmt::format("strategy: ddp, world size {}", launch.world_size)
+                                      : fmt::format("auto: launched with world size {}", launch.world_size)) +
+                  binding;
     return plan;
   }
   if (requested == "dp" || (requested == "auto" && several_gpus)) {
@@ -114,6 +124,11 @@ StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::Dev
                                            devices.primary().str(), devices.gpus.size())
                              : fmt::format("{}: one device", requested == "auto" ? "auto" : "strategy: single");
   return plan;
+}
+
+StepFlags Strategy::agree(StepFlags local, const torch::Tensor& step_loss) {
+  if (step_loss.defined() && !std::isfinite(step_loss.item<double>())) local.non_finite = true;
+  return local;
 }
 
 std::unique_ptr<Strategy> make_strategy(const StrategyPlan& plan, const config::ExperimentConfig& config,

@@ -1,6 +1,5 @@
 #include "gputrain/report/gpu_monitor.h"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -11,16 +10,15 @@
 #include <thread>
 #include <type_traits>
 
-#include "nvml_abi.h"
+#include "gputrain/device/nvml.h"
 
 namespace gputrain::report {
 
 namespace {
 
+namespace nvml = device::nvml;
+
 struct NvmlApi {
-  nvml::Return (*init)() = nullptr;
-  nvml::Return (*shutdown)() = nullptr;
-  const char* (*error_string)(nvml::Return) = nullptr;
   nvml::Return (*by_index)(unsigned int, nvml::Device*) = nullptr;
   nvml::Return (*by_pci_bus_id)(const char*, nvml::Device*) = nullptr;
   nvml::Return (*utilization)(nvml::Device, nvml::Utilization*) = nullptr;
@@ -52,9 +50,8 @@ double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0
 }  // namespace
 
 struct GpuMonitor::State {
-  void* library = nullptr;
+  std::unique_ptr<device::NvmlLibrary> nvml;
   NvmlApi api;
-  bool initialised = false;
   std::string reason;
   std::vector<Target> targets;
   std::chrono::milliseconds interval{500};
@@ -63,35 +60,18 @@ struct GpuMonitor::State {
   bool stopping = false;
   std::thread thread;
 
-  std::string error(nvml::Return code) const {
-    return api.error_string ? api.error_string(code) : fmt::format("NVML error {}", code);
-  }
+  std::string error(nvml::Return code) const { return nvml->error(code); }
 
   // Loads the library and every symbol; sets `reason` and returns false on the first miss.
   bool load(const std::string& path) {
-    library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library == nullptr) {
-      const char* why = dlerror();
-      reason = fmt::format("{} could not be loaded ({})", path, why ? why : "unknown reason");
-      return false;
-    }
-    bool complete = true;
-    auto bind = [&](auto& function, const char* name) {
-      function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(dlsym(library, name));
-      if (function == nullptr && complete) {
-        reason = fmt::format("{} has no {}", path, name);
-        complete = false;
-      }
-    };
-    bind(api.init, "nvmlInit_v2");
-    bind(api.shutdown, "nvmlShutdown");
-    bind(api.error_string, "nvmlErrorString");
-    bind(api.by_index, "nvmlDeviceGetHandleByIndex_v2");
-    bind(api.by_pci_bus_id, "nvmlDeviceGetHandleByPciBusId_v2");
-    bind(api.utilization, "nvmlDeviceGetUtilizationRates");
-    bind(api.memory, "nvmlDeviceGetMemoryInfo");
-    bind(api.power, "nvmlDeviceGetPowerUsage");
-    bind(api.temperature, "nvmlDeviceGetTemperature");
+    nvml = std::make_unique<device::NvmlLibrary>(path);
+    const bool complete = nvml->ok() && nvml->bind(api.by_index, "nvmlDeviceGetHandleByIndex_v2") &&
+                          nvml->bind(api.by_pci_bus_id, "nvmlDeviceGetHandleByPciBusId_v2") &&
+                          nvml->bind(api.utilization, "nvmlDeviceGetUtilizationRates") &&
+                          nvml->bind(api.memory, "nvmlDeviceGetMemoryInfo") &&
+                          nvml->bind(api.power, "nvmlDeviceGetPowerUsage") &&
+                          nvml->bind(api.temperature, "nvmlDeviceGetTemperature");
+    if (!complete) reason = nvml->reason();
     return complete;
   }
 
@@ -101,12 +81,6 @@ struct GpuMonitor::State {
       return false;
     }
     if (!load(path)) return false;
-    const nvml::Return init = api.init();
-    if (init != nvml::kSuccess) {
-      reason = fmt::format("nvmlInit failed: {}", error(init));
-      return false;
-    }
-    initialised = true;
     for (const auto& gpu : gpus) {
       Target target;
       target.index = gpu.index;
@@ -210,8 +184,6 @@ GpuMonitor::~GpuMonitor() {
     s.wake.notify_all();
     s.thread.join();
   }
-  if (s.initialised) s.api.shutdown();
-  if (s.library != nullptr) dlclose(s.library);
 }
 
 bool GpuMonitor::available() const { return !state_->targets.empty(); }

@@ -19,16 +19,19 @@ Checkpointer::Checkpointer(const config::ExperimentConfig& config, const FitOpti
   }
 }
 
-Checkpointer::Due Checkpointer::after_step(int64_t step) {
+parallel::StepFlags Checkpointer::requests() {
+  parallel::StepFlags local;
+  if (token_ == nullptr) return local;
+  local.stop = token_->stop_requested();
+  local.checkpoint = token_->take_checkpoint_request();
+  return local;
+}
+
+Checkpointer::Due Checkpointer::due_after_step(int64_t step, const parallel::StepFlags& agreed) const {
   Due due;
-  const bool stop = token_ != nullptr && token_->stop_requested();
-  const bool checkpoint = token_ != nullptr && token_->take_checkpoint_request();
-  // One collective per step; the rarer questions only once some rank has a request.
-  if (strategy_.any_rank(stop || checkpoint)) {
-    due.stop = strategy_.any_rank(stop);
-    due.checkpoint = strategy_.any_rank(checkpoint) || (due.stop && checkpoint_on_stop_);
-    if (due.stop) spdlog::info("stop requested: step {} is done", step);
-  }
+  due.stop = agreed.stop;
+  due.checkpoint = agreed.checkpoint || (due.stop && checkpoint_on_stop_);
+  if (due.stop) spdlog::info("stop requested: step {} is done", step);
   due.checkpoint = enabled_ && (due.checkpoint || (every_steps_ > 0 && step % every_steps_ == 0));
   return due;
 }

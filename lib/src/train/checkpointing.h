@@ -26,8 +26,11 @@ class Checkpointer {
     bool checkpoint = false;
     bool stop = false;
   };
-  // After every optimizer step, on every rank (it runs a collective under ddp).
-  Due after_step(int64_t step);
+  // This process's stop and checkpoint requests (a checkpoint request is
+  // taken), for Strategy::agree once per optimizer step.
+  parallel::StepFlags requests();
+  // After every optimizer step, from the flags every rank agreed on.
+  Due due_after_step(int64_t step, const parallel::StepFlags& agreed) const;
   // A stop request, agreed by every rank.
   bool stop_requested();
 

@@ -4,10 +4,11 @@
 #include <spdlog/spdlog.h>
 
 #ifdef GPUTRAIN_WITH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/core/Event.h>
 #include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGuard.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/StreamGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -43,6 +44,14 @@ namespace {
 // Eager steps before the capture: enough for cuDNN, cuBLAS and the caching
 // allocator to settle, as in PyTorch's whole-network capture example.
 constexpr int64_t kWarmupSteps = 3;
+
+// Makes `waiter` wait for the work queued on `from` so far, on the GPU.
+// Through c10's generic Event: gputrain calls no CUDA runtime function itself.
+void stream_waits_for(const c10::cuda::CUDAStream& waiter, const c10::cuda::CUDAStream& from) {
+  c10::Event event(c10::DeviceType::CUDA);
+  event.record(from.unwrap());
+  event.block(waiter.unwrap());
+}
 }  // namespace
 
 struct GraphedStep::State {
@@ -88,37 +97,34 @@ struct GraphedStep::State {
 
   void warm_up_step() {
     const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device.index());
-    at::cuda::CUDAEvent ready;
-    ready.record(c10::cuda::getCurrentCUDAStream(device.index()));
-    ready.block(side);
+    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device.index());
+    stream_waits_for(side, current);
     {
-      c10::cuda::CUDAStreamGuard guard(side);
+      const c10::StreamGuard guard(side.unwrap());
       sums = body();
       split.prepare_step();
       launch();
     }
-    at::cuda::CUDAEvent done;
-    done.record(side);
-    done.block(c10::cuda::getCurrentCUDAStream(device.index()));
+    stream_waits_for(current, side);
   }
 
   void capture() {
     c10::cuda::device_synchronize();  // as torch.cuda.graph does before capturing
     const c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(false, device.index());
-    at::cuda::CUDAEvent ready;
-    ready.record(c10::cuda::getCurrentCUDAStream(device.index()));
-    ready.block(stream);
+    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device.index());
+    stream_waits_for(stream, current);
     graph = std::make_unique<at::cuda::CUDAGraph>();
     {
-      c10::cuda::CUDAStreamGuard guard(stream);
-      graph->capture_begin();
+      const c10::StreamGuard guard(stream.unwrap());
+      // Thread-local mode: the loader's worker threads keep allocating pinned
+      // memory (cudaHostAlloc, event queries) while this thread captures,
+      // which the default global mode forbids process-wide.
+      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
       sums = body();
       launch();
       graph->capture_end();
     }
-    at::cuda::CUDAEvent done;
-    done.record(stream);
-    done.block(c10::cuda::getCurrentCUDAStream(device.index()));
+    stream_waits_for(current, stream);
     spdlog::info("train.cuda_graph: captured the train step (input {}); later steps replay it",
                  logging::shape_str(inputs));
   }
@@ -135,7 +141,7 @@ GraphedStep::~GraphedStep() = default;
 
 StepSums GraphedStep::step(const data::Batch& batch) {
   State& s = *state_;
-  c10::cuda::CUDAGuard device_guard(s.device);
+  const c10::DeviceGuard device_guard(s.device);
   if (!s.inputs.defined()) {
     s.inputs = torch::empty(batch.inputs.sizes(), batch.inputs.options().device(s.device).pinned_memory(false));
     s.targets = torch::empty(batch.targets.sizes(), batch.targets.options().device(s.device).pinned_memory(false));

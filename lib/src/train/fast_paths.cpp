@@ -2,11 +2,21 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 namespace gputrain::train {
 
+MatmulPrecision resolve_matmul_precision(const std::string& setting, const torch::Device& device) {
+  if (setting != "auto") return {setting, "train.matmul_precision"};
+  if (device.is_cuda()) return {"high", "auto: TF32 matmuls on CUDA, as cuDNN's convolutions already use"};
+  return {"highest", fmt::format("auto: full float32 on {}", device.str())};
+}
+
 void configure_backends(const config::TrainConfig& train, const torch::Device& device) {
+  const MatmulPrecision precision = resolve_matmul_precision(train.matmul_precision, device);
+  at::globalContext().setFloat32MatmulPrecision(precision.value);
+  spdlog::info("train.matmul_precision: {} ({})", precision.value, precision.reason);
   if (train.threads > 0) {
     at::set_num_threads(static_cast<int>(train.threads));
     spdlog::info("train.threads: {} intra-op thread(s) for CPU ops", train.threads);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <regex>
+
 namespace gputrain::train {
 
 namespace {
@@ -16,11 +18,26 @@ std::string out_of_memory_message(const OutOfMemoryContext& c) {
     advice += fmt::format(", or keep the batch and halve the micro-batch with train.accumulation_steps: {}",
                           2 * c.accumulation_steps);
   }
-  return fmt::format("{} ran out of memory at data.batch_size {} (micro-batch {}): {:.2f} GiB allocated by tensors, "
-                     "{:.2f} GiB reserved by the caching allocator, {:.2f} GiB total. {}. No checkpoint was damaged. "
-                     "(LibTorch: {})",
-                     c.device, c.batch_size, micro_batch, gib(c.memory.allocated), gib(c.memory.reserved),
-                     gib(c.memory.total), advice, c.detail);
+  return fmt::format("{} ran out of memory at data.batch_size {} (micro-batch {}): {:.2f} GiB allocated by tensors "
+                     "(peak {:.2f} GiB), {:.2f} GiB reserved by the caching allocator, {:.2f} GiB total. {}. No "
+                     "checkpoint was damaged. (LibTorch: {})",
+                     c.device, c.batch_size, micro_batch, gib(c.memory.allocated), gib(c.memory.peak_allocated),
+                     gib(c.memory.reserved), gib(c.memory.total), advice, c.detail);
+}
+
+bool is_out_of_memory(const std::string& message) {
+  for (const char* sign : {"CUDA out of memory", "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED",
+                           "CUDNN_STATUS_ALLOC_FAILED", "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE"}) {
+    if (message.find(sign) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string failing_device(const std::string& message, const std::string& fallback) {
+  static const std::regex gpu(R"(\bGPU (\d+)\b)");
+  std::smatch found;
+  if (std::regex_search(message, found, gpu)) return "cuda:" + found[1].str();
+  return fallback;
 }
 
 std::string non_finite_loss_message(int64_t epoch, int64_t step, const std::string& last_checkpoint) {

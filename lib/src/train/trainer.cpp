@@ -105,14 +105,11 @@ EvalResult run_evaluation(torch::nn::Sequential& model, data::BatchSource& strea
   RunningSums sums;
   stream.start_epoch(0);
   const c10::DeviceType device_type = strategy.device().type();
-  const parallel::ThreadSetup autocast_replica = [amp, device_type] {
-    return std::make_shared<AutocastScope>(amp, device_type);
-  };
   while (auto batch = stream.next()) {
     const data::Batch local = strategy.local_part(*batch);
     const torch::Tensor targets = local.targets.to(strategy.device(), /*non_blocking=*/true);
     AutocastScope autocast(amp, device_type);
-    const torch::Tensor outputs = strategy.forward(model, local.inputs, autocast_replica);
+    const torch::Tensor outputs = strategy.forward(model, local.inputs);
     sums.add(loss_sum(loss, outputs, targets), correct_count(outputs, targets, classification), local.size());
   }
   return sums.collect(classification, strategy);
@@ -160,6 +157,7 @@ struct Trainer::State {
   std::optional<checkpoint::Position> resumed_from;
   std::string resumed_path;
   std::unique_ptr<detail::Checkpointer> checkpointer;  // while fit() runs
+  parallel::StepFlags agreed;                           // the last optimizer step's, agreed by every rank
   bool stopping = false;
 
   void run_optimizer_step(const std::vector<data::Batch>& group);
@@ -184,6 +182,7 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
   const parallel::StrategyPlan plan = parallel::plan_strategy(loaded, devices, launch);
   s.strategy = parallel::make_strategy(plan, c, launch);
   s.device = s.strategy->device();
+  device::set_current_device(s.device);
   spdlog::info("strategy: {} ({})", s.strategy->describe(), plan.reason);
   s.plan = plan;
   s.world_size = launch.world_size;
@@ -289,14 +288,11 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group) {
     const StepSums sums = graphed->step(group.front());  // one micro-batch: cuda_graph_blocker saw to it
     epoch_sums.add(sums.loss_sum, sums.correct, group_samples);
     interval.add(sums.loss_sum, sums.correct, group_samples);
+    agreed = strategy->agree(checkpointer->requests(), {});
     ++step;
     return;
   }
   optimizer->zero_grad();
-  // Autocast is thread-local: replica threads open their own scope.
-  const parallel::ThreadSetup autocast_replica = [this] {
-    return std::make_shared<AutocastScope>(amp, device.type());
-  };
   std::vector<std::tuple<torch::Tensor, torch::Tensor, int64_t>> measured;  // loss, correct, samples
   for (const auto& global : group) {
     const data::Batch mb = strategy->local_part(global);
@@ -306,8 +302,7 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group) {
     {
       device::NvtxRange range("forward");
       AutocastScope autocast(amp, device.type());  // the forward pass and the loss
-      outputs = strategy->forward(model, model_inputs(mb.inputs, device, config.train.channels_last),
-                                  autocast_replica);
+      outputs = strategy->forward(model, model_inputs(mb.inputs, device, config.train.channels_last));
       batch_loss = loss_sum(loss, outputs, targets);
     }
     // Averaging over the whole (global) group's size makes K micro-batches, or N
@@ -322,25 +317,28 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group) {
   }
   device::NvtxRange range("optimizer");
   strategy->after_backward(model);
+  // fp16's scaler skips non-finite steps itself; otherwise this is the one
+  // device sync per optimizer step that train.on_nan costs. The step's loss
+  // total is finite exactly when every micro-batch's is (a float32 sum
+  // overflowing to inf is a diverging run too), and reading one number is
+  // the fewest ops: small models feel each one. Under ddp the same sync also
+  // carries the ranks' stop and checkpoint requests: one collective a step.
+  torch::Tensor step_loss;
   if (!scaler->enabled()) {
-    // fp16's scaler skips non-finite steps itself; otherwise this is the one
-    // device sync per optimizer step that train.on_nan costs. The step's loss
-    // total is finite exactly when every micro-batch's is (a float32 sum
-    // overflowing to inf is a diverging run too), and reading one number is
-    // the fewest ops: small models feel each one.
-    torch::Tensor step_loss = std::get<0>(measured.front());
+    step_loss = std::get<0>(measured.front());
     for (std::size_t i = 1; i < measured.size(); ++i) step_loss = step_loss + std::get<0>(measured[i]);
-    if (strategy->any_rank(!std::isfinite(step_loss.item<double>()))) {
-      if (config.train.on_nan == "stop") {
-        throw Error(ExitCode::kRuntime, non_finite_loss_message(epochs_done + 1, step + 1, checkpointer->last_good()));
-      }
-      ++nan_skipped;
-      spdlog::warn("epoch {}, step {}: the loss is not finite; batch skipped without an optimizer step (train.on_nan: "
-                   "skip, {} so far)",
-                   epochs_done + 1, step + 1, nan_skipped);
-      ++step;
-      return;
+  }
+  agreed = strategy->agree(checkpointer->requests(), step_loss);
+  if (agreed.non_finite) {
+    if (config.train.on_nan == "stop") {
+      throw Error(ExitCode::kRuntime, non_finite_loss_message(epochs_done + 1, step + 1, checkpointer->last_good()));
     }
+    ++nan_skipped;
+    spdlog::warn("epoch {}, step {}: the loss is not finite; batch skipped without an optimizer step (train.on_nan: "
+                 "skip, {} so far)",
+                 epochs_done + 1, step + 1, nan_skipped);
+    ++step;
+    return;
   }
   for (const auto& [batch_loss, correct, samples] : measured) {
     epoch_sums.add(batch_loss, correct, samples);
@@ -415,7 +413,7 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer, 
   int64_t samples = 0;
   while (auto batch = train_stream->next()) {
     const data::Batch local = strategy->local_part(*batch);
-    const torch::Tensor outputs = strategy->forward(model, local.inputs, {});
+    const torch::Tensor outputs = strategy->forward(model, local.inputs);
     samples += local.size();
     spdlog::debug("forward: input {} output {}", logging::shape_str(local.inputs), logging::shape_str(outputs));
     if (checkpointer->stop_requested()) {  // nothing trains here, so there is nothing to checkpoint
@@ -506,15 +504,17 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   summary.stopped = s.stopping;
   summary.checkpoint = s.checkpointer->last_good();
   return summary;
-} catch (const c10::OutOfMemoryError& e) {
+} catch (const c10::Error& e) {
+  const std::string detail = first_line(e.what_without_backtrace());
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr && !is_out_of_memory(detail)) throw;
   const State& s = *state_;
   OutOfMemoryContext context;
-  context.device = s.device.str();
+  context.device = failing_device(detail, s.device.str());
   context.batch_size = s.config.data.batch_size;
   context.accumulation_steps = s.accumulation;
   context.amp = s.amp != AmpMode::kOff;
-  context.memory = device::memory_stats(s.device);
-  context.detail = first_line(e.what_without_backtrace());
+  context.memory = device::memory_stats(torch::Device(context.device));
+  context.detail = detail;
   throw Error(ExitCode::kRuntime, out_of_memory_message(context));
 }
 
@@ -559,7 +559,7 @@ void Trainer::State::save_checkpoint(bool regular, bool best) {
 }
 
 void Trainer::State::after_step() {
-  const detail::Checkpointer::Due due = checkpointer->after_step(step);
+  const detail::Checkpointer::Due due = checkpointer->due_after_step(step, agreed);
   if (due.checkpoint) save_checkpoint(/*regular=*/true, /*best=*/false);
   stopping = due.stop;
 }

@@ -11,6 +11,9 @@
 
 namespace gputrain::config {
 
+// A switch that may also be left to gputrain's rule (documented per key).
+enum class Switch { kOff, kOn, kAuto };
+
 struct NormalizeConfig {
   std::vector<double> mean;  // empty: no normalisation; else one value or one per channel
   std::vector<double> std;
@@ -36,7 +39,8 @@ struct DataConfig {
   bool drop_last = false;
   // The whole split resident on the training device (images as uint8), batches
   // gathered, augmented and normalised there: no host loader in the loop.
-  bool device_cache = false;
+  // auto: on CUDA when the split takes at most half the GPU's free memory.
+  Switch device_cache = Switch::kOff;
   NormalizeConfig normalize;
   AugmentConfig augment;
   // random: the data-parallel demo's unlabeled RandomDataset
@@ -93,6 +97,9 @@ struct TrainConfig {
   bool channels_last = false;    // model and 4-D inputs in channels-last memory format
   bool cudnn_benchmark = false;  // let cuDNN time its algorithms for the shapes it sees
   int64_t threads = 0;           // CPU intra-op threads; 0: LibTorch's default (one per physical core)
+  // float32 matmuls: highest (full fp32), high (TF32 on CUDA), medium (bf16);
+  // auto: high on CUDA (as cuDNN's convolutions already are), highest elsewhere.
+  std::string matmul_precision = "auto";
   bool tensorboard = true;               // event files in the run directory
   int64_t monitor_ms = 500;              // NVML sampling period on CUDA; 0 = off
 };

@@ -59,9 +59,17 @@ class BatchSource {
   virtual double wait_seconds() const = 0;
 };
 
-// data.device_cache: a DeviceCache on `device` (the training device, whatever
-// it is); otherwise a BatchStream.
+// Why the split of `split_bytes` cannot be cached on `device` with
+// `free_bytes` free: it may take at most half of the free memory, leaving
+// the rest to the model, its optimizer and activations. Empty when it fits
+// (always off CUDA, where the cache holds the data set's own tensors).
+std::string device_cache_blocker(int64_t split_bytes, int64_t free_bytes, const torch::Device& device);
+
+// data.device_cache: on, a DeviceCache on `device` (the training device,
+// whatever it is), or a DataError when the split does not fit; off, a
+// BatchStream; auto, a DeviceCache on CUDA when the split fits, else a
+// BatchStream, and the decision logged.
 std::unique_ptr<BatchSource> make_batch_source(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
-                                               bool device_cache, torch::Device device);
+                                               config::Switch device_cache, torch::Device device);
 
 }  // namespace gputrain::data

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "gputrain/device/nvml.h"
+
 namespace gputrain::device {
 
 struct GpuInfo {
@@ -17,7 +19,7 @@ struct GpuInfo {
   int compute_minor = 0;
   int multiprocessors = 0;
   int64_t total_memory = 0;  // bytes
-  int64_t free_memory = 0;   // bytes
+  std::optional<int64_t> free_memory;  // bytes, from NVML (no CUDA context); unset when it cannot tell
   std::string pci_bus_id;    // "00000000:3b:00.0": how NVML, which ignores CUDA's numbering, finds it
 };
 
@@ -28,8 +30,8 @@ struct DeviceInventory {
   bool mps_available = false;
   std::string cuda_unavailable_reason;  // why cuda_available is false
   std::string cuda_build_version;       // CUDA LibTorch was built with, e.g. "13.0"
-  std::string cuda_runtime_version;
-  std::string cuda_driver_version;  // highest CUDA version the driver supports
+  std::string nvidia_driver_version;  // "580.65.06", from NVML; empty without the driver
+  std::string cuda_driver_version;    // highest CUDA version the driver supports
   std::string cudnn_version;
   std::string nccl_version;
   std::optional<std::string> cuda_visible_devices;  // unset: all devices visible
@@ -46,5 +48,18 @@ std::vector<std::string> visible_physical_ids(const std::optional<std::string>& 
 
 // "13.0" from 13000 (CUDA's encoding); "" for 0.
 std::string cuda_version_string(long encoded);
+
+// What is known when CUDA did not start, for explain_cuda_unavailable.
+struct CudaStartFacts {
+  std::optional<std::string> cuda_visible_devices;
+  std::optional<DriverInfo> driver;  // from NVML; nullopt: no driver found
+  long build_version = 0;            // the CUDA LibTorch was built with, CUDA's encoding
+  std::string error;                 // LibTorch's own words, when it gave any
+};
+
+// Why CUDA is not available, said so that the user knows what to change: an
+// empty CUDA_VISIBLE_DEVICES, no driver, or a driver older than the CUDA
+// LibTorch was built for (a CUDA 13 build needs an R580 driver or newer).
+std::string explain_cuda_unavailable(const CudaStartFacts& facts);
 
 }  // namespace gputrain::device

@@ -15,6 +15,13 @@ struct MemoryStats {
 
 // All zero off CUDA.
 MemoryStats memory_stats(const torch::Device& device);
+// Bytes the driver has free on a CUDA `device` (the one the run uses: this
+// opens its context); -1 off CUDA.
+int64_t free_memory(const torch::Device& device);
 void reset_peak_memory(const torch::Device& device);
+// Makes a CUDA `device` this thread's current one, so that whatever LibTorch
+// allocates without naming a device (pinned host memory, handles) lands on
+// the GPU the run uses and opens no context on GPU 0. Nothing off CUDA.
+void set_current_device(const torch::Device& device);
 
 }  // namespace gputrain::device

@@ -16,6 +16,9 @@ struct DevicePlan {
   DeviceKind kind = DeviceKind::kCpu;  // never kAuto
   std::vector<int64_t> gpus;           // logical indices used, primary first; empty off CUDA
   std::string reason;                  // why this device, for the log
+  // Said as a warning at run start: device: auto fell back to the CPU
+  // although an NVIDIA driver is installed (too old, say).
+  std::string warning;
 
   torch::Device primary() const;
   std::vector<torch::Device> devices() const;  // one per GPU, or the single CPU/MPS device

@@ -25,8 +25,9 @@ struct LauncherOptions {
 };
 
 // Plans the strategy of every local rank, so a configuration the workers
-// cannot run (more workers than selected GPUs, strategy: single, nccl on the
-// CPU) fails here, once, with the config's ConfigError.
+// cannot run (strategy: single, nccl on the CPU) fails here, once, with the
+// config's ConfigError. More workers than selected GPUs is a warning: ranks
+// share GPUs by local rank modulo their count.
 void check_local_workers(const config::LoadedConfig& loaded, const device::DevicePlan& devices, int64_t nproc);
 
 // Starts the workers with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,

@@ -50,9 +50,13 @@ struct StrategyPlan {
 StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
                            const LaunchInfo& launch);
 
-// Called on every replica thread before its forward pass; the guard it returns
-// lives until that forward ends (autocast state is thread-local).
-using ThreadSetup = std::function<std::shared_ptr<void>()>;
+// What every rank must agree on at a step boundary; after agree(), each is
+// true when it was on any rank.
+struct StepFlags {
+  bool stop = false;        // a stop was requested (a signal)
+  bool checkpoint = false;  // a checkpoint was requested
+  bool non_finite = false;  // the step's loss is inf or NaN
+};
 
 class Strategy {
  public:
@@ -67,18 +71,22 @@ class Strategy {
   // The rows of a global batch this process works on: all of them but under ddp.
   virtual data::Batch local_part(const data::Batch& batch) const { return batch; }
   // The forward pass of this process's rows; dp scatters them across replicas
-  // and gathers the outputs on device().
-  virtual torch::Tensor forward(torch::nn::Sequential& model, const torch::Tensor& inputs,
-                                const ThreadSetup& setup) = 0;
+  // (each replica thread runs under the caller's thread-local state: grad
+  // mode, autocast) and gathers the outputs on device().
+  virtual torch::Tensor forward(torch::nn::Sequential& model, const torch::Tensor& inputs) = 0;
   // Once per optimizer step, after every micro-batch's backward: ddp
   // all-reduces the gradients (summed: each rank's loss is already weighted by
-  // its share of the global batch).
+  // its share of the global batch); dp sums its replicas' into the model's.
   virtual void after_backward(torch::nn::Sequential& model) { (void)model; }
   // Sums `values` across processes in place (ddp), for metrics.
   virtual void all_reduce_sum(torch::Tensor& values) { (void)values; }
   // Whether `local` is true on any process: every rank calls it at the same
   // step boundaries, so all of them stop, skip or checkpoint together.
   virtual bool any_rank(bool local) { return local; }
+  // Once per optimizer step: this process's flags, and `step_loss` (undefined
+  // when not asked) checked for inf/NaN, agreed by every rank in one small
+  // collective and one device sync.
+  virtual StepFlags agree(StepFlags local, const torch::Tensor& step_loss);
 };
 
 std::unique_ptr<Strategy> make_strategy(const StrategyPlan& plan, const config::ExperimentConfig& config,

@@ -14,11 +14,10 @@
 
 #include "gputrain/config/config.h"
 #include "gputrain/device/inventory.h"
+#include "gputrain/device/nvml.h"
 #include "gputrain/train/observer.h"
 
 namespace gputrain::report {
-
-inline constexpr const char* kNvmlLibrary = "libnvidia-ml.so.1";
 
 struct MonitoredGpu {
   int64_t index = 0;       // logical CUDA index, as the run names it
@@ -35,7 +34,7 @@ class GpuMonitor {
   // Loads `library`, finds every GPU and starts sampling. When NVML or a GPU
   // is missing the monitor is unavailable: it logs why once and samples nothing.
   GpuMonitor(const std::vector<MonitoredGpu>& gpus, std::chrono::milliseconds interval,
-             const std::string& library = kNvmlLibrary);
+             const std::string& library = device::kNvmlLibrary);
   ~GpuMonitor();  // stops the thread, shuts NVML down
   GpuMonitor(const GpuMonitor&) = delete;
   GpuMonitor& operator=(const GpuMonitor&) = delete;

@@ -5,11 +5,20 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/types.h>
 
+#include <string>
+
 #include "gputrain/config/config.h"
 
 namespace gputrain::train {
 
-// Process-wide settings for a run on `device`: train.threads, LibTorch's
+// train.matmul_precision resolved for `device`, with why.
+struct MatmulPrecision {
+  std::string value;   // highest | high | medium, as at::Context takes it
+  std::string reason;  // for the log
+};
+MatmulPrecision resolve_matmul_precision(const std::string& setting, const torch::Device& device);
+
+// Process-wide settings for a run on `device`: train.matmul_precision, train.threads, LibTorch's
 // intra-op threads (left alone at 0), and cuDNN's benchmark mode (it times the
 // convolution algorithms for each new input shape and keeps the fastest).
 // Logs what it changed, and that cuDNN's mode does nothing off CUDA.

@@ -9,7 +9,7 @@
 namespace gputrain::train {
 
 struct OutOfMemoryContext {
-  std::string device;  // "cuda:0"
+  std::string device;  // the device that ran out: "cuda:0", a dp replica's "cuda:3"
   int64_t batch_size = 0;
   int64_t accumulation_steps = 1;
   bool amp = false;  // train.amp is already on
@@ -18,8 +18,17 @@ struct OutOfMemoryContext {
 };
 
 // "cuda:0 ran out of memory at data.batch_size 256 (micro-batch 256): 7.61 GiB
-// allocated, 7.80 GiB reserved, 8.00 GiB total. Lower data.batch_size, ..."
+// allocated (peak 7.70 GiB), 7.80 GiB reserved, 8.00 GiB total. Lower data.batch_size, ..."
 std::string out_of_memory_message(const OutOfMemoryContext& context);
+
+// Whether LibTorch's error message says a GPU ran out of memory: the caching
+// allocator's, or cuBLAS or cuDNN failing to allocate a workspace, which
+// arrive as plain c10::Errors.
+bool is_out_of_memory(const std::string& libtorch_message);
+
+// The device LibTorch's message names ("... GPU 1 has a total capacity of
+// ..." is cuda:1), or `fallback` when it names none.
+std::string failing_device(const std::string& libtorch_message, const std::string& fallback);
 
 // What train.on_nan: stop says: where the loss went non-finite, the last good
 // checkpoint ("" when none), and what to change.

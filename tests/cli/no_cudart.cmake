@@ -1,0 +1,21 @@
+# The gputrain binary calls no CUDA runtime function and links no libcudart of
+# its own: LibTorch's is the only CUDA runtime in the process (CUDA code goes
+# through c10::cuda and at::cuda). -DBINARY=<gputrain>
+execute_process(COMMAND nm -u ${BINARY} OUTPUT_VARIABLE undefined RESULT_VARIABLE nm_failed)
+if(nm_failed)
+  message(FATAL_ERROR "nm failed on ${BINARY}")
+endif()
+string(REGEX MATCHALL "[ \t]cuda[A-Z][A-Za-z0-9_]*" calls "${undefined}")
+if(calls)
+  message(FATAL_ERROR "gputrain calls the CUDA runtime itself:${calls}")
+endif()
+execute_process(COMMAND nm --defined-only ${BINARY} OUTPUT_VARIABLE defined)
+string(REGEX MATCHALL "[ \t][Tt] cuda[A-Z][A-Za-z0-9_]*" carried "${defined}")
+if(carried)
+  message(FATAL_ERROR "gputrain carries a static CUDA runtime:${carried}")
+endif()
+execute_process(COMMAND readelf -d ${BINARY} OUTPUT_VARIABLE dynamic)
+if(dynamic MATCHES "NEEDED[^\n]*libcudart")
+  message(FATAL_ERROR "gputrain links libcudart itself; LibTorch's must be the only one")
+endif()
+message(STATUS "no CUDA runtime of gputrain's own")
