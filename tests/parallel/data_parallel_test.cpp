@@ -4,6 +4,7 @@
 #include <torch/nn/parallel/data_parallel.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <sstream>
 
 #include "gputrain/config/load.h"
@@ -90,14 +91,21 @@ TEST(DataParallel, KeptReplicasMatchReplicatingEveryStep) {
 }
 
 TEST(DataParallel, ReplicasRunUnderTheCallersGradModeAndAutocast) {
+  std::atomic<int> recording{0};  // forward passes that ran with autograd on, over both replicas
   torch::nn::Sequential model = small_net();
+  model->push_back(torch::nn::Functional([&recording](const torch::Tensor& x) {
+    if (torch::GradMode::is_enabled()) ++recording;
+    return x;
+  }));
   const auto strategy = two_cpu_replicas();
   const torch::Tensor x = torch::randn({8, 6});
   {
     torch::NoGradGuard no_grad;  // evaluation: no replica may record a graph
-    EXPECT_FALSE(strategy->forward(model, x).requires_grad());
+    strategy->forward(model, x);
   }
+  EXPECT_EQ(recording.load(), 0);
   EXPECT_TRUE(strategy->forward(model, x).requires_grad());
+  EXPECT_EQ(recording.load(), 2);
   train::AutocastScope autocast(train::AmpMode::kBf16, c10::DeviceType::CPU);
   // A replica thread without the caller's autocast would give float32 rows, and the gathered output float32.
   EXPECT_EQ(strategy->forward(model, x).scalar_type(), torch::kBFloat16);
