@@ -43,8 +43,11 @@ std::string explain_cuda_unavailable(const CudaStartFacts& facts) {
   }
   const std::string built = cuda_version_string(facts.build_version);
   if (!facts.driver) {
-    return facts.error.empty() ? "no NVIDIA driver was found on this machine"
-                               : fmt::format("no NVIDIA driver was found on this machine ({})", facts.error);
+    // NVML comes with the driver: without it, LibTorch's words only repeat that, unless they say something else.
+    return facts.error.empty() || facts.error.find("NVIDIA driver") != std::string::npos
+               ? "no NVIDIA driver was found on this machine"
+               : fmt::format("CUDA could not start and NVML, which comes with the NVIDIA driver, is missing: {}",
+                             facts.error);
   }
   const DriverInfo& driver = *facts.driver;
   if (driver.cuda_version > 0 && facts.build_version > 0 && driver.cuda_version < facts.build_version) {
