@@ -92,3 +92,25 @@ TEST_F(TrainProcess, MissingDataExitsTwoNamingTheDirectory) {
 
 }  // namespace
 }  // namespace gputrain::testing
+
+namespace gputrain::testing {
+namespace {
+
+// Seed 000's regression: its interval lines and metrics say nothing of an accuracy it does not have.
+TEST(RegressionRun, LogsAndRecordsNoAccuracy) {
+  TempDir dir;
+  const auto r = run_gputrain({"train", "--config", "configs/seed_regression.yaml", "--output", dir.path().string(),
+                               "--set", "device=cpu", "--set", "train.epochs=1", "--set", "train.tensorboard=false"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("step 10: loss "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("accuracy"), std::string::npos) << r.err;
+  std::ifstream in(dir / "seed-regression" / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    EXPECT_EQ(line.find("accuracy"), std::string::npos) << line;
+  }
+  EXPECT_GT(lines, 2);
+}
+
+}  // namespace
+}  // namespace gputrain::testing

@@ -54,6 +54,29 @@ TEST(MetricsWriter, WritesTheSchemaForStepsAndEpochs) {
   EXPECT_EQ(lines[2]["correct"], 9);
 }
 
+// A regression run has no accuracy: none is written as 0.
+TEST(MetricsWriter, RegressionRecordsCarryNoAccuracy) {
+  testing::TempDir dir;
+  {
+    MetricsWriter writer(dir / "metrics.jsonl");
+    writer.on_step({1, 50, 0.5, std::nullopt, 1000.0, 0.01, 2.5});
+    train::EpochMetrics epoch;
+    epoch.epoch = 1;
+    epoch.train = {30.0, 0, 60, false};
+    epoch.test = {5.0, 0, 10, false};
+    epoch.has_test = true;
+    writer.on_epoch(epoch);
+  }
+  const auto lines = read_jsonl(dir / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  for (const auto& line : lines) {
+    EXPECT_FALSE(line.contains("accuracy")) << line;
+    EXPECT_FALSE(line.contains("correct")) << line;
+    EXPECT_TRUE(line.contains("loss")) << line;
+  }
+  EXPECT_EQ(lines[2]["samples"], 10);
+}
+
 TEST(MetricsWriter, EpochRecordsCarryTheMonitorsGpuFigures) {
   testing::TempDir dir;
   {

@@ -35,28 +35,27 @@ void MetricsWriter::write(const std::string& line) {
 }
 
 void MetricsWriter::on_step(const train::StepMetrics& m) {
-  nlohmann::ordered_json j{{"epoch", m.epoch},         {"step", m.step},
-                           {"split", "train"},         {"loss", m.loss},
-                           {"accuracy", m.accuracy},   {"samples_per_s", m.samples_per_s},
-                           {"lr", m.lr},               {"elapsed_s", m.elapsed_s},
-                           {"loss_scale", m.loss_scale}, {"skipped_steps", m.skipped_steps}};
+  nlohmann::ordered_json j{{"epoch", m.epoch}, {"step", m.step}, {"split", "train"}, {"loss", m.loss}};
+  if (m.accuracy) j["accuracy"] = *m.accuracy;  // regression has none
+  j["samples_per_s"] = m.samples_per_s;
+  j["lr"] = m.lr;
+  j["elapsed_s"] = m.elapsed_s;
+  j["loss_scale"] = m.loss_scale;
+  j["skipped_steps"] = m.skipped_steps;
   write(j.dump());
 }
 
 void MetricsWriter::on_epoch(const train::EpochMetrics& m) {
-  nlohmann::ordered_json train{{"epoch", m.epoch},
-                               {"step", m.step},
-                               {"split", "train"},
-                               {"loss", m.train.mean_loss()},
-                               {"accuracy", m.train.accuracy()},
-                               {"samples_per_s", m.samples_per_s},
+  nlohmann::ordered_json train{{"epoch", m.epoch}, {"step", m.step}, {"split", "train"}, {"loss", m.train.mean_loss()}};
+  if (m.train.classification) train["accuracy"] = m.train.accuracy();
+  train.update(nlohmann::ordered_json{{"samples_per_s", m.samples_per_s},
                                {"lr", m.lr},
                                {"elapsed_s", m.elapsed_s},
                                {"epoch_s", m.epoch_s},
                                {"samples", m.train.samples},
                                {"loss_scale", m.loss_scale},
                                {"skipped_steps", m.skipped_steps},
-                               {"loader_wait_s", m.loader_wait_s}};
+                               {"loader_wait_s", m.loader_wait_s}});
   if (m.cuda) {
     train["memory_allocated"] = m.memory_allocated;
     train["memory_reserved"] = m.memory_reserved;
@@ -78,16 +77,11 @@ void MetricsWriter::on_epoch(const train::EpochMetrics& m) {
   }
   write(train.dump());
   if (!m.has_test) return;
-  nlohmann::ordered_json test{{"epoch", m.epoch},
-                              {"step", m.step},
-                              {"split", "test"},
-                              {"loss", m.test.mean_loss()},
-                              {"accuracy", m.test.accuracy()},
-                              {"samples_per_s", m.samples_per_s},
-                              {"lr", m.lr},
-                              {"elapsed_s", m.elapsed_s},
-                              {"correct", m.test.correct},
-                              {"samples", m.test.samples}};
+  nlohmann::ordered_json test{{"epoch", m.epoch}, {"step", m.step}, {"split", "test"}, {"loss", m.test.mean_loss()}};
+  if (m.test.classification) test["accuracy"] = m.test.accuracy();
+  test.update(nlohmann::ordered_json{{"samples_per_s", m.samples_per_s}, {"lr", m.lr}, {"elapsed_s", m.elapsed_s}});
+  if (m.test.classification) test["correct"] = m.test.correct;
+  test["samples"] = m.test.samples;
   write(test.dump());
 }
 

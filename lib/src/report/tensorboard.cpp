@@ -18,7 +18,7 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& run_dir, const
 void TensorBoardWriter::on_step(const train::StepMetrics& m) {
   std::vector<Scalar> s{{"train_step/samples_per_s", f(m.samples_per_s)}, {"train_step/lr", f(m.lr)}};
   if (labeled_) s.emplace_back("train_step/loss", f(m.loss));
-  if (classification_) s.emplace_back("train_step/accuracy", f(m.accuracy));
+  if (classification_ && m.accuracy) s.emplace_back("train_step/accuracy", f(*m.accuracy));
   if (fp16_) s.emplace_back("train_step/loss_scale", f(m.loss_scale));
   file_.add(m.step, s);
 }

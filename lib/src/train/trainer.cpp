@@ -370,7 +370,7 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, C
     StepMetrics m{epoch,
                   step,
                   r.mean_loss(),
-                  r.accuracy(),
+                  classification ? std::optional<double>(r.accuracy()) : std::nullopt,
                   interval_s > 0 ? r.samples / interval_s : 0.0,
                   schedule->lr_at(step - 1),
                   seconds_since(run_start),

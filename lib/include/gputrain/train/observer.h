@@ -15,7 +15,7 @@ struct StepMetrics {
   int64_t epoch = 0;  // 1-based
   int64_t step = 0;   // optimizer steps since the run began
   double loss = 0;    // mean per-sample loss over the interval
-  double accuracy = 0;
+  std::optional<double> accuracy;  // classification only
   double samples_per_s = 0;
   double lr = 0;
   double elapsed_s = 0;  // since the run began
