@@ -10,6 +10,7 @@
 #include "gputrain/checkpoint/resume.h"
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
 #include "gputrain/config/load.h"
 #include "gputrain/device/probe.h"
 #include "gputrain/device/resolve.h"
@@ -196,7 +197,8 @@ int run_train(const TrainArgs& args) {
     return static_cast<int>(ExitCode::kInterrupted);
   }
   if (!primary) return 0;
-  spdlog::info("finished {} epochs ({} steps) in {:.1f} s; weights in {}", summary.epochs, summary.steps,
+  spdlog::info("finished {} ({}) in {:.1f} s; weights in {}", count_of(summary.epochs, "epoch"),
+               count_of(summary.steps, "step"),
                summary.elapsed_s, paths.weights.string());
   recorder->finish();
   result["weights"] = paths.weights.string();

@@ -104,6 +104,8 @@ TEST(RegressionRun, LogsAndRecordsNoAccuracy) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("step 10: loss "), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("accuracy"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("a regression on 1 target"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("finished 1 epoch (32 steps)"), std::string::npos) << r.err;
   std::ifstream in(dir / "seed-regression" / "metrics.jsonl");
   int lines = 0;
   for (std::string line; std::getline(in, line); ++lines) {

@@ -55,4 +55,10 @@ TEST(Errors, ExitCodesByKind) {
   EXPECT_EQ(Interrupted("x").code(), ExitCode::kInterrupted);
 }
 
+TEST(Strings, CountOfSaysOneOrMany) {
+  EXPECT_EQ(count_of(1, "epoch"), "1 epoch");
+  EXPECT_EQ(count_of(0, "step"), "0 steps");
+  EXPECT_EQ(count_of(3, "replica"), "3 replicas");
+}
+
 }  // namespace gputrain

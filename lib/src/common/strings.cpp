@@ -126,4 +126,8 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::string count_of(int64_t count, std::string_view noun) {
+  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
+}
+
 }  // namespace gputrain

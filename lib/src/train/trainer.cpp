@@ -14,6 +14,7 @@
 
 #include "checkpointing.h"
 #include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
 #include "gputrain/config/load.h"
 #include "gputrain/data/batch_stream.h"
 #include "gputrain/device/memory.h"
@@ -243,13 +244,13 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
                s.test_set ? fmt::format(", {} test samples", s.test_set->info().samples) : "",
                fmt::join(info.input_shape, "x"),
                s.classification ? fmt::format("{} classes", info.classes)
-               : info.target_kind == data::TargetKind::kValues ? fmt::format("{} regression targets", info.targets)
+               : info.target_kind == data::TargetKind::kValues ? "a regression on " + count_of(info.targets, "target")
                                                                : "no labels");
-  spdlog::info("batch: {} samples per optimizer step{}; {} steps per epoch", c.data.batch_size,
+  spdlog::info("batch: {} per optimizer step{}; {} per epoch", count_of(c.data.batch_size, "sample"),
                s.accumulation > 1 ? fmt::format(" (micro-batch {} x {} accumulation steps)", micro.batch_size,
                                                 s.accumulation)
                                   : "",
-               s.steps_per_epoch);
+               count_of(s.steps_per_epoch, "step"));
   spdlog::info("model: {}, {} parameters", c.model.name, models::parameter_count(*s.model));
   for (const auto& line : models::layer_summary(s.model)) spdlog::info("  {}", line);
   spdlog::info("precision: {}{}{}", s.amp == AmpMode::kOff ? "fp32" : "autocast " + std::string(to_string(s.amp)),

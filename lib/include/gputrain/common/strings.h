@@ -1,5 +1,6 @@
 #pragma once
 // Small string helpers shared by every module (std only).
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,9 @@ std::string unknown_choice(std::string_view value, const std::vector<std::string
 std::vector<std::string> split(std::string_view text, char separator);
 
 std::string_view trim(std::string_view text);
+
+// "1 epoch", "3 epochs": `noun` with an "s" unless `count` is 1.
+std::string count_of(int64_t count, std::string_view noun);
 
 // Offset of the first byte that is not part of a well-formed UTF-8 sequence
 // (overlong forms, surrogates and code points above U+10FFFF included), or
