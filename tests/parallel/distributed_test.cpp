@@ -101,9 +101,13 @@ TEST(Ddp, TwoGlooRanksUnderNprocMatchOneProcess) {
   const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 2, 30));
   const auto one = run_gputrain({"train", "--config", config.string(), "--output", (dir / "one").string()});
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  const auto two =
-      run_gputrain({"train", "--config", config.string(), "--output", (dir / "two").string(), "--nproc", "2"});
+  const auto two = run_gputrain({"train", "--config", config.string(), "--output", (dir / "two").string(), "--nproc",
+                                 "2", "--set", "train.log_replicas=true"});
   ASSERT_EQ(two.exit_code, 0) << two.err;
+  // Each rank's share of each batch, as dp logs its replicas'.
+  EXPECT_NE(two.err.find("[rank 0] [info] ddp: batch of 8 over 2 ranks: rank 0 rows [0,4) n=4; rank 1 rows [4,8) n=4"),
+            std::string::npos)
+      << two.err;
   expect_same_weights(config, dir / "one/ddp/model.pt", dir / "two/ddp/model.pt");
   EXPECT_NEAR(summary(two.out)["test_loss"].get<double>(), summary(one.out)["test_loss"].get<double>(), 1e-5);
   EXPECT_EQ(summary(two.out)["test_accuracy"], summary(one.out)["test_accuracy"]);

@@ -16,6 +16,7 @@
 #include "c10d_backends.h"
 #include "data_parallel.h"
 #include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
 #include "gputrain/parallel/split.h"
 
 namespace gputrain::parallel::detail {
@@ -116,6 +117,7 @@ class DistributedStrategy : public SingleDeviceStrategy {
   }
 
   LaunchInfo launch_;
+  bool log_replicas_;  // train.log_replicas: rank 0 logs every rank's share of each batch
   std::string backend_name_;
   milliseconds timeout_;
   std::vector<std::string> rank_names_;  // "rank 0", ...: split_batch's devices
@@ -129,6 +131,7 @@ DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const config:
                                          const LaunchInfo& launch)
     : SingleDeviceStrategy(plan.replicas.front()),
       launch_(launch),
+      log_replicas_(config.train.log_replicas),
       backend_name_(plan.backend),
       timeout_(std::chrono::seconds(config.ddp.timeout_s)),
       nccl_(plan.backend == "nccl") {
@@ -254,11 +257,18 @@ data::Batch DistributedStrategy::local_part(const data::Batch& batch) const {
   // part in every collective, with zero gradients.
   int64_t begin = batch.size();
   int64_t end = begin;
-  for (const ReplicaSplit& split : split_batch(batch.size(), rank_names_)) {
+  const std::vector<ReplicaSplit> splits = split_batch(batch.size(), rank_names_);
+  for (const ReplicaSplit& split : splits) {
     if (split.replica == launch_.rank) {
       begin = split.begin;
       end = split.end;
     }
+  }
+  if (log_replicas_ && is_primary()) {
+    std::vector<std::string> shares;
+    for (const ReplicaSplit& s : splits) shares.push_back(fmt::format("rank {} rows [{},{}) n={}", s.replica, s.begin, s.end, s.rows()));
+    spdlog::info("ddp: batch of {} over {}: {}", batch.size(), count_of(launch_.world_size, "rank"),
+                 fmt::join(shares, "; "));
   }
   data::Batch part = batch;
   part.inputs = batch.inputs.slice(0, begin, end);
