@@ -96,6 +96,17 @@ TEST_F(CheckpointCli, SigintFinishesTheStepWritesACheckpointAndExits130) {
   const auto test = run_gputrain({"test", "--config", config_.string(), "--checkpoint", path}, kEnv);
   EXPECT_EQ(test.exit_code, 0) << test.err;
   EXPECT_NE(test.out.find("Test set: Average loss"), std::string::npos);
+  // A checkpoint holds its config: --config is optional, and gives the same line.
+  const auto alone = run_gputrain({"test", "--checkpoint", path}, kEnv);
+  EXPECT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_EQ(alone.out, test.out);
+  // model.pt holds weights only: without --config that is a user error saying what to give.
+  const auto zip = testing::write_text(dir_ / "model.pt", std::string("PK\x03\x04 weights", 13));
+  const auto weights_only = run_gputrain({"test", "--checkpoint", zip.string()}, kEnv);
+  EXPECT_EQ(weights_only.exit_code, 2);
+  EXPECT_NE(weights_only.err.find("holds weights only, not the config they were trained with: give --config"),
+            std::string::npos)
+      << weights_only.err;
 }
 
 TEST_F(CheckpointCli, SighupWritesACheckpointAndTrainingGoesOn) {

@@ -1,6 +1,8 @@
 #include "gputrain/checkpoint/format.h"
 
 #include <fmt/format.h>
+
+#include <fstream>
 #include <zlib.h>
 
 #include <cctype>
@@ -61,6 +63,13 @@ std::string seal(std::string_view payload) {
 }
 
 bool is_sealed(std::string_view bytes) { return bytes.substr(0, kMagic.size()) == kMagic; }
+
+bool is_checkpoint_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string start(kMagic.size(), '\0');
+  in.read(start.data(), static_cast<std::streamsize>(start.size()));
+  return in.gcount() == static_cast<std::streamsize>(start.size()) && is_sealed(start);
+}
 
 std::string_view unseal(std::string_view bytes, const std::string& name) {
   if (bytes.empty()) fail(name, "empty file, not a checkpoint");
