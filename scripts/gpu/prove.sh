@@ -1,0 +1,330 @@
+#!/usr/bin/env bash
+# The GPU proof: every CUDA path of gputrain once, each step under its own timeout,
+# results in OUTDIR/gpu-<date>-<gpu>.{md,json} plus OUTDIR/logs.tar.gz (every step's log).
+#
+#   prove.sh OUTDIR [--dry-run] [--keep-logs]
+#
+# --dry-run   the same steps on the CPU with tiny sizes (CI runs it); CUDA-only steps are
+#             recorded as skipped, with the reason
+# --keep-logs also leave the logs in OUTDIR/logs/ (by default only the tarball, because the
+#             GPU machine hands back at most 8 files)
+#
+# Finds gputrain in $GPUTRAIN_BIN, else next to this script (the bundle of bundle.sh), else
+# in the checkout's build/release. A failing step is recorded as failed and the run goes on;
+# the exit code is 0 once the report is written, whatever the steps did.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
+
+# ---- internal sub-commands: compound steps, run as `prove.sh --internal NAME ...` so that
+# `timeout` can bound them like any other command --------------------------------------------
+
+# Trains in the background, sends SIGTERM once training has logged, expects exit 130 and the
+# checkpoint that the summary line names (the one the stop wrote) on disk.
+internal_sigterm() {
+  local run_dir="$1"; shift
+  "$@" >"$run_dir.stdout" &
+  local pid=$! waited=0
+  trap 'kill -KILL "$pid" 2>/dev/null || true' EXIT
+  # metrics.jsonl appears with the first log interval: training is under way
+  while [ ! -s "$run_dir/metrics.jsonl" ] && [ "$waited" -lt 600 ] && kill -0 "$pid" 2>/dev/null; do
+    sleep 0.1; waited=$((waited + 1))
+  done
+  sleep 0.5
+  echo "prove: sending SIGTERM to $pid"
+  kill -TERM "$pid" 2>/dev/null || true
+  local rc=0
+  wait "$pid" || rc=$?
+  trap - EXIT
+  cat "$run_dir.stdout"
+  echo "prove: exit code $rc"
+  echo "prove: checkpoints after the stop:"
+  ls -l "$run_dir/checkpoints" 2>&1 || true
+  local ckpt
+  ckpt="$(sed -n 's/.*"stopped":true,"checkpoint":"\([^"]*\)".*/\1/p' "$run_dir.stdout")"
+  if [ "$rc" -eq 130 ] && [ -n "$ckpt" ] && [ -f "$ckpt" ]; then
+    echo "prove: stopped with 130 and the checkpoint $ckpt"
+  fi
+  return "$rc"
+}
+
+# One epoch, then --resume auto for a second one; the resumed run must say so.
+internal_resume() {
+  local run_dir="$1"; shift
+  echo "prove: first run (1 epoch)"
+  "$@" --set train.epochs=1
+  ls -l "$run_dir/checkpoints"
+  echo "prove: resumed run (--resume auto, train.epochs=2)"
+  "$@" --resume auto --set train.epochs=2
+}
+
+# Each CUDA-labelled GoogleTest binary in turn; fails when any does.
+internal_cuda_tests() {
+  local rc=0 t
+  for t in "$@"; do
+    echo "prove: $t"
+    "$t" --gtest_color=no || rc=1
+  done
+  return "$rc"
+}
+
+if [ "${1:-}" = "--internal" ]; then
+  name="$2"; shift 2
+  "internal_$name" "$@"
+  exit $?
+fi
+
+# ---- arguments and locations ------------------------------------------------------------------
+OUTDIR="" DRY=0 KEEP_LOGS=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY=1 ;;
+    --keep-logs) KEEP_LOGS=1 ;;
+    -h|--help) sed -n '2,15p' "$SELF"; exit 0 ;;
+    -*) echo "prove.sh: unknown option $arg" >&2; exit 2 ;;
+    *) OUTDIR="$arg" ;;
+  esac
+done
+[ -n "$OUTDIR" ] || { echo "usage: prove.sh OUTDIR [--dry-run] [--keep-logs]" >&2; exit 2; }
+mkdir -p "$OUTDIR"
+OUTDIR="$(cd "$OUTDIR" && pwd)"
+
+if [ -f "$HERE/configs/cifar10.yaml" ]; then  # the bundle: everything beside this script
+  ROOT="$HERE"
+  TESTS_DIR="$HERE/tests"
+  BENCH="$HERE/scripts/bench/run.py"
+else                                           # the checkout: scripts/gpu/
+  ROOT="$(cd "$HERE/../.." && pwd)"
+  TESTS_DIR="$ROOT/build/release/tests"
+  BENCH="$ROOT/scripts/bench/run.py"
+fi
+BIN="${GPUTRAIN_BIN:-}"
+if [ -z "$BIN" ]; then
+  if [ -x "$HERE/gputrain" ]; then BIN="$HERE/gputrain"; else BIN="$ROOT/build/release/app/gputrain"; fi
+fi
+[ -x "$BIN" ] || { echo "prove.sh: no gputrain binary at $BIN (set GPUTRAIN_BIN)" >&2; exit 2; }
+CONFIGS="$ROOT/configs"
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/gputrain-prove.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+LOGS="$WORK/logs"
+RUNS="$WORK/runs"
+DATA="$WORK/data"
+mkdir -p "$LOGS" "$RUNS" "$DATA"
+: >"$WORK/steps.tsv"
+
+START=$(date +%s)
+# 9 minutes on the GPU machine, leaving a margin inside its 10-minute limit for the report
+BUDGET=${PROVE_BUDGET_S:-$([ "$DRY" = 1 ] && echo 300 || echo 530)}
+
+# ---- the step runner --------------------------------------------------------------------------
+# step NAME KIND TIMEOUT EXPECT_RC REGEX -- COMMAND...
+#   KIND: any (runs in both modes) or cuda (skipped in --dry-run)
+#   REGEX: a Python regex the log must match ('' for none)
+# Appends one tab-separated record to steps.tsv; summarize.py turns them into the report.
+record() {  # name kind status reason rc wall expect_rc regex command
+  local IFS=$'\t'
+  printf '%s\n' "$*" >>"$WORK/steps.tsv"
+}
+
+step() {
+  local name="$1" kind="$2" limit="$3" expect="$4" regex="$5"
+  shift 6  # the '--' too
+  local cmd
+  cmd="$(printf '%q ' "$@")"
+  if [ "$DRY" = 1 ] && [ "$kind" = cuda ]; then
+    record "$name" "$kind" skipped "needs a CUDA GPU (dry run on the CPU)" "" 0 "$expect" "$regex" "$cmd"
+    echo "prove: $name skipped (needs a CUDA GPU)" >&2
+    return 0
+  fi
+  local now left
+  now=$(date +%s)
+  left=$((BUDGET - (now - START)))
+  if [ "$left" -lt 15 ]; then
+    record "$name" "$kind" skipped "time budget of ${BUDGET} s spent" "" 0 "$expect" "$regex" "$cmd"
+    echo "prove: $name skipped (time budget spent)" >&2
+    return 0
+  fi
+  [ "$limit" -le "$left" ] || limit=$left
+  echo "prove: $name ..." >&2
+  local t0 t1 rc=0
+  t0=$EPOCHREALTIME
+  timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1 </dev/null || rc=$?
+  t1=$EPOCHREALTIME
+  [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || echo "prove: timed out after $limit s" >>"$LOGS/$name.log"
+  record "$name" "$kind" ran "" "$rc" "$(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }")" \
+    "$expect" "$regex" "$cmd"
+  echo "prove: $name exit $rc" >&2
+}
+
+skip() {  # NAME REASON: a step this machine cannot run at all
+  record "$1" any skipped "$2" "" 0 0 "" ""
+  echo "prove: $1 skipped ($2)" >&2
+}
+
+# ---- sizes and shared arguments ---------------------------------------------------------------
+if [ "$DRY" = 1 ]; then
+  DEV=cpu; EPOCHS=1; CIFAR_TRAIN=128; CIFAR_TEST=64; IDX_TRAIN=128; IDX_TEST=64; T=60
+  SIZE=(--set data.batch_size=32 --set train.log_every=1)
+else
+  DEV=cuda; EPOCHS=2; CIFAR_TRAIN=10000; CIFAR_TEST=2000; IDX_TRAIN=10000; IDX_TEST=2000; T=120
+  SIZE=(--set train.log_every=10)
+fi
+"$BIN" datasets make-cifar --out "$DATA/cifar" --train "$CIFAR_TRAIN" --test "$CIFAR_TEST" >"$LOGS/make-data.log" 2>&1
+FMNIST=/usr/share/datasets/fashion-mnist
+if [ "$DRY" = 1 ] || [ ! -e "$FMNIST/train-images-idx3-ubyte.gz" ] && [ ! -e "$FMNIST/train-images-idx3-ubyte" ]; then
+  # the real set is absent (or too big for a dry run): an IDX-format stand-in
+  FMNIST="$DATA/fmnist"
+  "$BIN" datasets make-idx --out "$FMNIST" --train "$IDX_TRAIN" --test "$IDX_TEST" >>"$LOGS/make-data.log" 2>&1
+fi
+
+# cifar_cmd NAME [ARGS...]: CMD becomes the seed CIFAR-10 recipe on the generated set, in its
+# own run directory (an array, so that paths with spaces survive)
+cifar_cmd() {
+  local name="$1"; shift
+  CMD=("$BIN" train --config "$CONFIGS/cifar10.yaml" --output "$RUNS" --set "name=$name" --set "device=$DEV"
+       --set "data.root=$DATA/cifar" --set "train.epochs=$EPOCHS" "${SIZE[@]}" "$@")
+}
+
+# ---- the steps --------------------------------------------------------------------------------
+step nvidia_smi cuda 30 0 'GPU 0' -- bash -c \
+  'nvidia-smi -L && nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap --format=csv'
+step info any 60 0 'CUDA available' -- "$BIN" info
+step info_json any 60 0 '^\{' -- "$BIN" info --json
+step info_json_visible0 any 60 0 '^\{' -- env CUDA_VISIBLE_DEVICES=0 "$BIN" info --json
+
+cifar_cmd invalid_gpu_device --set device=cuda:7
+step invalid_gpu_device any 60 2 'cuda:7' -- "${CMD[@]}"
+cifar_cmd invalid_gpu_index --set device=cuda --set 'gpus=[7]'
+step invalid_gpu_index cuda 60 2 '' -- "${CMD[@]}"
+
+# The bundle holds exactly the CUDA-labelled test binaries (bundle.sh asks CTest); a checkout's
+# build has every test binary, so there the CUDA ones are named.
+cuda_tests=()
+if [ "$ROOT" = "$HERE" ]; then
+  for t in "$TESTS_DIR"/*; do [ -x "$t" ] && cuda_tests+=("$t"); done
+else
+  for t in train_cuda_tests report_cuda_tests; do [ -x "$TESTS_DIR/$t" ] && cuda_tests+=("$TESTS_DIR/$t"); done
+fi
+if [ "$DRY" = 0 ] && [ "${#cuda_tests[@]}" -eq 0 ]; then
+  skip cuda_tests "no CUDA test binaries in $TESTS_DIR"
+else
+  step cuda_tests cuda 240 0 'PASSED' -- "$BASH" "$SELF" --internal cuda_tests "${cuda_tests[@]}"
+fi
+
+cifar_cmd cifar_seed
+step cifar_seed any "$T" 0 'Test set: ' -- "${CMD[@]}"
+step fmnist_cnn any "$T" 0 'Test set: ' -- "$BIN" train --config "$CONFIGS/fashion_mnist_cnn.yaml" \
+  --output "$RUNS" --set name=fmnist_cnn --set "device=$DEV" --set "data.root=$FMNIST" \
+  --set "train.epochs=$EPOCHS" "${SIZE[@]}"
+
+for amp in off bf16 fp16; do
+  kind=any; [ "$amp" = fp16 ] && kind=cuda  # fp16 autocast is CUDA-only
+  cifar_cmd "amp_$amp" --set "train.amp=$amp"
+  step "amp_$amp" "$kind" "$T" 0 'Test set: ' -- "${CMD[@]}"
+done
+# Inputs scaled by 1e6 exceed fp16's range (65504) inside autocast: every step's gradients
+# are inf/NaN and the scaler must skip them rather than stop the run.
+cifar_cmd amp_fp16_overflow --set train.amp=fp16 --set 'data.normalize.std=[1e-6,1e-6,1e-6]'
+step amp_fp16_overflow cuda "$T" 0 'step skipped' -- "${CMD[@]}"
+
+for pin in false true; do
+  for workers in 0 4; do
+    name="loader_pin_${pin}_workers_$workers"
+    cifar_cmd "$name" --set "data.pin_memory=$pin" --set "data.num_workers=$workers"
+    step "$name" any "$T" 0 'Test set: ' -- "${CMD[@]}"
+  done
+done
+
+if [ "$DRY" = 1 ]; then
+  cifar_cmd dp_gpu0 --set strategy=dp --set dp.replicas=2   # CPU replica threads instead
+else
+  cifar_cmd dp_gpu0 --set strategy=dp --set 'gpus=[0]'
+fi
+step dp_gpu0 any "$T" 0 'Test set: ' -- "${CMD[@]}"
+cifar_cmd ddp_nproc1 --set strategy=ddp
+step ddp_nproc1 any "$T" 0 'Test set: ' -- "${CMD[@]:0:2}" --nproc 1 "${CMD[@]:2}"
+# Two ranks on one GPU: NCCL may refuse (duplicate GPU); summarize.py records its words.
+cifar_cmd ddp_nproc2 --set strategy=ddp --set 'gpus=[0]'
+[ "$DRY" = 1 ] && cifar_cmd ddp_nproc2 --set strategy=ddp
+step ddp_nproc2 any "$T" 0 'Test set: ' -- "${CMD[@]:0:2}" --nproc 2 "${CMD[@]:2}"
+
+cifar_cmd resume
+step checkpoint_resume any "$T" 0 '(?s)resuming from .*"epochs":2,' -- "$BASH" "$SELF" --internal resume "$RUNS/resume" "${CMD[@]}"
+# Many epochs so that the signal lands mid-run; the stop itself must write the checkpoint.
+cifar_cmd sigterm --set train.epochs=100000
+step sigterm any "$T" 130 'stopped with 130 and the checkpoint' -- \
+  "$BASH" "$SELF" --internal sigterm "$RUNS/sigterm" "${CMD[@]}"
+# One hidden layer of 4M units at batch 100 000: its activations alone need 1.6 TB.
+step oom cuda "$T" 1 'ran out of memory' -- "$BIN" train --config "$CONFIGS/seed_mlp.yaml" --output "$RUNS" \
+  --set name=oom --set device=cuda --set train.epochs=1 --set data.samples=100000 --set data.batch_size=100000 \
+  --set 'model.hidden=[4000000]'
+
+# Fast paths: each against the same baseline with all of them explicitly off.
+OFF=(--set data.device_cache=false --set train.cuda_graph=false --set train.channels_last=false
+     --set train.cudnn_benchmark=false --set optim.fused=false)
+cifar_cmd fast_baseline "${OFF[@]}"
+step fast_baseline any "$T" 0 'Test set: ' -- "${CMD[@]}"
+for on in data.device_cache train.channels_last train.cudnn_benchmark optim.fused; do
+  name="fast_${on#*.}"
+  cifar_cmd "$name" "${OFF[@]}" --set "$on=true"
+  step "$name" any "$T" 0 'Test set: ' -- "${CMD[@]}"
+done
+# CUDA graphs need the fused optimizer and batches of one shape: off and on with those.
+for graph in false true; do
+  cifar_cmd "fast_cuda_graph_$graph" "${OFF[@]}" --set optim.fused=true --set data.drop_last=true \
+    --set "train.cuda_graph=$graph"
+  step "fast_cuda_graph_$graph" cuda "$T" 0 'Test set: ' -- "${CMD[@]}"
+done
+for precision in highest high; do
+  cifar_cmd "fast_matmul_$precision" "${OFF[@]}" --set "train.matmul_precision=$precision"
+  step "fast_matmul_$precision" any "$T" 0 "matmul_precision: $precision" -- "${CMD[@]}"
+done
+
+# The harness against the Python reference: one repetition, short. Its flags are checked in
+# both modes (run.py --help needs no torch), so that a renamed flag shows in the dry run.
+HARNESS_FLAGS=(--device --workloads --reps --epochs --gputrain --python --data-dir --out)
+flags_regex="(?s)$(printf '(?=.*%s )' "${HARNESS_FLAGS[@]}")"
+step bench_harness_flags any 60 0 "$flags_regex" -- python3 "$BENCH" --help
+PY="${GPUTRAIN_PYTHON:-}"
+for candidate in python3 "${XDG_CACHE_HOME:-$HOME/.cache}/gputrain/venv/bin/python"; do
+  [ -n "$PY" ] && break
+  if "$candidate" -c 'import torch' >/dev/null 2>&1; then PY="$(command -v "$candidate")"; fi
+done
+if [ "$DRY" = 1 ] && [ "${PROVE_DRY_HARNESS:-0}" != 1 ]; then
+  # On 2 shared cores even the seed MLP's run takes 40-150 s: too slow for the suite.
+  skip bench_harness "dry run: the CPU harness takes minutes here (PROVE_DRY_HARNESS=1 runs it on the seed MLP)"
+elif [ -z "$PY" ]; then
+  skip bench_harness "no python3 with torch on this machine"
+elif [ ! -f "$BENCH" ]; then
+  skip bench_harness "no $BENCH"
+else
+  if [ "$DRY" = 1 ]; then
+    # the CNN workloads take minutes on a CPU: the seed MLP alone, once
+    HARNESS=(--device cpu --workloads seed_mlp --reps 1 --epochs 1)
+  else
+    workloads=cifar_cnn,seed_mlp
+    [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && workloads=cifar_cnn,fmnist_cnn,seed_mlp
+    HARNESS=(--device cuda --workloads "$workloads" --reps 1 --epochs 2)
+  fi
+  if ! command -v git >/dev/null; then
+    # run.py asks git for the commit; a bare GPU machine may have none (the bundle's BUNDLE.txt names it)
+    mkdir -p "$WORK/bin"
+    printf '#!/bin/sh\nexit 1\n' >"$WORK/bin/git"
+    chmod +x "$WORK/bin/git"
+    export PATH="$PATH:$WORK/bin"
+  fi
+  step bench_harness any 300 0 '^\| \w+ \| gputrain \|' -- "$PY" "$BENCH" "${HARNESS[@]}" --gputrain "$BIN" \
+    --python "$PY" --data-dir "$WORK/bench-data" --out "$LOGS/bench"
+fi
+
+# ---- the report -------------------------------------------------------------------------------
+python3 "$HERE/summarize.py" --steps "$WORK/steps.tsv" --logs "$LOGS" --out "$OUTDIR" --dry-run "$DRY" \
+  --binary "$BIN" --elapsed "$(( $(date +%s) - START ))"
+tar -czf "$OUTDIR/logs.tar.gz" -C "$WORK" logs
+if [ "$KEEP_LOGS" = 1 ]; then
+  rm -rf "$OUTDIR/logs"
+  cp -r "$LOGS" "$OUTDIR/logs"
+fi
+echo "prove: done in $(( $(date +%s) - START )) s; results in $OUTDIR" >&2
