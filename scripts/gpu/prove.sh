@@ -244,11 +244,12 @@ else
 fi
 step dp_gpu0 any "$T" 0 'Test set: ' -- "${CMD[@]}"
 cifar_cmd ddp_nproc1 --set strategy=ddp
-step ddp_nproc1 any "$T" 0 'Test set: ' -- "${CMD[@]:0:2}" --nproc 1 "${CMD[@]:2}"
+# NCCL_DEBUG=WARN: NCCL says itself why it refuses, if it does
+step ddp_nproc1 any "$T" 0 'Test set: ' -- env NCCL_DEBUG=WARN "${CMD[@]:0:2}" --nproc 1 "${CMD[@]:2}"
 # Two ranks on one GPU: NCCL may refuse (duplicate GPU); summarize.py records its words.
 cifar_cmd ddp_nproc2 --set strategy=ddp --set 'gpus=[0]'
 [ "$DRY" = 1 ] && cifar_cmd ddp_nproc2 --set strategy=ddp
-step ddp_nproc2 any "$T" 0 'Test set: ' -- "${CMD[@]:0:2}" --nproc 2 "${CMD[@]:2}"
+step ddp_nproc2 any "$T" 0 'Test set: ' -- env NCCL_DEBUG=WARN "${CMD[@]:0:2}" --nproc 2 "${CMD[@]:2}"
 
 cifar_cmd resume
 step checkpoint_resume any "$T" 0 '(?s)resuming from .*"epochs":2,' -- "$BASH" "$SELF" --internal resume "$RUNS/resume" "${CMD[@]}"

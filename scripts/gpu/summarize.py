@@ -91,14 +91,18 @@ def figures_of(name, log, logs_dir):
              and not re.search(r"writes to|TensorBoard events|checkpoint /|best test|report: |weights in", line)]
     if notes:
         fig["notes"] = [n[:300] for n in notes[:6]]
-    nccl = [line.strip() for line in log.splitlines() if "NCCL" in line and re.search(
-        r"error|Error|ERROR|refus|Duplicate|failed|invalid", line)]
+    # NCCL's own words (NCCL_DEBUG=WARN lines) and c10d's "Last error:" line after its message
+    lines = log.splitlines()
+    nccl = [line.strip() for i, line in enumerate(lines)
+            if ("NCCL" in line or "nccl" in line or "Duplicate GPU" in line) and re.search(
+                r"error|Error|ERROR|WARN|refus|Duplicate|failed|invalid", line)
+            or (i > 0 and lines[i - 1].strip().endswith("Last error:"))]
     if nccl:
         fig["nccl"] = [n[:600] for n in nccl[:5]]
     oom = [line.split("] ", 2)[-1] for line in log.splitlines() if "ran out of memory" in line]
     if oom:
         fig["oom_message"] = oom[0][:800]
-    gtest = re.findall(r"^\[  (PASSED|FAILED|SKIPPED) \] (\d+) tests?", log, re.M)
+    gtest = re.findall(r"^\[\s+(PASSED|FAILED|SKIPPED)\s+\] (\d+) tests?", log, re.M)
     if gtest:
         fig["gtest"] = {}
         for kind, n in gtest:
@@ -126,11 +130,14 @@ def judge(rec, log, fig):
     rc, expect = int(rec["rc"]), int(rec["expected_rc"])
     if rc in (124, 137) and expect not in (124, 137):
         return "failed", "timed out"
-    if rec["name"] == "ddp_nproc2" and rc != 0 and fig.get("nccl") and rc == 1:
+    if rec["name"] == "ddp_nproc2" and rc in (1, 2) and fig.get("nccl"):
         # Two ranks on one GPU: a clean refusal by NCCL, with its words, is an answer too.
         return "passed", "NCCL refused two ranks on one GPU (recorded in figures.nccl)"
     if rc != expect:
         return "failed", f"exit code {rc}, expected {expect}"
+    if rec["name"] == "cuda_tests" and fig.get("gtest", {}).get("skipped") and rec["kind"] == "cuda":
+        # a test that skips itself on the GPU machine found no usable CUDA device
+        return "failed", f"{fig['gtest']['skipped']} CUDA tests skipped themselves (no usable GPU?)"
     if rec["regex"] and not re.search(rec["regex"], log, re.M):
         return "failed", f"the log does not match /{rec['regex']}/"
     return "passed", ""
