@@ -26,7 +26,9 @@ internal_sigterm() {
   local run_dir="$1"; shift
   "$@" >"$run_dir.stdout" &
   local pid=$! waited=0
+  # when the step's own timeout ends this shell, the training must not outlive it
   trap 'kill -KILL "$pid" 2>/dev/null || true' EXIT
+  trap 'exit 124' TERM INT
   # metrics.jsonl appears with the first log interval: training is under way
   while [ ! -s "$run_dir/metrics.jsonl" ] && [ "$waited" -lt 600 ] && kill -0 "$pid" 2>/dev/null; do
     sleep 0.1; waited=$((waited + 1))
@@ -36,7 +38,7 @@ internal_sigterm() {
   kill -TERM "$pid" 2>/dev/null || true
   local rc=0
   wait "$pid" || rc=$?
-  trap - EXIT
+  trap - EXIT TERM INT
   cat "$run_dir.stdout"
   echo "prove: exit code $rc"
   echo "prove: checkpoints after the stop:"
