@@ -34,7 +34,9 @@ int run_test(const TestArgs& args) {
       device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
   spdlog::info("device: {} ({})", devices.primary().str(), devices.reason);
   const train::EvalResult result = train::test_weights(loaded, devices, args.checkpoint);
-  std::cout << train::format_test_line(result) << std::endl;
+  std::cout << train::format_test_line(result) << "\n";
+  for (const auto& line : train::format_class_lines(result)) std::cout << line << "\n";
+  std::cout.flush();
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -68,7 +69,29 @@ TEST_F(TrainProcess, TrainsTestsAndWritesTheRunDirectory) {
   const auto tested = run_gputrain({"test", "--config", (run / "config.yaml").string(), "--checkpoint",
                                     (run / "model.pt").string()});
   ASSERT_EQ(tested.exit_code, 0) << tested.err;
-  EXPECT_EQ(tested.out, last.str() + "\n");
+  std::istringstream out(tested.out);
+  std::string line;
+  std::getline(out, line);
+  EXPECT_EQ(line, last.str());
+  // Then the CIFAR-10 tutorial's line per class, from the confusion matrix the epoch's test record holds.
+  const nlohmann::json& confusion = lines.back()["confusion"];
+  ASSERT_EQ(confusion.size(), 10u);
+  int64_t samples = 0;
+  for (std::size_t c = 0; c < 10; ++c) {
+    int64_t row_total = 0;
+    for (const auto& n : confusion[c]) row_total += n.get<int64_t>();
+    samples += row_total;
+    ASSERT_TRUE(std::getline(out, line));
+    EXPECT_EQ(line.rfind("Accuracy of class " + std::to_string(c) + ": ", 0), 0u) << line;
+    EXPECT_NE(line.find("(" + std::to_string(confusion[c][c].get<int64_t>()) + "/" + std::to_string(row_total) + ")"),
+              std::string::npos)
+        << line;
+    EXPECT_EQ(lines.back()["per_class_accuracy"][c].get<double>(),
+              static_cast<double>(confusion[c][c].get<int64_t>()) / static_cast<double>(row_total));
+  }
+  EXPECT_EQ(samples, 200);
+  EXPECT_FALSE(std::getline(out, line));
+  EXPECT_NE(testing::read_text(run / "report.html").find("Test split by class (epoch 2)"), std::string::npos);
 }
 
 TEST_F(TrainProcess, SameSeedSameMetrics) {

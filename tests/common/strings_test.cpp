@@ -59,6 +59,7 @@ TEST(Strings, CountOfSaysOneOrMany) {
   EXPECT_EQ(count_of(1, "epoch"), "1 epoch");
   EXPECT_EQ(count_of(0, "step"), "0 steps");
   EXPECT_EQ(count_of(3, "replica"), "3 replicas");
+  EXPECT_EQ(count_of(2, "class"), "2 classes");
 }
 
 }  // namespace gputrain

@@ -29,7 +29,7 @@ TEST(ConfigDump, EveryKeyIsWritten) {
   const std::string dumped = dump_config(defaults);
   for (const char* key : {"name:", "seed:", "device:", "gpus:", "strategy:", "batch_size:", "num_workers:",
                           "pin_memory:", "normalize:", "random_crop:", "hidden:", "momentum:", "scheduler:",
-                          "accumulation_steps:", "grad_clip:", "on_sigint:", "replicas:", "timeout_s:", "keep:",
+                          "accumulation_steps:", "grad_clip:", "class_weights:", "on_sigint:", "replicas:", "timeout_s:", "keep:",
                           "device_cache:", "foreach:", "fused:", "cuda_graph:", "channels_last:",
                           "cudnn_benchmark:", "threads:", "matmul_precision:", "tensorboard:", "monitor_ms:"}) {
     EXPECT_NE(dumped.find(key), std::string::npos) << key;

@@ -210,6 +210,18 @@ TEST(Loss, CrossEntropySumIsTheMeanTimesN) {
   EXPECT_TRUE(torch::allclose(loss_sum(LossKind::kCrossEntropy, outputs, targets), mean * 6));
 }
 
+// Seed 002 weights its two classes [1, 3]: over N the weighted sum is PyTorch's weighted mean.
+TEST(Loss, ClassWeightedSumOverNIsPyTorchsWeightedMean) {
+  torch::manual_seed(4);
+  const torch::Tensor outputs = torch::randn({6, 2});
+  const torch::Tensor targets = torch::tensor({0, 1, 1, 0, 1, 1}, torch::kInt64);
+  const torch::Tensor weights = torch::tensor({1.0, 3.0}, torch::kFloat32);
+  namespace F = torch::nn::functional;
+  const torch::Tensor pytorch = F::cross_entropy(outputs, targets, F::CrossEntropyFuncOptions().weight(weights));
+  EXPECT_TRUE(torch::allclose(loss_sum(LossKind::kCrossEntropy, outputs, targets, weights) / 6, pytorch));
+  EXPECT_FALSE(torch::allclose(loss_sum(LossKind::kCrossEntropy, outputs, targets) / 6, pytorch));
+}
+
 TEST(Loss, MseSumOverNIsPyTorchsMean) {
   torch::manual_seed(0);
   for (const int64_t values : {1, 3}) {

@@ -61,7 +61,7 @@ using OnNan = Resume;
 std::vector<std::vector<double>> values(const Recorder& r) {
   std::vector<std::vector<double>> out;
   for (const auto& s : r.steps) {
-    out.push_back({0.0, double(s.epoch), double(s.step), s.loss, s.accuracy, s.lr, double(s.skipped_steps)});
+    out.push_back({0.0, double(s.epoch), double(s.step), s.loss, s.accuracy.value_or(-1), s.lr, double(s.skipped_steps)});
   }
   for (const auto& e : r.epochs) {
     out.push_back({1.0, double(e.epoch), double(e.step), e.train.loss_sum, double(e.train.correct),

@@ -40,6 +40,37 @@ TEST(Trainer, LossFallsAndEveryEventArrives) {
   EXPECT_EQ(recorder.epochs.back().test.samples, 128);
 }
 
+TEST(Trainer, TestSplitIsCountedByClass) {
+  Trainer trainer(synthetic({"train.epochs=1"}), cpu());
+  Recorder recorder;
+  const TrainSummary summary = trainer.fit(recorder);
+  const std::vector<int64_t>& confusion = summary.last_test.confusion;
+  ASSERT_EQ(confusion.size(), 9u);  // 3 x 3
+  int64_t samples = 0;
+  for (int64_t n : confusion) samples += n;
+  EXPECT_EQ(samples, 128);
+  EXPECT_EQ(confusion[0] + confusion[4] + confusion[8], summary.last_test.correct);
+}
+
+TEST(Trainer, ClassWeightsWeightTheLossAndMustFitTheClasses) {
+  Trainer plain(synthetic({"train.epochs=1"}), cpu());
+  Trainer weighted(synthetic({"train.epochs=1", "train.class_weights=[1, 3, 1]"}), cpu());
+  Recorder quiet;
+  const EvalResult a = plain.fit(quiet).last_test;
+  const EvalResult b = weighted.fit(quiet).last_test;
+  EXPECT_NE(a.loss_sum, b.loss_sum);
+  try {
+    Trainer wrong(synthetic({"train.class_weights=[1, 3]"}), cpu());
+    ADD_FAILURE() << "two weights for three classes were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--set #1 (train.class_weights=[1, 3]): train.class_weights: 2 weights given "
+                                         "but the data set has 3 classes"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(synthetic({"train.class_weights=[1, 0, 1]"}), ConfigError);
+}
+
 TEST(Trainer, LayoutAndLoaderWaitAreReported) {
   // 250 samples in micro-batches of 32 / 2 = 16: 15 full ones and a last of 10.
   Trainer trainer(synthetic({"data.samples=250", "train.accumulation_steps=2", "train.epochs=1",

@@ -127,7 +127,8 @@ std::string printable(std::string_view text) {
 }
 
 std::string count_of(int64_t count, std::string_view noun) {
-  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
+  const bool sibilant = !noun.empty() && (noun.back() == 's' || noun.back() == 'x');
+  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : sibilant ? "es" : "s");
 }
 
 }  // namespace gputrain

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -190,6 +191,10 @@ void read_train(NodeReader r, TrainConfig& t, const std::string& device) {
   r.read_at_least("grad_clip", t.grad_clip, 0.0);
   r.read_at_least("log_every", t.log_every, 1);
   r.read("log_replicas", t.log_replicas);
+  r.read("class_weights", t.class_weights);
+  for (double w : t.class_weights) {
+    if (!(w > 0) || !std::isfinite(w)) r.fail("class_weights", fmt::format("every weight must be > 0 (got {})", w));
+  }
   r.read_choice("on_nan", t.on_nan, {"stop", "skip"});
   r.read_choice("on_sigint", t.on_sigint, {"checkpoint", "stop", "none"});
   r.read("cuda_graph", t.cuda_graph);
@@ -437,6 +442,8 @@ std::string dump_config(const ExperimentConfig& c) {
   out << YAML::Key << "grad_clip" << YAML::Value << number(t.grad_clip);
   out << YAML::Key << "log_every" << YAML::Value << t.log_every;
   out << YAML::Key << "log_replicas" << YAML::Value << t.log_replicas;
+  out << YAML::Key << "class_weights" << YAML::Value;
+  emit_list(out, t.class_weights);
   out << YAML::Key << "on_nan" << YAML::Value << t.on_nan;
   out << YAML::Key << "on_sigint" << YAML::Value << t.on_sigint;
   out << YAML::Key << "cuda_graph" << YAML::Value << t.cuda_graph;

@@ -390,6 +390,32 @@ std::string summary_section(const Run& run) {
   return out + "</section>";
 }
 
+// The newest epoch's test split by class: accuracy per class, and the
+// confusion matrix (rows: true class, columns: predicted).
+std::string classes_section(const std::map<int64_t, EpochRecord>& epochs) {
+  const auto last = std::find_if(epochs.rbegin(), epochs.rend(), [](const auto& e) { return !e.second.confusion.empty(); });
+  if (last == epochs.rend()) return "";
+  const auto& matrix = last->second.confusion;
+  std::vector<std::string> header{"true \\ predicted"};
+  for (std::size_t c = 0; c < matrix.size(); ++c) header.push_back(std::to_string(c));
+  header.push_back("accuracy");
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t c = 0; c < matrix.size(); ++c) {
+    std::vector<std::string> row{std::to_string(c)};
+    int64_t total = 0;
+    for (int64_t n : matrix[c]) {
+      row.push_back(std::to_string(n));
+      total += n;
+    }
+    row.push_back(total > 0 ? percent(static_cast<double>(matrix[c][c]) / static_cast<double>(total)) : "–");
+    rows.push_back(row);
+  }
+  return fmt::format("<h3>Test split by class (epoch {})</h3><p>Rows are the true classes, columns the predicted "
+                     "ones; the last column is each class's accuracy.</p>",
+                     last->first) +
+         table(header, rows, "numbers confusion");
+}
+
 std::string epochs_section(const Run& run) {
   const auto& epochs = run.metrics.epochs;
   if (epochs.empty()) return "";
@@ -429,6 +455,7 @@ std::string epochs_section(const Run& run) {
     rows.push_back(row);
   }
   std::string out = "<h2>Epochs</h2>" + table(header, rows, "numbers");
+  out += classes_section(epochs);
   if (gpu) {
     std::vector<std::vector<std::string>> gpu_rows;
     for (const auto& [epoch, e] : epochs) {

@@ -38,6 +38,23 @@ std::vector<GpuRecord> gpu_records(const Json& j) {
   return out;
 }
 
+// A square matrix of counts, or nothing when the record has none that is whole.
+std::vector<std::vector<int64_t>> confusion_rows(const Json& j) {
+  std::vector<std::vector<int64_t>> rows;
+  if (!j.contains("confusion") || !j["confusion"].is_array()) return rows;
+  const std::size_t classes = j["confusion"].size();
+  for (const auto& r : j["confusion"]) {
+    if (!r.is_array() || r.size() != classes) return {};
+    std::vector<int64_t> row;
+    for (const auto& n : r) {
+      if (!n.is_number_integer()) return {};
+      row.push_back(n.get<int64_t>());
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
 void add_record(MetricsLog& log, const Json& j) {
   const int64_t epoch = static_cast<int64_t>(figure(j, "epoch").value_or(0));
   const std::string split = j.contains("split") && j["split"].is_string() ? j["split"].get<std::string>() : "";
@@ -48,6 +65,7 @@ void add_record(MetricsLog& log, const Json& j) {
     e.step = figure(j, "step");
     e.test_loss = figure(j, "loss");
     e.test_accuracy = figure(j, "accuracy");
+    e.confusion = confusion_rows(j);
     return;
   }
   if (j.contains("epoch_s")) {  // only the epoch's train record has it

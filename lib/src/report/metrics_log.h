@@ -33,6 +33,9 @@ struct EpochRecord {
   Figure samples, samples_per_s, epoch_s, elapsed_s, lr, loss_scale, skipped_steps, loader_wait_s;
   Figure memory_allocated, memory_reserved, memory_peak;  // bytes
   std::vector<GpuRecord> gpus;
+  // The test split by true class (rows) and predicted class (columns); empty
+  // for regression and in files written before it was recorded.
+  std::vector<std::vector<int64_t>> confusion;
 };
 
 struct MetricsLog {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -82,6 +83,23 @@ void MetricsWriter::on_epoch(const train::EpochMetrics& m) {
   test.update(nlohmann::ordered_json{{"samples_per_s", m.samples_per_s}, {"lr", m.lr}, {"elapsed_s", m.elapsed_s}});
   if (m.test.classification) test["correct"] = m.test.correct;
   test["samples"] = m.test.samples;
+  if (!m.test.confusion.empty()) {
+    // Rows are the true classes, columns the predicted ones.
+    const auto classes = static_cast<std::size_t>(std::lround(std::sqrt(static_cast<double>(m.test.confusion.size()))));
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    nlohmann::ordered_json per_class = nlohmann::ordered_json::array();
+    for (std::size_t c = 0; c < classes; ++c) {
+      const auto first = m.test.confusion.begin() + static_cast<std::ptrdiff_t>(c * classes);
+      const std::vector<int64_t> row(first, first + static_cast<std::ptrdiff_t>(classes));
+      int64_t total = 0;
+      for (int64_t n : row) total += n;
+      per_class.push_back(total > 0 ? nlohmann::ordered_json(static_cast<double>(row[c]) / static_cast<double>(total))
+                                    : nlohmann::ordered_json());
+      rows.push_back(row);
+    }
+    test["per_class_accuracy"] = per_class;
+    test["confusion"] = rows;
+  }
   write(test.dump());
 }
 

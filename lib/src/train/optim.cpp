@@ -130,10 +130,16 @@ LossKind resolve_loss(const std::string& name, bool class_targets) {
   return *chosen;
 }
 
-torch::Tensor loss_sum(LossKind kind, const torch::Tensor& outputs, const torch::Tensor& targets) {
+torch::Tensor loss_sum(LossKind kind, const torch::Tensor& outputs, const torch::Tensor& targets,
+                       const torch::Tensor& class_weights) {
   namespace F = torch::nn::functional;
   if (kind == LossKind::kCrossEntropy) {
-    return F::cross_entropy(outputs, targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
+    if (!class_weights.defined()) {
+      return F::cross_entropy(outputs, targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
+    }
+    const torch::Tensor weighted =
+        F::cross_entropy(outputs, targets, F::CrossEntropyFuncOptions().weight(class_weights).reduction(torch::kSum));
+    return weighted * (static_cast<double>(targets.size(0)) / class_weights.index_select(0, targets).sum());
   }
   // Equal shapes, checked: mse_loss would broadcast [N, 1] against [N] into [N, N].
   GPUTRAIN_CHECK(outputs.dim() >= 2 && outputs.sizes() == targets.sizes(),

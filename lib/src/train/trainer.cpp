@@ -98,22 +98,55 @@ torch::Tensor correct_count(const torch::Tensor& outputs, const torch::Tensor& t
   return outputs.argmax(1).eq(targets).sum();
 }
 
-// One pass over `stream` in eval mode under no-grad; leaves the model in eval mode.
+// The class weights of train.class_weights on `device`, checked against the
+// data set's classes; undefined when none are given.
+torch::Tensor class_weights(const config::LoadedConfig& loaded, const data::DatasetInfo& info,
+                            const torch::Device& device) {
+  const std::vector<double>& weights = loaded.config.train.class_weights;
+  if (weights.empty()) return {};
+  if (info.target_kind != data::TargetKind::kClasses || static_cast<int64_t>(weights.size()) != info.classes) {
+    throw ConfigError(loaded.sources.at("train.class_weights"), "train.class_weights",
+                      info.target_kind == data::TargetKind::kClasses
+                          ? fmt::format("{} weights given but the data set has {}", weights.size(),
+                                        count_of(info.classes, "class"))
+                          : "weights classes, but this data set has no class labels");
+  }
+  return torch::tensor(weights, torch::kFloat32).to(device);
+}
+
+// One pass over `stream` in eval mode under no-grad; leaves the model in eval
+// mode. Classification also counts the confusion matrix, on the device.
 EvalResult run_evaluation(torch::nn::Sequential& model, data::BatchSource& stream, parallel::Strategy& strategy,
-                          LossKind loss, bool classification, AmpMode amp) {
+                          const LossSpec& loss, AmpMode amp) {
   torch::NoGradGuard no_grad;
   model->eval();
   RunningSums sums;
   stream.start_epoch(0);
   const c10::DeviceType device_type = strategy.device().type();
+  const bool classification = loss.classes > 0;
+  const int64_t cells = loss.classes * loss.classes;
+  // Made before the loop: every rank sums it, also one that saw no rows.
+  torch::Tensor confusion =
+      classification ? torch::zeros({cells}, torch::TensorOptions().dtype(torch::kInt64).device(strategy.device()))
+                     : torch::Tensor();
   while (auto batch = stream.next()) {
     const data::Batch local = strategy.local_part(*batch);
     const torch::Tensor targets = local.targets.to(strategy.device(), /*non_blocking=*/true);
     AutocastScope autocast(amp, device_type);
     const torch::Tensor outputs = strategy.forward(model, local.inputs);
-    sums.add(loss_sum(loss, outputs, targets), correct_count(outputs, targets, classification), local.size());
+    sums.add(loss_sum(loss.kind, outputs, targets, loss.class_weights),
+             correct_count(outputs, targets, classification), local.size());
+    if (classification && local.size() > 0) {
+      confusion += torch::bincount(targets * loss.classes + outputs.argmax(1), {}, cells);
+    }
   }
-  return sums.collect(classification, strategy);
+  EvalResult result = sums.collect(classification, strategy);
+  if (classification) {
+    strategy.all_reduce_sum(confusion);
+    const torch::Tensor host = confusion.cpu();
+    result.confusion.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + cells);
+  }
+  return result;
 }
 
 // The next training batch, inside the "data" range of a profile.
@@ -141,6 +174,8 @@ struct Trainer::State {
   std::unique_ptr<LrSchedule> schedule;
   LossKind loss = LossKind::kCrossEntropy;
   bool classification = true;
+  int64_t classes = 0;          // classification only
+  torch::Tensor class_weights;  // train.class_weights on `device`; undefined when none
   int64_t accumulation = 1;
   AmpMode amp = AmpMode::kOff;
   std::unique_ptr<GradScaler> scaler;
@@ -165,6 +200,7 @@ struct Trainer::State {
   EvalResult train_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start, double& epoch_s);
   void forward_only_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start);
   EvalResult evaluate();
+  LossSpec loss_spec() const { return {loss, classification ? classes : 0, class_weights}; }
   int64_t skipped_steps() const { return scaler->skipped_steps() + nan_skipped; }
   checkpoint::TrainingState snapshot();
   void save_checkpoint(bool regular, bool best);
@@ -212,6 +248,7 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
                                             c.data.device_cache, s.device);
   }
   s.classification = info.target_kind == data::TargetKind::kClasses;
+  s.classes = info.classes;
   if (info.target_kind != data::TargetKind::kNone) {
     try {
       s.loss = resolve_loss(c.train.loss, s.classification);
@@ -222,6 +259,7 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
 
   s.model = models::make_model(c.model, models::model_shape(info, c.model));
   s.model->to(s.device);
+  s.class_weights = class_weights(loaded, info, s.device);
   if (c.train.channels_last) to_channels_last(s.model);
   configure_backends(c.train, s.device);
   s.strategy->prepare(s.model);
@@ -304,7 +342,7 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group) {
       device::NvtxRange range("forward");
       AutocastScope autocast(amp, device.type());  // the forward pass and the loss
       outputs = strategy->forward(model, model_inputs(mb.inputs, device, config.train.channels_last));
-      batch_loss = loss_sum(loss, outputs, targets);
+      batch_loss = loss_sum(loss, outputs, targets, class_weights);
     }
     // Averaging over the whole (global) group's size makes K micro-batches, or N
     // ranks, one step of their combined batch, and weights a short last group
@@ -434,7 +472,7 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer, 
 }
 
 EvalResult Trainer::State::evaluate() {
-  const EvalResult result = run_evaluation(model, *test_stream, *strategy, loss, classification, amp);
+  const EvalResult result = run_evaluation(model, *test_stream, *strategy, loss_spec(), amp);
   model->train();
   return result;
 }
@@ -587,7 +625,7 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
     throw UserError(fmt::format("data set '{}' has no labels, so there is nothing to test", info.name));
   }
   const bool classification = info.target_kind == data::TargetKind::kClasses;
-  const LossKind loss = resolve_loss(c.train.loss, classification);
+  LossSpec loss{resolve_loss(c.train.loss, classification), classification ? info.classes : 0, {}};
   torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
   load_weights(model, weights_path);
   parallel::StrategyPlan single;
@@ -595,10 +633,11 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
   single.reason = "testing saved weights";
   const auto strategy = parallel::make_strategy(single, c, {});
   model->to(strategy->device());
+  loss.class_weights = class_weights(loaded, info, strategy->device());
   data::BatchStream stream(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
   const AmpMode amp = parse_amp_mode(c.train.amp);
   check_amp_device(amp, strategy->device().type(), loaded.sources.at("train.amp"));
-  return run_evaluation(model, stream, *strategy, loss, classification, amp);
+  return run_evaluation(model, stream, *strategy, loss, amp);
 }
 
 }  // namespace gputrain::train

@@ -24,7 +24,7 @@ std::vector<std::string> split(std::string_view text, char separator);
 
 std::string_view trim(std::string_view text);
 
-// "1 epoch", "3 epochs": `noun` with an "s" unless `count` is 1.
+// "1 epoch", "3 epochs", "2 classes": `noun` with an "s" ("es" after s or x) unless `count` is 1.
 std::string count_of(int64_t count, std::string_view noun);
 
 // Offset of the first byte that is not part of a well-formed UTF-8 sequence

@@ -90,6 +90,8 @@ struct TrainConfig {
   double grad_clip = 0.0;  // max global L2 norm; 0 = off
   int64_t log_every = 50;
   bool log_replicas = false;
+  // Cross-entropy weight per class (PyTorch's CrossEntropyLoss(weight=...)); empty: all 1.
+  std::vector<double> class_weights;
   std::string on_nan = "stop";           // stop | skip
   std::string on_sigint = "checkpoint";  // checkpoint | stop | none
   // GPU fast paths; each falls back, with a log line, where it cannot apply.

@@ -72,7 +72,19 @@ LossKind resolve_loss(const std::string& name, bool class_targets);
 //                  outputs and targets must both be [N, values...]. Divided by
 //                  N it equals PyTorch's MSELoss (reduction mean) for any
 //                  number of values per sample, since each sample has as many.
-torch::Tensor loss_sum(LossKind kind, const torch::Tensor& outputs, const torch::Tensor& targets);
+// With `class_weights` (cross_entropy only, one per class) each sample's loss
+// is weighted by its class's weight, and the sum scaled by N / (the sum of the
+// batch's weights): divided by N it is PyTorch's CrossEntropyLoss(weight=...)
+// with its weighted mean.
+torch::Tensor loss_sum(LossKind kind, const torch::Tensor& outputs, const torch::Tensor& targets,
+                       const torch::Tensor& class_weights = {});
+
+// What a run's loss is computed from.
+struct LossSpec {
+  LossKind kind = LossKind::kCrossEntropy;
+  int64_t classes = 0;          // classification: the classes; 0 otherwise
+  torch::Tensor class_weights;  // train.class_weights on the device; undefined when none
+};
 
 // Backpropagates a loss summed over samples as their mean: backward() from
 // the sum with 1/samples as its incoming gradient. Dividing the sum first
