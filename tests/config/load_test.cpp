@@ -122,6 +122,10 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
       {"train: {monitor_ms: 5}", "train.monitor_ms", "must be 0 (off) or >= 10 (got 5)"},
       {"optim: {foreach: true, fused: true}", "optim.fused", "set at most one"},
       {"train: {threads: -1}", "train.threads", "must be >= 0 (got -1)"},
+      {"checkpoint: {dir: /tmp/elsewhere}", "checkpoint.dir", "a relative path without '..'"},
+      {"checkpoint: {dir: ../../out}", "checkpoint.dir", "a relative path without '..'"},
+      {"checkpoint: {dir: a/../../b}", "checkpoint.dir", "a relative path without '..'"},
+      {"checkpoint: {dir: .}", "checkpoint.dir", "a relative path without '..'"},
   };
   for (const auto& c : cases) {
     const ConfigError e = config_error(c.yaml);

@@ -264,6 +264,18 @@ ExperimentConfig read_experiment(const YAML::Node& root, const std::string& orig
     NodeReader ck = r.section("checkpoint");
     ck.read("dir", c.checkpoint.dir);
     if (c.checkpoint.dir.empty()) ck.fail("dir", "must not be empty");
+    // It lives inside the run directory: a fresh run moves it aside, and
+    // rotation deletes files in it, so it must not reach anything else.
+    {
+      const std::filesystem::path dir(c.checkpoint.dir);
+      bool climbs = false;
+      for (const auto& part : dir) climbs |= part == "..";
+      if (dir.is_absolute() || climbs || dir.lexically_normal() == ".") {
+        ck.fail("dir", fmt::format("must be a directory inside the run directory: a relative path without '..' "
+                                   "(got '{}')",
+                                   c.checkpoint.dir));
+      }
+    }
     ck.read_at_least("every", c.checkpoint.every, 0);
     ck.read_at_least("every_steps", c.checkpoint.every_steps, 0);
     ck.read_at_least("keep", c.checkpoint.keep, 1);
