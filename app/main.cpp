@@ -126,7 +126,14 @@ int main(int argc, char** argv) {
   install_console_logging(log_level);
   train_args.log_level = log_level;
   try {
-    if (train->parsed()) return run_train(train_args);
+    if (train->parsed()) {
+      // An empty --resume (an unset shell variable) must not mean "start afresh".
+      if (train->count("--resume") > 0 && train_args.resume.empty()) {
+        throw gputrain::UserError("--resume: the value is empty; give 'auto' or a checkpoint file, or leave --resume "
+                                  "out to start a new run");
+      }
+      return run_train(train_args);
+    }
     if (test->parsed()) return run_test(test_args);
     if (export_command->parsed()) return run_export(export_args);
     if (config->parsed()) return run_config(config_args);
