@@ -121,6 +121,7 @@ int launch_workers(const TrainArgs& args, const config::LoadedConfig& loaded, co
 }  // namespace
 
 int run_train(const TrainArgs& args) {
+  install_setup_signal_handlers();
   const parallel::LaunchInfo launch = launch_info(args.env);
   if (launch.world_size > 1) set_rank_logging(launch.rank);
   // Only rank 0 writes the run directory; the others only train.

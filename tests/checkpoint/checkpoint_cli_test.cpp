@@ -2,6 +2,7 @@
 // write, a damaged file, a mismatched config, and export read by Python.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -217,6 +218,22 @@ TEST_F(CheckpointCli, ExportedWeightsLoadInPythonAndScoreTheSame) {
   ASSERT_EQ(std::system(command.c_str()), 0);
   EXPECT_EQ(std::stoll(testing::read_text(dir_ / "python.out")), correct);
   EXPECT_GT(correct, 60 / 10);  // above chance, so the weights matter
+}
+
+// Issue 17 #17: SIGTERM before the first step exits 130 and says so. The
+// config comes through a FIFO (as from `--config <(...)`): once this test's
+// open for writing returns, the child is reading it, so it is in its setup.
+TEST_F(CheckpointCli, SigtermDuringSetupExits130SayingTrainingHadNotStarted) {
+  const fs::path fifo = dir_ / "config.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  GputrainProcess child({"train", "--config", fifo.string()}, kEnv);
+  const int fd = ::open(fifo.c_str(), O_WRONLY);  // blocks until the child opens it
+  ASSERT_GE(fd, 0);
+  child.send(SIGTERM);
+  const auto r = child.wait();
+  ::close(fd);
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("stopped by a signal before training started"), std::string::npos) << r.err;
 }
 
 }  // namespace
