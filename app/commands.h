@@ -8,6 +8,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace gputrain::app {
@@ -36,6 +37,10 @@ struct Environment {
   // pauses half-way, for tests that kill the process in the middle of one.
   std::optional<std::string> test_pause_checkpoint_write;
 };
+
+// An option's check for a whole number in [minimum, maximum]: says "not a
+// number" for text, and the bound broken for a number.
+CLI::Validator whole_number(int64_t minimum, int64_t maximum);
 
 // -c/--config FILE and --set KEY=VALUE..., as every command that reads an experiment file takes them.
 void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,

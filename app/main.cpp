@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -47,7 +50,51 @@ std::string default_log_level() {
   return level ? level : "info";
 }
 
+// The final error line reaches stderr whatever the log level: --log-level off
+// silences the logs, not the reason the command failed.
+void report_failure(spdlog::level::level_enum level, const std::string& message) {
+  if (spdlog::default_logger()->should_log(level)) {
+    spdlog::log(level, "{}", message);
+  } else {
+    std::cerr << "gputrain: " << message << std::endl;
+  }
+}
+
+// The first word of argv that is not an option (or --log-level's value): the command the user meant.
+std::string first_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (!arg.empty() && arg[0] != '-') return arg;
+  }
+  return "";
+}
+
 }  // namespace
+
+CLI::Validator gputrain::app::whole_number(int64_t minimum, int64_t maximum) {
+  return CLI::Validator(
+      [minimum, maximum](std::string& text) -> std::string {
+        int64_t value = 0;
+        std::size_t used = 0;
+        try {
+          value = std::stoll(text, &used);
+        } catch (const std::out_of_range&) {
+          used = std::string::npos;
+        } catch (const std::exception&) {
+          return fmt::format("'{}' is not a number", text);
+        }
+        if (used != std::string::npos && used != text.size()) return fmt::format("'{}' is not a number", text);
+        if (used == std::string::npos || value < minimum || value > maximum) {
+          return fmt::format("must be a whole number from {} to {} (got {})", minimum, maximum, text);
+        }
+        return "";
+      },
+      fmt::format("INT in [{}, {}]", minimum, maximum));
+}
 
 void gputrain::app::add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,
                                        bool required) {
@@ -87,7 +134,7 @@ int main(int argc, char** argv) {
   train->add_option("--nproc", train_args.nproc,
                     "start N worker processes on this machine, one per selected GPU (or N CPU workers with "
                     "device: cpu), and wait for them; torchrun and srun start workers instead")
-      ->check(CLI::Range(1, 1024));
+      ->check(whole_number(1, 1024));
   train->add_option("--resume", train_args.resume,
                     "continue from a checkpoint: 'auto' (the newest valid one of the run --config names) or a "
                     "checkpoint file; its config is restored, then --set applies");
@@ -120,6 +167,17 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    const std::string word = first_word(argc, argv);
+    std::vector<std::string> names;
+    for (const CLI::App* command : {config, info, train, test, export_command, datasets, report, bench}) {
+      names.push_back(command->get_name());
+    }
+    std::sort(names.begin(), names.end());
+    if (!word.empty() && e.get_exit_code() != 0 && std::find(names.begin(), names.end(), word) == names.end()) {
+      std::cerr << fmt::format("gputrain: unknown command '{}'; the commands are: {}. See gputrain --help\n", word,
+                               fmt::join(names, ", "));
+      return static_cast<int>(gputrain::ExitCode::kUserInput);
+    }
     const int code = app.exit(e);  // prints help, version or the usage error
     return code == 0 ? 0 : static_cast<int>(gputrain::ExitCode::kUserInput);
   }
@@ -127,7 +185,14 @@ int main(int argc, char** argv) {
   install_console_logging(log_level);
   train_args.log_level = log_level;
   try {
-    if (train->parsed()) return run_train(train_args);
+    if (train->parsed()) {
+      // An empty --resume (an unset shell variable) must not mean "start afresh".
+      if (train->count("--resume") > 0 && train_args.resume.empty()) {
+        throw gputrain::UserError("--resume: the value is empty; give 'auto' or a checkpoint file, or leave --resume "
+                                  "out to start a new run");
+      }
+      return run_train(train_args);
+    }
     if (test->parsed()) return run_test(test_args);
     if (export_command->parsed()) return run_export(export_args);
     if (config->parsed()) return run_config(config_args);
@@ -136,13 +201,13 @@ int main(int argc, char** argv) {
     if (report->parsed()) return run_report(report_args);
     if (bench->parsed()) return run_bench(bench_args);
   } catch (const gputrain::Error& e) {
-    spdlog::error("{}", e.what());
+    report_failure(spdlog::level::err, e.what());
     return static_cast<int>(e.code());
   } catch (const c10::Error& e) {
-    spdlog::error("LibTorch error: {}", e.what_without_backtrace());
+    report_failure(spdlog::level::err, fmt::format("LibTorch error: {}", e.what_without_backtrace()));
     return static_cast<int>(gputrain::ExitCode::kRuntime);
   } catch (const std::exception& e) {
-    spdlog::critical("internal error: {}", e.what());
+    report_failure(spdlog::level::critical, fmt::format("internal error: {}", e.what()));
     return static_cast<int>(gputrain::ExitCode::kRuntime);
   }
   return 0;

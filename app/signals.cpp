@@ -23,6 +23,18 @@ extern "C" void on_stop_signal(int signal) {
 
 extern "C" void on_checkpoint_signal(int) { g_token.request_checkpoint(); }
 
+// Before training starts there is nothing to finish or save: say so and exit.
+extern "C" void on_setup_signal(int) {
+  static const char kMessage[] = "\ngputrain: stopped by a signal before training started; nothing was written\n";
+  (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  ::_exit(130);
+}
+
+bool handled_by(int signal, void (*handler)(int)) {
+  struct sigaction current {};
+  return sigaction(signal, nullptr, &current) == 0 && current.sa_handler == handler;
+}
+
 void install(int signal, void (*handler)(int)) {
   struct sigaction previous {};
   // A shell starts background jobs with SIGINT ignored; so does the user who
@@ -37,10 +49,19 @@ void install(int signal, void (*handler)(int)) {
 
 }  // namespace
 
+void install_setup_signal_handlers() {
+  install(SIGINT, on_setup_signal);
+  install(SIGTERM, on_setup_signal);
+}
+
 train::StopToken& install_signal_handlers(const std::string& on_sigint) {
   if (on_sigint != "none") {
     install(SIGINT, on_stop_signal);
     install(SIGTERM, on_stop_signal);
+  } else {
+    for (int signal : {SIGINT, SIGTERM}) {
+      if (handled_by(signal, on_setup_signal)) std::signal(signal, SIG_DFL);
+    }
   }
   install(SIGHUP, on_checkpoint_signal);
   install(SIGUSR1, on_checkpoint_signal);

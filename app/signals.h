@@ -16,6 +16,10 @@
 
 namespace gputrain::app {
 
+// While a command sets up (loads the config and data, builds the model), SIGINT
+// and SIGTERM exit with 130 and "stopped by a signal before training started".
+void install_setup_signal_handlers();
+
 // Installs the handlers for the rest of the process and returns the token they set.
 train::StopToken& install_signal_handlers(const std::string& on_sigint);
 

@@ -122,6 +122,7 @@ int launch_workers(const TrainArgs& args, const config::LoadedConfig& loaded, co
 }  // namespace
 
 int run_train(const TrainArgs& args) {
+  install_setup_signal_handlers();
   const parallel::LaunchInfo launch = launch_info(args.env);
   if (launch.world_size > 1) set_rank_logging(launch.rank);
   // Only rank 0 writes the run directory; the others only train.
@@ -133,23 +134,34 @@ int run_train(const TrainArgs& args) {
   if (args.nproc) return launch_workers(args, loaded, launch);
   const device::DeviceInventory inventory = device::probe_devices(args.env.cuda_visible_devices);
   const device::DevicePlan devices = device::resolve_devices(loaded, inventory);
-  const report::RunPaths paths = primary ? report::prepare_run_dir(loaded.config, start.checkpoint.has_value())
-                                         : report::run_paths(loaded.config);
-  if (primary) add_log_file(paths.log.string());
+  const report::RunPaths planned = report::run_paths(loaded.config);
 
-  spdlog::info("{}", device::version_line());
-  spdlog::info("run '{}' from {} writes to {}", loaded.config.name,
-               start.checkpoint ? start.checkpoint->name() : args.config, paths.dir.string());
-  spdlog::info("device: {} ({})", devices.primary().str(), devices.reason);
-  if (!devices.warning.empty()) spdlog::warn("{}", devices.warning);
-
+  // Everything that can refuse the run (the data, the model, the checkpoint)
+  // is checked before the run directory is touched, so that a failed re-run
+  // leaves an earlier run's files as they were.
   train::Trainer trainer(loaded, devices, launch);
   if (start.checkpoint) {
     const checkpoint::Position& at = start.checkpoint->state().position;
     spdlog::info("resuming from {}: {} epochs done, {} micro-batches into the next, step {}",
                  start.checkpoint->name(), at.epoch, at.batch, at.step);
     trainer.resume(*start.checkpoint);
-    if (primary) report::rewind_metrics(paths.metrics, at.step, at.batch > 0);
+  }
+  std::optional<report::RunDirLock> lock;
+  if (primary) {
+    lock.emplace(planned.dir);  // one process per run directory
+    if (!start.checkpoint) checkpoint::check_checkpoint_dir(checkpoint::checkpoint_dir(loaded.config));
+  }
+  const report::RunPaths paths = primary ? report::prepare_run_dir(loaded.config, start.checkpoint.has_value())
+                                         : planned;
+  if (primary) add_log_file(paths.log.string());
+  spdlog::info("{}", device::version_line());
+  spdlog::info("run '{}' from {} writes to {}", loaded.config.name,
+               start.checkpoint ? start.checkpoint->name() : args.config, paths.dir.string());
+  spdlog::info("device: {} ({})", devices.primary().str(), devices.reason);
+  if (!devices.warning.empty()) spdlog::warn("{}", devices.warning);
+  if (primary && start.checkpoint) {
+    const checkpoint::Position& at = start.checkpoint->state().position;
+    report::rewind_metrics(paths.metrics, at.step, at.batch > 0);
   }
   train::ObserverList observers;
   std::optional<report::MetricsWriter> metrics;

@@ -2,6 +2,10 @@
 // write, a damaged file, a mismatched config, and export read by Python.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <map>
@@ -225,6 +229,109 @@ TEST_F(CheckpointCli, ExportedWeightsLoadInPythonAndScoreTheSame) {
   ASSERT_EQ(std::system(command.c_str()), 0);
   EXPECT_EQ(std::stoll(testing::read_text(dir_ / "python.out")), correct);
   EXPECT_GT(correct, 60 / 10);  // above chance, so the weights matter
+}
+
+// Issue 17 #17: SIGTERM before the first step exits 130 and says so. The
+// config comes through a FIFO (as from `--config <(...)`): once this test's
+// open for writing returns, the child is reading it, so it is in its setup.
+TEST_F(CheckpointCli, SigtermDuringSetupExits130SayingTrainingHadNotStarted) {
+  const fs::path fifo = dir_ / "config.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  GputrainProcess child({"train", "--config", fifo.string()}, kEnv);
+  const int fd = ::open(fifo.c_str(), O_WRONLY);  // blocks until the child opens it
+  ASSERT_GE(fd, 0);
+  child.send(SIGTERM);
+  const auto r = child.wait();
+  ::close(fd);
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("stopped by a signal before training started"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace gputrain::checkpoint
+
+namespace gputrain::checkpoint {
+namespace {
+
+// Issue 17 #1: a re-run that fails its checks leaves the finished run as it was.
+TEST_F(CheckpointCli, AFailedRerunLeavesTheFinishedRunAsItWas) {
+  ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);
+  const std::string config = testing::read_text(run() / "config.yaml");
+  const std::string metrics_text = testing::read_text(run() / "metrics.jsonl");
+  const auto before = list_checkpoints(checkpoints());
+  // Caught only once the trainer is built: the accumulation does not divide the batch.
+  const auto r = run_gputrain(train({"data.batch_size=30", "train.accumulation_steps=4"}), kEnv);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(testing::read_text(run() / "config.yaml"), config);
+  EXPECT_EQ(testing::read_text(run() / "metrics.jsonl"), metrics_text);
+  EXPECT_FALSE(fs::exists(run() / "metrics.1.jsonl"));
+  EXPECT_FALSE(fs::exists(run() / "checkpoints.1"));
+  EXPECT_EQ(list_checkpoints(checkpoints()), before);
+}
+
+// Issue 17 #2: a directory that holds anything but checkpoints is never moved aside.
+TEST_F(CheckpointCli, ACheckpointDirHoldingOtherFilesIsNotMovedAside) {
+  testing::write_text(run() / "notes" / "todo.txt", "mine");
+  const auto r = run_gputrain(train({"checkpoint.dir=notes"}), kEnv);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("holds 'todo.txt', which is not a gputrain checkpoint"), std::string::npos) << r.err;
+  EXPECT_EQ(testing::read_text(run() / "notes" / "todo.txt"), "mine");
+  EXPECT_FALSE(fs::exists(run() / "notes.1"));
+  EXPECT_FALSE(fs::exists(run() / "config.yaml"));
+  const auto outside = run_gputrain(train({"checkpoint.dir=../../x"}), kEnv);
+  EXPECT_EQ(outside.exit_code, 2) << outside.err;
+  EXPECT_NE(outside.err.find("checkpoint.dir: must be a directory inside the run directory"), std::string::npos)
+      << outside.err;
+  EXPECT_EQ(run_gputrain(train({"checkpoint.dir=/tmp"}), kEnv).exit_code, 2);
+}
+
+// Issue 17 #3: one process per run directory; a second run and a resume are refused.
+TEST_F(CheckpointCli, ASecondRunOrResumeOfALiveRunIsRefusedNamingTheHoldersPid) {
+  GputrainProcess live(train({"train.epochs=1000000", "checkpoint.every=0", "checkpoint.every_steps=1"}),
+                       {{"GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE", "60"}, {"OMP_NUM_THREADS", "1"}});
+  ASSERT_TRUE(wait_until([&] { return live.err_so_far().find("test hook: pausing") != std::string::npos; }))
+      << live.err_so_far();
+  const std::string holder = "pid " + std::to_string(live.pid());
+  const auto second = run_gputrain(train({}), kEnv);
+  EXPECT_EQ(second.exit_code, 2) << second.err;
+  EXPECT_NE(second.err.find(holder), std::string::npos) << second.err;
+  const auto resumed = run_gputrain(train({}, "auto"), kEnv);
+  EXPECT_EQ(resumed.exit_code, 2) << resumed.err;
+  EXPECT_NE(resumed.err.find(holder), std::string::npos) << resumed.err;
+  EXPECT_FALSE(fs::exists(run() / "checkpoints.1"));
+  EXPECT_FALSE(fs::exists(run() / "metrics.1.jsonl"));
+  live.send(SIGKILL);
+  live.wait();
+  // The kernel released the lock with the process.
+  EXPECT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);
+}
+
+// Issue 17 #4: export never replaces its own input, by any name.
+TEST_F(CheckpointCli, ExportOntoItsOwnCheckpointIsRefused) {
+  ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);
+  const fs::path ckpt = list_checkpoints(checkpoints()).back();
+  const std::string good = testing::read_text(ckpt);
+  fs::create_symlink(ckpt, dir_ / "link.ckpt");
+  fs::create_hard_link(ckpt, dir_ / "hard.ckpt");
+  for (const fs::path& out : {ckpt, dir_ / "link.ckpt", dir_ / "hard.ckpt"}) {
+    const auto r = run_gputrain({"export", "--checkpoint", ckpt.string(), "--out", out.string()}, kEnv);
+    EXPECT_EQ(r.exit_code, 2) << out << r.err;
+    EXPECT_NE(r.err.find("is the --checkpoint file itself"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(testing::read_text(ckpt), good);
+  const auto ok = run_gputrain({"export", "--checkpoint", ckpt.string(), "--out", (dir_ / "w.pt").string()}, kEnv);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// Issue 17 #5: an empty --resume is not "start afresh".
+TEST_F(CheckpointCli, AnEmptyResumeIsRefused) {
+  ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);
+  std::vector<std::string> args = train({});
+  args.insert(args.end(), {"--resume", ""});
+  const auto r = run_gputrain(args, kEnv);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--resume: the value is empty"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(run() / "checkpoints.1"));
 }
 
 }  // namespace

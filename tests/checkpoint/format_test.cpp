@@ -2,9 +2,14 @@
 #include "gputrain/checkpoint/format.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
+#include <filesystem>
+
+#include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/common/error.h"
+#include "support/temp_dir.h"
 
 namespace gputrain::checkpoint {
 namespace {
@@ -65,6 +70,34 @@ TEST(CheckpointFormat, NewerFormatVersionsAreRefused) {
   const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(sealed.data()), 28);
   for (int i = 0; i < 4; ++i) sealed[28 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
   expect_problem(sealed, "checkpoint format version 2 is newer than this gputrain reads (1)");
+}
+
+}  // namespace
+}  // namespace gputrain::checkpoint
+
+namespace gputrain::checkpoint {
+namespace {
+
+// Issue 17 #15: a directory, FIFO or symlink loop given as a checkpoint says what it is.
+TEST(CheckpointFile, NonRegularFilesSayWhatTheyAre) {
+  testing::TempDir dir;
+  const std::filesystem::path fifo = dir / "fifo.ckpt";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::filesystem::create_symlink(dir / "loop.ckpt", dir / "loop.ckpt");
+  const std::vector<std::pair<std::filesystem::path, std::string>> cases{
+      {dir.path(), "is a directory, not a file"},
+      {fifo, "is not a regular file (a FIFO)"},
+      {dir / "loop.ckpt", "is a symbolic link loop"},
+      {dir / "absent.ckpt", "no such file"},
+  };
+  for (const auto& [path, text] : cases) {
+    try {
+      Checkpoint::read(path);
+      ADD_FAILURE() << path << " read";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(path.string() + ": " + text), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
+#include <thread>
 
 #include "gputrain/config/load.h"
 #include "support/temp_dir.h"
@@ -122,6 +126,10 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
       {"train: {monitor_ms: 5}", "train.monitor_ms", "must be 0 (off) or >= 10 (got 5)"},
       {"optim: {foreach: true, fused: true}", "optim.fused", "set at most one"},
       {"train: {threads: -1}", "train.threads", "must be >= 0 (got -1)"},
+      {"checkpoint: {dir: /tmp/elsewhere}", "checkpoint.dir", "a relative path without '..'"},
+      {"checkpoint: {dir: ../../out}", "checkpoint.dir", "a relative path without '..'"},
+      {"checkpoint: {dir: a/../../b}", "checkpoint.dir", "a relative path without '..'"},
+      {"checkpoint: {dir: .}", "checkpoint.dir", "a relative path without '..'"},
   };
   for (const auto& c : cases) {
     const ConfigError e = config_error(c.yaml);
@@ -334,6 +342,98 @@ TEST(ConfigLoad, NonUtf8PathIsEscapedInMessages) {
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()), (dir / "caf\\xe9.yaml").string() + ":1:7: seed: must be >= 0 (got -1)");
+  }
+}
+
+}  // namespace
+}  // namespace gputrain::config
+
+namespace gputrain::config {
+namespace {
+
+// Issue 17 #9: a blank or null value is an error naming the key, not the default.
+TEST(ConfigSemantics, NullOrBlankValuesAreErrorsNamingTheKey) {
+  struct Case {
+    std::string yaml;
+    std::vector<std::string> sets;
+    std::string key, origin;
+  };
+  const std::vector<Case> cases{
+      {"optim:\n  lr:\n", {}, "optim.lr", "exp.yaml"},
+      {"data: {batch_size: ~}\n", {}, "data.batch_size", "exp.yaml"},
+      {"optim: {lr: 0.5}\n", {"optim.lr="}, "optim.lr", "--set #1 (optim.lr=)"},
+      {"data: {batch_size: 8}\n", {"data=null"}, "data", "--set #1 (data=null)"},
+      {"name: x\ndata:\n", {}, "data", "exp.yaml"},
+  };
+  for (const auto& c : cases) {
+    const ConfigError e = config_error(c.yaml, c.sets);
+    EXPECT_EQ(e.key(), c.key) << c.yaml;
+    EXPECT_EQ(e.where().origin, c.origin) << c.yaml;
+    EXPECT_NE(std::string(e.what()).find("has no value (blank or null)"), std::string::npos) << e.what();
+  }
+}
+
+// Issue 17 #10: --set section={...} merges key by key.
+TEST(ConfigSemantics, SetOfAMappingMergesIntoTheSectionKeyByKey) {
+  const auto loaded = load_config_text("data: {batch_size: 8, normalize: {mean: [0.5], std: [0.25]}}\n", "exp.yaml",
+                                       {"data.num_workers=1", "data={shuffle: false, normalize: {std: [0.5]}}"});
+  const DataConfig& d = loaded.config.data;
+  EXPECT_EQ(d.batch_size, 8);
+  EXPECT_EQ(d.num_workers, 1);
+  EXPECT_FALSE(d.shuffle);
+  EXPECT_EQ(d.normalize.mean, std::vector<double>{0.5});
+  EXPECT_EQ(d.normalize.std, std::vector<double>{0.5});
+  EXPECT_EQ(loaded.sources.at("data.batch_size").origin, "exp.yaml");
+  EXPECT_EQ(loaded.sources.at("data.shuffle").origin, "--set #2 (data={shuffle: false, normalize: {std: [0.5]}})");
+  // Errors in a merged key still cite the --set.
+  const ConfigError e = config_error("data: {batch_size: 8}\n", {"data={batch_size: 0}"});
+  EXPECT_EQ(e.where().origin, "--set #1 (data={batch_size: 0})");
+}
+
+// Issue 17 #11: an unknown key that only a --set introduced is blamed on that --set.
+TEST(ConfigSemantics, UnknownKeyBelowASetCitesTheSet) {
+  const ConfigError e = config_error("data: {batch_size: 8}\n", {"train.epochs=2", "data.foo.bar=1"});
+  EXPECT_EQ(e.key(), "data.foo");
+  EXPECT_EQ(e.where().origin, "--set #2 (data.foo.bar=1)");
+  EXPECT_NE(std::string(e.what()).find("unknown key"), std::string::npos);
+}
+
+// Issue 17 #12: one YAML document per file; merge keys said to be unsupported.
+TEST(ConfigSemantics, MultipleDocumentsAndMergeKeysAreRefused) {
+  try {
+    load_config_text("name: a\n---\nname: b\n", "two.yaml");
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("two.yaml:3:1: a second YAML document begins here"), std::string::npos)
+        << e.what();
+  }
+  try {
+    load_config_text("base: &b {batch_size: 8}\ndata:\n  <<: *b\n  shuffle: false\n", "merge.yaml");
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("merge.yaml:3:3: YAML merge keys (<<) are not supported"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Issue 17 #13: what train would refuse, config (which loads the same way) refuses too.
+TEST(ConfigSemantics, AccumulationThatDoesNotDivideTheBatchIsAConfigError) {
+  const ConfigError e = config_error("data: {batch_size: 30}\ntrain: {accumulation_steps: 4}\n");
+  EXPECT_EQ(e.key(), "data.batch_size");
+  EXPECT_EQ(e.where().line, 1);
+  EXPECT_NE(std::string(e.what()).find("30 is not divisible by train.accumulation_steps (4)"), std::string::npos);
+  EXPECT_NO_THROW(load_config_text("data: {batch_size: 32}\ntrain: {accumulation_steps: 4}\n", "x"));
+}
+
+// Issue 17 #6: thread counts are bounded by the machine.
+TEST(ConfigSemantics, ThreadAndWorkerCountsAreBounded) {
+  const int64_t limit = std::max<int64_t>(16, 4 * std::max(1u, std::thread::hardware_concurrency()));
+  for (const std::string key : {"train.threads", "data.num_workers"}) {
+    const ConfigError e = config_error("", {key + "=100000"});
+    EXPECT_EQ(e.key(), key);
+    EXPECT_NE(std::string(e.what()).find(fmt::format("must be <= {} (got 100000)", limit)), std::string::npos)
+        << e.what();
+    EXPECT_NO_THROW(load_config_text("", "x", {key + "=" + std::to_string(limit)}));
   }
 }
 

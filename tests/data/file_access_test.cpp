@@ -1,5 +1,6 @@
 // Data roots as the file system presents them: read-only or unreadable.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 
@@ -96,6 +97,28 @@ TEST_P(DataRoot, UnreadableFileSaysPermissionDenied) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find(test_file().string()), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Permission denied"), std::string::npos) << r.out;
+}
+
+// Issue 17 #15: what stands where a data file should be is named, not called missing.
+TEST_P(DataRoot, ADirectoryOrFifoInPlaceOfAFileSaysWhatItIs) {
+  fs::remove(test_file());
+  fs::create_directory(test_file());
+  try {
+    make_dataset(config(), Split::kTest, 0);
+    ADD_FAILURE() << "a directory loaded";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(test_file().string() + ": is a directory, not a file"), std::string::npos)
+        << e.what();
+  }
+  fs::remove(test_file());
+  ASSERT_EQ(::mkfifo(test_file().c_str(), 0600), 0);
+  try {
+    make_dataset(config(), Split::kTest, 0);
+    ADD_FAILURE() << "a FIFO loaded";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(test_file().string() + ": is not a regular file (a FIFO)"), std::string::npos)
+        << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, DataRoot,

@@ -1,5 +1,7 @@
 #include "module_io.h"
 
+#include "gputrain/common/files.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -69,9 +71,8 @@ void copy_weights(torch::serialize::InputArchive& archive, torch::nn::Module& mo
 }
 
 std::string read_file(const std::filesystem::path& path) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    throw CheckpointError(fmt::format("{}: no such file", path.string()));
+  if (const std::string problem = not_a_regular_file(path); !problem.empty()) {
+    throw CheckpointError(fmt::format("{}: {}", path.string(), problem));
   }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   std::string bytes(in ? static_cast<std::size_t>(in.tellg()) : 0, '\0');

@@ -36,8 +36,36 @@ bool has_entries(const fs::path& dir) {
   return fs::is_directory(dir, error) && !fs::is_empty(dir, error);
 }
 
-// <dir> -> <dir>.N, the first N free.
+// The first entry of `dir` that is not a gputrain checkpoint; "" when it holds only checkpoints.
+std::string foreign_entry(const fs::path& dir) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    const bool left_by_a_write = name.rfind('.', 0) == 0 && name.find(kAtomicTemporaryMark) != std::string::npos;
+    const bool checkpoint = entry.is_regular_file(error) && !entry.is_symlink(error) &&
+                            (position_key(entry.path()) || name == CheckpointStore::kBestName || left_by_a_write);
+    if (!checkpoint) return name;
+  }
+  return "";
+}
+
+}  // namespace
+
+void check_checkpoint_dir(const fs::path& dir) {
+  if (!has_entries(dir)) return;
+  if (const std::string other = foreign_entry(dir); !other.empty()) {
+    throw UserError(fmt::format("{}: holds '{}', which is not a gputrain checkpoint, so it is not a checkpoint "
+                                "directory this run may move aside. Move it away or choose another checkpoint.dir",
+                                dir.string(), other));
+  }
+}
+
+namespace {
+
+// <dir> -> <dir>.N, the first N free. Only a directory of checkpoints is
+// moved: anything else in it is not ours to move.
 fs::path move_aside(const fs::path& dir) {
+  check_checkpoint_dir(dir);
   int n = 1;
   while (fs::exists(fs::path(dir.string() + "." + std::to_string(n)))) ++n;
   const fs::path target(dir.string() + "." + std::to_string(n));

@@ -1,5 +1,7 @@
 #include "gputrain/checkpoint/weights.h"
 
+#include <sys/stat.h>
+
 #include <ATen/core/Dict.h>
 #include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
@@ -81,6 +83,16 @@ void load_weights(torch::nn::Sequential& model, const std::string& path) {
 }
 
 ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path) {
+  // The output must not replace its own input, whatever the name: the same
+  // path, a symlink to it or a hard link all share the device and inode.
+  struct stat in_stat {};
+  struct stat out_stat {};
+  if (::stat(checkpoint_path.c_str(), &in_stat) == 0 && ::stat(out_path.c_str(), &out_stat) == 0 &&
+      in_stat.st_dev == out_stat.st_dev && in_stat.st_ino == out_stat.st_ino) {
+    throw UserError(fmt::format("--out {}: is the --checkpoint file itself ({}), which the export would replace; "
+                                "write the weights to another file",
+                                out_path, checkpoint_path));
+  }
   const std::string bytes = detail::read_file(checkpoint_path);
   detail::NamedTensors weights;
   if (is_sealed(bytes)) {

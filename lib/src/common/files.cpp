@@ -1,6 +1,7 @@
 #include "gputrain/common/files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -81,6 +82,19 @@ void write_atomically(const fs::path& path, std::string_view bytes, const WriteH
     write_failed(path, error);
   }
   sync_directory(dir);
+}
+
+std::string not_a_regular_file(const fs::path& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT) return "no such file";
+    if (errno == ELOOP) return "is a symbolic link loop (too many levels of symbolic links)";
+    return std::strerror(errno);
+  }
+  if (S_ISREG(info.st_mode)) return "";
+  if (S_ISDIR(info.st_mode)) return "is a directory, not a file";
+  const char* kind = S_ISFIFO(info.st_mode) ? "a FIFO" : S_ISSOCK(info.st_mode) ? "a socket" : "a device";
+  return fmt::format("is not a regular file ({})", kind);
 }
 
 }  // namespace gputrain

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <regex>
 #include <set>
+#include <thread>
+#include <algorithm>
 
 #include "gputrain/common/strings.h"
 #include "node_reader.h"
@@ -43,10 +45,34 @@ UserError too_large(const std::string& origin) {
 constexpr const char* kTooDeep =
     "nested too deeply to parse (an experiment file nests three levels: section, key, list)";
 
+// yaml-cpp reads `<<` as an ordinary key; a file relying on YAML 1.1's merge
+// keys would lose the merged values (or meet "unknown key '<<'"), so say why.
+void reject_merge_keys(const YAML::Node& node, const std::string& origin) {
+  if (node.IsMap()) {
+    for (const auto& entry : node) {
+      if (entry.first.IsScalar() && entry.first.Scalar() == "<<") {
+        throw UserError(fmt::format("{}: YAML merge keys (<<) are not supported; write the keys out in full",
+                                    detail::mark_from(entry.first.Mark(), origin).str()));
+      }
+      reject_merge_keys(entry.second, origin);
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) reject_merge_keys(item, origin);
+  }
+}
+
 YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
   if (text.size() > kMaxConfigBytes) throw too_large(origin);
   try {
-    return YAML::Load(text);
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      throw UserError(fmt::format("{}: a second YAML document begins here; an experiment file is one document, so "
+                                  "remove the '---' line and what follows, or put it in a file of its own",
+                                  detail::mark_from(documents[1].Mark(), origin).str()));
+    }
+    YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
+    reject_merge_keys(root, origin);
+    return root;
   } catch (const YAML::DeepRecursion& e) {
     throw UserError(fmt::format("{}: {}", detail::mark_from(e.mark, origin).str(), kTooDeep));
   } catch (const YAML::ParserException& e) {
@@ -55,7 +81,24 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
   }
 }
 
-// Applies one --set KEY=VALUE to the document; VALUE is a YAML scalar or list.
+// --set section={key: value, ...} into an existing section: key by key (and
+// so into nested sections), leaving the section's other keys as they were.
+void merge_override(YAML::Node target, const YAML::Node& value, const std::string& key, const SourceMark& mark,
+                    OverrideMarks& marks) {
+  for (const auto& entry : value) {
+    const std::string name = entry.first.Scalar();
+    YAML::Node existing = target[name];
+    if (entry.second.IsMap() && existing && existing.IsMap()) {
+      merge_override(existing, entry.second, key + "." + name, mark, marks);
+    } else {
+      target[name] = entry.second;
+      marks[key + "." + name] = mark;
+    }
+  }
+}
+
+// Applies one --set KEY=VALUE to the document; VALUE is a YAML scalar, list or
+// mapping (merged into a section key by key).
 void apply_override(YAML::Node& root, const std::string& assignment, int number, OverrideMarks& marks) {
   const std::string origin = printable(fmt::format("--set #{} ({})", number, assignment));
   const auto equals = assignment.find('=');
@@ -88,8 +131,28 @@ void apply_override(YAML::Node& root, const std::string& assignment, int number,
     }
     cursor.reset(child);
   }
+  YAML::Node target = cursor[parts.back()];
+  if (value.IsMap() && target && target.IsMap()) {
+    merge_override(target, value, key, {origin, 0, 0}, marks);  // data={a: 1} changes data.a only
+    return;
+  }
   cursor[parts.back()] = value;
   marks[key] = {origin, 0, 0};
+}
+
+// Threads beyond a few per hardware thread only compete for the cores, and
+// a typo (100000) would spin creating them: refuse more than this.
+int64_t max_threads() {
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  return std::max<int64_t>(16, 4 * static_cast<int64_t>(hardware));
+}
+
+void check_thread_count(const NodeReader& r, const std::string& key, int64_t value) {
+  if (value > max_threads()) {
+    r.fail(key, fmt::format("must be <= {} (got {}): 4 per hardware thread of this machine ({}) at most, as more "
+                            "only compete for the cores",
+                            max_threads(), value, std::max(1u, std::thread::hardware_concurrency())));
+  }
 }
 
 const std::vector<std::string> kDatasets{"random", "synthetic", "cifar10", "fashion_mnist", "mnist"};
@@ -101,6 +164,7 @@ void read_data(NodeReader r, DataConfig& d) {
   r.read_at_least("batch_size", d.batch_size, 1);
   r.read_at_least("test_batch_size", d.test_batch_size, 0);
   r.read_at_least("num_workers", d.num_workers, 0);
+  check_thread_count(r, "num_workers", d.num_workers);
   r.read_at_least("prefetch", d.prefetch, 0);
   r.read("pin_memory", d.pin_memory);
   r.read("shuffle", d.shuffle);
@@ -201,6 +265,7 @@ void read_train(NodeReader r, TrainConfig& t, const std::string& device) {
   r.read("channels_last", t.channels_last);
   r.read("cudnn_benchmark", t.cudnn_benchmark);
   r.read_at_least("threads", t.threads, 0);
+  check_thread_count(r, "threads", t.threads);
   r.read_choice("matmul_precision", t.matmul_precision, {"auto", "highest", "high", "medium"});
   r.read("tensorboard", t.tensorboard);
   r.read_at_least("monitor_ms", t.monitor_ms, 0);
@@ -255,6 +320,13 @@ ExperimentConfig read_experiment(const YAML::Node& root, const std::string& orig
   read_model(r.section("model"), c.model);
   read_optim(r.section("optim"), c.optim);
   read_train(r.section("train"), c.train, c.device);
+  // Checked here, not only when training starts, so that `gputrain config` refuses what `train` would.
+  if (c.data.batch_size % c.train.accumulation_steps != 0) {
+    throw ConfigError(sources.at("data.batch_size"), "data.batch_size",
+                      fmt::format("{} is not divisible by train.accumulation_steps ({}); batch_size is the batch per "
+                                  "optimizer step and each micro-batch takes an equal share",
+                                  c.data.batch_size, c.train.accumulation_steps));
+  }
   {
     NodeReader dp = r.section("dp");
     dp.read_at_least("replicas", c.dp.replicas, 0);
@@ -270,6 +342,18 @@ ExperimentConfig read_experiment(const YAML::Node& root, const std::string& orig
     NodeReader ck = r.section("checkpoint");
     ck.read("dir", c.checkpoint.dir);
     if (c.checkpoint.dir.empty()) ck.fail("dir", "must not be empty");
+    // It lives inside the run directory: a fresh run moves it aside, and
+    // rotation deletes files in it, so it must not reach anything else.
+    {
+      const std::filesystem::path dir(c.checkpoint.dir);
+      bool climbs = false;
+      for (const auto& part : dir) climbs |= part == "..";
+      if (dir.is_absolute() || climbs || dir.lexically_normal() == ".") {
+        ck.fail("dir", fmt::format("must be a directory inside the run directory: a relative path without '..' "
+                                   "(got '{}')",
+                                   c.checkpoint.dir));
+      }
+    }
     ck.read_at_least("every", c.checkpoint.every, 0);
     ck.read_at_least("every_steps", c.checkpoint.every_steps, 0);
     ck.read_at_least("keep", c.checkpoint.keep, 1);

@@ -64,6 +64,11 @@ YAML::Node NodeReader::value_node(const std::string& key) {
   const YAML::Node& as_const = map_;
   YAML::Node node = as_const[key];
   if (node) sources_.record(path(key), mark_of(key));
+  // `lr:`, `batch_size: ~` or `--set optim.lr=` would otherwise mean the
+  // built-in default, even over a value the file gave: say so instead.
+  if (node && node.IsNull()) {
+    fail(key, "has no value (blank or null); give one, or leave the key out to use its default");
+  }
   return node;
 }
 
@@ -213,8 +218,13 @@ void NodeReader::reject_unknown_keys() const {
   const std::vector<std::string> valid(known_.begin(), known_.end());
   for (const auto& entry : map_) {
     const std::string key = entry.first.Scalar();
-    const SourceMark at = override_mark(overrides_, path(key)) ? *override_mark(overrides_, path(key))
-                                                               : mark_from(entry.first.Mark(), origin_);
+    SourceMark at = override_mark(overrides_, path(key)) ? *override_mark(overrides_, path(key))
+                                                         : mark_from(entry.first.Mark(), origin_);
+    // A key the file does not have came from a --set of a key below it (--set data.foo.bar=1).
+    if (entry.first.Mark().is_null()) {
+      const auto child = overrides_.lower_bound(path(key) + ".");
+      if (child != overrides_.end() && child->first.rfind(path(key) + ".", 0) == 0) at = child->second;
+    }
     if (!seen.insert(key).second) throw ConfigError(at, path(key), "duplicate key");
     if (known_.count(key)) continue;
     std::string problem = "unknown key";

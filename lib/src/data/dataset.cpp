@@ -6,6 +6,7 @@
 
 #include "formats.h"
 #include "gputrain/common/error.h"
+#include "gputrain/common/files.h"
 #include "readers.h"
 
 namespace gputrain::data {
@@ -55,7 +56,10 @@ bool is_data_file(const std::string& name, const std::filesystem::path& file) {
     throw DataError(fmt::format("{}: cannot access {}: {}. Check the permissions of data.root.", name, file.string(),
                                 error.message()));
   }
-  return std::filesystem::is_regular_file(status);
+  if (!std::filesystem::is_regular_file(status)) {
+    throw DataError(fmt::format("{}: {}: {}", name, file.string(), not_a_regular_file(file)));
+  }
+  return true;
 }
 
 }  // namespace detail

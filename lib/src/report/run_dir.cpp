@@ -2,6 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "gputrain/common/error.h"
@@ -56,6 +62,43 @@ RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming) 
                                 paths.config.string()));
   }
   return paths;
+}
+
+RunDirLock::RunDirLock(const fs::path& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) {
+    throw UserError(fmt::format("{}: cannot create the run directory ({}). Choose another output.dir or --output.",
+                                dir.string(), error.message()));
+  }
+  const fs::path path = dir / kFileName;
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    throw UserError(fmt::format("{}: cannot open the run directory's lock file: {}. Is the output directory writable?",
+                                path.string(), std::strerror(errno)));
+  }
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int cause = errno;
+    std::ifstream in(path);
+    std::string pid;
+    std::getline(in, pid);
+    ::close(fd_);
+    fd_ = -1;
+    if (cause == EWOULDBLOCK) {
+      throw UserError(fmt::format("{}: another gputrain process (pid {}) is running in this run directory; wait for it "
+                                  "to end, or choose another name or output.dir (--output)",
+                                  dir.string(), pid.empty() ? "unknown" : pid));
+    }
+    throw UserError(fmt::format("{}: cannot lock the run directory: {}", path.string(), std::strerror(cause)));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    // The lock holds without the pid; a second run's message then says "unknown".
+  }
+}
+
+RunDirLock::~RunDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 }  // namespace gputrain::report

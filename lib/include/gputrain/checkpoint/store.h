@@ -20,6 +20,11 @@ namespace gputrain::checkpoint {
 // <output.dir>/<name>/<checkpoint.dir>
 std::filesystem::path checkpoint_dir(const config::ExperimentConfig& config);
 
+// Throws UserError (exit 2) when `dir` holds anything but gputrain checkpoints
+// (ckpt-*.ckpt, best.ckpt): a run moves a checkpoint directory aside, and
+// never one that holds other files. Nothing to check when it is missing or empty.
+void check_checkpoint_dir(const std::filesystem::path& dir);
+
 class CheckpointStore {
  public:
   // Checkpoints in `dir` (created on the first save), keeping the newest

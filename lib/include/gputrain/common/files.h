@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <string>
 #include <string_view>
 
 namespace gputrain {
@@ -30,5 +31,11 @@ struct WriteHooks {
 // temporary file is removed, `path` is untouched, and an Error (exit 1) names
 // the file and the cause.
 void write_atomically(const std::filesystem::path& path, std::string_view bytes, const WriteHooks& hooks = {});
+
+// Why `path` cannot be read as a regular file, as the rest of a message after
+// "<path>: ": "no such file", "is a directory", "is not a regular file (a FIFO)",
+// "is a symbolic link loop", or the system's reason; "" when it is a regular
+// file (through symbolic links).
+std::string not_a_regular_file(const std::filesystem::path& path);
 
 }  // namespace gputrain

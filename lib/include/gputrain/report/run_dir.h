@@ -28,4 +28,21 @@ RunPaths run_paths(const std::filesystem::path& dir);
 // directory cannot be created or written, or model.pt is a directory.
 RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming = false);
 
+// An exclusive lock on a run directory: flock(2) on <dir>/.gputrain.lock,
+// which holds the owner's pid. The kernel releases it when the process ends,
+// however it ends. Creates the directory (and nothing else in it) when missing.
+// Throws UserError (exit 2) naming the holder's pid when another process holds it.
+class RunDirLock {
+ public:
+  explicit RunDirLock(const std::filesystem::path& dir);
+  ~RunDirLock();
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+
+  static constexpr const char* kFileName = ".gputrain.lock";
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace gputrain::report
