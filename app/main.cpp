@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
   TestArgs test_args;
   test_args.env = env;
   auto* test = app.add_subcommand("test", "evaluate saved weights on the test split and print the test line");
-  add_config_options(test, test_args.config, test_args.overrides);
+  add_config_options(test, test_args.config, test_args.overrides, /*required=*/false);  // a .ckpt holds its own
   test->add_option("--checkpoint", test_args.checkpoint,
                    "weights written by train: <run dir>/model.pt or a checkpoint file")
       ->required();

@@ -220,6 +220,17 @@ TEST_F(CheckpointCli, ExportedWeightsLoadInPythonAndScoreTheSame) {
   EXPECT_GT(correct, 60 / 10);  // above chance, so the weights matter
 }
 
+// Issue 17 #22: test takes its config from a .ckpt when --config is left out.
+TEST_F(CheckpointCli, TestWithoutConfigUsesTheCheckpointsOwn) {
+  ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);
+  const auto r = run_gputrain({"test", "--checkpoint", list_checkpoints(checkpoints()).back().string()}, kEnv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Test set: Average loss"), std::string::npos) << r.out;
+  const auto weights = run_gputrain({"test", "--checkpoint", (run() / "model.pt").string()}, kEnv);
+  EXPECT_EQ(weights.exit_code, 2) << weights.err;
+  EXPECT_NE(weights.err.find("test needs --config FILE"), std::string::npos) << weights.err;
+}
+
 // Issue 17 #17: SIGTERM before the first step exits 130 and says so. The
 // config comes through a FIFO (as from `--config <(...)`): once this test's
 // open for writing returns, the child is reading it, so it is in its setup.
