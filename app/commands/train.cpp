@@ -26,6 +26,9 @@
 namespace gputrain::app {
 
 namespace {
+// "1 epoch", "2 epochs".
+std::string counted(int64_t n, const char* noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
+
 // --output DIR becomes an override, so the resolved config records it.
 std::string yaml_quoted(const std::string& text) {
   std::string out = "\"";
@@ -207,7 +210,8 @@ int run_train(const TrainArgs& args) {
     return static_cast<int>(ExitCode::kInterrupted);
   }
   if (!primary) return 0;
-  spdlog::info("finished {} epochs ({} steps) in {:.1f} s; weights in {}", summary.epochs, summary.steps,
+  spdlog::info("finished {} ({}) in {:.1f} s; weights in {}", counted(summary.epochs, "epoch"),
+               counted(summary.steps, "step"),
                summary.elapsed_s, paths.weights.string());
   recorder->finish();
   result["weights"] = paths.weights.string();
