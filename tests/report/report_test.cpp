@@ -54,6 +54,31 @@ TEST(MetricsWriter, WritesTheSchemaForStepsAndEpochs) {
   EXPECT_EQ(lines[2]["correct"], 9);
 }
 
+// Issue 17 #20: a regression run's records carry no accuracy (nor correct count).
+TEST(MetricsWriter, RegressionRecordsLeaveAccuracyOut) {
+  testing::TempDir dir;
+  {
+    MetricsWriter writer(dir / "metrics.jsonl");
+    train::StepMetrics step{1, 50, 0.5, 0.0, 1000.0, 0.01, 2.5};
+    step.classification = false;
+    writer.on_step(step);
+    train::EpochMetrics epoch;
+    epoch.epoch = 1;
+    epoch.step = 60;
+    epoch.train = {30.0, 0, 60, false};
+    epoch.test = {5.0, 0, 10, false};
+    epoch.has_test = true;
+    writer.on_epoch(epoch);
+  }
+  const auto lines = read_jsonl(dir / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  for (const auto& line : lines) {
+    EXPECT_TRUE(line.contains("loss")) << line;
+    EXPECT_FALSE(line.contains("accuracy")) << line;
+    EXPECT_FALSE(line.contains("correct")) << line;
+  }
+}
+
 TEST(MetricsWriter, EpochRecordsCarryTheMonitorsGpuFigures) {
   testing::TempDir dir;
   {

@@ -34,8 +34,9 @@ void ConsoleReporter::on_progress(const train::Progress& p) {
 void ConsoleReporter::on_step(const train::StepMetrics& m) {
   // On a terminal the bar shows this; the log file still gets it at debug level.
   const auto level = terminal_ ? spdlog::level::debug : spdlog::level::info;
-  spdlog::log(level, "epoch {} step {}: loss {:.4f}, accuracy {:.2f}%, {:.0f} samples/s, lr {:.6g}", m.epoch, m.step,
-              m.loss, 100.0 * m.accuracy, m.samples_per_s, m.lr);
+  const std::string accuracy = m.classification ? fmt::format(", accuracy {:.2f}%", 100.0 * m.accuracy) : "";
+  spdlog::log(level, "epoch {} step {}: loss {:.4f}{}, {:.0f} samples/s, lr {:.6g}", m.epoch, m.step, m.loss, accuracy,
+              m.samples_per_s, m.lr);
 }
 
 void ConsoleReporter::on_epoch(const train::EpochMetrics&) {

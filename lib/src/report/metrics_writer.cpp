@@ -40,6 +40,7 @@ void MetricsWriter::on_step(const train::StepMetrics& m) {
                            {"accuracy", m.accuracy},   {"samples_per_s", m.samples_per_s},
                            {"lr", m.lr},               {"elapsed_s", m.elapsed_s},
                            {"loss_scale", m.loss_scale}, {"skipped_steps", m.skipped_steps}};
+  if (!m.classification) j.erase("accuracy");  // regression: no accuracy to report
   write(j.dump());
 }
 
@@ -57,6 +58,7 @@ void MetricsWriter::on_epoch(const train::EpochMetrics& m) {
                                {"loss_scale", m.loss_scale},
                                {"skipped_steps", m.skipped_steps},
                                {"loader_wait_s", m.loader_wait_s}};
+  if (!m.train.classification) train.erase("accuracy");
   if (m.cuda) {
     train["memory_allocated"] = m.memory_allocated;
     train["memory_reserved"] = m.memory_reserved;
@@ -88,6 +90,10 @@ void MetricsWriter::on_epoch(const train::EpochMetrics& m) {
                               {"elapsed_s", m.elapsed_s},
                               {"correct", m.test.correct},
                               {"samples", m.test.samples}};
+  if (!m.test.classification) {
+    test.erase("accuracy");
+    test.erase("correct");
+  }
   write(test.dump());
 }
 

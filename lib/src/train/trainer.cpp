@@ -378,6 +378,7 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, C
                   seconds_since(run_start),
                   scaler->scale(),
                   skipped_steps()};
+    m.classification = r.classification;
     progress.last_loss = m.loss;
     observer.on_step(m);
     interval = RunningSums{};

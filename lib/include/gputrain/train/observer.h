@@ -21,6 +21,7 @@ struct StepMetrics {
   double elapsed_s = 0;  // since the run began
   double loss_scale = 1;  // fp16's gradient scale; 1 otherwise
   int64_t skipped_steps = 0;  // optimizer steps skipped for inf/NaN gradients, so far
+  bool classification = true;  // false: regression, where `accuracy` means nothing and is not reported
 };
 
 // After every micro-batch, for progress bars: cheap, no device sync.
