@@ -255,7 +255,9 @@ namespace {
 
 // Issue 17 #1: a re-run that fails its checks leaves the finished run as it was.
 TEST_F(CheckpointCli, AFailedRerunLeavesTheFinishedRunAsItWas) {
-  ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);
+  const auto first = run_gputrain(train({}), kEnv);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("finished 1 epoch (8 steps)"), std::string::npos) << first.err;  // #25's wording
   const std::string config = testing::read_text(run() / "config.yaml");
   const std::string metrics_text = testing::read_text(run() / "metrics.jsonl");
   const auto before = list_checkpoints(checkpoints());

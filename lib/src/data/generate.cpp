@@ -57,10 +57,11 @@ void make_directory(const fs::path& dir) {
 constexpr int64_t kMaxGeneratedImages = 1'000'000;
 
 void require_count(const char* what, int64_t count, int64_t minimum) {
-  if (count < minimum || count > kMaxGeneratedImages) {
-    throw UserError(fmt::format("{} must be from {} to {} (got {}); a stand-in set is built in memory, and the real "
-                                "sets hold 50000 to 60000 training images",
-                                what, minimum, kMaxGeneratedImages, count));
+  if (count < minimum) throw UserError(fmt::format("{} must be >= {} (got {})", what, minimum, count));
+  if (count > kMaxGeneratedImages) {
+    throw UserError(fmt::format("{} must be <= {} (got {}); a stand-in set is built in memory, and the real sets "
+                                "hold 50000 to 60000 training images",
+                                what, kMaxGeneratedImages, count));
   }
 }
 
