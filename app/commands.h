@@ -49,6 +49,7 @@ void add_config_options(CLI::App* command, std::string& config, std::vector<std:
 struct ConfigArgs {
   std::string config;
   std::vector<std::string> overrides;
+  bool keys = false;
 };
 int run_config(const ConfigArgs& args);
 

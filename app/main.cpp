@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
 
   ConfigArgs config_args;
   auto* config = app.add_subcommand("config", "validate an experiment file and print it fully resolved");
-  add_config_options(config, config_args.config, config_args.overrides);
+  add_config_options(config, config_args.config, config_args.overrides, /*required=*/false);
+  config->add_flag("--keys", config_args.keys, "print every key (default, values, meaning) as a markdown table");
 
   InfoArgs info_args{false, env};
   auto* info = app.add_subcommand("info", "report LibTorch, CUDA, cuDNN, NCCL and the visible devices");

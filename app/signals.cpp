@@ -54,8 +54,8 @@ void install_setup_signal_handlers() {
   install(SIGTERM, on_setup_signal);
 }
 
-train::StopToken& install_signal_handlers(const std::string& on_sigint) {
-  if (on_sigint != "none") {
+train::StopToken& install_signal_handlers(config::OnSigint on_sigint) {
+  if (on_sigint != config::OnSigint::kNone) {
     install(SIGINT, on_stop_signal);
     install(SIGTERM, on_stop_signal);
   } else {

@@ -12,6 +12,7 @@
 //   SIGHUP, SIGUSR1  write a checkpoint at the next step boundary and carry on.
 #include <string>
 
+#include "gputrain/config/config.h"
 #include "gputrain/train/stop_token.h"
 
 namespace gputrain::app {
@@ -21,7 +22,7 @@ namespace gputrain::app {
 void install_setup_signal_handlers();
 
 // Installs the handlers for the rest of the process and returns the token they set.
-train::StopToken& install_signal_handlers(const std::string& on_sigint);
+train::StopToken& install_signal_handlers(config::OnSigint on_sigint);
 
 // The signal that asked the run to stop ("SIGINT", "SIGTERM"), or "" when none did.
 std::string stop_signal_name();

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("bench"));  // stdout carries only the table
   try {
     gputrain::config::DataConfig config;
-    config.dataset = "cifar10";
+    config.dataset = gputrain::config::DatasetName::kCifar10;
     config.root = argv[1];
     const auto load_start = std::chrono::steady_clock::now();
     const auto dataset = gputrain::data::make_dataset(config, gputrain::data::Split::kTrain, 0);

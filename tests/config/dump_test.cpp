@@ -24,18 +24,6 @@ TEST(ConfigDump, RoundTripIsAFixedPoint) {
   EXPECT_EQ(second.config.device, "cuda:1");
 }
 
-TEST(ConfigDump, EveryKeyIsWritten) {
-  const ExperimentConfig defaults;
-  const std::string dumped = dump_config(defaults);
-  for (const char* key : {"name:", "seed:", "device:", "gpus:", "strategy:", "batch_size:", "num_workers:",
-                          "pin_memory:", "normalize:", "random_crop:", "hidden:", "momentum:", "scheduler:",
-                          "accumulation_steps:", "grad_clip:", "class_weights:", "on_sigint:", "replicas:", "timeout_s:", "keep:",
-                          "device_cache:", "foreach:", "fused:", "cuda_graph:", "channels_last:",
-                          "cudnn_benchmark:", "threads:", "matmul_precision:", "tensorboard:", "monitor_ms:"}) {
-    EXPECT_NE(dumped.find(key), std::string::npos) << key;
-  }
-}
-
 TEST(ConfigDump, EveryShippedConfigRoundTrips) {
   const std::filesystem::path dir = std::filesystem::path(GPUTRAIN_SOURCE_DIR) / "configs";
   int seen = 0;

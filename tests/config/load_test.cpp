@@ -63,18 +63,18 @@ output:
   const ExperimentConfig& c = loaded.config;
   EXPECT_EQ(c.name, "cifar10-seed");
   EXPECT_TRUE(c.gpus.all);
-  EXPECT_EQ(c.data.dataset, "cifar10");
+  EXPECT_EQ(c.data.dataset, DatasetName::kCifar10);
   EXPECT_EQ(c.data.batch_size, 128);
   EXPECT_EQ(c.data.normalize.mean, (std::vector<double>{0.5, 0.5, 0.5}));
   EXPECT_EQ(c.optim.momentum, 0.9);
-  EXPECT_EQ(c.train.amp, "off");  // YAML 1.1 would call this a boolean; the key wants a word
+  EXPECT_EQ(c.train.amp, AmpMode::kOff);  // YAML 1.1 would call this a boolean; the key wants a word
   EXPECT_EQ(c.checkpoint.keep, 3);
   EXPECT_EQ(loaded.sources.at("data.batch_size").str(), "exp.yaml:10:15");
 }
 
 TEST(ConfigLoad, EmptyFileGivesDefaultsWithResolvedRoot) {
   const auto c = load_config_text("", "empty.yaml").config;
-  EXPECT_EQ(c.data.dataset, "cifar10");
+  EXPECT_EQ(c.data.dataset, DatasetName::kCifar10);
   EXPECT_EQ(c.data.root, "datasets/cifar-10-batches-bin");
   EXPECT_EQ(load_config_text("data: {dataset: fashion_mnist}", "x").config.data.root,
             "/usr/share/datasets/fashion-mnist");
@@ -144,6 +144,8 @@ TEST(ConfigLoad, UnknownEnumWordListsAllowedAndSuggests) {
   const ConfigError e = config_error("train:\n  amp: fp61\n");
   EXPECT_STREQ(e.what(),
                "exp.yaml:2:8: train.amp: unknown value 'fp61'; allowed: off, fp16 or bf16 (did you mean 'fp16'?)");
+  EXPECT_STREQ(config_error("model: {name: mpl}").what(),
+               "exp.yaml:1:15: model.name: unknown value 'mpl'; allowed: linear, mlp or cifar10_cnn (did you mean 'mlp'?)");
 }
 
 TEST(ConfigLoad, WrongTypesSayWhatWasExpected) {
@@ -165,7 +167,7 @@ TEST(ConfigLoad, Fp16OnCpuSuggestsBf16) {
 TEST(ConfigLoad, FastPathSwitchesAreOffByDefaultAndReadAsGiven) {
   const ExperimentConfig defaults = load_config_text("", "x").config;
   EXPECT_EQ(defaults.data.device_cache, Switch::kOff);
-  EXPECT_EQ(defaults.train.matmul_precision, "auto");
+  EXPECT_EQ(defaults.train.matmul_precision, MatmulPrecision::kAuto);
   EXPECT_FALSE(defaults.optim.foreach || defaults.optim.fused ||
                defaults.train.cuda_graph || defaults.train.channels_last || defaults.train.cudnn_benchmark);
   const ExperimentConfig on =
@@ -177,7 +179,7 @@ TEST(ConfigLoad, FastPathSwitchesAreOffByDefaultAndReadAsGiven) {
   EXPECT_TRUE(on.optim.foreach && !on.optim.fused && on.train.cuda_graph && on.train.channels_last &&
               on.train.cudnn_benchmark);
   EXPECT_EQ(load_config_text("data: {device_cache: auto}\n", "x").config.data.device_cache, Switch::kAuto);
-  EXPECT_EQ(load_config_text("train: {matmul_precision: high}\n", "x").config.train.matmul_precision, "high");
+  EXPECT_EQ(load_config_text("train: {matmul_precision: high}\n", "x").config.train.matmul_precision, MatmulPrecision::kHigh);
   EXPECT_THROW(load_config_text("data: {device_cache: maybe}\n", "x"), ConfigError);
   EXPECT_THROW(load_config_text("train: {matmul_precision: low}\n", "x"), ConfigError);
 }
@@ -199,7 +201,7 @@ TEST(ConfigOverrides, DottedKeysOverrideTheFileInOrder) {
   EXPECT_DOUBLE_EQ(c.optim.lr, 0.5);
   EXPECT_EQ(c.gpus.indices, (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{128, 64}));
-  EXPECT_EQ(c.train.amp, "bf16");
+  EXPECT_EQ(c.train.amp, AmpMode::kBf16);
 }
 
 TEST(ConfigOverrides, ErrorsCiteTheSetArgument) {

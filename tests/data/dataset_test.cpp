@@ -18,7 +18,7 @@ using testing::patch;
 using testing::read_bytes;
 using testing::write_bytes;
 
-config::DataConfig data_config(const std::string& dataset, const fs::path& root = {}) {
+config::DataConfig data_config(config::DatasetName dataset, const fs::path& root = {}) {
   config::DataConfig config;
   config.dataset = dataset;
   config.root = root.string();
@@ -62,7 +62,7 @@ class Cifar : public ::testing::Test {
 };
 
 TEST_F(Cifar, RoundTripsPixelsAndLabelsExactly) {
-  const auto train = make_dataset(data_config("cifar10", dir_.path()), Split::kTrain, 0);
+  const auto train = make_dataset(data_config(config::DatasetName::kCifar10, dir_.path()), Split::kTrain, 0);
   expect_same_images(*train, make_image_set(23, 3, 32, 5, Split::kTrain));
   const DatasetInfo& info = train->info();
   EXPECT_EQ(info.name, "cifar10");
@@ -70,7 +70,7 @@ TEST_F(Cifar, RoundTripsPixelsAndLabelsExactly) {
   EXPECT_EQ(info.classes, 10);
   EXPECT_TRUE(info.images);
   EXPECT_EQ(info.target_kind, TargetKind::kClasses);
-  const auto test = make_dataset(data_config("cifar10", dir_.path()), Split::kTest, 0);
+  const auto test = make_dataset(data_config(config::DatasetName::kCifar10, dir_.path()), Split::kTest, 0);
   expect_same_images(*test, make_image_set(7, 3, 32, 5, Split::kTest));
 }
 
@@ -85,40 +85,40 @@ TEST_F(Cifar, RecordLayoutIsLabelThenChannelMajorPixels) {
 }
 
 TEST_F(Cifar, DescribesASampleByFileAndRecord) {
-  const auto train = make_dataset(data_config("cifar10", dir_.path()), Split::kTrain, 0);
+  const auto train = make_dataset(data_config(config::DatasetName::kCifar10, dir_.path()), Split::kTrain, 0);
   const std::string where = train->describe_sample(12);
   EXPECT_NE(where.find("cifar10 sample 12"), std::string::npos) << where;
   EXPECT_NE(where.find(file("data_batch_3.bin").string() + ", record 2"), std::string::npos) << where;
 }
 
 TEST_F(Cifar, MissingDirectoryIsADataError) {
-  expect_data_error(data_config("cifar10", dir_ / "nope"), Split::kTrain,
+  expect_data_error(data_config(config::DatasetName::kCifar10, dir_ / "nope"), Split::kTrain,
                     {(dir_ / "nope").string(), "not a directory", "cifar-10-binary.tar.gz", "datasets/README.md"});
 }
 
 TEST_F(Cifar, MissingFilesAreListed) {
   fs::remove(file("data_batch_3.bin"));
   fs::remove(file("data_batch_5.bin"));
-  expect_data_error(data_config("cifar10", dir_.path()), Split::kTrain,
+  expect_data_error(data_config(config::DatasetName::kCifar10, dir_.path()), Split::kTrain,
                     {"data_batch_3.bin, data_batch_5.bin", "make-cifar"});
   fs::remove(file("test_batch.bin"));
-  expect_data_error(data_config("cifar10", dir_.path()), Split::kTest, {"lacks test_batch.bin"});
+  expect_data_error(data_config(config::DatasetName::kCifar10, dir_.path()), Split::kTest, {"lacks test_batch.bin"});
 }
 
 TEST_F(Cifar, SizeNotAMultipleOfTheRecordIsADataError) {
   write_bytes(file("data_batch_2.bin"), read_bytes(file("data_batch_2.bin")) + "x");
-  expect_data_error(data_config("cifar10", dir_.path()), Split::kTrain,
+  expect_data_error(data_config(config::DatasetName::kCifar10, dir_.path()), Split::kTrain,
                     {file("data_batch_2.bin").string(), "15366 bytes", "3073-byte records"});
 }
 
 TEST_F(Cifar, EmptyFileIsADataError) {
   write_bytes(file("test_batch.bin"), "");
-  expect_data_error(data_config("cifar10", dir_.path()), Split::kTest, {file("test_batch.bin").string(), "0 bytes"});
+  expect_data_error(data_config(config::DatasetName::kCifar10, dir_.path()), Split::kTest, {file("test_batch.bin").string(), "0 bytes"});
 }
 
 TEST_F(Cifar, LabelOutOfRangeNamesFileRecordAndSample) {
   patch(file("data_batch_2.bin"), 3 * 3073, "\x0a");
-  expect_data_error(data_config("cifar10", dir_.path()), Split::kTrain,
+  expect_data_error(data_config(config::DatasetName::kCifar10, dir_.path()), Split::kTrain,
                     {file("data_batch_2.bin").string(), "record 3 (sample 8)", "label 10, outside 0..9"});
 }
 
@@ -127,7 +127,7 @@ class Idx : public ::testing::TestWithParam<bool> {
   void SetUp() override { write_idx_set(dir_.path(), {31, 9, 3}, gzip()); }
   bool gzip() const { return GetParam(); }
   fs::path file(const std::string& base) const { return dir_ / (base + (gzip() ? ".gz" : "")); }
-  config::DataConfig config() const { return data_config("fashion_mnist", dir_.path()); }
+  config::DataConfig config() const { return data_config(config::DatasetName::kFashionMnist, dir_.path()); }
 
   TempDir dir_{"gputrain-idx"};
 };
@@ -138,7 +138,7 @@ TEST_P(Idx, RoundTripsPixelsAndLabelsExactly) {
   expect_same_images(*train, make_image_set(31, 1, 28, 3, Split::kTrain));
   EXPECT_EQ(train->info().input_shape, (std::vector<int64_t>{1, 28, 28}));
   EXPECT_EQ(train->info().name, "fashion_mnist");
-  const auto test = make_dataset(data_config("mnist", dir_.path()), Split::kTest, 0);
+  const auto test = make_dataset(data_config(config::DatasetName::kMnist, dir_.path()), Split::kTest, 0);
   expect_same_images(*test, make_image_set(9, 1, 28, 3, Split::kTest));
   EXPECT_EQ(test->info().name, "mnist");
 }
@@ -146,7 +146,7 @@ TEST_P(Idx, RoundTripsPixelsAndLabelsExactly) {
 TEST_P(Idx, MissingFilesAreNamed) {
   fs::remove(file("train-labels-idx1-ubyte"));
   expect_data_error(config(), Split::kTrain, {"lacks train-labels-idx1-ubyte[.gz]", "dataset-fashion-mnist"});
-  expect_data_error(data_config("mnist", dir_ / "nope"), Split::kTrain, {(dir_ / "nope").string(), "make-idx"});
+  expect_data_error(data_config(config::DatasetName::kMnist, dir_ / "nope"), Split::kTrain, {(dir_ / "nope").string(), "make-idx"});
 }
 
 TEST_P(Idx, TruncatedFileIsADataError) {
@@ -169,7 +169,7 @@ class IdxRaw : public ::testing::Test {
  protected:
   void SetUp() override { write_idx_set(dir_.path(), {31, 9, 3}, /*gzip=*/false); }
   fs::path file(const std::string& name) const { return dir_ / name; }
-  config::DataConfig config() const { return data_config("fashion_mnist", dir_.path()); }
+  config::DataConfig config() const { return data_config(config::DatasetName::kFashionMnist, dir_.path()); }
 
   TempDir dir_{"gputrain-idx"};
 };
@@ -227,7 +227,7 @@ TEST(IdxGzip, TruncatedTrailerIsADataError) {
   write_idx_set(dir.path(), {31, 9, 3}, /*gzip=*/true);
   const fs::path labels = dir / "train-labels-idx1-ubyte.gz";
   fs::resize_file(labels, fs::file_size(labels) - 4);  // cut the length field off the trailer
-  expect_data_error(data_config("fashion_mnist", dir.path()), Split::kTrain, {labels.string(), "truncated gzip stream"});
+  expect_data_error(data_config(config::DatasetName::kFashionMnist, dir.path()), Split::kTrain, {labels.string(), "truncated gzip stream"});
 }
 
 TEST(IdxGzip, CorruptStreamIsADataError) {
@@ -236,7 +236,7 @@ TEST(IdxGzip, CorruptStreamIsADataError) {
   const fs::path images = dir / "train-images-idx3-ubyte.gz";
   const std::string bytes = read_bytes(images);
   patch(images, bytes.size() - 6, "\xff\xff");  // inside the CRC-32 of the trailer
-  expect_data_error(data_config("fashion_mnist", dir.path()), Split::kTrain, {images.string(), "corrupt gzip stream"});
+  expect_data_error(data_config(config::DatasetName::kFashionMnist, dir.path()), Split::kTrain, {images.string(), "corrupt gzip stream"});
 }
 
 // Nearest class mean of `train`, scored on `test`: a floor for what a small model learns.
@@ -258,7 +258,7 @@ TEST(GeneratedImages, AreBalancedAndLearnable) {
 }
 
 TEST(RandomDataset, IsTheTutorialsUnlabeledNormalData) {
-  const auto config = data_config("random");
+  const auto config = data_config(config::DatasetName::kRandom);
   const auto train = make_dataset(config, Split::kTrain, 7);
   EXPECT_EQ(train->info().samples, 100);
   EXPECT_EQ(train->info().input_shape, std::vector<int64_t>{5});
@@ -274,7 +274,7 @@ TEST(RandomDataset, IsTheTutorialsUnlabeledNormalData) {
 }
 
 TEST(SyntheticDataset, ClassesFollowOneTeacherAcrossSplits) {
-  const auto config = data_config("synthetic");  // 1000 x 20 over 2 classes, 200 test samples
+  const auto config = data_config(config::DatasetName::kSynthetic);  // 1000 x 20 over 2 classes, 200 test samples
   const auto train = make_dataset(config, Split::kTrain, 4);
   const auto test = make_dataset(config, Split::kTest, 4);
   EXPECT_EQ(train->info().samples, 1000);
@@ -291,7 +291,7 @@ TEST(SyntheticDataset, ClassesFollowOneTeacherAcrossSplits) {
 }
 
 TEST(SyntheticDataset, RegressionTargetsComeFromALinearMap) {
-  auto config = data_config("synthetic");
+  auto config = data_config(config::DatasetName::kSynthetic);
   config.features = 10;
   config.targets = 1;
   const auto train = make_dataset(config, Split::kTrain, 0);
@@ -309,9 +309,9 @@ TEST(SyntheticDataset, RegressionTargetsComeFromALinearMap) {
 }
 
 TEST(FashionMnist, ReadsTheInstalledSetWhole) {
-  const std::string root = config::default_data_root("fashion_mnist");
+  const std::string root = config::default_data_root(config::DatasetName::kFashionMnist);
   if (!fs::is_directory(root)) GTEST_SKIP() << root << " is absent (Debian package dataset-fashion-mnist)";
-  const auto config = data_config("fashion_mnist", root);
+  const auto config = data_config(config::DatasetName::kFashionMnist, root);
   for (const auto& [split, samples] : {std::pair{Split::kTrain, 60000}, std::pair{Split::kTest, 10000}}) {
     const auto dataset = make_dataset(config, split, 0);
     EXPECT_EQ(dataset->info().samples, samples);

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 using gputrain::testing::run_gputrain;
 using gputrain::testing::TempDir;
 
-std::shared_ptr<const Dataset> load(const std::string& dataset, const fs::path& root, Split split) {
+std::shared_ptr<const Dataset> load(config::DatasetName dataset, const fs::path& root, Split split) {
   config::DataConfig config;
   config.dataset = dataset;
   config.root = root.string();
@@ -36,8 +36,8 @@ TEST(DatasetsCommand, MakeCifarWritesWhatTheReaderReads) {
                                "--seed", "4"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("wrote 12 training and 3 test images"), std::string::npos) << r.err;
-  expect_matches(*load("cifar10", out, Split::kTrain), make_image_set(12, 3, 32, 4, Split::kTrain));
-  expect_matches(*load("cifar10", out, Split::kTest), make_image_set(3, 3, 32, 4, Split::kTest));
+  expect_matches(*load(config::DatasetName::kCifar10, out, Split::kTrain), make_image_set(12, 3, 32, 4, Split::kTrain));
+  expect_matches(*load(config::DatasetName::kCifar10, out, Split::kTest), make_image_set(3, 3, 32, 4, Split::kTest));
 }
 
 TEST(DatasetsCommand, MakeIdxWritesGzipFiles) {
@@ -46,7 +46,7 @@ TEST(DatasetsCommand, MakeIdxWritesGzipFiles) {
                                "--gzip"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(dir / "t10k-labels-idx1-ubyte.gz"));
-  expect_matches(*load("mnist", dir.path(), Split::kTrain), make_image_set(20, 1, 28, 0, Split::kTrain));
+  expect_matches(*load(config::DatasetName::kMnist, dir.path(), Split::kTrain), make_image_set(20, 1, 28, 0, Split::kTrain));
 }
 
 TEST(DatasetsCommand, BadArgumentsExitTwo) {

@@ -56,7 +56,7 @@ TEST(DatasetsExport, WritesTheSyntheticSetTheTrainerGenerates) {
       {"datasets", "export", "--config", yaml.string(), "--out", (dir / "out").string(), "--set", "data.classes=3"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   config::DataConfig config;
-  config.dataset = "synthetic";
+  config.dataset = gputrain::config::DatasetName::kSynthetic;
   config.samples = 30;
   config.test_samples = 10;
   config.features = 5;

@@ -18,7 +18,7 @@ using gputrain::testing::kSetupFailed;
 using gputrain::testing::ProcessResult;
 using gputrain::testing::TempDir;
 
-config::DataConfig data_config(const std::string& dataset, const fs::path& root) {
+config::DataConfig data_config(config::DatasetName dataset, const fs::path& root) {
   config::DataConfig config;
   config.dataset = dataset;
   config.root = root.string();
@@ -45,7 +45,7 @@ constexpr auto kReadOnlyFile = fs::perms::owner_read | fs::perms::group_read | f
 
 // One data set per format: CIFAR-10, raw IDX and gzip IDX.
 struct Format {
-  const char* dataset;
+  config::DatasetName dataset;
   bool gzip;
   const char* test_file;  // the file the test split reads first
 };
@@ -53,7 +53,7 @@ struct Format {
 class DataRoot : public ::testing::TestWithParam<Format> {
  protected:
   void SetUp() override {
-    if (std::string(GetParam().dataset) == "cifar10") {
+    if (GetParam().dataset == config::DatasetName::kCifar10) {
       write_cifar10_set(dir_.path(), {10, 4, 1});
     } else {
       write_idx_set(dir_.path(), {10, 4, 1}, GetParam().gzip);
@@ -122,11 +122,11 @@ TEST_P(DataRoot, ADirectoryOrFifoInPlaceOfAFileSaysWhatItIs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, DataRoot,
-                         ::testing::Values(Format{"cifar10", false, "test_batch.bin"},
-                                           Format{"mnist", false, "t10k-images-idx3-ubyte"},
-                                           Format{"mnist", true, "t10k-images-idx3-ubyte.gz"}),
+                         ::testing::Values(Format{config::DatasetName::kCifar10, false, "test_batch.bin"},
+                                           Format{config::DatasetName::kMnist, false, "t10k-images-idx3-ubyte"},
+                                           Format{config::DatasetName::kMnist, true, "t10k-images-idx3-ubyte.gz"}),
                          [](const auto& info) {
-                           return std::string(info.param.dataset) + (info.param.gzip ? "Gzip" : "");
+                           return std::string(config::word(info.param.dataset)) + (info.param.gzip ? "Gzip" : "");
                          });
 
 }  // namespace

@@ -6,6 +6,6 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   static const gputrain::testing::TempDir root("gputrain-fuzz-cifar10");
   gputrain::fuzz::write_file(root / "test_batch.bin", data, size);
-  gputrain::fuzz::load_or_data_error("cifar10", root.path());
+  gputrain::fuzz::load_or_data_error(gputrain::config::DatasetName::kCifar10, root.path());
   return 0;
 }

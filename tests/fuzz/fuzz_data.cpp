@@ -22,7 +22,7 @@ void write_file(const std::filesystem::path& file, const uint8_t* data, std::siz
   if (!out.flush()) fail("cannot write " + file.string());
 }
 
-void load_or_data_error(const std::string& dataset, const std::filesystem::path& root) {
+void load_or_data_error(config::DatasetName dataset, const std::filesystem::path& root) {
   config::DataConfig config;
   config.dataset = dataset;
   config.root = root.string();

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <string>
 
+#include "gputrain/config/config.h"
+
 namespace gputrain::fuzz {
 
 void write_file(const std::filesystem::path& file, const uint8_t* data, std::size_t size);
@@ -13,6 +15,6 @@ void write_file(const std::filesystem::path& file, const uint8_t* data, std::siz
 // Loads the test split of `dataset` from `root`. A DataError is fine; any
 // other exception escapes (libFuzzer reports it), and a data set whose tensors
 // disagree with its DatasetInfo aborts.
-void load_or_data_error(const std::string& dataset, const std::filesystem::path& root);
+void load_or_data_error(config::DatasetName dataset, const std::filesystem::path& root);
 
 }  // namespace gputrain::fuzz

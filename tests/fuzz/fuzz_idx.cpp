@@ -14,6 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       std::min<std::size_t>(size - 4, (std::size_t{data[0]} << 24) | (data[1] << 16) | (data[2] << 8) | data[3]);
   gputrain::fuzz::write_file(root / "t10k-images-idx3-ubyte", data + 4, images);
   gputrain::fuzz::write_file(root / "t10k-labels-idx1-ubyte", data + 4 + images, size - 4 - images);
-  gputrain::fuzz::load_or_data_error("mnist", root.path());
+  gputrain::fuzz::load_or_data_error(gputrain::config::DatasetName::kMnist, root.path());
   return 0;
 }

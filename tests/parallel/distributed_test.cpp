@@ -245,7 +245,7 @@ TEST(Ddp, PortInUseAndMissingRankAreClearErrors) {
 // Two ranks on threads of this process: every hook against its expected result.
 TEST(DistributedStrategy, TwoRanksOnThreadsShareBatchesAndSums) {
   const auto loaded = config::load_config_text("device: cpu\nddp: {timeout_s: 20}\n", "ddp.yaml", {});
-  const StrategyPlan plan{StrategyKind::kDistributed, {torch::Device(torch::kCPU)}, "test", "gloo"};
+  const StrategyPlan plan{StrategyKind::kDistributed, {torch::Device(torch::kCPU)}, "test", config::DdpBackend::kGloo};
   const int port = free_port();
   std::vector<std::exception_ptr> errors(2);
   auto rank = [&](int r) {

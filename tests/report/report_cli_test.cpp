@@ -187,7 +187,7 @@ TEST(TensorBoard, ItsOwnReaderFindsEveryScalarAtItsStep) {
   TempDir dir;
   RunInfo run;
   run.task = "classification";
-  run.amp = "fp16";
+  run.amp = config::AmpMode::kFp16;
   std::map<std::string, std::map<int64_t, float>> expected;  // tag -> step -> value
   fs::create_directories(dir / "events");
   {

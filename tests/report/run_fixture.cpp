@@ -24,7 +24,7 @@ report::RunInfo dp_run(const std::string& status) {
   info.strategy_reason = "one replica per selected GPU (2)";
   info.replicas = {"cuda:0", "cuda:1"};
   info.task = "classification";
-  info.amp = "fp16";
+  info.amp = gputrain::config::AmpMode::kFp16;
   info.epochs = 3;
   info.steps_per_epoch = 4;
   info.train_samples = 100;

@@ -282,13 +282,5 @@ TEST(CheckAmpDevice, Fp16NeedsCuda) {
   EXPECT_THROW(check_amp_device(AmpMode::kBf16, torch::kMPS), ConfigError);
 }
 
-TEST(AmpMode, ParsesTheConfigWords) {
-  for (const AmpMode mode : {AmpMode::kOff, AmpMode::kFp16, AmpMode::kBf16}) {
-    EXPECT_EQ(parse_amp_mode(to_string(mode)), mode);
-  }
-  EXPECT_EQ(parse_amp_mode("bf16"), AmpMode::kBf16);
-  EXPECT_THROW(parse_amp_mode("fp8"), InternalError);
-}
-
 }  // namespace
 }  // namespace gputrain::train

@@ -112,13 +112,13 @@ TEST_F(FastPaths, CudaGraphTrainsLikeEagerSteps_CUDA) {
 }
 
 TEST(MatmulPrecision, AutoIsTf32OnCudaAndFullFloat32Elsewhere) {
-  EXPECT_EQ(resolve_matmul_precision("auto", torch::Device(torch::kCUDA, 0)).value, "high");
-  EXPECT_EQ(resolve_matmul_precision("auto", torch::Device(torch::kCPU)).value, "highest");
-  EXPECT_EQ(resolve_matmul_precision("medium", torch::Device(torch::kCPU)).value, "medium");
+  EXPECT_EQ(resolve_matmul_precision(config::MatmulPrecision::kAuto, torch::Device(torch::kCUDA, 0)).value, "high");
+  EXPECT_EQ(resolve_matmul_precision(config::MatmulPrecision::kAuto, torch::Device(torch::kCPU)).value, "highest");
+  EXPECT_EQ(resolve_matmul_precision(config::MatmulPrecision::kMedium, torch::Device(torch::kCPU)).value, "medium");
   configure_backends(config::TrainConfig{}, torch::Device(torch::kCPU));
   EXPECT_EQ(at::globalContext().float32MatmulPrecision(), at::Float32MatmulPrecision::HIGHEST);
   config::TrainConfig high;
-  high.matmul_precision = "high";
+  high.matmul_precision = config::MatmulPrecision::kHigh;
   configure_backends(high, torch::Device(torch::kCPU));
   EXPECT_EQ(at::globalContext().float32MatmulPrecision(), at::Float32MatmulPrecision::HIGH);
   configure_backends(config::TrainConfig{}, torch::Device(torch::kCPU));

@@ -19,7 +19,7 @@ struct Case {
   config::OptimConfig config;
 };
 
-config::OptimConfig make(const std::string& name, double lr, double momentum, double weight_decay,
+config::OptimConfig make(config::OptimizerName name, double lr, double momentum, double weight_decay,
                          bool nesterov = false) {
   config::OptimConfig c;
   c.name = name;
@@ -31,12 +31,12 @@ config::OptimConfig make(const std::string& name, double lr, double momentum, do
 }
 
 std::vector<Case> cases() {
-  return {{"sgd", make("sgd", 0.1, 0, 0)},
-          {"sgd momentum", make("sgd", 0.05, 0.9, 0)},
-          {"sgd nesterov decay", make("sgd", 0.05, 0.9, 1e-2, true)},
-          {"adam", make("adam", 1e-2, 0, 0)},
-          {"adam decay", make("adam", 1e-2, 0, 1e-2)},
-          {"adamw decay", make("adamw", 1e-2, 0, 5e-2)}};
+  return {{"sgd", make(config::OptimizerName::kSgd, 0.1, 0, 0)},
+          {"sgd momentum", make(config::OptimizerName::kSgd, 0.05, 0.9, 0)},
+          {"sgd nesterov decay", make(config::OptimizerName::kSgd, 0.05, 0.9, 1e-2, true)},
+          {"adam", make(config::OptimizerName::kAdam, 1e-2, 0, 0)},
+          {"adam decay", make(config::OptimizerName::kAdam, 1e-2, 0, 1e-2)},
+          {"adamw decay", make(config::OptimizerName::kAdamW, 1e-2, 0, 5e-2)}};
 }
 
 config::OptimConfig with_kernel(config::OptimConfig c, const std::string& kernel) {
@@ -92,9 +92,9 @@ TEST(MultiTensorOptimizers, SameUpdateAsLibTorchsLoop) {
 
 TEST(MultiTensorOptimizers, AreLibTorchsOptimizerTypes) {
   auto params = parameters();
-  const auto sgd = make_optimizer(with_kernel(make("sgd", 0.1, 0.9, 0), "fused"), params);
-  const auto adam = make_optimizer(with_kernel(make("adam", 0.1, 0, 0), "foreach"), params);
-  const auto adamw = make_optimizer(with_kernel(make("adamw", 0.1, 0, 0), "fused"), params);
+  const auto sgd = make_optimizer(with_kernel(make(config::OptimizerName::kSgd, 0.1, 0.9, 0), "fused"), params);
+  const auto adam = make_optimizer(with_kernel(make(config::OptimizerName::kAdam, 0.1, 0, 0), "foreach"), params);
+  const auto adamw = make_optimizer(with_kernel(make(config::OptimizerName::kAdamW, 0.1, 0, 0), "fused"), params);
   EXPECT_NE(dynamic_cast<torch::optim::SGD*>(sgd.get()), nullptr);
   EXPECT_NE(dynamic_cast<torch::optim::Adam*>(adam.get()), nullptr);
   EXPECT_NE(dynamic_cast<torch::optim::AdamW*>(adamw.get()), nullptr);

@@ -185,22 +185,30 @@ void NodeReader::read(const std::string& key, std::vector<double>& value) {
   value = read_list<double>(*this, key, node, "a number");
 }
 
-void NodeReader::read_choice(const std::string& key, std::string& value, const std::vector<std::string>& allowed) {
-  read(key, value);
-  for (const auto& word : allowed) {
-    if (value == word) return;
+void NodeReader::read(const std::string& key, uint64_t& value) {
+  int64_t signed_value = static_cast<int64_t>(value);
+  read(key, signed_value);
+  if (signed_value < 0) fail(key, fmt::format("must be >= 0 (got {})", signed_value));
+  value = static_cast<uint64_t>(signed_value);
+}
+
+void NodeReader::read(const std::string& key, GpuSelection& value) {
+  const YAML::Node node = raw(key);
+  if (!node || node.IsNull()) return;
+  if (node.IsScalar() && node.Scalar() == "all") {
+    value = GpuSelection{};
+    return;
   }
-  fail(key, unknown_choice(value, allowed));
-}
-
-void NodeReader::read_at_least(const std::string& key, int64_t& value, int64_t minimum) {
-  read(key, value);
-  if (value < minimum) fail(key, fmt::format("must be >= {} (got {})", minimum, value));
-}
-
-void NodeReader::read_at_least(const std::string& key, double& value, double minimum) {
-  read(key, value);
-  if (!(value >= minimum)) fail(key, fmt::format("must be >= {} (got {})", minimum, value));
+  std::vector<int64_t> indices;
+  read(key, indices);  // a single index or a list of them
+  if (indices.empty()) fail(key, "needs 'all' or at least one GPU index, e.g. [0, 1]");
+  std::set<int64_t> seen;
+  for (int64_t index : indices) {
+    if (index < 0) fail(key, fmt::format("GPU indices are >= 0 (got {})", index));
+    if (!seen.insert(index).second) fail(key, fmt::format("GPU {} is listed twice", index));
+  }
+  value.all = false;
+  value.indices = std::move(indices);
 }
 
 NodeReader NodeReader::section(const std::string& key) {

@@ -9,9 +9,11 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
 #include "gputrain/config/config.h"
 #include "gputrain/config/source_map.h"
 
@@ -34,11 +36,18 @@ class NodeReader {
   void read(const std::string& key, std::vector<int64_t>& value);
   void read(const std::string& key, std::vector<double>& value);
   void read(const std::string& key, std::optional<int64_t>& value);
-
-  // Read and check in one call.
-  void read_choice(const std::string& key, std::string& value, const std::vector<std::string>& allowed);
-  void read_at_least(const std::string& key, int64_t& value, int64_t minimum);
-  void read_at_least(const std::string& key, double& value, double minimum);
+  void read(const std::string& key, uint64_t& value);        // an integer >= 0
+  void read(const std::string& key, GpuSelection& value);    // all | an index | a list of them
+  // A choice: one of the words of the enum's table.
+  template <typename E, typename = std::enable_if_t<std::is_enum_v<E>>>
+  void read(const std::string& key, E& value) {
+    std::string text = word(value);
+    read(key, text);
+    const auto& table = choices(value);
+    const auto parsed = table.parse(text);
+    if (!parsed) fail(key, unknown_choice(text, table.words()));
+    value = *parsed;
+  }
 
   // A nested mapping; an absent or null one reads as empty.
   NodeReader section(const std::string& key);

@@ -66,13 +66,18 @@ bool is_data_file(const std::string& name, const std::filesystem::path& file) {
 
 std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed) {
   const std::string root = config.root.empty() ? config::default_data_root(config.dataset) : config.root;
-  if (config.dataset == "cifar10") return detail::read_cifar10(root, split);
-  if (config.dataset == "fashion_mnist" || config.dataset == "mnist") return detail::read_idx(config.dataset, root, split);
-  if (config.dataset == "random") return detail::make_random(config, split, seed);
-  if (config.dataset == "synthetic") return detail::make_synthetic(config, split, seed);
-  throw ConfigError({}, "data.dataset",
-                    fmt::format("unknown data set '{}'; expected random, synthetic, cifar10, fashion_mnist or mnist",
-                                config.dataset));
+  switch (config.dataset) {
+    case config::DatasetName::kCifar10:
+      return detail::read_cifar10(root, split);
+    case config::DatasetName::kFashionMnist:
+    case config::DatasetName::kMnist:
+      return detail::read_idx(config.dataset, root, split);
+    case config::DatasetName::kRandom:
+      return detail::make_random(config, split, seed);
+    case config::DatasetName::kSynthetic:
+      return detail::make_synthetic(config, split, seed);
+  }
+  config::unhandled(config.dataset);
 }
 
 }  // namespace gputrain::data

@@ -25,9 +25,9 @@ namespace fs = std::filesystem;
 // allocate for it.
 constexpr int64_t kMaxDeflateRatio = 1032;
 
-std::string hint(const std::string& name) {
+std::string hint(config::DatasetName dataset) {
   const std::string make = "or write a small stand-in with `gputrain datasets make-idx --out DIR`; see datasets/README.md.";
-  if (name == "fashion_mnist") {
+  if (dataset == config::DatasetName::kFashionMnist) {
     return "Install Debian's dataset-fashion-mnist package (it puts the four .gz files in "
            "/usr/share/datasets/fashion-mnist) or download them from https://github.com/zalandoresearch/fashion-mnist "
            "and set data.root to their directory, " +
@@ -139,8 +139,9 @@ class IdxReader {
 
 }  // namespace
 
-std::shared_ptr<const Dataset> read_idx(const std::string& name, const std::string& root, Split split) {
-  require_directory(name, root, hint(name));
+std::shared_ptr<const Dataset> read_idx(config::DatasetName dataset, const std::string& root, Split split) {
+  const std::string name = config::word(dataset);
+  require_directory(name, root, hint(dataset));
   const IdxNames names = idx_names(split);
   std::vector<std::string> missing;
   const std::optional<fs::path> images_file = find_file(name, root, names.images);
@@ -148,7 +149,7 @@ std::shared_ptr<const Dataset> read_idx(const std::string& name, const std::stri
   if (!images_file) missing.push_back(names.images + std::string("[.gz]"));
   if (!labels_file) missing.push_back(names.labels + std::string("[.gz]"));
   if (!missing.empty()) {
-    throw DataError(fmt::format("{}: {} lacks {}. {}", name, root, fmt::join(missing, " and "), hint(name)));
+    throw DataError(fmt::format("{}: {} lacks {}. {}", name, root, fmt::join(missing, " and "), hint(dataset)));
   }
 
   IdxReader images_in(name, *images_file);

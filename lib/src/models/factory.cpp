@@ -4,24 +4,11 @@
 
 #include <sstream>
 
-#include "gputrain/common/choices.h"
 #include "layers.h"
 
 namespace gputrain::models {
 
 namespace {
-using ModelFactory = torch::nn::Sequential (*)(const config::ModelConfig&, const ModelShape&);
-
-// The explicit registry: a new model is one line here, not a static initialiser.
-const ChoiceTable<ModelFactory>& model_table() {
-  static const ChoiceTable<ModelFactory> table{
-      {"linear", detail::make_linear},
-      {"mlp", detail::make_mlp},
-      {"cifar10_cnn", detail::make_cifar_cnn},
-  };
-  return table;
-}
-
 std::string pretty(const torch::nn::Module& module) {
   std::ostringstream text;
   module.pretty_print(text);
@@ -44,7 +31,16 @@ ModelShape model_shape(const data::DatasetInfo& info, const config::ModelConfig&
 }
 
 torch::nn::Sequential make_model(const config::ModelConfig& config, const ModelShape& shape) {
-  return lookup_choice(model_table(), config.name, "model.name")(config, shape);
+  // The explicit registry: a new model is a case here (and a word in config's table), not a static initialiser.
+  switch (config.name) {
+    case config::ModelName::kLinear:
+      return detail::make_linear(config, shape);
+    case config::ModelName::kMlp:
+      return detail::make_mlp(config, shape);
+    case config::ModelName::kCifar10Cnn:
+      return detail::make_cifar_cnn(config, shape);
+  }
+  config::unhandled(config.name);
 }
 
 int64_t parameter_count(const torch::nn::Module& model) {

@@ -132,9 +132,9 @@ DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const config:
     : SingleDeviceStrategy(plan.replicas.front()),
       launch_(launch),
       log_replicas_(config.train.log_replicas),
-      backend_name_(plan.backend),
+      backend_name_(config::word(plan.backend)),
       timeout_(std::chrono::seconds(config.ddp.timeout_s)),
-      nccl_(plan.backend == "nccl") {
+      nccl_(plan.backend == config::DdpBackend::kNccl) {
   for (int64_t r = 0; r < launch_.world_size; ++r) rank_names_.push_back(fmt::format("rank {}", r));
   const auto start = Clock::now();
   store_ = open_store();
@@ -147,7 +147,7 @@ DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const config:
   options.loopback = is_loopback(launch_.master_addr);
   options.cuda_device = device().is_cuda() ? device().index() : 0;
   guarded("setting up the " + backend_name_ + " process group", [&] {
-    group_ = backend_name_ == "nccl" ? make_nccl_backend(options) : make_gloo_backend(options);
+    group_ = nccl_ ? make_nccl_backend(options) : make_gloo_backend(options);
   });
   spdlog::info("ddp: rank {} of {} joined through {}:{} in {:.1f} s; {} collectives, timeout {} s", launch_.rank,
                launch_.world_size, launch_.master_addr, launch_.master_port,

@@ -41,17 +41,17 @@ StrategyPlan plan_data_parallel(const config::LoadedConfig& loaded, const device
 }
 
 // auto: NCCL between GPUs, Gloo between CPU processes.
-std::string ddp_backend(const config::LoadedConfig& loaded, const device::DevicePlan& devices) {
-  const std::string& requested = loaded.config.ddp.backend;
+config::DdpBackend ddp_backend(const config::LoadedConfig& loaded, const device::DevicePlan& devices) {
+  const config::DdpBackend requested = loaded.config.ddp.backend;
   const bool cuda = devices.kind == device::DeviceKind::kCuda;
   if (!cuda && devices.kind != device::DeviceKind::kCpu) {
     fail(loaded, "strategy", "ddp runs on CUDA GPUs or on the CPU, not on " + devices.primary().str());
   }
-  if (requested == "nccl" && !cuda) {
+  if (requested == config::DdpBackend::kNccl && !cuda) {
     fail(loaded, "ddp.backend",
          "nccl runs between CUDA GPUs only, but this run is on the CPU; use ddp.backend: gloo (or auto)");
   }
-  if (requested == "auto") return cuda ? "nccl" : "gloo";
+  if (requested == config::DdpBackend::kAuto) return cuda ? config::DdpBackend::kNccl : config::DdpBackend::kGloo;
   return requested;
 }
 
@@ -78,15 +78,16 @@ void check_launch(const LaunchInfo& launch) {
 
 StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
                            const LaunchInfo& launch) {
-  const std::string& requested = loaded.config.strategy;
+  using config::StrategyName;
+  const StrategyName requested = loaded.config.strategy;
   const bool launched = launch.world_size > 1;
   const bool several_gpus = devices.kind == device::DeviceKind::kCuda && devices.gpus.size() > 1;
-  if (launched && (requested == "single" || requested == "dp")) {
+  if (launched && (requested == StrategyName::kSingle || requested == StrategyName::kDp)) {
     fail(loaded, "strategy",
          fmt::format("'{}' cannot run as one of {} launched processes (WORLD_SIZE={}); use strategy: ddp or auto",
-                     requested, launch.world_size, launch.world_size));
+                     config::word(requested), launch.world_size, launch.world_size));
   }
-  if (requested == "ddp" || (requested == "auto" && launched)) {
+  if (requested == StrategyName::kDdp || (requested == StrategyName::kAuto && launched)) {
     StrategyPlan plan;
     plan.kind = StrategyKind::kDistributed;
     plan.backend = ddp_backend(loaded, devices);
@@ -107,14 +108,14 @@ StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::Dev
     } else {
       plan.replicas = {devices.primary()};
     }
-    plan.reason = (requested == "ddp" ? fmt::format("strategy: ddp, world size {}", launch.world_size)
+    plan.reason = (requested == StrategyName::kDdp ? fmt::format("strategy: ddp, world size {}", launch.world_size)
                                       : fmt::format("auto: launched with world size {}", launch.world_size)) +
                   binding;
     return plan;
   }
-  if (requested == "dp" || (requested == "auto" && several_gpus)) {
+  if (requested == StrategyName::kDp || (requested == StrategyName::kAuto && several_gpus)) {
     StrategyPlan plan = plan_data_parallel(loaded, devices);
-    if (requested == "auto") plan.reason = "auto: several GPUs in one process, " + plan.reason;
+    if (requested == StrategyName::kAuto) plan.reason = "auto: several GPUs in one process, " + plan.reason;
     return plan;
   }
   StrategyPlan plan;
@@ -122,7 +123,7 @@ StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::Dev
   plan.replicas = {devices.primary()};
   plan.reason = several_gpus ? fmt::format("strategy: single uses {} only of the {} selected GPUs",
                                            devices.primary().str(), devices.gpus.size())
-                             : fmt::format("{}: one device", requested == "auto" ? "auto" : "strategy: single");
+                             : fmt::format("{}: one device", requested == StrategyName::kAuto ? "auto" : "strategy: single");
   return plan;
 }
 

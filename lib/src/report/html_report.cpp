@@ -140,7 +140,7 @@ Run load_run(const fs::path& dir) {
         std::any_of(epochs.begin(), epochs.end(),
                     [](const auto& e) { return e.second.train_accuracy.value_or(0) > 0; });
   }
-  run.fp16 = run.info ? run.info->amp == "fp16" : std::any_of(epochs.begin(), epochs.end(), [](const auto& e) {
+  run.fp16 = run.info ? run.info->amp == config::AmpMode::kFp16 : std::any_of(epochs.begin(), epochs.end(), [](const auto& e) {
     return e.second.loss_scale.value_or(1) != 1;
   });
   return run;
@@ -507,7 +507,7 @@ std::string run_section(const RunInfo& info) {
       {"strategy", info.strategy + (info.strategy_reason.empty() ? "" : " (" + info.strategy_reason + ")")},
       {"replicas", fmt::format("{}", fmt::join(info.replicas, ", "))},
       {"task", info.task},
-      {"mixed precision", info.amp},
+      {"mixed precision", config::word(info.amp)},
       {"epochs planned", std::to_string(info.epochs)},
       {"training samples", std::to_string(info.train_samples)},
       {"batch size (per optimizer step)", std::to_string(info.batch_size)},
@@ -612,7 +612,7 @@ std::string render(const Run& run) {
     html += fmt::format(R"(<p class="sub">Started {}{} · {} · strategy {} · {}</p>)", html_escape(run.info->started),
                         run.info->ended.empty() ? "" : ", ended " + html_escape(run.info->ended),
                         html_escape(run.info->device), html_escape(run.info->strategy),
-                        html_escape(run.info->amp == "off" || run.info->amp.empty() ? "fp32" : run.info->amp));
+                        run.info->amp == config::AmpMode::kOff ? "fp32" : config::word(run.info->amp));
   }
   if (!notes.empty()) {
     html += R"(<ul class="notes">)";

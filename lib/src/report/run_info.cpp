@@ -93,7 +93,7 @@ void write_run_info(const std::filesystem::path& path, const RunInfo& info) {
                                  {"strategy_reason", info.strategy_reason},
                                  {"replicas", info.replicas},
                                  {"task", info.task},
-                                 {"amp", info.amp},
+                                 {"amp", config::word(info.amp)},
                                  {"epochs", info.epochs},
                                  {"steps_per_epoch", info.steps_per_epoch},
                                  {"train_samples", info.train_samples},
@@ -128,7 +128,7 @@ RunInfo read_run_info(const std::filesystem::path& path) {
     info.strategy_reason = j.value("strategy_reason", info.strategy_reason);
     info.replicas = j.value("replicas", info.replicas);
     info.task = j.value("task", info.task);
-    info.amp = j.value("amp", info.amp);
+    info.amp = config::kAmpModes.parse(j.value("amp", "off")).value_or(config::AmpMode::kOff);
     info.epochs = j.value("epochs", info.epochs);
     info.steps_per_epoch = j.value("steps_per_epoch", info.steps_per_epoch);
     info.train_samples = j.value("train_samples", info.train_samples);

@@ -13,7 +13,7 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& run_dir, const
     : file_(run_dir),
       labeled_(run.task != "unlabeled"),
       classification_(run.task == "classification"),
-      fp16_(run.amp == "fp16") {}
+      fp16_(run.amp == config::AmpMode::kFp16) {}
 
 void TensorBoardWriter::on_step(const train::StepMetrics& m) {
   std::vector<Scalar> s{{"train_step/samples_per_s", f(m.samples_per_s)}, {"train_step/lr", f(m.lr)}};

@@ -1,5 +1,7 @@
 #include "gputrain/train/amp.h"
 
+#include "gputrain/config/schema.h"
+
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
@@ -53,12 +55,6 @@ void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
 }
 #endif
 
-constexpr std::array<std::pair<AmpMode, std::string_view>, 3> kAmpWords{{
-    {AmpMode::kOff, "off"},
-    {AmpMode::kFp16, "fp16"},
-    {AmpMode::kBf16, "bf16"},
-}};
-
 // The names in GradScalerState, in the order state_dict() writes them.
 constexpr std::array<std::string_view, 6> kStateKeys{"scale",           "growth_factor",  "backoff_factor",
                                                      "growth_interval", "growth_tracker", "skipped_steps"};
@@ -91,18 +87,6 @@ std::vector<at::Tensor> optimizer_parameters(const torch::optim::Optimizer& opti
 
 }  // namespace
 
-AmpMode parse_amp_mode(std::string_view word) {
-  const auto* it = std::find_if(kAmpWords.begin(), kAmpWords.end(), [&](const auto& w) { return w.second == word; });
-  GPUTRAIN_CHECK(it != kAmpWords.end(), "train.amp '{}' was not validated by the config loader", word);
-  return it->first;
-}
-
-std::string_view to_string(AmpMode mode) {
-  const auto* it = std::find_if(kAmpWords.begin(), kAmpWords.end(), [&](const auto& w) { return w.first == mode; });
-  GPUTRAIN_CHECK(it != kAmpWords.end(), "AmpMode {} has no name", static_cast<int>(mode));
-  return it->second;
-}
-
 AutocastState autocast_state(c10::DeviceType device_type) {
   return {autocast_enabled(device_type), autocast_dtype(device_type)};
 }
@@ -115,7 +99,7 @@ void check_amp_device(AmpMode mode, c10::DeviceType device_type, const SourceMar
                                   c10::DeviceTypeName(device_type, /*lower_case=*/true)));
   }
   if (mode == AmpMode::kFp16) {
-    throw ConfigError(where, "train.amp", "fp16 autocast needs CUDA; on CPU use bf16 (train.amp: bf16)");
+    throw ConfigError(where, "train.amp", config::kFp16NeedsCuda);
   }
 }
 

@@ -56,7 +56,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   GPUTRAIN_CHECK(options.steps >= 1 && options.warmup >= 0, "bench needs steps >= 1 and warmup >= 0");
   const config::ExperimentConfig& c = loaded.config;
   const torch::Device device = devices.primary();
-  const AmpMode amp = parse_amp_mode(c.train.amp);
+  const AmpMode amp = c.train.amp;
   check_amp_device(amp, device.type(), loaded.sources.at("train.amp"));
   configure_backends(c.train, device);
 
@@ -159,7 +159,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   const double bound_ms = ms_between(bound_start, Clock::now()) / static_cast<double>(options.steps);
 
   BenchReport report;
-  report.model = c.model.name;
+  report.model = config::word(c.model.name);
   report.dataset = info.name;
   report.device = device.str();
   report.threads = at::get_num_threads();

@@ -12,7 +12,7 @@ Checkpointer::Checkpointer(const config::ExperimentConfig& config, const FitOpti
       enabled_(!options.checkpoint_dir.empty()),
       every_(config.checkpoint.every),
       every_steps_(config.checkpoint.every_steps),
-      checkpoint_on_stop_(config.train.on_sigint == "checkpoint"),
+      checkpoint_on_stop_(config.train.on_sigint == config::OnSigint::kCheckpoint),
       last_good_(std::move(resumed_path)) {
   if (enabled_ && strategy.is_primary()) {
     store_.emplace(options.checkpoint_dir, config.checkpoint.keep, resumed_from, options.write_hooks);

@@ -33,7 +33,7 @@ std::string cuda_graph_blocker(const config::ExperimentConfig& c, const torch::D
                        train_samples, train_samples % c.data.batch_size);
   }
   if (c.train.grad_clip > 0) return "clipping (train.grad_clip) reads the gradient norm on the host every step";
-  if (c.train.amp != "off") return "it runs with train.amp: off only";
+  if (c.train.amp != config::AmpMode::kOff) return "it runs with train.amp: off only";
   if (!c.train.class_weights.empty()) return "it does not weight the loss by class (train.class_weights)";
   if (!c.optim.fused) return "it needs optim.fused: true (the update must read its learning rate from the device)";
   return "";

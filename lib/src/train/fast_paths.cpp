@@ -7,14 +7,14 @@
 
 namespace gputrain::train {
 
-MatmulPrecision resolve_matmul_precision(const std::string& setting, const torch::Device& device) {
-  if (setting != "auto") return {setting, "train.matmul_precision"};
+MatmulPrecisionPlan resolve_matmul_precision(config::MatmulPrecision setting, const torch::Device& device) {
+  if (setting != config::MatmulPrecision::kAuto) return {config::word(setting), "train.matmul_precision"};
   if (device.is_cuda()) return {"high", "auto: TF32 matmuls on CUDA, as cuDNN's convolutions already use"};
   return {"highest", fmt::format("auto: full float32 on {}", device.str())};
 }
 
 void configure_backends(const config::TrainConfig& train, const torch::Device& device) {
-  const MatmulPrecision precision = resolve_matmul_precision(train.matmul_precision, device);
+  const MatmulPrecisionPlan precision = resolve_matmul_precision(train.matmul_precision, device);
   at::globalContext().setFloat32MatmulPrecision(precision.value);
   spdlog::info("train.matmul_precision: {} ({})", precision.value, precision.reason);
   if (train.threads > 0) {

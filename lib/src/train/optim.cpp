@@ -11,15 +11,11 @@
 #include <cmath>
 #include <optional>
 
-#include "gputrain/common/choices.h"
 #include "multi_tensor_optim.h"
 
 namespace gputrain::train {
 
 namespace {
-using OptimizerFactory = std::unique_ptr<torch::optim::Optimizer> (*)(const config::OptimConfig&,
-                                                                      std::vector<torch::Tensor>);
-
 // optim.foreach / optim.fused pick a multi-tensor step; neither keeps LibTorch's own.
 std::optional<detail::StepKernel> step_kernel(const config::OptimConfig& c) {
   if (c.fused) return detail::StepKernel::kFused;
@@ -46,15 +42,6 @@ std::unique_ptr<torch::optim::Optimizer> make_adam(const config::OptimConfig& c,
   return std::make_unique<Optimizer>(std::move(params), options);
 }
 
-const ChoiceTable<OptimizerFactory>& optimizers() {
-  static const ChoiceTable<OptimizerFactory> table{
-      {"sgd", make_sgd},
-      {"adam", make_adam<torch::optim::Adam, torch::optim::AdamOptions, detail::make_multi_tensor_adam>},
-      {"adamw", make_adam<torch::optim::AdamW, torch::optim::AdamWOptions, detail::make_multi_tensor_adamw>},
-  };
-  return table;
-}
-
 constexpr double kPi = 3.14159265358979323846;
 
 // From `from` at t = 0 to `to` at t = 1 along half a cosine (OneCycleLR's _annealing_cos).
@@ -63,17 +50,24 @@ double anneal(double from, double to, double t) { return to + (from - to) * (1 +
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
                                                         std::vector<torch::Tensor> parameters) {
-  return lookup_choice(optimizers(), config.name, "optim.name")(config, std::move(parameters));
+  switch (config.name) {
+    case config::OptimizerName::kSgd:
+      return make_sgd(config, std::move(parameters));
+    case config::OptimizerName::kAdam:
+      return make_adam<torch::optim::Adam, torch::optim::AdamOptions, detail::make_multi_tensor_adam>(
+          config, std::move(parameters));
+    case config::OptimizerName::kAdamW:
+      return make_adam<torch::optim::AdamW, torch::optim::AdamWOptions, detail::make_multi_tensor_adamw>(
+          config, std::move(parameters));
+  }
+  config::unhandled(config.name);
 }
 
 LrSchedule::LrSchedule(const config::OptimConfig& config, int64_t steps_per_epoch, int64_t total_steps)
     : config_(config), steps_per_epoch_(steps_per_epoch), total_steps_(total_steps) {
-  static const ChoiceTable<Kind> kinds{
-      {"none", Kind::kNone}, {"step", Kind::kStep}, {"cosine", Kind::kCosine}, {"onecycle", Kind::kOneCycle}};
-  kind_ = lookup_choice(kinds, config.scheduler, "optim.scheduler");
   GPUTRAIN_CHECK(steps_per_epoch >= 1 && total_steps >= 1, "LrSchedule needs steps (got {} per epoch, {} in all)",
                  steps_per_epoch, total_steps);
-  if (kind_ == Kind::kStep && config.step_size < 1) {
+  if (config.scheduler == config::SchedulerName::kStep && config.step_size < 1) {
     throw ConfigError(SourceMark{}, "optim.step_size", fmt::format("must be >= 1 (got {})", config.step_size));
   }
 }
@@ -82,14 +76,14 @@ double LrSchedule::scheduled(int64_t step) const {
   const double lr = config_.lr;
   const auto s = static_cast<double>(step);
   const auto total = static_cast<double>(total_steps_);
-  switch (kind_) {
-    case Kind::kNone:
+  switch (config_.scheduler) {
+    case config::SchedulerName::kNone:
       break;
-    case Kind::kStep:
+    case config::SchedulerName::kStep:
       return lr * std::pow(config_.gamma, static_cast<double>(step / (config_.step_size * steps_per_epoch_)));
-    case Kind::kCosine:
+    case config::SchedulerName::kCosine:
       return lr * (1 + std::cos(kPi * std::min(s, total) / total)) / 2;
-    case Kind::kOneCycle: {
+    case config::SchedulerName::kOneCycle: {
       const double initial = lr / 25;
       const double final_lr = initial / 1e4;
       const double peak = 0.3 * total - 1;  // PyTorch's end of phase one, a float step
@@ -113,21 +107,26 @@ void LrSchedule::apply(torch::optim::Optimizer& optimizer, int64_t step) const {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
 }
 
-LossKind resolve_loss(const std::string& name, bool class_targets) {
-  static const ChoiceTable<std::optional<LossKind>> losses{
-      {"auto", std::nullopt}, {"cross_entropy", LossKind::kCrossEntropy}, {"mse", LossKind::kMse}};
-  const std::optional<LossKind> chosen = lookup_choice(losses, name, "train.loss");
-  if (!chosen) return class_targets ? LossKind::kCrossEntropy : LossKind::kMse;
-  if (*chosen == LossKind::kCrossEntropy && !class_targets) {
-    throw ConfigError(SourceMark{}, "train.loss",
-                      "cross_entropy needs class labels, but the data set's targets are real values (use mse or auto)");
+LossKind resolve_loss(config::LossName name, bool class_targets) {
+  switch (name) {
+    case config::LossName::kAuto:
+      break;
+    case config::LossName::kCrossEntropy:
+      if (!class_targets) {
+        throw ConfigError(SourceMark{}, "train.loss",
+                          "cross_entropy needs class labels, but the data set's targets are real values (use mse or "
+                          "auto)");
+      }
+      break;
+    case config::LossName::kMse:
+      if (class_targets) {
+        throw ConfigError(SourceMark{}, "train.loss",
+                          "mse needs real-valued targets, but the data set's targets are class labels (use "
+                          "cross_entropy or auto)");
+      }
+      break;
   }
-  if (*chosen == LossKind::kMse && class_targets) {
-    throw ConfigError(SourceMark{}, "train.loss",
-                      "mse needs real-valued targets, but the data set's targets are class labels "
-                      "(use cross_entropy or auto)");
-  }
-  return *chosen;
+  return class_targets ? LossKind::kCrossEntropy : LossKind::kMse;
 }
 
 torch::Tensor loss_sum(LossKind kind, const torch::Tensor& outputs, const torch::Tensor& targets,

@@ -224,7 +224,7 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
   s.plan = plan;
   s.world_size = launch.world_size;
 
-  s.amp = parse_amp_mode(c.train.amp);
+  s.amp = c.train.amp;
   check_amp_device(s.amp, s.device.type(), loaded.sources.at("train.amp"));
   s.scaler = std::make_unique<GradScaler>(GradScalerOptions().enabled(s.amp == AmpMode::kFp16));
   s.accumulation = c.train.accumulation_steps;
@@ -289,12 +289,13 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
                                                 s.accumulation)
                                   : "",
                count_of(s.steps_per_epoch, "step"));
-  spdlog::info("model: {}, {} parameters", c.model.name, models::parameter_count(*s.model));
+  spdlog::info("model: {}, {} parameters", config::word(c.model.name), models::parameter_count(*s.model));
   for (const auto& line : models::layer_summary(s.model)) spdlog::info("  {}", line);
-  spdlog::info("precision: {}{}{}", s.amp == AmpMode::kOff ? "fp32" : "autocast " + std::string(to_string(s.amp)),
+  spdlog::info("precision: {}{}{}", s.amp == AmpMode::kOff ? "fp32" : "autocast " + std::string(config::word(s.amp)),
                s.scaler->enabled() ? fmt::format(", gradient scaler from {}", s.scaler->scale()) : "",
                c.train.grad_clip > 0 ? fmt::format(", gradients clipped to norm {}", c.train.grad_clip) : "");
-  spdlog::info("optimizer: {} lr {} (scheduler {}), loss {}", c.optim.name, c.optim.lr, c.optim.scheduler,
+  spdlog::info("optimizer: {} lr {} (scheduler {}), loss {}", config::word(c.optim.name), c.optim.lr,
+               config::word(c.optim.scheduler),
                info.target_kind == data::TargetKind::kNone ? "none (forward passes only)"
                : s.loss == LossKind::kCrossEntropy         ? "cross_entropy"
                                                            : "mse");
@@ -369,7 +370,7 @@ void Trainer::State::run_optimizer_step(const std::vector<data::Batch>& group) {
   }
   agreed = strategy->agree(checkpointer->requests(), step_loss);
   if (agreed.non_finite) {
-    if (config.train.on_nan == "stop") {
+    if (config.train.on_nan == config::OnNan::kStop) {
       throw Error(ExitCode::kRuntime, non_finite_loss_message(epochs_done + 1, step + 1, checkpointer->last_good()));
     }
     ++nan_skipped;
@@ -635,7 +636,7 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
   model->to(strategy->device());
   loss.class_weights = class_weights(loaded, info, strategy->device());
   data::BatchStream stream(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
-  const AmpMode amp = parse_amp_mode(c.train.amp);
+  const AmpMode amp = c.train.amp;
   check_amp_device(amp, strategy->device().type(), loaded.sources.at("train.amp"));
   return run_evaluation(model, stream, *strategy, loss, amp);
 }

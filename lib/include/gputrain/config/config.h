@@ -7,12 +7,75 @@
 #include <string>
 #include <vector>
 
+#include "gputrain/config/choices.h"
 #include "gputrain/config/source_map.h"
 
 namespace gputrain::config {
 
-// A switch that may also be left to gputrain's rule (documented per key).
+// A switch that may also be left to gputrain's rule (documented per key);
+// written true, false or auto.
 enum class Switch { kOff, kOn, kAuto };
+
+// The choice keys' values. Each enum's table (below) holds its words.
+enum class DatasetName { kRandom, kSynthetic, kCifar10, kFashionMnist, kMnist };
+enum class ModelName { kLinear, kMlp, kCifar10Cnn };
+enum class Activation { kRelu, kGelu, kTanh };
+enum class OptimizerName { kSgd, kAdam, kAdamW };
+enum class SchedulerName { kNone, kStep, kCosine, kOneCycle };
+enum class LossName { kAuto, kCrossEntropy, kMse };
+enum class AmpMode { kOff, kFp16, kBf16 };
+enum class OnNan { kStop, kSkip };
+enum class OnSigint { kCheckpoint, kStop, kNone };
+enum class MatmulPrecision { kAuto, kHighest, kHigh, kMedium };
+enum class StrategyName { kAuto, kSingle, kDp, kDdp };
+enum class DdpBackend { kAuto, kNccl, kGloo };
+
+inline constexpr ChoiceTable<DatasetName, 5> kDatasetNames{{{{"random", DatasetName::kRandom},
+                                                              {"synthetic", DatasetName::kSynthetic},
+                                                              {"cifar10", DatasetName::kCifar10},
+                                                              {"fashion_mnist", DatasetName::kFashionMnist},
+                                                              {"mnist", DatasetName::kMnist}}}};
+inline constexpr ChoiceTable<ModelName, 3> kModelNames{
+    {{{"linear", ModelName::kLinear}, {"mlp", ModelName::kMlp}, {"cifar10_cnn", ModelName::kCifar10Cnn}}}};
+inline constexpr ChoiceTable<Activation, 3> kActivations{
+    {{{"relu", Activation::kRelu}, {"gelu", Activation::kGelu}, {"tanh", Activation::kTanh}}}};
+inline constexpr ChoiceTable<OptimizerName, 3> kOptimizerNames{
+    {{{"sgd", OptimizerName::kSgd}, {"adam", OptimizerName::kAdam}, {"adamw", OptimizerName::kAdamW}}}};
+inline constexpr ChoiceTable<SchedulerName, 4> kSchedulerNames{{{{"none", SchedulerName::kNone},
+                                                                  {"step", SchedulerName::kStep},
+                                                                  {"cosine", SchedulerName::kCosine},
+                                                                  {"onecycle", SchedulerName::kOneCycle}}}};
+inline constexpr ChoiceTable<LossName, 3> kLossNames{
+    {{{"auto", LossName::kAuto}, {"cross_entropy", LossName::kCrossEntropy}, {"mse", LossName::kMse}}}};
+inline constexpr ChoiceTable<AmpMode, 3> kAmpModes{
+    {{{"off", AmpMode::kOff}, {"fp16", AmpMode::kFp16}, {"bf16", AmpMode::kBf16}}}};
+inline constexpr ChoiceTable<OnNan, 2> kOnNan{{{{"stop", OnNan::kStop}, {"skip", OnNan::kSkip}}}};
+inline constexpr ChoiceTable<OnSigint, 3> kOnSigint{
+    {{{"checkpoint", OnSigint::kCheckpoint}, {"stop", OnSigint::kStop}, {"none", OnSigint::kNone}}}};
+inline constexpr ChoiceTable<MatmulPrecision, 4> kMatmulPrecisions{{{{"auto", MatmulPrecision::kAuto},
+                                                                     {"highest", MatmulPrecision::kHighest},
+                                                                     {"high", MatmulPrecision::kHigh},
+                                                                     {"medium", MatmulPrecision::kMedium}}}};
+inline constexpr ChoiceTable<StrategyName, 4> kStrategyNames{{{{"auto", StrategyName::kAuto},
+                                                                {"single", StrategyName::kSingle},
+                                                                {"dp", StrategyName::kDp},
+                                                                {"ddp", StrategyName::kDdp}}}};
+inline constexpr ChoiceTable<DdpBackend, 3> kDdpBackends{
+    {{{"auto", DdpBackend::kAuto}, {"nccl", DdpBackend::kNccl}, {"gloo", DdpBackend::kGloo}}}};
+
+// The table of each choice enum, found by overload (config::word(value) uses it).
+constexpr const auto& choices(DatasetName) { return kDatasetNames; }
+constexpr const auto& choices(ModelName) { return kModelNames; }
+constexpr const auto& choices(Activation) { return kActivations; }
+constexpr const auto& choices(OptimizerName) { return kOptimizerNames; }
+constexpr const auto& choices(SchedulerName) { return kSchedulerNames; }
+constexpr const auto& choices(LossName) { return kLossNames; }
+constexpr const auto& choices(AmpMode) { return kAmpModes; }
+constexpr const auto& choices(OnNan) { return kOnNan; }
+constexpr const auto& choices(OnSigint) { return kOnSigint; }
+constexpr const auto& choices(MatmulPrecision) { return kMatmulPrecisions; }
+constexpr const auto& choices(StrategyName) { return kStrategyNames; }
+constexpr const auto& choices(DdpBackend) { return kDdpBackends; }
 
 struct NormalizeConfig {
   std::vector<double> mean;  // empty: no normalisation; else one value or one per channel
@@ -28,7 +91,7 @@ struct AugmentConfig {
 // across all replicas; each micro-batch is batch_size / train.accumulation_steps
 // and the replicas share it (PyTorch's scatter rule for uneven splits).
 struct DataConfig {
-  std::string dataset = "cifar10";  // random | synthetic | cifar10 | fashion_mnist | mnist
+  DatasetName dataset = DatasetName::kCifar10;
   std::string root;                 // resolved per dataset when empty
   int64_t batch_size = 128;
   int64_t test_batch_size = 0;  // 0: same as batch_size
@@ -55,23 +118,23 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string name = "cifar10_cnn";  // linear | mlp | cifar10_cnn
+  ModelName name = ModelName::kCifar10Cnn;
   std::optional<int64_t> in_features;   // unset: from the data set
   std::optional<int64_t> out_features;  // unset: from the data set
   std::vector<int64_t> hidden{64};
-  std::string activation = "relu";  // relu | gelu | tanh
+  Activation activation = Activation::kRelu;
   double dropout = 0.0;
 };
 
 struct OptimConfig {
-  std::string name = "sgd";  // sgd | adam | adamw
+  OptimizerName name = OptimizerName::kSgd;
   double lr = 0.01;
   double momentum = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
   std::vector<double> betas{0.9, 0.999};
   double eps = 1e-8;
-  std::string scheduler = "none";  // none | step | cosine | onecycle
+  SchedulerName scheduler = SchedulerName::kNone;
   int64_t step_size = 1;           // step: epochs between decays
   double gamma = 0.1;              // step: decay factor
   int64_t warmup_steps = 0;        // linear warm-up before the schedule
@@ -84,16 +147,16 @@ struct OptimConfig {
 
 struct TrainConfig {
   int64_t epochs = 10;
-  std::string loss = "auto";  // auto | cross_entropy | mse
-  std::string amp = "off";    // off | fp16 | bf16
+  LossName loss = LossName::kAuto;
+  AmpMode amp = AmpMode::kOff;
   int64_t accumulation_steps = 1;
   double grad_clip = 0.0;  // max global L2 norm; 0 = off
   int64_t log_every = 50;
   bool log_replicas = false;
   // Cross-entropy weight per class (PyTorch's CrossEntropyLoss(weight=...)); empty: all 1.
   std::vector<double> class_weights;
-  std::string on_nan = "stop";           // stop | skip
-  std::string on_sigint = "checkpoint";  // checkpoint | stop | none
+  OnNan on_nan = OnNan::kStop;
+  OnSigint on_sigint = OnSigint::kCheckpoint;
   // GPU fast paths; each falls back, with a log line, where it cannot apply.
   bool cuda_graph = false;       // capture the whole train step once, replay it (CUDA, static shapes, optim.fused)
   bool channels_last = false;    // model and 4-D inputs in channels-last memory format
@@ -101,7 +164,7 @@ struct TrainConfig {
   int64_t threads = 0;           // CPU intra-op threads; 0: LibTorch's default (one per physical core)
   // float32 matmuls: highest (full fp32), high (TF32 on CUDA), medium (bf16);
   // auto: high on CUDA (as cuDNN's convolutions already are), highest elsewhere.
-  std::string matmul_precision = "auto";
+  MatmulPrecision matmul_precision = MatmulPrecision::kAuto;
   bool tensorboard = true;               // event files in the run directory
   int64_t monitor_ms = 500;              // NVML sampling period on CUDA; 0 = off
 };
@@ -111,7 +174,7 @@ struct DpConfig {
 };
 
 struct DdpConfig {
-  std::string backend = "auto";  // auto | nccl | gloo
+  DdpBackend backend = DdpBackend::kAuto;
   int64_t timeout_s = 300;
 };
 
@@ -137,7 +200,7 @@ struct ExperimentConfig {
   uint64_t seed = 0;
   std::string device = "auto";  // auto | cpu | cuda | cuda:N | mps
   GpuSelection gpus;
-  std::string strategy = "auto";  // auto | single | dp | ddp
+  StrategyName strategy = StrategyName::kAuto;
   DataConfig data;
   ModelConfig model;
   OptimConfig optim;
@@ -156,6 +219,6 @@ struct LoadedConfig {
 };
 
 // Where a data set lives when data.root is not given.
-std::string default_data_root(const std::string& dataset);
+std::string default_data_root(DatasetName dataset);
 
 }  // namespace gputrain::config

@@ -19,6 +19,10 @@ LoadedConfig load_config_text(const std::string& yaml, const std::string& origin
 // The fully resolved config as YAML that load_config accepts unchanged.
 std::string dump_config(const ExperimentConfig& config);
 
+// Every key as a markdown table (key, default, values, meaning), from the
+// declarations in schema.h; configs/README.md holds it (a test checks).
+std::string key_table();
+
 // Every leaf of dump_config by dotted key, its value as flow YAML
 // ("model.hidden" -> "[16]"), for comparing two configs key by key.
 std::map<std::string, std::string> flatten_config(const ExperimentConfig& config);

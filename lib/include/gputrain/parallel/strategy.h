@@ -41,7 +41,7 @@ struct StrategyPlan {
   StrategyKind kind = StrategyKind::kSingle;
   std::vector<torch::Device> replicas;  // dp: one per replica; else the one device
   std::string reason;                   // why this strategy, for the log
-  std::string backend{};                // ddp: "nccl" or "gloo"
+  config::DdpBackend backend = config::DdpBackend::kGloo;  // ddp: nccl or gloo, never auto
 };
 
 // strategy: auto means ddp when launched with a world size above 1, dp when

@@ -24,7 +24,7 @@ struct RunInfo {
   std::string strategy_reason;
   std::vector<std::string> replicas;  // single: the device; dp: one per replica; ddp: "rank N" per process
   std::string task;                   // classification | regression | unlabeled
-  std::string amp;                    // off | fp16 | bf16
+  config::AmpMode amp = config::AmpMode::kOff;
   int64_t epochs = 0;
   int64_t steps_per_epoch = 0;
   int64_t train_samples = 0;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gputrain/common/error.h"
+#include "gputrain/config/config.h"
 
 namespace torch::optim {
 class Optimizer;
@@ -22,13 +23,7 @@ class Optimizer;
 
 namespace gputrain::train {
 
-// train.amp: off | fp16 | bf16.
-enum class AmpMode { kOff, kFp16, kBf16 };
-
-// The config word, already checked by config::load; any other word is an
-// InternalError.
-AmpMode parse_amp_mode(std::string_view word);
-std::string_view to_string(AmpMode mode);
+using AmpMode = config::AmpMode;
 
 // Throws a ConfigError on train.amp (at `where`) when `mode` cannot run on
 // `device_type`: fp16 needs CUDA, bf16 needs CUDA or the CPU, off runs anywhere.

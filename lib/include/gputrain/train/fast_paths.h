@@ -12,11 +12,11 @@
 namespace gputrain::train {
 
 // train.matmul_precision resolved for `device`, with why.
-struct MatmulPrecision {
+struct MatmulPrecisionPlan {
   std::string value;   // highest | high | medium, as at::Context takes it
   std::string reason;  // for the log
 };
-MatmulPrecision resolve_matmul_precision(const std::string& setting, const torch::Device& device);
+MatmulPrecisionPlan resolve_matmul_precision(config::MatmulPrecision setting, const torch::Device& device);
 
 // Process-wide settings for a run on `device`: train.matmul_precision, train.threads, LibTorch's
 // intra-op threads (left alone at 0), and cuDNN's benchmark mode (it times the

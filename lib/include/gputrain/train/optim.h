@@ -46,14 +46,12 @@ class LrSchedule {
   void apply(torch::optim::Optimizer& optimizer, int64_t step) const;
 
  private:
-  enum class Kind { kNone, kStep, kCosine, kOneCycle };
 
   double scheduled(int64_t step) const;  // f(s), before the warm-up factor
 
   config::OptimConfig config_;
   int64_t steps_per_epoch_;
   int64_t total_steps_;
-  Kind kind_;
 };
 
 enum class LossKind { kCrossEntropy, kMse };
@@ -61,7 +59,7 @@ enum class LossKind { kCrossEntropy, kMse };
 // train.loss; "auto" means cross_entropy for class labels, mse for values.
 // cross_entropy on real-valued targets, or mse on class labels, is a
 // ConfigError on train.loss.
-LossKind resolve_loss(const std::string& name, bool class_targets);
+LossKind resolve_loss(config::LossName name, bool class_targets);
 
 // Sum of the per-sample losses (callers divide), so accumulation and replicas
 // can weight by their real share of the batch.

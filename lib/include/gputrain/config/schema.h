@@ -1,0 +1,271 @@
+#pragma once
+// Every key of the experiment file, declared once: its name, its field, the
+// values it accepts and what it means. The reader, the dumper, the key table
+// in configs/README.md and the round-trip test are each one visitor over
+// these declarations, so a new key is one line here (plus its field).
+//
+// A visitor V provides:
+//   v.field(key, value, constraint, doc)  one key (constraint: Any, Min or Range)
+//   v.section(key, sub)                   a nested mapping, visited with visit(v', sub)
+//   v.check(key, ok, message)             a rule across keys: `key` is blamed when !ok
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "gputrain/config/config.h"
+
+namespace gputrain::config {
+
+// Any value of the field's type.
+struct Any {};
+// An integer (or each integer of a list) of at least `min`.
+struct Min {
+  int64_t min;
+};
+// A real number (or each of a list) in an interval; `max` infinite: no upper bound.
+struct Range {
+  double min;
+  double max = std::numeric_limits<double>::infinity();
+  bool min_open = false;
+  bool max_open = true;
+};
+constexpr Range at_least(double min) { return {min}; }
+constexpr Range above(double min) { return {min, std::numeric_limits<double>::infinity(), true}; }
+
+// ">= 1", "> 0", "in [0, 1)", for errors and the key table.
+std::string describe(const Min& constraint);
+std::string describe(const Range& constraint);
+
+// Rules the checks below need, kept out of this header's templates.
+bool is_run_name(const std::string& name);
+bool is_device_text(const std::string& device);
+bool is_inside_run_dir(const std::string& dir);
+// Threads beyond a few per hardware thread only compete for the cores, and a
+// typo (100000) would spin creating them.
+int64_t max_threads();
+std::string too_many_threads(int64_t value);
+// Below this a standard deviation scales [0, 1] pixels past any useful range
+// (1e-300 makes the inputs, and so the loss, infinite).
+inline constexpr double kMinNormalizeStd = 1e-6;
+// The loader refuses fp16 with `device: cpu`; the trainer, with a device that resolved to the CPU.
+inline constexpr const char* kFp16NeedsCuda = "fp16 autocast needs CUDA; on CPU use bf16 (train.amp: bf16)";
+
+template <class V>
+void visit(V& v, NormalizeConfig& c) {
+  v.field("mean", c.mean, Any{}, "per-channel mean, after scaling pixels to [0, 1]; one value or one per channel; [] = no normalisation");
+  v.field("std", c.std, above(0), "per-channel standard deviation, as many values as `mean`");
+  v.check("std", c.mean.size() == c.std.size(),
+          [&] { return fmt::format("needs as many values as mean ({} vs {})", c.std.size(), c.mean.size()); });
+  v.check("std", std::all_of(c.std.begin(), c.std.end(), [](double s) { return s >= kMinNormalizeStd; }), [] {
+    return fmt::format("every value must be >= {}: dividing by less scales pixels in [0, 1] past any useful range "
+                       "(the loss becomes infinite)",
+                       kMinNormalizeStd);
+  });
+}
+
+template <class V>
+void visit(V& v, AugmentConfig& c) {
+  v.field("random_crop", c.random_crop, Min{0}, "zero padding in pixels, then a random crop back to size (training only); 0 = off");
+  v.field("hflip", c.hflip, Any{}, "random horizontal flips (training only)");
+}
+
+template <class V>
+void visit(V& v, DataConfig& c) {
+  v.field("dataset", c.dataset, Any{}, "`random` and `synthetic` are generated in memory; the others are read from `root`");
+  v.field("root", c.root, Any{},
+          "where the data set lives; empty: cifar10 `datasets/cifar-10-batches-bin`, fashion_mnist "
+          "`/usr/share/datasets/fashion-mnist`, mnist `datasets/mnist`");
+  v.field("batch_size", c.batch_size, Min{1}, "global batch per optimizer step, shared by accumulation, replicas and ranks (above)");
+  v.field("test_batch_size", c.test_batch_size, Min{0}, "evaluation batch; 0 = `batch_size`");
+  v.field("num_workers", c.num_workers, Min{0},
+          "loader threads; 0 = the training thread. The sample order never depends on it. At most 4 per hardware "
+          "thread (16 at least)");
+  v.check("num_workers", c.num_workers <= max_threads(), [&] { return too_many_threads(c.num_workers); });
+  v.field("prefetch", c.prefetch, Min{0}, "batches queued ahead; 0 = 2 × workers");
+  v.field("pin_memory", c.pin_memory, Any{},
+          "page-locked batches and non-blocking copies (ignored, with one warning, without CUDA)");
+  v.field("shuffle", c.shuffle, Any{}, "a seeded permutation of the training split per epoch");
+  v.field("drop_last", c.drop_last, Any{}, "drop the training split's last short batch");
+  v.field("device_cache", c.device_cache, Any{},
+          "keep the whole data set on the training device (images as uint8) and make each batch there: gather, "
+          "crop, flip and normalise are tensor ops on the device, and no host loader runs in the loop "
+          "(`num_workers`, `prefetch` and `pin_memory` then do nothing). Same samples, order and augmentation as "
+          "the loader; costs device memory (150 MB for CIFAR-10's training set, 47 MB for Fashion-MNIST's). "
+          "`auto`: on CUDA when the split takes at most half of the GPU's free memory (the rest is for the model, "
+          "its optimizer state and activations), else the host loader; on the CPU the host loader, whose threads "
+          "overlap with training. Logged at run start. `true` with a split that does not fit is an error saying so");
+  v.section("normalize", c.normalize);
+  v.section("augment", c.augment);
+  v.field("length", c.length, Min{1}, "`random`: samples (unlabeled, as the data-parallel tutorial's RandomDataset)");
+  v.field("input_size", c.input_size, Min{1}, "`random`: features per sample");
+  v.field("samples", c.samples, Min{1}, "`synthetic`: training samples (seeded standard-normal inputs)");
+  v.field("test_samples", c.test_samples, Min{0}, "`synthetic`: test samples");
+  v.field("features", c.features, Min{1}, "`synthetic`: features per sample");
+  v.field("classes", c.classes, Min{2}, "`synthetic`: classes of the random labels");
+  v.field("targets", c.targets, Min{0}, "`synthetic`: > 0 makes it a regression task with that many real-valued targets");
+}
+
+template <class V>
+void visit(V& v, ModelConfig& c) {
+  v.field("name", c.name, Any{}, "`linear`, the MLP, or the seed tutorial's CIFAR-10 Net");
+  v.field("in_features", c.in_features, Min{1}, "input size; `auto`: from the data set");
+  v.field("out_features", c.out_features, Min{1}, "output size; `auto`: the data set's classes or targets");
+  v.field("hidden", c.hidden, Min{1}, "MLP hidden widths");
+  v.field("activation", c.activation, Any{}, "the MLP's activation");
+  v.field("dropout", c.dropout, Range{0, 1}, "dropout after each hidden layer of the MLP");
+}
+
+template <class V>
+void visit(V& v, OptimConfig& c) {
+  v.field("name", c.name, Any{}, "the optimizer");
+  v.field("lr", c.lr, above(0), "learning rate (the schedule's peak)");
+  v.field("momentum", c.momentum, Range{0, 1}, "SGD momentum");
+  v.field("weight_decay", c.weight_decay, at_least(0), "L2 penalty (decoupled for adamw)");
+  v.field("nesterov", c.nesterov, Any{}, "SGD with Nesterov momentum");
+  v.check("nesterov", !c.nesterov || c.momentum > 0, [] { return std::string("needs optim.momentum > 0"); });
+  v.field("betas", c.betas, Range{0, 1}, "Adam and AdamW: [beta1, beta2]");
+  v.check("betas", c.betas.size() == 2,
+          [&] { return fmt::format("needs two values [beta1, beta2] (got {})", c.betas.size()); });
+  v.field("eps", c.eps, above(0), "Adam and AdamW: added to the denominator");
+  v.field("scheduler", c.scheduler, Any{},
+          "`step` (× `gamma` every `step_size` epochs), `cosine` or `onecycle` over the run's steps, or `none`");
+  v.field("step_size", c.step_size, Min{1}, "`step`: epochs between decays");
+  v.field("gamma", c.gamma, Range{0, 1, true, false}, "`step`: decay factor");
+  v.field("warmup_steps", c.warmup_steps, Min{0}, "linear warm-up in optimizer steps before the schedule");
+  v.field("foreach", c.foreach, Any{},
+          "as PyTorch's `foreach=`: the step runs as a few `_foreach_*` multi-tensor kernels over all parameters "
+          "instead of a loop of small ops per parameter. Same update up to rounding, same state in checkpoints");
+  v.field("fused", c.fused, Any{},
+          "as PyTorch's `fused=`: one `_fused_sgd_`/`_fused_adam_`/`_fused_adamw_` kernel per step, on the CPU and "
+          "on CUDA. At most one of `foreach` and `fused`");
+  v.check("fused", !(c.foreach && c.fused),
+          [] { return std::string("optim.foreach and optim.fused are alternatives; set at most one"); });
+}
+
+template <class V>
+void visit(V& v, TrainConfig& c) {
+  v.field("epochs", c.epochs, Min{1}, "passes over the training split");
+  v.field("loss", c.loss, Any{}, "`auto`: `cross_entropy` for class labels, `mse` for regression targets");
+  v.field("amp", c.amp, Any{}, "mixed precision: `fp16` (CUDA, with a gradient scaler) or `bf16` autocast; `off`");
+  v.field("accumulation_steps", c.accumulation_steps, Min{1}, "micro-batches per optimizer step (above)");
+  v.field("grad_clip", c.grad_clip, at_least(0), "maximum global L2 norm of the gradients; 0 = off");
+  v.field("log_every", c.log_every, Min{1}, "optimizer steps between log lines and metrics.jsonl records");
+  v.field("log_replicas", c.log_replicas, Any{},
+          "dp: each replica logs its input and output sizes, as the seed tutorial shows; ddp: rank 0 logs every "
+          "rank's share of each batch (`ddp: batch of 8 over 2 ranks: rank 0 rows [0,4) n=4; rank 1 rows [4,8) n=4`)");
+  v.field("class_weights", c.class_weights, above(0),
+          "one positive weight per class for the cross-entropy (seed 002: `[1, 3]`), as PyTorch's "
+          "`CrossEntropyLoss(weight=...)`: the batch's loss is the weighted mean, divided by the sum of its "
+          "samples' weights. As many as the data set has "
+          "classes; [] = all 1. Not with `train.cuda_graph`");
+  v.field("on_nan", c.on_nan, Any{},
+          "a non-finite loss: `stop` (exit 1, naming the step and the last checkpoint) or `skip` the batch (not with "
+          "fp16, whose scaler skips such steps)");
+  v.field("on_sigint", c.on_sigint, Any{},
+          "what SIGINT/SIGTERM do: finish the step, then `checkpoint` and exit 130, `stop` (exit 130 without one), "
+          "`none` (the signal's default action)");
+  v.field("cuda_graph", c.cuda_graph, Any{},
+          "capture the whole train step (zero the gradients, forward, loss, backward, update) as a CUDA graph after 3 "
+          "eager warm-up steps and replay it: one launch per step. Needs CUDA, `strategy: single`, batches of one "
+          "shape (`data.drop_last: true`, or a training set the batch divides), `accumulation_steps: 1`, `grad_clip: 0`, "
+          "`amp: off` and `optim.fused: true`; otherwise the run logs why and steps eagerly");
+  v.field("channels_last", c.channels_last, Any{},
+          "model weights and 4-D inputs in channels-last memory format (what cuDNN's tensor-core convolutions and "
+          "oneDNN prefer); inputs are reordered on the device");
+  v.field("cudnn_benchmark", c.cudnn_benchmark, Any{},
+          "cuDNN times its convolution algorithms for each new input shape and keeps the fastest (no effect off CUDA)");
+  v.field("threads", c.threads, Min{0},
+          "threads each CPU op may use (LibTorch's intra-op pool); 0 = LibTorch's default, one per physical core. "
+          "On a machine shared with other work, or for a model too small to split, 1 is often much faster: a thread "
+          "descheduled mid-op stalls the others at the end of every parallel region. At most 4 per hardware thread "
+          "(16 at least)");
+  v.check("threads", c.threads <= max_threads(), [&] { return too_many_threads(c.threads); });
+  v.field("matmul_precision", c.matmul_precision, Any{},
+          "float32 matrix products: `highest` (full float32), `high` (TF32 on CUDA: 10-bit mantissa inputs, float32 "
+          "sums, several times faster on tensor cores), `medium` (bfloat16 inputs). `auto`: `high` on CUDA, where "
+          "cuDNN's convolutions already use TF32 by default, `highest` elsewhere; logged at run start");
+  v.field("tensorboard", c.tensorboard, Any{},
+          "write TensorBoard event files into the run directory (`tensorboard --logdir runs`)");
+  v.field("monitor_ms", c.monitor_ms, Min{0},
+          "on CUDA, sample each GPU's utilization, memory, power and temperature through NVML this often; 0 = off");
+  // Below 10 ms the sampling itself would cost more than it tells.
+  v.check("monitor_ms", c.monitor_ms == 0 || c.monitor_ms >= 10,
+          [&] { return fmt::format("must be 0 (off) or >= 10 (got {})", c.monitor_ms); });
+}
+
+template <class V>
+void visit(V& v, DpConfig& c) {
+  v.field("replicas", c.replicas, Min{0}, "dp on the CPU: replica threads; 0 = one per selected GPU on CUDA");
+}
+
+template <class V>
+void visit(V& v, DdpConfig& c) {
+  v.field("backend", c.backend, Any{},
+          "`auto`: `nccl` on CUDA, `gloo` on the CPU; `gloo` also runs on CUDA; `nccl` on the CPU is an error");
+  v.field("timeout_s", c.timeout_s, Min{1},
+          "seconds the rendezvous and each collective may take before every rank stops with an error naming the "
+          "missing rank. Under NCCL, gputrain's own wait (once per optimizer step, on the step's flags) ends at this "
+          "timeout; NCCL's watchdog, which kills the process, is given half of it again (30 s to 5 min) as a last "
+          "resort");
+}
+
+template <class V>
+void visit(V& v, CheckpointConfig& c) {
+  v.field("dir", c.dir, Any{}, "where checkpoints go, inside the run directory");
+  // A fresh run moves it aside and rotation deletes files in it, so it must not reach anything else.
+  v.check("dir", is_inside_run_dir(c.dir), [&] {
+    return fmt::format("must be a directory inside the run directory: a relative path without '..' (got '{}')",
+                       c.dir);
+  });
+  v.field("every", c.every, Min{0}, "checkpoint every N epochs; 0 = off (also turns off `best.ckpt`)");
+  v.field("every_steps", c.every_steps, Min{0}, "checkpoint every N optimizer steps; 0 = off");
+  v.field("keep", c.keep, Min{1}, "the newest checkpoints kept besides `best.ckpt`");
+}
+
+template <class V>
+void visit(V& v, OutputConfig& c) {
+  v.field("dir", c.dir, Any{},
+          "the run writes `config.yaml`, `train.log`, `metrics.jsonl` and `model.pt` into `<dir>/<name>/`");
+  v.check("dir", !c.dir.empty(), [] { return std::string("must not be empty"); });
+}
+
+template <class V>
+void visit(V& v, ExperimentConfig& c) {
+  v.field("name", c.name, Any{}, "the run's name: it writes `<output.dir>/<name>/`");
+  v.check("name", is_run_name(c.name), [&] {
+    return fmt::format("'{}' must start with a letter or digit and use only letters, digits, '.', '_' and '-' (it "
+                       "names the run directory)",
+                       c.name);
+  });
+  v.field("seed", c.seed, Any{}, "seeds weights, data order, augmentation and generated data");
+  v.field("device", c.device, Any{},
+          "`auto` (CUDA when available, else CPU; logged), `cpu`, `cuda`, `cuda:N`, `mps`. `cuda` without a GPU is "
+          "an error, never a silent fallback");
+  v.check("device", is_device_text(c.device), [&] {
+    return fmt::format("unknown device '{}'; allowed: auto, cpu, cuda, cuda:N or mps", c.device);
+  });
+  v.field("gpus", c.gpus, Any{}, "`all` or a list of logical indices, as numbered after `CUDA_VISIBLE_DEVICES`");
+  v.field("strategy", c.strategy, Any{},
+          "`auto` is ddp under a launcher with world size > 1, dp with several GPUs in one process, else single");
+  v.section("data", c.data);
+  v.section("model", c.model);
+  v.section("optim", c.optim);
+  v.section("train", c.train);
+  v.check("train.amp", !(c.train.amp == AmpMode::kFp16 && c.device == "cpu"),
+          [] { return std::string(kFp16NeedsCuda); });
+  // Here rather than when training starts, so that `gputrain config` refuses what `train` would.
+  v.check("data.batch_size", c.data.batch_size % c.train.accumulation_steps == 0, [&] {
+    return fmt::format("{} is not divisible by train.accumulation_steps ({}); batch_size is the batch per optimizer "
+                       "step and each micro-batch takes an equal share",
+                       c.data.batch_size, c.train.accumulation_steps);
+  });
+  v.section("dp", c.dp);
+  v.section("ddp", c.ddp);
+  v.section("checkpoint", c.checkpoint);
+  v.section("output", c.output);
+}
+
+}  // namespace gputrain::config

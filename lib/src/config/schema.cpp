@@ -1,0 +1,46 @@
+#include "gputrain/config/schema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+namespace gputrain::config {
+
+std::string describe(const Min& constraint) { return fmt::format(">= {}", constraint.min); }
+
+std::string describe(const Range& constraint) {
+  if (std::isinf(constraint.max)) return fmt::format("{} {}", constraint.min_open ? ">" : ">=", constraint.min);
+  return fmt::format("in {}{}, {}{}", constraint.min_open ? "(" : "[", constraint.min, constraint.max,
+                     constraint.max_open ? ")" : "]");
+}
+
+bool is_run_name(const std::string& name) {
+  static const std::regex kSafeName("[A-Za-z0-9][A-Za-z0-9._-]*");
+  return std::regex_match(name, kSafeName);
+}
+
+bool is_device_text(const std::string& device) {
+  static const std::regex kDevice("auto|cpu|cuda|cuda:[0-9]+|mps");
+  return std::regex_match(device, kDevice);
+}
+
+bool is_inside_run_dir(const std::string& dir) {
+  const std::filesystem::path path(dir);
+  if (dir.empty() || path.is_absolute() || path.lexically_normal() == ".") return false;
+  return std::none_of(path.begin(), path.end(), [](const auto& part) { return part == ".."; });
+}
+
+int64_t max_threads() {
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  return std::max<int64_t>(16, 4 * static_cast<int64_t>(hardware));
+}
+
+std::string too_many_threads(int64_t value) {
+  return fmt::format("must be <= {} (got {}): 4 per hardware thread of this machine ({}) at most, as more only "
+                     "compete for the cores",
+                     max_threads(), value, std::max(1u, std::thread::hardware_concurrency()));
+}
+
+}  // namespace gputrain::config

@@ -1,0 +1,207 @@
+#include "gputrain/config/schema.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "gputrain/common/error.h"
+#include "gputrain/config/load.h"
+
+namespace gputrain::config {
+namespace {
+
+// The dotted name of every declared key, in declaration order.
+class KeyLister {
+ public:
+  explicit KeyLister(std::vector<std::string>& keys, std::string prefix = "") : keys_(keys), prefix_(std::move(prefix)) {}
+  template <typename T, typename C>
+  void field(const char* key, T&, const C&, const char*) {
+    keys_.push_back(prefix_ + key);
+  }
+  template <typename S>
+  void section(const char* key, S& sub) {
+    KeyLister inner(keys_, prefix_ + key + ".");
+    visit(inner, sub);
+  }
+  template <typename Message>
+  void check(const std::string&, bool, const Message&) {}
+
+ private:
+  std::vector<std::string>& keys_;
+  std::string prefix_;
+};
+
+std::vector<std::string> declared_keys() {
+  std::vector<std::string> keys;
+  ExperimentConfig config;
+  KeyLister lister(keys);
+  visit(lister, config);
+  return keys;
+}
+
+// Gives the key named `target` a valid value other than the one it has.
+class Perturber {
+ public:
+  Perturber(std::string target, std::string prefix = "") : target_(std::move(target)), prefix_(std::move(prefix)) {}
+  template <typename T, typename C>
+  void field(const char* key, T& value, const C&, const char*) {
+    if (prefix_ + key == target_) change(value);
+  }
+  template <typename S>
+  void section(const char* key, S& sub) {
+    Perturber inner(target_, prefix_ + key + ".");
+    visit(inner, sub);
+  }
+  template <typename Message>
+  void check(const std::string&, bool, const Message&) {}
+
+ private:
+  static void change(std::string& value) { value = value == "auto" ? "cpu" : value + "x"; }
+  static void change(bool& value) { value = !value; }
+  static void change(int64_t& value) { value += 1; }
+  static void change(uint64_t& value) { value += 1; }
+  static void change(double& value) { value = value / 2 + 0.25; }  // stays in [0, 1) from there
+  static void change(Switch& value) { value = value == Switch::kOn ? Switch::kOff : Switch::kOn; }
+  static void change(std::optional<int64_t>& value) { value = value.value_or(0) + 3; }
+  static void change(GpuSelection& value) { value = {false, {0}}; }
+  static void change(std::vector<int64_t>& value) { value.push_back(7); }
+  static void change(std::vector<double>& value) {
+    if (value.empty()) value.push_back(0.5);
+    else change(value.front());
+  }
+  template <typename E, typename = std::enable_if_t<std::is_enum_v<E>>>
+  static void change(E& value) {
+    const auto words = choices(value).words();
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      if (words[i] == word(value)) {
+        value = *choices(value).parse(words[(i + 1) % words.size()]);
+        return;
+      }
+    }
+  }
+
+  std::string target_;
+  std::string prefix_;
+};
+
+// The defaults as `gputrain config` resolves them (data.root filled in).
+ExperimentConfig resolved_defaults() { return load_config_text("", "defaults.yaml").config; }
+
+ExperimentConfig with_changed(const std::string& key) {
+  ExperimentConfig config = resolved_defaults();
+  Perturber perturber(key);
+  visit(perturber, config);
+  // Keys whose valid values depend on another key.
+  if (config.optim.nesterov) config.optim.momentum = 0.9;
+  if (config.data.normalize.mean.size() != config.data.normalize.std.size()) {
+    config.data.normalize.mean = {0.5};
+    config.data.normalize.std = {0.5};
+  }
+  return config;
+}
+
+TEST(ConfigSchema, DumpWritesEveryDeclaredKey) {
+  std::vector<std::string> written;
+  for (const auto& [key, value] : flatten_config(resolved_defaults())) written.push_back(key);
+  std::vector<std::string> declared = declared_keys();
+  std::sort(declared.begin(), declared.end());
+  EXPECT_EQ(written, declared);
+  EXPECT_GE(declared.size(), 70u);
+}
+
+// A key the dumper or the reader forgot would come back as its default on resume.
+TEST(ConfigSchema, EveryKeySurvivesDumpAndReload) {
+  const auto defaults = flatten_config(resolved_defaults());
+  for (const std::string& key : declared_keys()) {
+    const ExperimentConfig changed = with_changed(key);
+    const auto expected = flatten_config(changed);
+    EXPECT_NE(expected.at(key), defaults.at(key)) << key << " was not changed by the test";
+    try {
+      const auto reloaded = flatten_config(load_config_text(dump_config(changed), "dumped.yaml").config);
+      EXPECT_EQ(reloaded, expected) << key;
+    } catch (const Error& e) {
+      ADD_FAILURE() << key << ": " << e.what();
+    }
+  }
+}
+
+TEST(ConfigSchema, EveryChoiceWordParsesToItsValue) {
+  const auto round_trips = [](const auto& table) {
+    for (const std::string& word : table.words()) {
+      const auto value = table.parse(word);
+      ASSERT_TRUE(value.has_value()) << word;
+      EXPECT_EQ(table.word(*value), word);
+    }
+    EXPECT_FALSE(table.parse("fp61").has_value());
+  };
+  round_trips(kDatasetNames);
+  round_trips(kModelNames);
+  round_trips(kActivations);
+  round_trips(kOptimizerNames);
+  round_trips(kSchedulerNames);
+  round_trips(kLossNames);
+  round_trips(kAmpModes);
+  round_trips(kOnNan);
+  round_trips(kOnSigint);
+  round_trips(kMatmulPrecisions);
+  round_trips(kStrategyNames);
+  round_trips(kDdpBackends);
+}
+
+// An unknown word is caught where the file says it, for every choice key.
+TEST(ConfigSchema, UnknownChoiceWordsAreErrorsAtTheirPosition) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"data", "dataset"},  {"model", "name"},      {"model", "activation"},        {"optim", "name"},
+      {"optim", "scheduler"}, {"train", "loss"},    {"train", "amp"},               {"train", "on_nan"},
+      {"train", "on_sigint"}, {"train", "matmul_precision"}, {"ddp", "backend"}};
+  for (const auto& [section, key] : cases) {
+    try {
+      load_config_text(section + ":\n  " + key + ": swish\n", "exp.yaml");
+      ADD_FAILURE() << section << "." << key << " accepted 'swish'";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), section + "." + key);
+      const std::string prefix = "exp.yaml:2:" + std::to_string(key.size() + 5) + ": " + section + "." + key +
+                                 ": unknown value 'swish'; allowed: ";
+      EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
+    }
+  }
+  EXPECT_THROW(load_config_text("strategy: swish\n", "exp.yaml"), ConfigError);
+}
+
+// Issue 17 #19: a tiny std made the inputs, and so the loss, infinite.
+TEST(ConfigSchema, NormalizeStdHasASaneMinimum) {
+  try {
+    load_config_text("data: {normalize: {mean: [0.5], std: [1e-300]}}\n", "exp.yaml");
+    ADD_FAILURE() << "std 1e-300 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "data.normalize.std");
+    EXPECT_NE(std::string(e.what()).find("every value must be >= 1e-06"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(load_config_text("data: {normalize: {mean: [0.5], std: [1e-3]}}\n", "exp.yaml"));
+}
+
+// configs/README.md's key table is generated (`gputrain config --keys`); this keeps it current.
+TEST(ConfigSchema, ReadmeKeyTableIsCurrent) {
+  const std::filesystem::path readme = std::filesystem::path(GPUTRAIN_SOURCE_DIR) / "configs" / "README.md";
+  std::ifstream in(readme);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string content = text.str();
+  const std::string begin = "<!-- keys:begin (generated by `gputrain config --keys`) -->\n";
+  const std::string end = "<!-- keys:end -->";
+  const auto from = content.find(begin);
+  const auto to = content.find(end);
+  ASSERT_NE(from, std::string::npos) << readme << " has no " << begin;
+  ASSERT_NE(to, std::string::npos) << readme << " has no " << end;
+  EXPECT_EQ(content.substr(from + begin.size(), to - from - begin.size()), key_table())
+      << "regenerate the table in " << readme << " with `gputrain config --keys`";
+}
+
+}  // namespace
+}  // namespace gputrain::config
