@@ -10,7 +10,7 @@
 #include "gputrain/config/load.h"
 #include "gputrain/device/probe.h"
 #include "gputrain/device/resolve.h"
-#include "gputrain/train/trainer.h"
+#include "gputrain/train/evaluate.h"
 
 namespace gputrain::app {
 
@@ -33,7 +33,7 @@ int run_test(const TestArgs& args) {
   const device::DevicePlan devices =
       device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
   spdlog::info("device: {} ({})", devices.primary().str(), devices.reason);
-  const train::EvalResult result = train::test_weights(loaded, devices, args.checkpoint);
+  const train::EvalResult result = train::evaluate_saved_weights(loaded, devices, args.checkpoint);
   std::cout << train::format_test_line(result) << "\n";
   for (const auto& line : train::format_class_lines(result)) std::cout << line << "\n";
   std::cout.flush();

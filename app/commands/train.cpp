@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,7 @@
 #include "gputrain/report/metrics_writer.h"
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_recorder.h"
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/train/trainer.h"
 #include "logging_setup.h"
 #include "signals.h"
@@ -119,102 +121,130 @@ int launch_workers(const TrainArgs& args, const config::LoadedConfig& loaded, co
   if (args.env.master_port) options.master_port = launch.master_port;
   return parallel::run_local_workers(options);
 }
-}  // namespace
 
-int run_train(const TrainArgs& args) {
-  install_setup_signal_handlers();
-  const parallel::LaunchInfo launch = launch_info(args.env);
-  if (launch.world_size > 1) set_rank_logging(launch.rank);
-  // Only rank 0 writes the run directory; the others only train.
-  const bool primary = launch.rank == 0;
+
+// Everything resolved and checked before anything is touched: the config
+// (or the checkpoint's), the launch, the devices.
+struct TrainPlan {
+  checkpoint::Resumption start;
+  parallel::LaunchInfo launch;
+  device::DeviceInventory inventory;
+  device::DevicePlan devices;
+  bool primary = true;  // only rank 0 writes the run directory; the others only train
+};
+
+TrainPlan plan_train(const TrainArgs& args) {
+  TrainPlan plan;
+  plan.launch = launch_info(args.env);
+  if (plan.launch.world_size > 1) set_rank_logging(plan.launch.rank);
+  plan.primary = plan.launch.rank == 0;
   std::vector<std::string> overrides = args.overrides;
   if (!args.output.empty()) overrides.push_back("output.dir=" + yaml_quoted(args.output));
-  const checkpoint::Resumption start = starting_point(args, overrides);
-  const config::LoadedConfig& loaded = start.config;
-  if (args.nproc) return launch_workers(args, loaded, launch);
-  const device::DeviceInventory inventory = device::probe_devices(args.env.cuda_visible_devices);
-  const device::DevicePlan devices = device::resolve_devices(loaded, inventory);
-  const report::RunPaths planned = report::run_paths(loaded.config);
+  plan.start = starting_point(args, overrides);
+  if (args.nproc) return plan;  // the workers resolve their own devices
+  plan.inventory = device::probe_devices(args.env.cuda_visible_devices);
+  plan.devices = device::resolve_devices(plan.start.config, plan.inventory);
+  return plan;
+}
 
-  // Everything that can refuse the run (the data, the model, the checkpoint)
-  // is checked before the run directory is touched, so that a failed re-run
-  // leaves an earlier run's files as they were.
-  train::Trainer trainer(loaded, devices, launch);
-  if (start.checkpoint) {
-    const checkpoint::Position& at = start.checkpoint->state().position;
+// The run's parts, with the checkpoint's state when resuming. Everything that
+// can refuse the run (the data, the model, the checkpoint) is checked here,
+// before the run directory is touched, so that a failed re-run leaves an
+// earlier run's files as they were.
+std::unique_ptr<train::Trainer> build_trainer(const TrainPlan& plan) {
+  auto trainer = std::make_unique<train::Trainer>(plan.start.config, plan.devices, plan.launch);
+  if (plan.start.checkpoint) {
+    const checkpoint::Position& at = plan.start.checkpoint->state().position;
     spdlog::info("resuming from {}: {} epochs done, {} micro-batches into the next, step {}",
-                 start.checkpoint->name(), at.epoch, at.batch, at.step);
-    trainer.resume(*start.checkpoint);
+                 plan.start.checkpoint->name(), at.epoch, at.batch, at.step);
+    trainer->resume(*plan.start.checkpoint);
   }
+  return trainer;
+}
+
+// The run directory, locked, prepared and logged to (rank 0), and the
+// observers that write into it.
+struct RunDirectory {
+  report::RunPaths paths;
   std::optional<report::RunDirLock> lock;
-  if (primary) {
-    lock.emplace(planned.dir);  // one process per run directory
-    if (!start.checkpoint) checkpoint::check_checkpoint_dir(checkpoint::checkpoint_dir(loaded.config));
-  }
-  const report::RunPaths paths = primary ? report::prepare_run_dir(loaded.config, start.checkpoint.has_value())
-                                         : planned;
-  if (primary) add_log_file(paths.log.string());
-  spdlog::info("{}", device::version_line());
-  spdlog::info("run '{}' from {} writes to {}", loaded.config.name,
-               start.checkpoint ? start.checkpoint->name() : args.config, paths.dir.string());
-  spdlog::info("device: {} ({})", devices.primary().str(), devices.reason);
-  if (!devices.warning.empty()) spdlog::warn("{}", devices.warning);
-  if (primary && start.checkpoint) {
-    const checkpoint::Position& at = start.checkpoint->state().position;
-    report::rewind_metrics(paths.metrics, at.step, at.batch > 0);
-  }
   train::ObserverList observers;
   std::optional<report::MetricsWriter> metrics;
   std::optional<report::ConsoleReporter> console;
   std::optional<report::RunRecorder> recorder;
-  if (primary) {
-    metrics.emplace(paths.metrics);
-    console.emplace(isatty(STDERR_FILENO) != 0);
-    observers.add(&*console);
-    observers.add(&*metrics);
-    recorder.emplace(paths, loaded.config, trainer.layout(), inventory, observers);
+
+  train::TrainObserver& observer() { return recorder ? recorder->observer() : observers; }
+};
+
+void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Trainer& trainer, RunDirectory& dir) {
+  const config::LoadedConfig& loaded = plan.start.config;
+  const auto& resumed = plan.start.checkpoint;
+  dir.paths = report::run_paths(loaded.config);
+  if (plan.primary) {
+    dir.lock.emplace(dir.paths.dir);  // one process per run directory
+    if (!resumed) checkpoint::check_checkpoint_dir(checkpoint::checkpoint_dir(loaded.config));
+    dir.paths = report::prepare_run_dir(loaded.config, resumed.has_value());
+    add_log_file(dir.paths.log.string());
   }
+  spdlog::info("{}", device::version_line());
+  spdlog::info("run '{}' from {} writes to {}", loaded.config.name, resumed ? resumed->name() : args.config,
+               dir.paths.dir.string());
+  spdlog::info("device: {} ({})", plan.devices.primary().str(), plan.devices.reason);
+  if (!plan.devices.warning.empty()) spdlog::warn("{}", plan.devices.warning);
+  if (!plan.primary) return;
+  if (resumed) {
+    const checkpoint::Position& at = resumed->state().position;
+    report::rewind_metrics(dir.paths.metrics, at.step, at.batch > 0);
+  }
+  dir.metrics.emplace(dir.paths.metrics);
+  dir.console.emplace(isatty(STDERR_FILENO) != 0);
+  dir.observers.add(&*dir.console);
+  dir.observers.add(&*dir.metrics);
+  dir.recorder.emplace(dir.paths, loaded.config, trainer.layout(), plan.inventory, dir.observers);
+}
+
+// Trains, writes model.pt and the run's report, and prints the result line.
+int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer, RunDirectory& dir) {
+  const config::ExperimentConfig& config = plan.start.config.config;
   train::FitOptions options;
-  options.checkpoint_dir = checkpoint::checkpoint_dir(loaded.config);
-  options.stop = &install_signal_handlers(loaded.config.train.on_sigint);
+  options.checkpoint_dir = checkpoint::checkpoint_dir(config);
+  options.stop = &install_signal_handlers(config.train.on_sigint);
   options.write_hooks.pause_mid_write_s = test_pause_seconds(args.env);
   train::TrainSummary summary;
   try {
-    summary = trainer.fit(recorder ? recorder->observer() : observers, options);
-    if (primary && !summary.stopped) train::save_weights(trainer.model(), paths.weights.string());
+    summary = trainer.fit(dir.observer(), options);
+    if (plan.primary && !summary.stopped) checkpoint::save_weights(trainer.model(), dir.paths.weights.string());
   } catch (const std::exception& e) {
-    if (recorder) recorder->fail(e);  // the report of what the run got through
+    if (dir.recorder) dir.recorder->fail(e);  // the report of what the run got through
     throw;
   }
 
-  nlohmann::ordered_json result{{"name", loaded.config.name},
-                                {"run_dir", paths.dir.string()},
-                                {"device", devices.primary().str()},
+  nlohmann::ordered_json result{{"name", config.name},
+                                {"run_dir", dir.paths.dir.string()},
+                                {"device", plan.devices.primary().str()},
                                 {"epochs", summary.epochs},
                                 {"steps", summary.steps},
                                 {"elapsed_s", summary.elapsed_s}};
   if (summary.stopped) {
-    if (!primary) return static_cast<int>(ExitCode::kInterrupted);
+    if (!plan.primary) return static_cast<int>(ExitCode::kInterrupted);
     const std::string stopped = fmt::format("stopped by {} after step {}",
                                             stop_signal_name().empty() ? "request" : stop_signal_name(), summary.steps);
-    recorder->interrupt(stopped);
+    dir.recorder->interrupt(stopped);
     spdlog::warn("{}; {}", stopped,
                  summary.checkpoint.empty()
                      ? std::string("no checkpoint was written")
                      : fmt::format("continue with: gputrain train --resume {}", summary.checkpoint));
     result["stopped"] = true;
     result["checkpoint"] = summary.checkpoint;
-    result["report"] = paths.report.string();
+    result["report"] = dir.paths.report.string();
     std::cout << result.dump() << std::endl;
     return static_cast<int>(ExitCode::kInterrupted);
   }
-  if (!primary) return 0;
+  if (!plan.primary) return 0;
   spdlog::info("finished {} ({}) in {:.1f} s; weights in {}", count_of(summary.epochs, "epoch"),
-               count_of(summary.steps, "step"),
-               summary.elapsed_s, paths.weights.string());
-  recorder->finish();
-  result["weights"] = paths.weights.string();
-  result["report"] = paths.report.string();
+               count_of(summary.steps, "step"), summary.elapsed_s, dir.paths.weights.string());
+  dir.recorder->finish();
+  result["weights"] = dir.paths.weights.string();
+  result["report"] = dir.paths.report.string();
   if (summary.has_test) {
     result["train_loss"] = summary.last_train.mean_loss();
     result["test_loss"] = summary.last_test.mean_loss();
@@ -222,6 +252,18 @@ int run_train(const TrainArgs& args) {
   }
   std::cout << result.dump() << std::endl;
   return 0;
+}
+}  // namespace
+
+// config -> plan -> build -> run directory -> train.
+int run_train(const TrainArgs& args) {
+  install_setup_signal_handlers();
+  const TrainPlan plan = plan_train(args);
+  if (args.nproc) return launch_workers(args, plan.start.config, plan.launch);
+  const std::unique_ptr<train::Trainer> trainer = build_trainer(plan);
+  RunDirectory dir;
+  open_run_dir(args, plan, *trainer, dir);
+  return train(args, plan, *trainer, dir);
 }
 
 }  // namespace gputrain::app

@@ -18,6 +18,7 @@
 #include "gputrain/config/load.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/parallel/strategy.h"
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -74,7 +75,7 @@ std::map<std::string, std::string> rank_env(int rank, int world, int port) {
 
 torch::nn::Sequential load_model(const std::filesystem::path& config, const std::filesystem::path& weights) {
   auto model = models::make_model(config::load_config(config.string(), {}).config.model, {{6}, 3});
-  train::load_weights(model, weights.string());
+  checkpoint::load_weights(model, weights.string());
   return model;
 }
 

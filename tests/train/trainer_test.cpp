@@ -3,6 +3,8 @@
 
 #include "gputrain/config/load.h"
 #include "gputrain/device/resolve.h"
+#include "gputrain/checkpoint/weights.h"
+#include "gputrain/train/evaluate.h"
 #include "gputrain/train/trainer.h"
 #include "support/temp_dir.h"
 #include "train/recorder.h"
@@ -158,8 +160,8 @@ TEST(Trainer, SavedWeightsReproduceTheTestResult) {
   Recorder recorder;
   const TrainSummary summary = trainer.fit(recorder);
   const std::string path = (dir / "model.pt").string();
-  save_weights(trainer.model(), path);
-  const EvalResult again = test_weights(loaded, cpu(), path);
+  checkpoint::save_weights(trainer.model(), path);
+  const EvalResult again = evaluate_saved_weights(loaded, cpu(), path);
   EXPECT_EQ(again.correct, summary.last_test.correct);
   EXPECT_NEAR(again.mean_loss(), summary.last_test.mean_loss(), 1e-6);
 }
@@ -167,12 +169,12 @@ TEST(Trainer, SavedWeightsReproduceTheTestResult) {
 TEST(Trainer, ForeignOrCorruptWeightsAreCheckpointErrors) {
   testing::TempDir dir;
   const auto loaded = synthetic();
-  EXPECT_THROW(test_weights(loaded, cpu(), (dir / "missing.pt").string()), CheckpointError);
+  EXPECT_THROW(evaluate_saved_weights(loaded, cpu(), (dir / "missing.pt").string()), CheckpointError);
   testing::write_text(dir / "junk.pt", "not a torch archive");
-  EXPECT_THROW(test_weights(loaded, cpu(), (dir / "junk.pt").string()), CheckpointError);
+  EXPECT_THROW(evaluate_saved_weights(loaded, cpu(), (dir / "junk.pt").string()), CheckpointError);
   Trainer other(synthetic({"model.hidden=[7]"}), cpu());
-  save_weights(other.model(), (dir / "other.pt").string());
-  EXPECT_THROW(test_weights(loaded, cpu(), (dir / "other.pt").string()), CheckpointError);
+  checkpoint::save_weights(other.model(), (dir / "other.pt").string());
+  EXPECT_THROW(evaluate_saved_weights(loaded, cpu(), (dir / "other.pt").string()), CheckpointError);
 }
 
 }  // namespace

@@ -14,8 +14,8 @@
 #include "gputrain/common/error.h"
 #include "gputrain/data/batch_source.h"
 #include "gputrain/device/nvtx.h"
-#include "gputrain/models/factory.h"
 #include "gputrain/train/amp.h"
+#include "gputrain/train/builder.h"
 #include "gputrain/train/fast_paths.h"
 #include "gputrain/train/optim.h"
 
@@ -66,12 +66,10 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   if (info.target_kind == data::TargetKind::kNone) {
     throw UserError(fmt::format("data set '{}' has no labels, so there is no train step to time", info.name));
   }
-  const LossKind loss = resolve_loss(c.train.loss, info.target_kind == data::TargetKind::kClasses);
+  const LossSpec loss = build_loss(loaded, info, device);
   const auto source = data::make_batch_source(dataset, data::loader_options(c.data, data::Split::kTrain, c.seed),
                                               c.data.device_cache, device);
-  torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
-  model->to(device);
-  if (c.train.channels_last) to_channels_last(model);
+  torch::nn::Sequential model = build_model(c, info, device);
   model->train();
   const auto optimizer = make_optimizer(c.optim, model->parameters());
 
@@ -90,7 +88,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   };
   auto forward = [&](const torch::Tensor& inputs, const torch::Tensor& targets) {
     AutocastScope autocast(amp, device.type());
-    return loss_sum(loss, model->forward(inputs), targets);
+    return loss_sum(loss.kind, model->forward(inputs), targets, loss.class_weights);
   };
   MeanBackward backward_mean;  // as the trainer backpropagates
 

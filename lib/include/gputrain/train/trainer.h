@@ -1,6 +1,7 @@
 #pragma once
-// The training loop on one device: data, model, optimizer, schedule and loss
-// built from the config, then epochs of train + test.
+// A training run: its parts built from the config (builder.h), then epochs of
+// train + test (loop.cpp), each optimizer step one OptimizerStep, checkpoints
+// on the checkpoint.* cadence, and every figure reported to a TrainObserver.
 #include <torch/nn/modules/container/sequential.h>
 
 #include <filesystem>
@@ -9,7 +10,6 @@
 
 #include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/checkpoint/store.h"
-#include "gputrain/checkpoint/weights.h"
 #include "gputrain/config/config.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/strategy.h"
@@ -77,15 +77,5 @@ class Trainer {
   struct State;
   std::unique_ptr<State> state_;
 };
-
-// `gputrain test`: builds the test split and the model, loads `weights_path`
-// (a model.pt or a checkpoint) into it and evaluates. Throws CheckpointError for weights that do not fit.
-EvalResult test_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                        const std::string& weights_path);
-
-// model.pt's writer and reader live in checkpoint/ (a full checkpoint holds
-// the same layout); the trainer's callers know them from here.
-using checkpoint::load_weights;
-using checkpoint::save_weights;
 
 }  // namespace gputrain::train

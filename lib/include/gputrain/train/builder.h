@@ -1,0 +1,58 @@
+#pragma once
+// Makes a run's parts from its config: the strategy, the data sets and their
+// batch sources, the model, the loss, the optimizer and its step. train, test
+// and bench build through these, so each part is made one way.
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+
+#include "gputrain/config/config.h"
+#include "gputrain/data/batch_source.h"
+#include "gputrain/data/dataset.h"
+#include "gputrain/device/resolve.h"
+#include "gputrain/parallel/strategy.h"
+#include "gputrain/train/amp.h"
+#include "gputrain/train/optim.h"
+#include "gputrain/train/optimizer_step.h"
+
+namespace gputrain::train {
+
+// The model for `info`'s samples, on `device`, in channels-last format when train.channels_last asks.
+torch::nn::Sequential build_model(const config::ExperimentConfig& config, const data::DatasetInfo& info,
+                                  const torch::Device& device);
+
+// The loss for `info`'s targets (train.loss, train.class_weights on `device`);
+// a ConfigError points at the key in the file.
+LossSpec build_loss(const config::LoadedConfig& loaded, const data::DatasetInfo& info, const torch::Device& device);
+
+// Everything a training run is made of, before any step has run.
+struct RunParts {
+  parallel::StrategyPlan plan;
+  int64_t world_size = 1;
+  std::unique_ptr<parallel::Strategy> strategy;
+  torch::Device device{torch::kCPU};
+  std::shared_ptr<const data::Dataset> train_set;
+  std::shared_ptr<const data::Dataset> test_set;  // null for unlabeled data
+  std::unique_ptr<data::BatchSource> train_batches;
+  std::unique_ptr<data::BatchSource> test_batches;  // null for unlabeled data
+  int64_t accumulation = 1;                         // micro-batches per optimizer step
+  int64_t steps_per_epoch = 0;
+  torch::nn::Sequential model{nullptr};
+  LossSpec loss;  // loss.classes > 0: classification
+  AmpMode amp = AmpMode::kOff;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> schedule;
+  std::unique_ptr<GradScaler> scaler;
+  std::unique_ptr<OptimizerStep> step;  // eager, or a CUDA graph where train.cuda_graph can apply
+
+  bool labeled() const { return test_batches != nullptr; }
+  bool classification() const { return loss.classes > 0; }
+};
+
+// Builds the run (loading the data sets, choosing the strategy) and logs what
+// it made. Throws DataError / ConfigError for input the run cannot use.
+RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                   const parallel::LaunchInfo& launch);
+
+}  // namespace gputrain::train

@@ -1,0 +1,63 @@
+#pragma once
+// One optimizer step over the micro-batches of a global batch: forward, loss,
+// backward, then unscale, clip and step. Two variants behind one interface:
+// eager, and train.cuda_graph's captured step replayed.
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/optim/optimizer.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "gputrain/data/batch_source.h"
+#include "gputrain/parallel/strategy.h"
+#include "gputrain/train/amp.h"
+#include "gputrain/train/optim.h"
+
+namespace gputrain::train {
+
+// What one micro-batch measured, on the device (no sync).
+struct MicroBatchSums {
+  torch::Tensor loss_sum;
+  torch::Tensor correct;  // undefined for regression
+  int64_t samples = 0;
+};
+
+struct StepResult {
+  std::vector<MicroBatchSums> sums;
+  parallel::StepFlags agreed;  // what every rank agreed; non_finite: no update was made
+  // fp16: the gradients held inf/NaN, so the scaler made no update; the scale it backs off from.
+  std::optional<double> scaler_skipped_at;
+};
+
+// The step's one collective: this rank's requests and its step loss (undefined
+// when it need not be checked) in, the flags every rank agreed on out.
+using AgreeFn = std::function<parallel::StepFlags(const torch::Tensor& step_loss)>;
+
+class OptimizerStep {
+ public:
+  virtual ~OptimizerStep() = default;
+  // Runs the step on `group` (its rows summed into one update, as one batch
+  // of their combined size), unless the ranks agree the loss is not finite.
+  virtual StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) = 0;
+};
+
+struct EagerStepParts {
+  parallel::Strategy* strategy = nullptr;
+  torch::nn::Sequential model{nullptr};
+  torch::optim::Optimizer* optimizer = nullptr;
+  GradScaler* scaler = nullptr;
+  LossSpec loss;
+  AmpMode amp = AmpMode::kOff;
+  bool channels_last = false;
+  double grad_clip = 0;  // 0: off
+};
+std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts);
+
+// train.cuda_graph: `optimizer` comes from make_optimizer with optim.fused and must outlive the step.
+std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
+                                                 const LossSpec& loss, bool channels_last,
+                                                 const torch::Device& device);
+
+}  // namespace gputrain::train

@@ -1,0 +1,148 @@
+#include "gputrain/train/builder.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
+#include "gputrain/device/memory.h"
+#include "gputrain/models/factory.h"
+#include "gputrain/train/cuda_graph.h"
+#include "gputrain/train/fast_paths.h"
+
+namespace gputrain::train {
+
+namespace {
+
+// train.class_weights on `device`, checked against the data set's classes; undefined when none are given.
+torch::Tensor class_weights(const config::LoadedConfig& loaded, const data::DatasetInfo& info,
+                            const torch::Device& device) {
+  const std::vector<double>& weights = loaded.config.train.class_weights;
+  if (weights.empty()) return {};
+  if (info.target_kind != data::TargetKind::kClasses || static_cast<int64_t>(weights.size()) != info.classes) {
+    throw ConfigError(loaded.sources.at("train.class_weights"), "train.class_weights",
+                      info.target_kind == data::TargetKind::kClasses
+                          ? fmt::format("{} weights given but the data set has {}", weights.size(),
+                                        count_of(info.classes, "class"))
+                          : "weights classes, but this data set has no class labels");
+  }
+  return torch::tensor(weights, torch::kFloat32).to(device);
+}
+
+// The eager step, or the CUDA graph where train.cuda_graph asks and the run allows it.
+std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, RunParts& run) {
+  if (c.train.cuda_graph) {
+    const std::string blocker = cuda_graph_blocker(c, run.device, run.plan.kind == parallel::StrategyKind::kSingle,
+                                                   run.train_set->info().samples);
+    if (blocker.empty()) {
+      return make_graphed_step(run.model, *run.optimizer, run.loss, c.train.channels_last, run.device);
+    }
+    spdlog::warn("train.cuda_graph: off because {}; steps run eagerly", blocker);
+  }
+  EagerStepParts parts;
+  parts.strategy = run.strategy.get();
+  parts.model = run.model;
+  parts.optimizer = run.optimizer.get();
+  parts.scaler = run.scaler.get();
+  parts.loss = run.loss;
+  parts.amp = run.amp;
+  parts.channels_last = c.train.channels_last;
+  parts.grad_clip = c.train.grad_clip;
+  return make_eager_step(parts);
+}
+
+void log_run(const config::ExperimentConfig& c, const RunParts& run) {
+  const data::DatasetInfo& info = run.train_set->info();
+  spdlog::info("data: {} from {}: {} training samples{}, input {}, {}", info.name, info.source, info.samples,
+               run.test_set ? fmt::format(", {} test samples", run.test_set->info().samples) : "",
+               fmt::join(info.input_shape, "x"),
+               run.classification() ? fmt::format("{} classes", info.classes)
+               : info.target_kind == data::TargetKind::kValues ? "a regression on " + count_of(info.targets, "target")
+                                                               : "no labels");
+  spdlog::info("batch: {} per optimizer step{}; {} per epoch", count_of(c.data.batch_size, "sample"),
+               run.accumulation > 1 ? fmt::format(" (micro-batch {} x {} accumulation steps)",
+                                                  c.data.batch_size / run.accumulation, run.accumulation)
+                                    : "",
+               count_of(run.steps_per_epoch, "step"));
+  spdlog::info("model: {}, {} parameters", config::word(c.model.name), models::parameter_count(*run.model));
+  for (const auto& line : models::layer_summary(run.model)) spdlog::info("  {}", line);
+  spdlog::info("precision: {}{}{}",
+               run.amp == AmpMode::kOff ? "fp32" : "autocast " + std::string(config::word(run.amp)),
+               run.scaler->enabled() ? fmt::format(", gradient scaler from {}", run.scaler->scale()) : "",
+               c.train.grad_clip > 0 ? fmt::format(", gradients clipped to norm {}", c.train.grad_clip) : "");
+  spdlog::info("optimizer: {} lr {} (scheduler {}), loss {}", config::word(c.optim.name), c.optim.lr,
+               config::word(c.optim.scheduler),
+               !run.labeled()                              ? "none (forward passes only)"
+               : run.loss.kind == LossKind::kCrossEntropy ? "cross_entropy"
+                                                           : "mse");
+}
+
+}  // namespace
+
+torch::nn::Sequential build_model(const config::ExperimentConfig& config, const data::DatasetInfo& info,
+                                  const torch::Device& device) {
+  torch::nn::Sequential model = models::make_model(config.model, models::model_shape(info, config.model));
+  model->to(device);
+  if (config.train.channels_last) to_channels_last(model);
+  return model;
+}
+
+LossSpec build_loss(const config::LoadedConfig& loaded, const data::DatasetInfo& info, const torch::Device& device) {
+  const bool classification = info.target_kind == data::TargetKind::kClasses;
+  LossSpec loss;
+  try {
+    loss.kind = resolve_loss(loaded.config.train.loss, classification);
+  } catch (const ConfigError& e) {
+    throw ConfigError(loaded.sources.at("train.loss"), e.key(), e.what());
+  }
+  loss.classes = classification ? info.classes : 0;
+  loss.class_weights = class_weights(loaded, info, device);
+  return loss;
+}
+
+RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                   const parallel::LaunchInfo& launch) {
+  const config::ExperimentConfig& c = loaded.config;
+  RunParts run;
+  run.plan = parallel::plan_strategy(loaded, devices, launch);
+  run.strategy = parallel::make_strategy(run.plan, c, launch);
+  run.device = run.strategy->device();
+  device::set_current_device(run.device);
+  spdlog::info("strategy: {} ({})", run.strategy->describe(), run.plan.reason);
+  run.world_size = launch.world_size;
+
+  run.amp = c.train.amp;
+  check_amp_device(run.amp, run.device.type(), loaded.sources.at("train.amp"));
+  run.scaler = std::make_unique<GradScaler>(GradScalerOptions().enabled(run.amp == AmpMode::kFp16));
+  run.accumulation = c.train.accumulation_steps;  // the config checked that it divides the batch
+  config::DataConfig micro = c.data;
+  micro.batch_size = c.data.batch_size / run.accumulation;
+
+  torch::manual_seed(c.seed);
+  run.train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed);
+  const data::DatasetInfo& info = run.train_set->info();
+  run.train_batches = data::make_batch_source(
+      run.train_set, data::loader_options(micro, data::Split::kTrain, c.seed), c.data.device_cache, run.device);
+  if (info.target_kind != data::TargetKind::kNone) {
+    run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
+    run.test_batches = data::make_batch_source(
+        run.test_set, data::loader_options(c.data, data::Split::kTest, c.seed), c.data.device_cache, run.device);
+    run.loss = build_loss(loaded, info, run.device);
+  } else {
+    class_weights(loaded, info, run.device);  // refuses weights for a data set without classes
+  }
+
+  run.model = build_model(c, info, run.device);
+  configure_backends(c.train, run.device);
+  run.strategy->prepare(run.model);
+
+  run.optimizer = make_optimizer(c.optim, run.model->parameters());
+  run.step = build_step(c, run);
+  run.steps_per_epoch = (run.train_batches->batches_per_epoch() + run.accumulation - 1) / run.accumulation;
+  run.schedule = std::make_unique<LrSchedule>(c.optim, run.steps_per_epoch, run.steps_per_epoch * c.train.epochs);
+  log_run(c, run);
+  return run;
+}
+
+}  // namespace gputrain::train

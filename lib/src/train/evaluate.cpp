@@ -1,0 +1,68 @@
+#include "gputrain/train/evaluate.h"
+
+#include <fmt/format.h>
+
+#include "gputrain/checkpoint/weights.h"
+#include "gputrain/common/error.h"
+#include "gputrain/data/batch_stream.h"
+#include "gputrain/models/factory.h"
+#include "gputrain/train/builder.h"
+#include "running_sums.h"
+
+namespace gputrain::train {
+
+EvalResult evaluate(torch::nn::Sequential& model, data::BatchSource& batches, parallel::Strategy& strategy,
+                    const LossSpec& loss, AmpMode amp) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  detail::RunningSums sums;
+  batches.start_epoch(0);
+  const c10::DeviceType device_type = strategy.device().type();
+  const bool classification = loss.classes > 0;
+  const int64_t cells = loss.classes * loss.classes;
+  // Made before the loop: every rank sums it, also one that saw no rows.
+  torch::Tensor confusion =
+      classification ? torch::zeros({cells}, torch::TensorOptions().dtype(torch::kInt64).device(strategy.device()))
+                     : torch::Tensor();
+  while (auto batch = batches.next()) {
+    const data::Batch local = strategy.local_part(*batch);
+    const torch::Tensor targets = local.targets.to(strategy.device(), /*non_blocking=*/true);
+    AutocastScope autocast(amp, device_type);
+    const torch::Tensor outputs = strategy.forward(model, local.inputs);
+    sums.add(loss_sum(loss.kind, outputs, targets, loss.class_weights),
+             detail::correct_count(outputs, targets, classification), local.size());
+    if (classification && local.size() > 0) {
+      confusion += torch::bincount(targets * loss.classes + outputs.argmax(1), {}, cells);
+    }
+  }
+  EvalResult result = sums.collect(classification, strategy);
+  if (classification) {
+    strategy.all_reduce_sum(confusion);
+    const torch::Tensor host = confusion.cpu();
+    result.confusion.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + cells);
+  }
+  return result;
+}
+
+EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                                  const std::string& weights_path) {
+  const config::ExperimentConfig& c = loaded.config;
+  const auto test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
+  const data::DatasetInfo& info = test_set->info();
+  if (info.target_kind == data::TargetKind::kNone) {
+    throw UserError(fmt::format("data set '{}' has no labels, so there is nothing to test", info.name));
+  }
+  parallel::StrategyPlan single;
+  single.replicas = {devices.primary()};
+  single.reason = "testing saved weights";
+  const auto strategy = parallel::make_strategy(single, c, {});
+  torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
+  checkpoint::load_weights(model, weights_path);
+  model->to(strategy->device());
+  const LossSpec loss = build_loss(loaded, info, strategy->device());
+  data::BatchStream batches(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
+  check_amp_device(c.train.amp, strategy->device().type(), loaded.sources.at("train.amp"));
+  return evaluate(model, batches, *strategy, loss, c.train.amp);
+}
+
+}  // namespace gputrain::train

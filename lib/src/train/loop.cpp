@@ -1,0 +1,222 @@
+// The training loop: epochs of optimizer steps, the log interval, evaluation
+// after each epoch, checkpoints on their cadence and stop requests between steps.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <optional>
+
+#include "epoch_log.h"
+#include "gputrain/device/memory.h"
+#include "gputrain/device/nvtx.h"
+#include "gputrain/logging/format.h"
+#include "gputrain/train/faults.h"
+#include "trainer_state.h"
+
+namespace gputrain::train {
+
+namespace {
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// The next training batch, inside the "data" range of a profile.
+std::optional<data::Batch> next_batch(data::BatchSource& source) {
+  device::NvtxRange range("data");
+  return source.next();
+}
+
+}  // namespace
+
+// A function-try-block: running out of GPU memory anywhere in training or
+// testing becomes one Error that says what to change.
+TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) try {
+  State& s = *state_;
+  s.checkpointer = std::make_unique<detail::Checkpointer>(s.config, options, *s.run.strategy, s.resumed_from,
+                                                          s.resumed_path);
+  s.stopping = false;
+  detail::EpochLog epoch_log(s.config.train.epochs, s.run.scaler->enabled());
+  ObserverList observers;
+  observers.add(&observer);
+  observers.add(&epoch_log);
+  const auto run_start = Clock::now();
+  TrainSummary summary;
+  summary.epochs = s.epochs_done;
+  for (int64_t epoch = s.epochs_done + 1; epoch <= s.config.train.epochs && !s.stopping; ++epoch) {
+    if (!s.run.labeled()) {
+      s.forward_only_epoch(epoch, observers, run_start);
+      if (!s.stopping) summary.epochs = s.epochs_done = epoch;
+      continue;
+    }
+    device::reset_peak_memory(s.run.device);
+    EpochMetrics m;
+    m.epoch = epoch;
+    m.train = s.train_epoch(epoch, observers, run_start, m.epoch_s);
+    if (s.stopping) break;
+    m.loader_wait_s = s.run.train_batches->wait_seconds();
+    m.step = s.step;
+    m.samples_per_s = m.epoch_s > 0 ? m.train.samples / m.epoch_s : 0.0;
+    m.lr = s.run.schedule->lr_at(std::max<int64_t>(s.step - 1, 0));
+    m.loss_scale = s.run.scaler->scale();
+    m.skipped_steps = s.skipped_steps();
+    m.test = s.evaluate();
+    m.has_test = true;
+    m.elapsed_s = seconds_since(run_start);
+    if (s.run.device.is_cuda()) {
+      const device::MemoryStats mem = device::memory_stats(s.run.device);
+      m.cuda = true;
+      m.memory_allocated = mem.allocated;
+      m.memory_reserved = mem.reserved;
+      m.memory_peak = mem.peak_allocated;
+    }
+    observers.on_epoch(m);
+    s.end_epoch(epoch, m.test);
+    summary.epochs = epoch;
+    summary.last_train = m.train;
+    summary.last_test = m.test;
+    summary.has_test = true;
+  }
+  summary.steps = s.step;
+  summary.elapsed_s = seconds_since(run_start);
+  summary.stopped = s.stopping;
+  summary.checkpoint = s.checkpointer->last_good();
+  return summary;
+} catch (const c10::Error& e) {
+  const std::string detail = first_line(e.what_without_backtrace());
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr && !is_out_of_memory(detail)) throw;
+  const State& s = *state_;
+  OutOfMemoryContext context;
+  context.device = failing_device(detail, s.run.device.str());
+  context.batch_size = s.config.data.batch_size;
+  context.accumulation_steps = s.run.accumulation;
+  context.amp = s.run.amp != AmpMode::kOff;
+  context.memory = device::memory_stats(torch::Device(context.device));
+  context.detail = detail;
+  throw Error(ExitCode::kRuntime, out_of_memory_message(context));
+}
+
+EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start,
+                                       double& epoch_s) {
+  run.model->train();
+  run.train_batches->start_epoch(epoch - 1, batch);  // batch > 0 when resuming mid-epoch
+  const auto epoch_start = Clock::now();
+  auto interval_start = epoch_start;
+  std::vector<data::Batch> group;
+  Progress progress{epoch, config.train.epochs, batch, run.train_batches->batches_per_epoch(), 0, 0, 0};
+  auto log_interval = [&] {
+    const EvalResult r = interval.collect(run.classification(), *run.strategy);
+    const double interval_s = seconds_since(interval_start);
+    StepMetrics m{epoch,
+                  step,
+                  r.mean_loss(),
+                  run.classification() ? std::optional<double>(r.accuracy()) : std::nullopt,
+                  interval_s > 0 ? r.samples / interval_s : 0.0,
+                  run.schedule->lr_at(step - 1),
+                  seconds_since(run_start),
+                  run.scaler->scale(),
+                  skipped_steps()};
+    progress.last_loss = m.loss;
+    observer.on_step(m);
+    interval = detail::RunningSums{};
+    interval_start = Clock::now();
+  };
+  auto flush_group = [&] {
+    optimizer_step(group);
+    group.clear();
+    if (step % config.train.log_every == 0) log_interval();
+    after_step();  // after the log line, so that a checkpoint holds the interval as it continues
+  };
+  while (!stopping) {
+    std::optional<data::Batch> next = next_batch(*run.train_batches);
+    if (!next) break;
+    progress.samples += next->size();
+    group.push_back(std::move(*next));
+    ++batch;
+    if (static_cast<int64_t>(group.size()) == run.accumulation) flush_group();
+    ++progress.batch;
+    progress.epoch_elapsed_s = seconds_since(epoch_start);
+    observer.on_progress(progress);
+  }
+  if (!group.empty()) flush_group();  // the epoch's last, shorter group still steps
+  if (stopping) return {};
+  const EvalResult result = epoch_sums.collect(run.classification(), *run.strategy);
+  epoch_s = seconds_since(epoch_start);
+  return result;
+}
+
+// One optimizer step, then the train.on_nan policy for a loss that was not finite.
+void Trainer::State::optimizer_step(const std::vector<data::Batch>& group) {
+  run.schedule->apply(*run.optimizer, step);
+  const StepResult result = run.step->run(
+      group, [this](const torch::Tensor& step_loss) { return run.strategy->agree(checkpointer->requests(), step_loss); });
+  agreed = result.agreed;
+  ++step;
+  if (agreed.non_finite) {
+    if (config.train.on_nan == config::OnNan::kStop) {
+      throw Error(ExitCode::kRuntime, non_finite_loss_message(epochs_done + 1, step, checkpointer->last_good()));
+    }
+    ++nan_skipped;
+    spdlog::warn("epoch {}, step {}: the loss is not finite; batch skipped without an optimizer step (train.on_nan: "
+                 "skip, {} so far)",
+                 epochs_done + 1, step, nan_skipped);
+    return;
+  }
+  for (const MicroBatchSums& sums : result.sums) {
+    epoch_sums.add(sums.loss_sum, sums.correct, sums.samples);
+    interval.add(sums.loss_sum, sums.correct, sums.samples);
+  }
+  if (result.scaler_skipped_at) {
+    spdlog::warn("step {}: inf/NaN gradients under fp16; step skipped, loss scale backs off from {}", step,
+                 *result.scaler_skipped_at);
+  }
+}
+
+void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start) {
+  torch::NoGradGuard no_grad;
+  run.model->eval();
+  run.train_batches->start_epoch(epoch - 1);
+  const auto epoch_start = Clock::now();
+  int64_t samples = 0;
+  while (auto next = run.train_batches->next()) {
+    const data::Batch local = run.strategy->local_part(*next);
+    const torch::Tensor outputs = run.strategy->forward(run.model, local.inputs);
+    samples += local.size();
+    spdlog::debug("forward: input {} output {}", logging::shape_str(local.inputs), logging::shape_str(outputs));
+    if (checkpointer->stop_requested()) {  // nothing trains here, so there is nothing to checkpoint
+      stopping = true;
+      return;
+    }
+  }
+  EpochMetrics m;
+  m.epoch = epoch;
+  m.train.samples = samples;
+  m.train.classification = false;
+  m.epoch_s = seconds_since(epoch_start);
+  m.loader_wait_s = run.train_batches->wait_seconds();
+  m.samples_per_s = m.epoch_s > 0 ? samples / m.epoch_s : 0.0;
+  m.elapsed_s = seconds_since(run_start);
+  observer.on_epoch(m);
+}
+
+void Trainer::State::after_step() {
+  const detail::Checkpointer::Due due = checkpointer->due_after_step(step, agreed);
+  if (due.checkpoint) save_checkpoint(/*regular=*/true, /*best=*/false);
+  stopping = due.stop;
+}
+
+void Trainer::State::end_epoch(int64_t epoch, const EvalResult& test) {
+  epochs_done = epoch;
+  batch = 0;
+  epoch_sums = detail::RunningSums{};
+  interval = detail::RunningSums{};
+  const double score = run.classification() ? test.accuracy() : -test.mean_loss();
+  const bool improved = !best_score || score > *best_score;
+  if (improved) best_score = score;
+  const bool regular = checkpointer->due_at_epoch_end(epoch);
+  const bool best = improved && checkpointer->keeps_best();
+  if (regular || best) save_checkpoint(regular, best);
+}
+
+}  // namespace gputrain::train

@@ -1,0 +1,103 @@
+#include "gputrain/train/optimizer_step.h"
+
+#include "gputrain/device/nvtx.h"
+#include "gputrain/train/cuda_graph.h"
+#include "gputrain/train/fast_paths.h"
+#include "running_sums.h"
+
+namespace gputrain::train {
+
+namespace {
+
+class EagerStep : public OptimizerStep {
+ public:
+  explicit EagerStep(const EagerStepParts& parts) : p_(parts), device_(parts.strategy->device()) {}
+
+  StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) override {
+    int64_t group_samples = 0;
+    for (const auto& mb : group) group_samples += mb.size();
+    p_.optimizer->zero_grad();
+    StepResult result;
+    for (const auto& global : group) {
+      const data::Batch mb = p_.strategy->local_part(global);
+      torch::Tensor outputs;
+      torch::Tensor batch_loss;
+      const torch::Tensor targets = mb.targets.to(device_, /*non_blocking=*/true);
+      {
+        device::NvtxRange range("forward");
+        AutocastScope autocast(p_.amp, device_.type());  // the forward pass and the loss
+        outputs = p_.strategy->forward(p_.model, model_inputs(mb.inputs, device_, p_.channels_last));
+        batch_loss = loss_sum(p_.loss.kind, outputs, targets, p_.loss.class_weights);
+      }
+      // Averaging over the whole (global) group's size makes K micro-batches, or N
+      // ranks, one step of their combined batch, and weights a short last group
+      // by its real size.
+      {
+        device::NvtxRange range("backward");
+        backward_mean_(p_.scaler->scale(batch_loss), group_samples);
+      }
+      // argmax records no autograd node, so the outputs need no detach() (one op fewer per step)
+      result.sums.push_back(
+          {batch_loss.detach(), detail::correct_count(outputs, targets, p_.loss.classes > 0), mb.size()});
+    }
+    device::NvtxRange range("optimizer");
+    p_.strategy->after_backward(p_.model);
+    // fp16's scaler skips non-finite steps itself; otherwise this is the one
+    // device sync per optimizer step that train.on_nan costs. The step's loss
+    // total is finite exactly when every micro-batch's is (a float32 sum
+    // overflowing to inf is a diverging run too), and reading one number is
+    // the fewest ops: small models feel each one. Under ddp the same sync also
+    // carries the ranks' stop and checkpoint requests: one collective a step.
+    torch::Tensor step_loss;
+    if (!p_.scaler->enabled()) {
+      step_loss = result.sums.front().loss_sum;
+      for (std::size_t i = 1; i < result.sums.size(); ++i) step_loss = step_loss + result.sums[i].loss_sum;
+    }
+    result.agreed = agree(step_loss);
+    if (result.agreed.non_finite) return result;
+    if (p_.grad_clip > 0) {
+      p_.scaler->unscale_(*p_.optimizer);  // clip the true gradients, not the scaled ones
+      clip_grad_norm(p_.model->parameters(), p_.grad_clip);
+    }
+    if (!p_.scaler->step(*p_.optimizer)) result.scaler_skipped_at = p_.scaler->scale();
+    p_.scaler->update();
+    return result;
+  }
+
+ private:
+  EagerStepParts p_;
+  torch::Device device_;
+  MeanBackward backward_mean_;
+};
+
+class GraphStep : public OptimizerStep {
+ public:
+  GraphStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss,
+            bool channels_last, const torch::Device& device)
+      : graphed_(std::move(model), optimizer, loss.kind, loss.classes > 0, channels_last, device) {}
+
+  StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) override {
+    const StepSums sums = graphed_.step(group.front());  // one micro-batch: cuda_graph_blocker saw to it
+    StepResult result;
+    result.sums.push_back({sums.loss_sum, sums.correct, group.front().size()});
+    result.agreed = agree({});  // the captured step checks no loss: nothing may sync inside it
+    return result;
+  }
+
+ private:
+  GraphedStep graphed_;
+};
+
+}  // namespace
+
+std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts) {
+  return std::make_unique<EagerStep>(parts);
+}
+
+std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
+                                                 const LossSpec& loss, bool channels_last,
+                                                 const torch::Device& device) {
+  return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device);
+}
+
+}  // namespace gputrain::train
