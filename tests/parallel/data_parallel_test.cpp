@@ -55,8 +55,7 @@ std::unique_ptr<Strategy> two_cpu_replicas() {
   StrategyPlan plan;
   plan.kind = StrategyKind::kDataParallel;
   plan.replicas = {torch::Device(torch::kCPU), torch::Device(torch::kCPU)};
-  static const config::ExperimentConfig defaults;
-  return make_strategy(plan, defaults, {});
+  return make_strategy(plan, {});
 }
 
 // The kept replicas give, to the bit, what LibTorch's replicate() per step
@@ -119,6 +118,14 @@ TEST(DataParallel, MakingReplicasDrawsNothingFromTheGlobalGenerator) {
   torch::manual_seed(21);
   strategy->forward(model, torch::ones({8, 6}));
   EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
+}
+
+// The plan carries the strategy's options, so that make_strategy needs no config.
+TEST(StrategyPlan, CarriesTheStrategysOptions) {
+  const StrategyPlan plan = plan_strategy(cfg({"train.log_replicas=true", "ddp.timeout_s=7"}), {}, {});
+  EXPECT_TRUE(plan.log_replicas);
+  EXPECT_EQ(plan.timeout_s, 7);
+  EXPECT_FALSE(plan_strategy(cfg({}), {}, {}).log_replicas);
 }
 
 TEST(StrategyPlan, AutoAndExplicitChoices) {

@@ -245,13 +245,13 @@ TEST(Ddp, PortInUseAndMissingRankAreClearErrors) {
 
 // Two ranks on threads of this process: every hook against its expected result.
 TEST(DistributedStrategy, TwoRanksOnThreadsShareBatchesAndSums) {
-  const auto loaded = config::load_config_text("device: cpu\nddp: {timeout_s: 20}\n", "ddp.yaml", {});
-  const StrategyPlan plan{StrategyKind::kDistributed, {torch::Device(torch::kCPU)}, "test", config::DdpBackend::kGloo};
+  StrategyPlan plan{StrategyKind::kDistributed, {torch::Device(torch::kCPU)}, "test", config::DdpBackend::kGloo};
+  plan.timeout_s = 20;
   const int port = free_port();
   std::vector<std::exception_ptr> errors(2);
   auto rank = [&](int r) {
     try {
-      const auto strategy = make_strategy(plan, loaded.config, {r, r, 2, "127.0.0.1", port});
+      const auto strategy = make_strategy(plan, {r, r, 2, "127.0.0.1", port});
       EXPECT_EQ(strategy->is_primary(), r == 0);
       EXPECT_TRUE(strategy->any_rank(r == 1));
       EXPECT_FALSE(strategy->any_rank(false));

@@ -6,7 +6,6 @@
 
 #include <limits>
 
-#include "gputrain/config/config.h"
 
 namespace gputrain::train {
 namespace {
@@ -18,8 +17,7 @@ class EagerStepTest : public ::testing::Test {
     torch::manual_seed(0);
     model_ = torch::nn::Sequential(torch::nn::Linear(3, 2));
     optimizer_ = std::make_unique<torch::optim::SGD>(model_->parameters(), torch::optim::SGDOptions(0.1));
-    strategy_ = parallel::make_strategy({parallel::StrategyKind::kSingle, {torch::Device(torch::kCPU)}, "test"},
-                                        config::ExperimentConfig{}, {});
+    strategy_ = parallel::make_strategy({parallel::StrategyKind::kSingle, {torch::Device(torch::kCPU)}, "test"}, {});
     EagerStepParts parts;
     parts.strategy = strategy_.get();
     parts.model = model_;

@@ -78,7 +78,7 @@ using Collective = std::function<c10::intrusive_ptr<c10d::Work>(std::vector<at::
 
 class DistributedStrategy : public SingleDeviceStrategy {
  public:
-  DistributedStrategy(const StrategyPlan& plan, const config::ExperimentConfig& config, const LaunchInfo& launch);
+  DistributedStrategy(const StrategyPlan& plan, const LaunchInfo& launch);
   ~DistributedStrategy() override;
 
   std::string describe() const override;
@@ -127,13 +127,12 @@ class DistributedStrategy : public SingleDeviceStrategy {
   bool failed_ = false;  // a collective failed and the roll call has run
 };
 
-DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const config::ExperimentConfig& config,
-                                         const LaunchInfo& launch)
+DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const LaunchInfo& launch)
     : SingleDeviceStrategy(plan.replicas.front()),
       launch_(launch),
-      log_replicas_(config.train.log_replicas),
+      log_replicas_(plan.log_replicas),
       backend_name_(config::word(plan.backend)),
-      timeout_(std::chrono::seconds(config.ddp.timeout_s)),
+      timeout_(std::chrono::seconds(plan.timeout_s)),
       nccl_(plan.backend == config::DdpBackend::kNccl) {
   for (int64_t r = 0; r < launch_.world_size; ++r) rank_names_.push_back(fmt::format("rank {}", r));
   const auto start = Clock::now();
@@ -151,7 +150,7 @@ DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const config:
   });
   spdlog::info("ddp: rank {} of {} joined through {}:{} in {:.1f} s; {} collectives, timeout {} s", launch_.rank,
                launch_.world_size, launch_.master_addr, launch_.master_port,
-               std::chrono::duration<double>(Clock::now() - start).count(), backend_name_, config.ddp.timeout_s);
+               std::chrono::duration<double>(Clock::now() - start).count(), backend_name_, plan.timeout_s);
 }
 
 DistributedStrategy::~DistributedStrategy() {
@@ -435,9 +434,8 @@ void DistributedStrategy::leave_after_error() {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_distributed_strategy(const StrategyPlan& plan, const config::ExperimentConfig& config,
-                                                    const LaunchInfo& launch) {
-  return std::make_unique<DistributedStrategy>(plan, config, launch);
+std::unique_ptr<Strategy> make_distributed_strategy(const StrategyPlan& plan, const LaunchInfo& launch) {
+  return std::make_unique<DistributedStrategy>(plan, launch);
 }
 
 }  // namespace gputrain::parallel::detail

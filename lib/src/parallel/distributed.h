@@ -10,7 +10,6 @@ namespace gputrain::parallel::detail {
 
 // Joins the process group (rank 0 hosts the store); throws DistributedError
 // when the rendezvous fails or does not complete within ddp.timeout_s.
-std::unique_ptr<Strategy> make_distributed_strategy(const StrategyPlan& plan, const config::ExperimentConfig& config,
-                                                    const LaunchInfo& launch);
+std::unique_ptr<Strategy> make_distributed_strategy(const StrategyPlan& plan, const LaunchInfo& launch);
 
 }  // namespace gputrain::parallel::detail

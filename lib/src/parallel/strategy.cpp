@@ -76,8 +76,11 @@ void check_launch(const LaunchInfo& launch) {
   if (launch.master_addr.empty()) throw UserError("MASTER_ADDR is empty: give the host name or address of rank 0");
 }
 
-StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                           const LaunchInfo& launch) {
+namespace {
+
+// The kind of strategy, its devices and why.
+StrategyPlan choose_strategy(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                             const LaunchInfo& launch) {
   using config::StrategyName;
   const StrategyName requested = loaded.config.strategy;
   const bool launched = launch.world_size > 1;
@@ -127,18 +130,27 @@ StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::Dev
   return plan;
 }
 
+}  // namespace
+
+StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                           const LaunchInfo& launch) {
+  StrategyPlan plan = choose_strategy(loaded, devices, launch);
+  plan.log_replicas = loaded.config.train.log_replicas;
+  plan.timeout_s = loaded.config.ddp.timeout_s;
+  return plan;
+}
+
 StepFlags Strategy::agree(StepFlags local, const torch::Tensor& step_loss) {
   if (step_loss.defined() && !std::isfinite(step_loss.item<double>())) local.non_finite = true;
   return local;
 }
 
-std::unique_ptr<Strategy> make_strategy(const StrategyPlan& plan, const config::ExperimentConfig& config,
-                                        const LaunchInfo& launch) {
+std::unique_ptr<Strategy> make_strategy(const StrategyPlan& plan, const LaunchInfo& launch) {
   switch (plan.kind) {
     case StrategyKind::kSingle: return std::make_unique<detail::SingleDeviceStrategy>(plan.replicas.front());
     case StrategyKind::kDataParallel:
-      return std::make_unique<detail::DataParallelStrategy>(plan.replicas, config.train.log_replicas);
-    case StrategyKind::kDistributed: return detail::make_distributed_strategy(plan, config, launch);
+      return std::make_unique<detail::DataParallelStrategy>(plan.replicas, plan.log_replicas);
+    case StrategyKind::kDistributed: return detail::make_distributed_strategy(plan, launch);
   }
   GPUTRAIN_CHECK(false, "unknown strategy kind {}", static_cast<int>(plan.kind));
 }

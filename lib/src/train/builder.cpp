@@ -106,7 +106,7 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
   const config::ExperimentConfig& c = loaded.config;
   RunParts run;
   run.plan = parallel::plan_strategy(loaded, devices, launch);
-  run.strategy = parallel::make_strategy(run.plan, c, launch);
+  run.strategy = parallel::make_strategy(run.plan, launch);
   run.device = run.strategy->device();
   device::set_current_device(run.device);
   spdlog::info("strategy: {} ({})", run.strategy->describe(), run.plan.reason);

@@ -55,7 +55,7 @@ EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const devi
   parallel::StrategyPlan single;
   single.replicas = {devices.primary()};
   single.reason = "testing saved weights";
-  const auto strategy = parallel::make_strategy(single, c, {});
+  const auto strategy = parallel::make_strategy(single, {});
   torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
   checkpoint::load_weights(model, weights_path);
   model->to(strategy->device());

@@ -42,6 +42,8 @@ struct StrategyPlan {
   std::vector<torch::Device> replicas;  // dp: one per replica; else the one device
   std::string reason;                   // why this strategy, for the log
   config::DdpBackend backend = config::DdpBackend::kGloo;  // ddp: nccl or gloo, never auto
+  bool log_replicas = false;  // train.log_replicas: dp and ddp log each replica's share of a batch
+  int64_t timeout_s = 300;    // ddp.timeout_s: the rendezvous and each collective
 };
 
 // strategy: auto means ddp when launched with a world size above 1, dp when
@@ -89,7 +91,6 @@ class Strategy {
   virtual StepFlags agree(StepFlags local, const torch::Tensor& step_loss);
 };
 
-std::unique_ptr<Strategy> make_strategy(const StrategyPlan& plan, const config::ExperimentConfig& config,
-                                        const LaunchInfo& launch);
+std::unique_ptr<Strategy> make_strategy(const StrategyPlan& plan, const LaunchInfo& launch);
 
 }  // namespace gputrain::parallel
