@@ -5,10 +5,12 @@
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
 #include "gputrain/common/error.h"
+#include "gputrain/common/files.h"
 
 namespace gputrain::report {
 
@@ -141,8 +143,11 @@ void EventFile::add(int64_t step, const std::vector<Scalar>& scalars) {
 void EventFile::write(const std::string& event) {
   out_ << tfrecord(event);
   out_.flush();
-  if (!out_)
-    throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write TensorBoard events (disk full?)", path_.string()));
+  if (!out_) {
+    const int error = errno;
+    throw Error(write_error_code(error),
+                fmt::format("{}: cannot write TensorBoard events: {}", path_.string(), std::strerror(error)));
+  }
 }
 
 }  // namespace gputrain::report
