@@ -7,6 +7,7 @@
 #include "formats.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
+#include "gputrain/device/host_resources.h"
 #include "readers.h"
 
 namespace gputrain::data {
@@ -66,13 +67,25 @@ bool is_data_file(const std::string& name, const std::filesystem::path& file) {
 
 std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed) {
   const std::string root = config.root.empty() ? config::default_data_root(config.dataset) : config.root;
-  if (config.dataset == "cifar10") return detail::read_cifar10(root, split);
-  if (config.dataset == "fashion_mnist" || config.dataset == "mnist") return detail::read_idx(config.dataset, root, split);
-  if (config.dataset == "random") return detail::make_random(config, split, seed);
-  if (config.dataset == "synthetic") return detail::make_synthetic(config, split, seed);
-  throw ConfigError({}, "data.dataset",
-                    fmt::format("unknown data set '{}'; expected random, synthetic, cifar10, fashion_mnist or mnist",
-                                config.dataset));
+  const bool train = split == Split::kTrain;
+  const bool generated = config.dataset == "random" || config.dataset == "synthetic";
+  // A data set is held in memory whole.
+  return device::with_resource_errors(
+      fmt::format("loading the {} split of {}", train ? "training" : "test", config.dataset),
+      generated ? fmt::format("Lower {}", train ? "data.samples" : "data.test_samples")
+                : std::string("Free memory, or raise the process's limit"),
+      [&]() -> std::shared_ptr<const Dataset> {
+        if (config.dataset == "cifar10") return detail::read_cifar10(root, split);
+        if (config.dataset == "fashion_mnist" || config.dataset == "mnist") {
+          return detail::read_idx(config.dataset, root, split);
+        }
+        if (config.dataset == "random") return detail::make_random(config, split, seed);
+        if (config.dataset == "synthetic") return detail::make_synthetic(config, split, seed);
+        throw ConfigError({}, "data.dataset",
+                          fmt::format("unknown data set '{}'; expected random, synthetic, cifar10, fashion_mnist or "
+                                      "mnist",
+                                      config.dataset));
+      });
 }
 
 }  // namespace gputrain::data

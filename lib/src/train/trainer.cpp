@@ -17,6 +17,7 @@
 #include "gputrain/common/strings.h"
 #include "gputrain/config/load.h"
 #include "gputrain/data/batch_stream.h"
+#include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/device/nvtx.h"
 #include "gputrain/logging/format.h"
@@ -257,14 +258,17 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
     }
   }
 
-  s.model = models::make_model(c.model, models::model_shape(info, c.model));
-  s.model->to(s.device);
-  s.class_weights = class_weights(loaded, info, s.device);
-  if (c.train.channels_last) to_channels_last(s.model);
-  configure_backends(c.train, s.device);
-  s.strategy->prepare(s.model);
-
-  s.optimizer = make_optimizer(c.optim, s.model->parameters());
+  const auto build_model = [&] {
+    s.model = models::make_model(c.model, models::model_shape(info, c.model));
+    s.model->to(s.device);
+    s.class_weights = class_weights(loaded, info, s.device);
+    if (c.train.channels_last) to_channels_last(s.model);
+    configure_backends(c.train, s.device);
+    s.strategy->prepare(s.model);
+    s.optimizer = make_optimizer(c.optim, s.model->parameters());
+  };
+  device::with_resource_errors(fmt::format("building the model ({}) and its optimizer", c.model.name),
+                               "Make the model smaller (fewer or narrower layers under model:)", build_model);
   if (c.train.cuda_graph) {
     const std::string blocker =
         cuda_graph_blocker(c, s.device, plan.kind == parallel::StrategyKind::kSingle, info.samples);
@@ -482,8 +486,31 @@ EvalResult Trainer::evaluate() {
   return state_->evaluate();
 }
 
+namespace {
+
+// The host running out of memory or threads while training.
+[[noreturn]] void rethrow_host_exhaustion(const config::ExperimentConfig& c) {
+  device::rethrow_as_resource_error(
+      fmt::format("training at data.batch_size {} with {} loader workers", c.data.batch_size, c.data.num_workers),
+      "Lower data.batch_size (train.accumulation_steps splits a batch into smaller micro-batches), "
+      "data.num_workers, or the model's size");
+}
+
+// The same while testing, whose batches data.test_batch_size sizes when set.
+[[noreturn]] void rethrow_host_exhaustion_testing(const config::DataConfig& d) {
+  const bool own = d.test_batch_size > 0;
+  const char* key = own ? "data.test_batch_size" : "data.batch_size";
+  device::rethrow_as_resource_error(
+      fmt::format("testing at {} {} with {} loader workers", key, own ? d.test_batch_size : d.batch_size,
+                  d.num_workers),
+      fmt::format("Lower {}, data.num_workers, or the model's size", key));
+}
+
+}  // namespace
+
 // A function-try-block: running out of GPU memory anywhere in training or
-// testing becomes one Error that says what to change.
+// testing becomes one Error that says what to change, and so does the host
+// running out of memory or threads.
 TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) try {
   State& s = *state_;
   s.checkpointer = std::make_unique<detail::Checkpointer>(s.config, options, *s.strategy, s.resumed_from,
@@ -545,7 +572,9 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   return summary;
 } catch (const c10::Error& e) {
   const std::string detail = first_line(e.what_without_backtrace());
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr && !is_out_of_memory(detail)) throw;
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr && !is_out_of_memory(detail)) {
+    rethrow_host_exhaustion(state_->config);
+  }
   const State& s = *state_;
   OutOfMemoryContext context;
   context.device = failing_device(detail, s.device.str());
@@ -555,6 +584,8 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   context.memory = device::memory_stats(torch::Device(context.device));
   context.detail = detail;
   throw Error(ExitCode::kRuntime, out_of_memory_message(context));
+} catch (const std::exception&) {
+  rethrow_host_exhaustion(state_->config);
 }
 
 void Trainer::resume(const checkpoint::Checkpoint& checkpoint) {
@@ -616,8 +647,10 @@ void Trainer::State::end_epoch(int64_t epoch, const EvalResult& test) {
   if (regular || best) save_checkpoint(regular, best);
 }
 
+// A function-try-block, as fit() is: the host running out of memory or
+// threads says which keys to lower.
 EvalResult test_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                        const std::string& weights_path) {
+                        const std::string& weights_path) try {
   const config::ExperimentConfig& c = loaded.config;
   const auto test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
   const data::DatasetInfo& info = test_set->info();
@@ -638,6 +671,8 @@ EvalResult test_weights(const config::LoadedConfig& loaded, const device::Device
   const AmpMode amp = parse_amp_mode(c.train.amp);
   check_amp_device(amp, strategy->device().type(), loaded.sources.at("train.amp"));
   return run_evaluation(model, stream, *strategy, loss, amp);
+} catch (const std::exception&) {
+  rethrow_host_exhaustion_testing(loaded.config.data);
 }
 
 }  // namespace gputrain::train
