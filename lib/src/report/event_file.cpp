@@ -130,7 +130,7 @@ EventFile::EventFile(const std::filesystem::path& dir) {
   static std::atomic<int> files{0};
   const double now = now_seconds();
   path_ =
-      dir / fmt::format("events.out.tfevents.{}.{}.{}.{}", static_cast<int64_t>(now), host_name(), getpid(), files++);
+      dir / fmt::format("{}{}.{}.{}.{}", kEventFilePrefix, static_cast<int64_t>(now), host_name(), getpid(), files++);
   out_.open(path_, std::ios::binary | std::ios::trunc);
   if (!out_) throw UserError(fmt::format("{}: cannot create the TensorBoard event file", path_.string()));
   write(file_version_event(now));
