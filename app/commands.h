@@ -70,6 +70,7 @@ struct DatasetsArgs {
   std::optional<int64_t> test;
   uint64_t seed = 0;
   bool gzip = false;  // idx only
+  bool force = false;  // make-*: overwrite an existing set
 };
 // Adds `datasets` and its make-* subcommands to `app`, filling `args`.
 CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args);

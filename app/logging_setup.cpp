@@ -4,6 +4,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <iostream>
+
 namespace gputrain::app {
 
 namespace {
@@ -24,6 +27,15 @@ void add_log_file(const std::string& path) {
   file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
   spdlog::default_logger()->sinks().push_back(file);
   spdlog::default_logger()->flush_on(spdlog::level::info);
+  // Only the file sink fails in practice (a full disk); spdlog's own handler
+  // would print a "*** LOG ERROR ***" banner for every line that fails.
+  spdlog::default_logger()->set_error_handler([path](const std::string& problem) {
+    static std::atomic<bool> said{false};
+    if (said.exchange(true)) return;
+    std::cerr << fmt::format("gputrain: cannot write the log file {} ({}); the log continues on stderr only\n", path,
+                             problem)
+              << std::flush;
+  });
 }
 
 void set_rank_logging(int64_t rank) {

@@ -21,6 +21,7 @@ CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args) {
     make->add_option("--train", args.train, "training images (default: the real set's count)");
     make->add_option("--test", args.test, "test images (default: 10000)");
     make->add_option("--seed", args.seed, "seed of the class templates and the noise (default: 0)");
+    make->add_flag("--force", args.force, "overwrite the files of a set already in --out");
   }
   idx->add_flag("--gzip", args.gzip, "gzip-compress the files (.gz), as the official downloads are");
   auto* exporter = datasets->add_subcommand(
@@ -46,7 +47,7 @@ int run_datasets(const DatasetsArgs& args) {
   }
   const bool cifar = args.format == "cifar";
   const data::GenerateOptions options{args.train.value_or(cifar ? 50000 : 60000), args.test.value_or(10000),
-                                      args.seed};
+                                      args.seed, args.force};
   if (cifar) {
     data::write_cifar10_set(args.out, options);
   } else {

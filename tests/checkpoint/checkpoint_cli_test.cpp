@@ -325,6 +325,30 @@ TEST_F(CheckpointCli, ExportOntoItsOwnCheckpointIsRefused) {
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
+// Issue 17 #14: a bad --out or a full disk is the user's to fix (exit 2), as
+// for train, and leaves no partial file; a device is not replaced.
+TEST_F(CheckpointCli, ExportToABadPathOrAFullDiskExitsTwoAndLeavesNothing) {
+  ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);
+  const fs::path ckpt = list_checkpoints(checkpoints()).back();
+  testing::write_text(dir_ / "file", "a regular file");
+  for (const fs::path& out : {dir_ / "file" / "w.pt", fs::path("/dev/full"), dir_ / "absent" / "w.pt"}) {
+    const auto r = run_gputrain({"export", "--checkpoint", ckpt.string(), "--out", out.string()}, kEnv);
+    EXPECT_EQ(r.exit_code, 2) << out << r.err;
+    EXPECT_NE(r.err.find(out.string() + ": "), std::string::npos) << r.err;
+  }
+  struct stat info {};
+  ASSERT_EQ(::stat("/dev/full", &info), 0);
+  EXPECT_TRUE(S_ISCHR(info.st_mode)) << "/dev/full was replaced";
+
+  const auto full = run_gputrain({"export", "--checkpoint", ckpt.string(), "--out", (dir_ / "w.pt").string()}, kEnv,
+                                 GPUTRAIN_SOURCE_DIR, testing::file_size_limit(200));
+  if (full.exit_code == testing::kSetupFailed) GTEST_SKIP() << "cannot limit file sizes here";
+  EXPECT_EQ(full.exit_code, 2) << full.err;
+  EXPECT_NE(full.err.find("w.pt: cannot write: File too large"), std::string::npos) << full.err;
+  EXPECT_FALSE(fs::exists(dir_ / "w.pt"));
+  EXPECT_FALSE(has_temporary(dir_.path()));
+}
+
 // Issue 17 #5: an empty --resume is not "start afresh".
 TEST_F(CheckpointCli, AnEmptyResumeIsRefused) {
   ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,7 +40,7 @@ TEST(WriteAtomically, AFullDiskLeavesThePreviousFileAndNoTemporary) {
     write_atomically(path, "a newer checkpoint that does not fit", full);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ExitCode::kRuntime);
+    EXPECT_EQ(e.code(), ExitCode::kUserInput);  // the user frees space or writes elsewhere (issue 17 #14)
     EXPECT_NE(std::string(e.what()).find(path.string() + ": cannot write: No space left on device"),
               std::string::npos)
         << e.what();
@@ -57,9 +58,41 @@ TEST(WriteAtomically, ShortWritesAreResumed) {
   EXPECT_EQ(names_in(dir.path()).size(), 1u);
 }
 
-TEST(WriteAtomically, AMissingDirectoryIsAnErrorNamingTheFile) {
+ExitCode code_of_writing(const fs::path& path) {
+  try {
+    write_atomically(path, "x");
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(path.string() + ": ", 0), 0u) << e.what();
+    return e.code();
+  }
+  ADD_FAILURE() << "wrote " << path;
+  return ExitCode::kOk;
+}
+
+// Issue 17 #14: a path the user gave that cannot take a file is theirs to fix (exit 2).
+TEST(WriteAtomically, PathsThatCannotBeWrittenAreUserErrors) {
   TempDir dir;
-  EXPECT_THROW(write_atomically(dir / "absent" / "c.ckpt", "x"), Error);
+  testing::write_text(dir / "file", "a regular file");
+  EXPECT_EQ(code_of_writing(dir / "absent" / "c.ckpt"), ExitCode::kUserInput);
+  EXPECT_EQ(code_of_writing(dir / "file" / "c.ckpt"), ExitCode::kUserInput);  // ENOTDIR, even as root
+  fs::create_directory(dir / "d");
+  EXPECT_EQ(code_of_writing(dir / "d"), ExitCode::kUserInput);
+  EXPECT_EQ(write_error_code(EIO), ExitCode::kRuntime);
+  EXPECT_EQ(write_error_code(EROFS), ExitCode::kUserInput);
+  EXPECT_EQ(write_error_code(EDQUOT), ExitCode::kUserInput);
+}
+
+// rename() would put a regular file in place of the device.
+TEST(WriteAtomically, ADeviceIsRefusedNotReplaced) {
+  EXPECT_EQ(code_of_writing("/dev/full"), ExitCode::kUserInput);
+  struct stat info {};
+  ASSERT_EQ(::stat("/dev/full", &info), 0);
+  EXPECT_TRUE(S_ISCHR(info.st_mode));
+  try {
+    write_atomically("/dev/full", "x");
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a regular file (a device)"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CheckpointStore, NamesSortLikePositions) {

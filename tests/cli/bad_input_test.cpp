@@ -55,7 +55,7 @@ TEST(CliFullDisk, MetricsStopAtTheLastWholeLineAndEarlierFilesSurvive) {
   const auto r = run_gputrain(train_args(dir.path(), {"train.log_every=1"}), {}, GPUTRAIN_SOURCE_DIR,
                               file_size_limit(4096));
   skip_unless_set_up(r);
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err;  // a full disk is the user's to fix (issue 17 #14)
   EXPECT_NE(r.err.find("metrics.jsonl: cannot write metrics: File too large"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
   EXPECT_GT(whole_json_lines(run / "metrics.jsonl"), 0u);
@@ -76,7 +76,7 @@ TEST(CliFullDisk, WeightsThatDoNotFitLeaveThePreviousOnesInPlace) {
 
   const auto r = run_gputrain(train_args(dir.path(), wide), {}, GPUTRAIN_SOURCE_DIR, file_size_limit(65536));
   skip_unless_set_up(r);
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err;  // a full disk is the user's to fix (issue 17 #14)
   EXPECT_NE(r.err.find("model.pt: cannot write: File too large; the previous file, if any, is unchanged"),
             std::string::npos)
       << r.err;
@@ -86,6 +86,27 @@ TEST(CliFullDisk, WeightsThatDoNotFitLeaveThePreviousOnesInPlace) {
   }
   // Every record of the run made it, as whole lines: the same as the first run's.
   EXPECT_EQ(whole_json_lines(run / "metrics.jsonl"), whole_json_lines(run / "metrics.1.jsonl"));
+}
+
+// Issue 17 #19: a log file that cannot grow (the disk is full when a re-run
+// appends to train.log) is said once, in our words, and not by spdlog's
+// "*** LOG ERROR ***" banner on every line.
+TEST(CliFullDisk, ALogFileThatCannotGrowIsSaidOnceWithoutSpdlogsBanner) {
+  TempDir dir;
+  ASSERT_EQ(run_gputrain(train_args(dir.path(), {})).exit_code, 0);
+  const fs::path log = dir / "seed-mlp" / "train.log";
+  fs::resize_file(log, 8192);  // as large as a file may grow below
+  std::vector<std::string> args = train_args(dir.path(), {});
+  args.erase(args.begin(), args.begin() + 2);  // info lines, so that the log is written to
+  const auto r = run_gputrain(args, {}, GPUTRAIN_SOURCE_DIR, file_size_limit(8192));
+  skip_unless_set_up(r);
+  EXPECT_EQ(r.exit_code, 2) << r.err;  // model.pt (10 KB) does not fit either
+  EXPECT_EQ(r.err.find("LOG ERROR"), std::string::npos) << r.err;
+  const std::string said = "gputrain: cannot write the log file " + log.string() + " (";
+  const std::size_t first = r.err.find(said);
+  EXPECT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(said, first + 1), std::string::npos) << "said more than once: " << r.err;
+  EXPECT_NE(r.err.find("File too large); the log continues on stderr only"), std::string::npos) << r.err;
 }
 
 TEST(CliBadPaths, NonUtf8ConfigPathIsPrintedEscaped) {

@@ -227,6 +227,12 @@ TEST(BatchStream, NormalisationMustFitTheChannels) {
     EXPECT_EQ(e.key(), "data.normalize.mean");
     EXPECT_NE(std::string(e.what()).find("needs 1 or 3 values"), std::string::npos) << e.what();
   }
+  try {
+    BatchStream stream(image_dataset(8, 1, 5), options);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs 1 value for the 1 channel of "), std::string::npos) << e.what();
+  }
   EXPECT_THROW(BatchStream(index_dataset(8), options), ConfigError);  // features: no channels to normalise
   LoaderOptions flip = options_with(8, 0);
   flip.hflip = true;

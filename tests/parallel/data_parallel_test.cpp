@@ -58,6 +58,14 @@ std::unique_ptr<Strategy> two_cpu_replicas() {
   return make_strategy(plan, {});
 }
 
+TEST(DataParallel, DescribesOneReplicaInTheSingular) {
+  StrategyPlan plan;
+  plan.kind = StrategyKind::kDataParallel;
+  plan.replicas = {torch::Device(torch::kCPU)};
+  EXPECT_EQ(make_strategy(plan, {})->describe(), "data-parallel over 1 replica (cpu)");
+  EXPECT_EQ(two_cpu_replicas()->describe(), "data-parallel over 2 replicas (cpu, cpu)");
+}
+
 // The kept replicas give, to the bit, what LibTorch's replicate() per step
 // gave (two replicas: the gradient sum has one order), step after step: so
 // the copies are refreshed after each optimizer step.

@@ -128,7 +128,7 @@ train: {epochs: 2, log_every: 2}
 
 TEST(TrainCommand, ARunThatFailsStillGetsItsReport) {
   // The disk fills (a file size limit) when the final weights of a wide model
-  // are written, after both epochs: exit code 1, and the report shows them.
+  // are written, after both epochs: exit code 2, and the report shows them.
   TempDir dir;
   const fs::path run = dir / "runs" / "broken";
   const fs::path config = testing::write_text(dir / "c.yaml", R"(
@@ -143,7 +143,7 @@ checkpoint: {every: 0}
   const auto r = run_gputrain({"train", "--config", config.string(), "--output", (dir / "runs").string()}, {},
                               GPUTRAIN_SOURCE_DIR, testing::file_size_limit(200 * 1024));
   if (r.exit_code == testing::kSetupFailed) GTEST_SKIP() << "cannot limit file sizes here (setrlimit refused)";
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(has(r.err, "model.pt: cannot write: File too large")) << r.err;
   const json info = json::parse(testing::read_text(run / "run.json"));
   EXPECT_EQ(info["status"], "failed");
@@ -179,6 +179,29 @@ TEST(ReportCommand, BadRunDirectoriesExitTwo) {
   const auto bad_out = run_gputrain({"report", (dir / "run").string(), "--out", (dir / "no" / "x.html").string()});
   EXPECT_EQ(bad_out.exit_code, 2);
   EXPECT_TRUE(has(bad_out.err, "the directory for --out does not exist")) << bad_out.err;
+}
+
+// Issue 17 #14: as for train, a device, a path under a file or a full disk is
+// the user's to fix (exit 2), and no partial report is left.
+TEST(ReportCommand, UnwritableOutExitsTwoAndLeavesNothing) {
+  TempDir dir;
+  testing::write_finished_run(dir / "run");
+  testing::write_text(dir / "file", "a regular file");
+  for (const fs::path& out : {fs::path("/dev/full"), dir / "file" / "x.html"}) {
+    const auto r = run_gputrain({"report", (dir / "run").string(), "--out", out.string()});
+    EXPECT_EQ(r.exit_code, 2) << out << r.err;
+    EXPECT_TRUE(has(r.err, out.string() + ": ")) << r.err;
+  }
+  EXPECT_TRUE(fs::is_character_file("/dev/full")) << "/dev/full was replaced";
+  const auto full = run_gputrain({"report", (dir / "run").string(), "--out", (dir / "x.html").string()}, {},
+                                 GPUTRAIN_SOURCE_DIR, testing::file_size_limit(1000));
+  if (full.exit_code == testing::kSetupFailed) GTEST_SKIP() << "cannot limit file sizes here";
+  EXPECT_EQ(full.exit_code, 2) << full.err;
+  EXPECT_TRUE(has(full.err, "x.html: cannot write: File too large")) << full.err;
+  EXPECT_FALSE(fs::exists(dir / "x.html"));
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    EXPECT_FALSE(has(entry.path().filename().string(), ".tmp-")) << entry.path();
+  }
 }
 
 TEST(TensorBoard, ItsOwnReaderFindsEveryScalarAtItsStep) {

@@ -161,6 +161,24 @@ TEST(RunDir, WritesTheResolvedConfigAndKeepsEarlierMetrics) {
   EXPECT_TRUE(std::filesystem::exists(first.dir / "metrics.1.jsonl"));
 }
 
+TEST(RunDir, EarlierEventFilesMoveToARunOfTheirOwn) {
+  testing::TempDir dir;
+  const auto config = config::load_config_text("name: demo\noutput: {dir: " + dir.path().string() + "}\n", "x").config;
+  const RunPaths first = prepare_run_dir(config);
+  const std::string old_events = "events.out.tfevents.100.host.7.0";
+  testing::write_text(first.dir / old_events, "first run");
+  prepare_run_dir(config, /*resuming=*/true);  // a resumed run continues the same curves
+  EXPECT_TRUE(std::filesystem::exists(first.dir / old_events));
+
+  prepare_run_dir(config);
+  EXPECT_FALSE(std::filesystem::exists(first.dir / old_events));
+  EXPECT_EQ(testing::read_text(first.dir / "events.1" / old_events), "first run");
+  testing::write_text(first.dir / old_events, "second run");
+  prepare_run_dir(config);
+  EXPECT_EQ(testing::read_text(first.dir / "events.2" / old_events), "second run");
+  EXPECT_EQ(testing::read_text(first.dir / "events.1" / old_events), "first run");
+}
+
 TEST(RunDir, UnwritableOutputIsAUserError) {
   testing::TempDir dir;
   testing::write_text(dir / "file", "not a directory");

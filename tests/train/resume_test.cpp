@@ -2,8 +2,11 @@
 // uninterrupted run ends; non-finite losses stop or are skipped (CPU).
 #include <gtest/gtest.h>
 
+#include <torch/optim/sgd.h>
+
 #include <limits>
 
+#include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/config/load.h"
 #include "gputrain/device/resolve.h"
@@ -151,6 +154,34 @@ void stop_and_resume(int64_t epoch, int64_t micro_batch) {
 TEST_F(Resume, AfterAStopMidEpochOrBeforeTheTestPass) {
   stop_and_resume(2, 7);   // mid-step: the step of micro-batches 7 and 8 completes first
   stop_and_resume(1, 19);  // the epoch's last step (micro-batches 19 and 20), before its test pass
+}
+
+// Issue 17 #19: a crafted position the config cannot reach is refused, naming
+// the file, before anything is restored.
+TEST_F(Resume, ImpossiblePositionIsACheckpointErrorNamingTheFile) {
+  const auto loaded = run_config();  // 3 epochs of 10 steps (20 micro-batches)
+  Trainer trainer(loaded, cpu());
+  torch::optim::SGD sgd(trainer.model()->parameters(), 0.1);
+  const std::vector<std::pair<checkpoint::Position, std::string>> cases{
+      {{4, 0, 40}, "lies beyond train.epochs (3)"},
+      {{3, 2, 31}, "lies beyond train.epochs (3)"},
+      {{2, 0, 1}, "fewer steps than epochs"},
+      {{1, 21, 20}, "but an epoch has 20 here"}};
+  for (const auto& [at, problem] : cases) {
+    checkpoint::TrainingState state;
+    state.position = at;
+    state.rng = checkpoint::capture_rng();
+    state.config = config::dump_config(loaded.config);
+    const auto crafted =
+        checkpoint::Checkpoint::parse(checkpoint::encode(state, *trainer.model(), sgd), "crafted.ckpt");
+    try {
+      trainer.resume(crafted);
+      ADD_FAILURE() << "accepted epoch " << at.epoch << ", micro-batch " << at.batch << ", step " << at.step;
+    } catch (const CheckpointError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("crafted.ckpt: ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(problem), std::string::npos) << e.what();
+    }
+  }
 }
 
 // An infinite learning rate makes every weight inf or NaN after step 1. The

@@ -21,16 +21,16 @@ namespace fs = std::filesystem;
 namespace {
 
 [[noreturn]] void write_failed(const fs::path& path, int error) {
-  throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write: {}; the previous file, if any, is unchanged",
-                                              path.string(), std::strerror(error)));
+  throw Error(write_error_code(error), fmt::format("{}: cannot write: {}; the previous file, if any, is unchanged",
+                                                   path.string(), std::strerror(error)));
 }
 
-// Writes bytes [from, to) of `bytes`, retrying short writes and EINTR.
-void write_range(int fd, std::string_view bytes, std::size_t from, std::size_t to, const WriteHooks& hooks,
-                 const fs::path& path) {
-  while (from < to) {
-    const ssize_t n = hooks.write ? hooks.write(fd, bytes.data() + from, to - from)
-                                  : ::write(fd, bytes.data() + from, to - from);
+// Writes all of `bytes`, retrying short writes and EINTR.
+void write_all(int fd, std::string_view bytes, const WriteHooks& hooks, const fs::path& path) {
+  std::size_t from = 0;
+  while (from < bytes.size()) {
+    const ssize_t n = hooks.write ? hooks.write(fd, bytes.data() + from, bytes.size() - from)
+                                  : ::write(fd, bytes.data() + from, bytes.size() - from);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) write_failed(path, n < 0 ? errno : ENOSPC);  // 0 bytes: no progress, as good as full
     from += static_cast<std::size_t>(n);
@@ -48,7 +48,23 @@ void sync_directory(const fs::path& dir) {
 
 }  // namespace
 
-void write_atomically(const fs::path& path, std::string_view bytes, const WriteHooks& hooks) {
+ExitCode write_error_code(int error) {
+  switch (error) {
+    case ENOSPC: case EDQUOT: case EFBIG: case EROFS: case EACCES: case EPERM:
+    case ENOENT: case ENOTDIR: case EISDIR: case ENAMETOOLONG: case ELOOP:
+      return ExitCode::kUserInput;
+    default:
+      return ExitCode::kRuntime;
+  }
+}
+
+void write_atomically_in_pieces(const fs::path& path, const std::function<void(const ByteSink&)>& produce,
+                                const WriteHooks& hooks) {
+  // rename() would replace a device such as /dev/full or a FIFO by a regular file.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    throw UserError(fmt::format("{}: {}; give the path of a file to write", path.string(), not_a_regular_file(path)));
+  }
   static std::atomic<int> counter{0};
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   const fs::path temporary =
@@ -56,15 +72,7 @@ void write_atomically(const fs::path& path, std::string_view bytes, const WriteH
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) write_failed(path, errno);
   try {
-    if (hooks.pause_mid_write_s > 0) {
-      write_range(fd, bytes, 0, bytes.size() / 2, hooks, path);
-      spdlog::warn("test hook: pausing {} s in the middle of writing {} ({})", hooks.pause_mid_write_s, path.string(),
-                   temporary.string());
-      std::this_thread::sleep_for(std::chrono::duration<double>(hooks.pause_mid_write_s));
-      write_range(fd, bytes, bytes.size() / 2, bytes.size(), hooks, path);
-    } else {
-      write_range(fd, bytes, 0, bytes.size(), hooks, path);
-    }
+    produce([&](std::string_view piece) { write_all(fd, piece, hooks, path); });
     if (::fsync(fd) != 0) write_failed(path, errno);
   } catch (...) {
     ::close(fd);
@@ -82,6 +90,19 @@ void write_atomically(const fs::path& path, std::string_view bytes, const WriteH
     write_failed(path, error);
   }
   sync_directory(dir);
+}
+
+void write_atomically(const fs::path& path, std::string_view bytes, const WriteHooks& hooks) {
+  write_atomically_in_pieces(
+      path,
+      [&](const ByteSink& sink) {
+        if (hooks.pause_mid_write_s <= 0) return sink(bytes);
+        sink(bytes.substr(0, bytes.size() / 2));
+        spdlog::warn("test hook: pausing {} s in the middle of writing {}", hooks.pause_mid_write_s, path.string());
+        std::this_thread::sleep_for(std::chrono::duration<double>(hooks.pause_mid_write_s));
+        sink(bytes.substr(bytes.size() / 2));
+      },
+      hooks);
 }
 
 std::string not_a_regular_file(const fs::path& path) {

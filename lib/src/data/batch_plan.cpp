@@ -45,8 +45,11 @@ std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const
   }
   const auto channels = static_cast<std::size_t>(info.input_shape.at(0));
   if (!options.mean.empty() && options.mean.size() != 1 && options.mean.size() != channels) {
-    throw option_error("data.normalize.mean", fmt::format("needs 1 or {} values for the {} channels of {} (got {})",
-                                                          channels, channels, info.name, options.mean.size()));
+    throw option_error("data.normalize.mean",
+                       channels == 1 ? fmt::format("needs 1 value for the 1 channel of {} (got {})", info.name,
+                                                   options.mean.size())
+                                     : fmt::format("needs 1 or {} values for the {} channels of {} (got {})", channels,
+                                                   channels, info.name, options.mean.size()));
   }
   std::vector<ChannelMap> maps(channels);
   for (std::size_t c = 0; c < channels && !options.mean.empty(); ++c) {

@@ -15,6 +15,7 @@
 
 #include "batch_plan.h"
 #include "gputrain/common/error.h"
+#include "gputrain/device/host_resources.h"
 
 namespace gputrain::data {
 
@@ -121,7 +122,15 @@ struct BatchStream::State {
     claimed = first_batch;
     delivered = first_batch;
     stopping = false;
-    for (int64_t w = 0; w < options.num_workers && batches > 0; ++w) workers.emplace_back([this] { work(); });
+    try {
+      for (int64_t w = 0; w < options.num_workers && batches > 0; ++w) workers.emplace_back([this] { work(); });
+    } catch (...) {
+      const std::size_t started = workers.size();
+      stop();
+      device::rethrow_as_resource_error(
+          fmt::format("starting data loader worker {} of {} (data.num_workers)", started + 1, options.num_workers),
+          "Lower data.num_workers");
+    }
   }
 
   void stop() {

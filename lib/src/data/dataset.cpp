@@ -7,6 +7,7 @@
 #include "formats.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
+#include "gputrain/device/host_resources.h"
 #include "readers.h"
 
 namespace gputrain::data {
@@ -66,18 +67,28 @@ bool is_data_file(const std::string& name, const std::filesystem::path& file) {
 
 std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed) {
   const std::string root = config.root.empty() ? config::default_data_root(config.dataset) : config.root;
-  switch (config.dataset) {
-    case config::DatasetName::kCifar10:
-      return detail::read_cifar10(root, split);
-    case config::DatasetName::kFashionMnist:
-    case config::DatasetName::kMnist:
-      return detail::read_idx(config.dataset, root, split);
-    case config::DatasetName::kRandom:
-      return detail::make_random(config, split, seed);
-    case config::DatasetName::kSynthetic:
-      return detail::make_synthetic(config, split, seed);
-  }
-  config::unhandled(config.dataset);
+  const bool train = split == Split::kTrain;
+  const bool generated =
+      config.dataset == config::DatasetName::kRandom || config.dataset == config::DatasetName::kSynthetic;
+  // A data set is held in memory whole.
+  return device::with_resource_errors(
+      fmt::format("loading the {} split of {}", train ? "training" : "test", config::word(config.dataset)),
+      generated ? fmt::format("Lower {}", train ? "data.samples" : "data.test_samples")
+                : std::string("Free memory, or raise the process's limit"),
+      [&]() -> std::shared_ptr<const Dataset> {
+        switch (config.dataset) {
+          case config::DatasetName::kCifar10:
+            return detail::read_cifar10(root, split);
+          case config::DatasetName::kFashionMnist:
+          case config::DatasetName::kMnist:
+            return detail::read_idx(config.dataset, root, split);
+          case config::DatasetName::kRandom:
+            return detail::make_random(config, split, seed);
+          case config::DatasetName::kSynthetic:
+            return detail::make_synthetic(config, split, seed);
+        }
+        config::unhandled(config.dataset);
+      });
 }
 
 }  // namespace gputrain::data

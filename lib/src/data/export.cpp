@@ -3,11 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
 #include "gputrain/common/error.h"
+#include "gputrain/common/files.h"
 
 namespace gputrain::data {
 
@@ -39,14 +36,13 @@ void write_npy(const std::filesystem::path& file, const torch::Tensor& tensor) {
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
   const auto length = static_cast<uint16_t>(header.size());
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write("\x93NUMPY\x01\x00", 8);
-  const char length_bytes[2] = {static_cast<char>(length & 0xff), static_cast<char>(length >> 8)};
-  out.write(length_bytes, 2);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(static_cast<const char*>(tensor.const_data_ptr()), static_cast<std::streamsize>(tensor.nbytes()));
-  out.close();
-  if (!out) throw DataError(fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
+  const char preamble[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(length & 0xff),
+                             static_cast<char>(length >> 8)};
+  write_atomically_in_pieces(file, [&](const ByteSink& sink) {
+    sink(std::string_view(preamble, sizeof preamble));
+    sink(header);
+    sink(std::string_view(static_cast<const char*>(tensor.const_data_ptr()), tensor.nbytes()));
+  });
 }
 
 void export_npy(const Dataset& dataset, const std::filesystem::path& dir, Split split) {

@@ -5,10 +5,12 @@
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
 #include "gputrain/common/error.h"
+#include "gputrain/common/files.h"
 
 namespace gputrain::report {
 
@@ -128,7 +130,7 @@ EventFile::EventFile(const std::filesystem::path& dir) {
   static std::atomic<int> files{0};
   const double now = now_seconds();
   path_ =
-      dir / fmt::format("events.out.tfevents.{}.{}.{}.{}", static_cast<int64_t>(now), host_name(), getpid(), files++);
+      dir / fmt::format("{}{}.{}.{}.{}", kEventFilePrefix, static_cast<int64_t>(now), host_name(), getpid(), files++);
   out_.open(path_, std::ios::binary | std::ios::trunc);
   if (!out_) throw UserError(fmt::format("{}: cannot create the TensorBoard event file", path_.string()));
   write(file_version_event(now));
@@ -141,8 +143,11 @@ void EventFile::add(int64_t step, const std::vector<Scalar>& scalars) {
 void EventFile::write(const std::string& event) {
   out_ << tfrecord(event);
   out_.flush();
-  if (!out_)
-    throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write TensorBoard events (disk full?)", path_.string()));
+  if (!out_) {
+    const int error = errno;
+    throw Error(write_error_code(error),
+                fmt::format("{}: cannot write TensorBoard events: {}", path_.string(), std::strerror(error)));
+  }
 }
 
 }  // namespace gputrain::report

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gputrain/common/error.h"
+#include "gputrain/common/files.h"
 
 namespace gputrain::report {
 
@@ -32,7 +33,8 @@ void MetricsWriter::write(const std::string& line) {
   out_.close();
   std::error_code ignored;
   std::filesystem::resize_file(path_, whole_bytes_, ignored);
-  throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write metrics: {}", path_.string(), std::strerror(error)));
+  throw Error(write_error_code(error),
+              fmt::format("{}: cannot write metrics: {}", path_.string(), std::strerror(error)));
 }
 
 void MetricsWriter::on_step(const train::StepMetrics& m) {

@@ -9,13 +9,47 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <vector>
 
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
+#include "gputrain/report/event_file.h"
 
 namespace gputrain::report {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// `dir`/`pattern` with the smallest N >= 1 that names nothing yet.
+fs::path first_free(const fs::path& dir, const char* pattern) {
+  int n = 1;
+  while (fs::exists(dir / fmt::format(fmt::runtime(pattern), n))) ++n;
+  return dir / fmt::format(fmt::runtime(pattern), n);
+}
+
+// TensorBoard shows all event files of a directory as one run, so a fresh
+// run's curves would continue an earlier run's: those files go to events.N/,
+// which TensorBoard lists as a run of its own.
+void move_event_files_aside(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    if (entry.path().filename().string().rfind(kEventFilePrefix, 0) == 0) files.push_back(entry.path());
+  }
+  if (files.empty()) return;
+  const fs::path aside = first_free(dir, "events.{}");
+  fs::create_directory(aside, error);
+  for (const fs::path& file : files) {
+    if (!error) fs::rename(file, aside / file.filename(), error);
+  }
+  if (error) {
+    throw UserError(fmt::format("{}: cannot keep the previous TensorBoard event files: {}", aside.string(),
+                                error.message()));
+  }
+}
+
+}  // namespace
 
 RunPaths run_paths(const config::ExperimentConfig& config) {
   return run_paths(fs::path(config.output.dir) / config.name);
@@ -43,11 +77,10 @@ RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming) 
                                 paths.dir.string(), error.message()));
   }
   if (!resuming && fs::exists(paths.metrics)) {
-    int n = 1;
-    while (fs::exists(paths.dir / fmt::format("metrics.{}.jsonl", n))) ++n;
-    fs::rename(paths.metrics, paths.dir / fmt::format("metrics.{}.jsonl", n), error);
+    fs::rename(paths.metrics, first_free(paths.dir, "metrics.{}.jsonl"), error);
     if (error) throw UserError(fmt::format("{}: cannot keep the previous metrics: {}", paths.metrics.string(), error.message()));
   }
+  if (!resuming) move_event_files_aside(paths.dir);
   // The weights are written last, after the training; a name taken by a
   // directory would lose them, so it is refused before the run starts.
   if (fs::is_directory(paths.weights, error)) {

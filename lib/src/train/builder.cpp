@@ -6,6 +6,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
+#include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/train/cuda_graph.h"
@@ -133,11 +134,14 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
     class_weights(loaded, info, run.device);  // refuses weights for a data set without classes
   }
 
-  run.model = build_model(c, info, run.device);
-  configure_backends(c.train, run.device);
-  run.strategy->prepare(run.model);
-
-  run.optimizer = make_optimizer(c.optim, run.model->parameters());
+  device::with_resource_errors(
+      fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)),
+      "Make the model smaller (fewer or narrower layers under model:)", [&] {
+        run.model = build_model(c, info, run.device);
+        configure_backends(c.train, run.device);
+        run.strategy->prepare(run.model);
+        run.optimizer = make_optimizer(c.optim, run.model->parameters());
+      });
   run.step = build_step(c, run);
   run.steps_per_epoch = (run.train_batches->batches_per_epoch() + run.accumulation - 1) / run.accumulation;
   run.schedule = std::make_unique<LrSchedule>(c.optim, run.steps_per_epoch, run.steps_per_epoch * c.train.epochs);

@@ -5,6 +5,7 @@
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/data/batch_stream.h"
+#include "gputrain/device/host_resources.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/train/builder.h"
 #include "running_sums.h"
@@ -44,8 +45,24 @@ EvalResult evaluate(torch::nn::Sequential& model, data::BatchSource& batches, pa
   return result;
 }
 
+namespace {
+
+// The host running out of memory or threads while testing, whose batches data.test_batch_size sizes when set.
+[[noreturn]] void rethrow_host_exhaustion_testing(const config::DataConfig& d) {
+  const bool own = d.test_batch_size > 0;
+  const char* key = own ? "data.test_batch_size" : "data.batch_size";
+  device::rethrow_as_resource_error(
+      fmt::format("testing at {} {} with {} loader workers", key, own ? d.test_batch_size : d.batch_size,
+                  d.num_workers),
+      fmt::format("Lower {}, data.num_workers, or the model's size", key));
+}
+
+}  // namespace
+
+// A function-try-block, as Trainer::fit is: the host running out of memory or
+// threads says which keys to lower.
 EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                                  const std::string& weights_path) {
+                                  const std::string& weights_path) try {
   const config::ExperimentConfig& c = loaded.config;
   const auto test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
   const data::DatasetInfo& info = test_set->info();
@@ -63,6 +80,8 @@ EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const devi
   data::BatchStream batches(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
   check_amp_device(c.train.amp, strategy->device().type(), loaded.sources.at("train.amp"));
   return evaluate(model, batches, *strategy, loss, c.train.amp);
+} catch (const std::exception&) {
+  rethrow_host_exhaustion_testing(loaded.config.data);
 }
 
 }  // namespace gputrain::train

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "epoch_log.h"
+#include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/device/nvtx.h"
 #include "gputrain/logging/format.h"
@@ -28,10 +29,19 @@ std::optional<data::Batch> next_batch(data::BatchSource& source) {
   return source.next();
 }
 
+// The host running out of memory or threads while training.
+[[noreturn]] void rethrow_host_exhaustion(const config::ExperimentConfig& c) {
+  device::rethrow_as_resource_error(
+      fmt::format("training at data.batch_size {} with {} loader workers", c.data.batch_size, c.data.num_workers),
+      "Lower data.batch_size (train.accumulation_steps splits a batch into smaller micro-batches), "
+      "data.num_workers, or the model's size");
+}
+
 }  // namespace
 
 // A function-try-block: running out of GPU memory anywhere in training or
-// testing becomes one Error that says what to change.
+// testing becomes one Error that says what to change, and so does the host
+// running out of memory or threads.
 TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) try {
   State& s = *state_;
   s.checkpointer = std::make_unique<detail::Checkpointer>(s.config, options, *s.run.strategy, s.resumed_from,
@@ -85,7 +95,9 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   return summary;
 } catch (const c10::Error& e) {
   const std::string detail = first_line(e.what_without_backtrace());
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr && !is_out_of_memory(detail)) throw;
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr && !is_out_of_memory(detail)) {
+    rethrow_host_exhaustion(state_->config);
+  }
   const State& s = *state_;
   OutOfMemoryContext context;
   context.device = failing_device(detail, s.run.device.str());
@@ -95,6 +107,8 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   context.memory = device::memory_stats(torch::Device(context.device));
   context.detail = detail;
   throw Error(ExitCode::kRuntime, out_of_memory_message(context));
+} catch (const std::exception&) {
+  rethrow_host_exhaustion(state_->config);
 }
 
 EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start,

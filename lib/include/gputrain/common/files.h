@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "gputrain/common/error.h"
+
 namespace gputrain {
 
 // Marks the temporary files write_atomically leaves when killed mid-write:
@@ -28,9 +30,24 @@ struct WriteHooks {
 // Replaces `path` by `bytes` so that it holds either its old content or all of
 // the new, whatever happens: a temporary file in the same directory, written,
 // fsync'ed, renamed over `path`, then the directory fsync'ed. On failure the
-// temporary file is removed, `path` is untouched, and an Error (exit 1) names
-// the file and the cause.
+// temporary file is removed, `path` is untouched, and an Error names the file
+// and the cause: exit 2 (write_error_code) for what the user fixes, such as a
+// full disk, a missing or read-only directory, or a `path` that is a directory
+// or a device (which is refused before anything is written).
 void write_atomically(const std::filesystem::path& path, std::string_view bytes, const WriteHooks& hooks = {});
+
+// Takes each piece of a file in order.
+using ByteSink = std::function<void(std::string_view piece)>;
+
+// write_atomically for a file too large to hold in memory: `produce` passes
+// its pieces to the sink it is given, and may throw to abandon the file.
+void write_atomically_in_pieces(const std::filesystem::path& path, const std::function<void(const ByteSink&)>& produce,
+                                const WriteHooks& hooks = {});
+
+// The exit code of a failed write with errno `error`: 2 (user input) where the
+// user fixes the cause (no space or quota left, a file size limit, a read-only
+// file system, no permission, a path that does not lead to a directory), else 1.
+ExitCode write_error_code(int error);
 
 // Why `path` cannot be read as a regular file, as the rest of a message after
 // "<path>: ": "no such file", "is a directory", "is not a regular file (a FIFO)",

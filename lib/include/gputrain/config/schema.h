@@ -188,7 +188,8 @@ void visit(V& v, TrainConfig& c) {
           "sums, several times faster on tensor cores), `medium` (bfloat16 inputs). `auto`: `high` on CUDA, where "
           "cuDNN's convolutions already use TF32 by default, `highest` elsewhere; logged at run start");
   v.field("tensorboard", c.tensorboard, Any{},
-          "write TensorBoard event files into the run directory (`tensorboard --logdir runs`)");
+          "write TensorBoard event files into the run directory (`tensorboard --logdir runs`); a fresh run moves an "
+          "earlier run's event files to `events.N/`, a run of its own in TensorBoard");
   v.field("monitor_ms", c.monitor_ms, Min{0},
           "on CUDA, sample each GPU's utilization, memory, power and temperature through NVML this often; 0 = off");
   // Below 10 ms the sampling itself would cost more than it tells.

@@ -26,18 +26,17 @@ struct ImageSet {
 // template plus uniform noise in [-64, 63] drawn from `seed` and `split`.
 ImageSet make_image_set(int64_t count, int64_t channels, int64_t side, uint64_t seed, Split split);
 
-// One CIFAR-10 binary file holding images [begin, end) of `set`.
-void write_cifar10_file(const std::filesystem::path& file, const ImageSet& set, int64_t begin, int64_t end);
-
-// The IDX images and labels files of `set` (1 channel), gzip-compressed when `gzip`.
-void write_idx_files(const std::filesystem::path& images, const std::filesystem::path& labels, const ImageSet& set,
-                     bool gzip);
-
 struct GenerateOptions {
   int64_t train = 0;  // training images
   int64_t test = 0;   // test images
   uint64_t seed = 0;
+  bool overwrite = false;  // replace the files of an existing set (--force)
 };
+
+// The writers below generate and write in pieces, so memory stays small
+// whatever the count; each file is written atomically, and a failure removes
+// the files already written. Without `overwrite`, a `dir` holding any of the
+// set's files is refused (UserError).
 
 // CIFAR-10's layout in `dir` (created if needed): the training images split
 // over data_batch_1.bin .. data_batch_5.bin (sizes differ by at most one, so

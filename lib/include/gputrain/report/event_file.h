@@ -28,6 +28,9 @@ std::string file_version_event(double wall_time);  // "brain.Event:2", every fil
 using Scalar = std::pair<std::string, float>;      // tag, value
 std::string scalars_event(double wall_time, int64_t step, const std::vector<Scalar>& scalars);
 
+// How every event file's name begins; TensorBoard reads the files whose names hold "tfevents".
+inline constexpr const char* kEventFilePrefix = "events.out.tfevents.";
+
 // One event file in `dir`, named as TensorBoard's writers name theirs
 // (events.out.tfevents.<seconds>.<host>.<pid>.<n>), so `tensorboard --logdir`
 // finds it. Every add is flushed: a crashed run keeps what it logged.

@@ -23,9 +23,11 @@ RunPaths run_paths(const config::ExperimentConfig& config);
 RunPaths run_paths(const std::filesystem::path& dir);
 
 // Creates the run directory and writes config.yaml. A metrics.jsonl left by an
-// earlier run is kept as metrics.N.jsonl rather than overwritten, unless the
-// run is `resuming` it: then the run appends to it. Throws UserError when the
-// directory cannot be created or written, or model.pt is a directory.
+// earlier run is kept as metrics.N.jsonl rather than overwritten, and its
+// TensorBoard event files move to events.N/ (so that its curves stay apart),
+// unless the run is `resuming` it: then the run appends to both. Throws
+// UserError when the directory cannot be created or written, or model.pt is a
+// directory.
 RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming = false);
 
 // An exclusive lock on a run directory: flock(2) on <dir>/.gputrain.lock,
