@@ -9,7 +9,7 @@
 namespace CLI {
 class App;
 class Validator;
-}
+}  // namespace CLI
 
 namespace gputrain::app {
 
@@ -32,7 +32,7 @@ struct Environment {
   std::optional<EnvValue> master_port;
   std::optional<EnvValue> agent_store;    // TORCHELASTIC_USE_AGENT_STORE
   std::optional<EnvValue> restart_count;  // TORCHELASTIC_RESTART_COUNT
-  std::vector<std::string> all;  // KEY=VALUE, for the workers `train --nproc` starts
+  std::vector<std::string> all;           // KEY=VALUE, for the workers `train --nproc` starts
   // GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE: seconds every checkpoint write
   // pauses half-way, for tests that kill the process in the middle of one.
   std::optional<std::string> test_pause_checkpoint_write;
@@ -69,7 +69,7 @@ struct DatasetsArgs {
   std::optional<int64_t> train;  // unset: the real set's size
   std::optional<int64_t> test;
   uint64_t seed = 0;
-  bool gzip = false;  // idx only
+  bool gzip = false;   // idx only
   bool force = false;  // make-*: overwrite an existing set
 };
 // Adds `datasets` and its make-* subcommands to `app`, filling `args`.
@@ -79,10 +79,10 @@ int run_datasets(const DatasetsArgs& args);
 struct TrainArgs {
   std::string config;  // required unless `resume` is a path
   std::vector<std::string> overrides;
-  std::string output;             // overrides output.dir when set
-  std::string resume;             // "", "auto" or a checkpoint path
-  std::optional<int64_t> nproc;   // set: launch this many local workers instead of training
-  std::string log_level;          // passed on to those workers
+  std::string output;            // overrides output.dir when set
+  std::string resume;            // "", "auto" or a checkpoint path
+  std::optional<int64_t> nproc;  // set: launch this many local workers instead of training
+  std::string log_level;         // passed on to those workers
   Environment env;
 };
 int run_train(const TrainArgs& args);

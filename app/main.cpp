@@ -4,9 +4,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -99,9 +99,10 @@ CLI::Validator gputrain::app::whole_number(int64_t minimum, int64_t maximum) {
 void gputrain::app::add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,
                                        bool required) {
   command->add_option("-c,--config", config, "experiment YAML file (see configs/)")->required(required);
-  command->add_option("--set", overrides,
-                      "override one key with a YAML value, e.g. --set data.batch_size=64 --set gpus=[0,1]; "
-                      "applied in order after the file")
+  command
+      ->add_option("--set", overrides,
+                   "override one key with a YAML value, e.g. --set data.batch_size=64 --set gpus=[0,1]; "
+                   "applied in order after the file")
       ->take_all();
 }
 
@@ -132,9 +133,10 @@ int main(int argc, char** argv) {
   add_config_options(train, train_args.config, train_args.overrides, /*required=*/false);
   train->add_option("-o,--output", train_args.output,
                     "directory for runs (overrides output.dir); the run writes <output>/<name>/");
-  train->add_option("--nproc", train_args.nproc,
-                    "start N worker processes on this machine, one per selected GPU (or N CPU workers with "
-                    "device: cpu), and wait for them; torchrun and srun start workers instead")
+  train
+      ->add_option("--nproc", train_args.nproc,
+                   "start N worker processes on this machine, one per selected GPU (or N CPU workers with "
+                   "device: cpu), and wait for them; torchrun and srun start workers instead")
       ->check(whole_number(1, 1024));
   train->add_option("--resume", train_args.resume,
                     "continue from a checkpoint: 'auto' (the newest valid one of the run --config names) or a "
@@ -189,8 +191,9 @@ int main(int argc, char** argv) {
     if (train->parsed()) {
       // An empty --resume (an unset shell variable) must not mean "start afresh".
       if (train->count("--resume") > 0 && train_args.resume.empty()) {
-        throw gputrain::UserError("--resume: the value is empty; give 'auto' or a checkpoint file, or leave --resume "
-                                  "out to start a new run");
+        throw gputrain::UserError(
+            "--resume: the value is empty; give 'auto' or a checkpoint file, or leave --resume "
+            "out to start a new run");
       }
       return run_train(train_args);
     }

@@ -70,9 +70,12 @@ train::StopToken& install_signal_handlers(config::OnSigint on_sigint) {
 
 std::string stop_signal_name() {
   switch (g_stop_signal.load()) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    default: return "";
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "";
   }
 }
 

@@ -15,7 +15,8 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& args) {
       "bench", "time a train step phase by phase (data, forward, backward, optimizer) and the compute bound");
   add_config_options(bench, args.config, args.overrides);
   bench->add_option("--steps", args.steps, "timed steps (default: 100)")->check(whole_number(1, 1'000'000'000));
-  bench->add_option("--warmup", args.warmup, "untimed steps first (default: 10)")->check(whole_number(0, 1'000'000'000));
+  bench->add_option("--warmup", args.warmup, "untimed steps first (default: 10)")
+      ->check(whole_number(0, 1'000'000'000));
   bench->add_flag("--json", args.json, "print the report as one JSON object");
   return bench;
 }

@@ -46,15 +46,18 @@ int run_datasets(const DatasetsArgs& args) {
     return 0;
   }
   const bool cifar = args.format == "cifar";
-  const data::GenerateOptions options{args.train.value_or(cifar ? 50000 : 60000), args.test.value_or(10000),
-                                      args.seed, args.force};
+  const data::GenerateOptions options{args.train.value_or(cifar ? 50000 : 60000), args.test.value_or(10000), args.seed,
+                                      args.force};
   if (cifar) {
     data::write_cifar10_set(args.out, options);
   } else {
     data::write_idx_set(args.out, options, args.gzip);
   }
   spdlog::info("wrote {} training and {} test images ({}) to {}", options.train, options.test,
-               cifar ? "CIFAR-10 binary" : args.gzip ? "IDX, gzip" : "IDX", args.out);
+               cifar       ? "CIFAR-10 binary"
+               : args.gzip ? "IDX, gzip"
+                           : "IDX",
+               args.out);
   return 0;
 }
 

@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "commands.h"
-#include "gputrain/checkpoint/resume.h"
 #include "gputrain/checkpoint/format.h"
+#include "gputrain/checkpoint/resume.h"
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
 #include "gputrain/device/probe.h"
@@ -20,9 +20,10 @@ config::LoadedConfig test_config(const TestArgs& args) {
   if (!args.config.empty()) return config::load_config(args.config, args.overrides);
   // (A missing file is left to the checkpoint reader, which says so.)
   if (std::filesystem::is_regular_file(args.checkpoint) && !checkpoint::is_checkpoint_file(args.checkpoint)) {
-    throw UserError(fmt::format("{} holds weights only, not the config they were trained with: give --config (the "
-                                "run's config.yaml), or test a checkpoint file, which holds its config",
-                                args.checkpoint));
+    throw UserError(
+        fmt::format("{} holds weights only, not the config they were trained with: give --config (the "
+                    "run's config.yaml), or test a checkpoint file, which holds its config",
+                    args.checkpoint));
   }
   return checkpoint::resolve_resume(args.checkpoint, std::nullopt, args.overrides).config;
 }

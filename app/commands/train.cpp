@@ -4,12 +4,13 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "gputrain/checkpoint/resume.h"
 #include "gputrain/checkpoint/store.h"
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/config/load.h"
@@ -21,7 +22,6 @@
 #include "gputrain/report/metrics_writer.h"
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_recorder.h"
-#include "gputrain/checkpoint/weights.h"
 #include "gputrain/train/trainer.h"
 #include "logging_setup.h"
 #include "signals.h"
@@ -77,9 +77,10 @@ parallel::LaunchInfo launch_info(const Environment& env) {
   if (env.rank || env.world_size) {
     if (!env.rank || !env.world_size) {
       const EnvValue& given = env.rank ? *env.rank : *env.world_size;
-      throw UserError(fmt::format("{} is set but {} is not: a launched process needs both its rank and the world "
-                                  "size",
-                                  given.name, env.rank ? "WORLD_SIZE" : "RANK"));
+      throw UserError(
+          fmt::format("{} is set but {} is not: a launched process needs both its rank and the world "
+                      "size",
+                      given.name, env.rank ? "WORLD_SIZE" : "RANK"));
     }
     launch.rank = integer(*env.rank);
     launch.world_size = integer(*env.world_size);
@@ -105,9 +106,10 @@ std::vector<std::string> worker_arguments(const TrainArgs& args) {
 // `train --nproc N`: checks the config once, then runs the workers.
 int launch_workers(const TrainArgs& args, const config::LoadedConfig& loaded, const parallel::LaunchInfo& launch) {
   if (launch.world_size > 1) {
-    throw UserError(fmt::format("--nproc starts workers of its own, but this process is already rank {} of {} "
-                                "(launched by torchrun or srun); leave --nproc out",
-                                launch.rank, launch.world_size));
+    throw UserError(
+        fmt::format("--nproc starts workers of its own, but this process is already rank {} of {} "
+                    "(launched by torchrun or srun); leave --nproc out",
+                    launch.rank, launch.world_size));
   }
   const device::DevicePlan devices =
       device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
@@ -121,7 +123,6 @@ int launch_workers(const TrainArgs& args, const config::LoadedConfig& loaded, co
   if (args.env.master_port) options.master_port = launch.master_port;
   return parallel::run_local_workers(options);
 }
-
 
 // Everything resolved and checked before anything is touched: the config
 // (or the checkpoint's), the launch, the devices.

@@ -44,9 +44,10 @@ int main(int argc, char** argv) {
     const auto dataset = gputrain::data::make_dataset(config, gputrain::data::Split::kTrain, 0);
     const double load_seconds = seconds_since(load_start);
     const int64_t samples = dataset->info().samples;
-    std::cout << fmt::format("data set: {} training images from {}, read in {:.2f} s; batch size {}, {} timed "
-                             "epochs after one warm-up epoch, shuffled, normalised (mean 0.5, std 0.5)\n\n",
-                             samples, config.root, load_seconds, batch_size, epochs);
+    std::cout << fmt::format(
+        "data set: {} training images from {}, read in {:.2f} s; batch size {}, {} timed "
+        "epochs after one warm-up epoch, shuffled, normalised (mean 0.5, std 0.5)\n\n",
+        samples, config.root, load_seconds, batch_size, epochs);
     if (!torch::cuda::is_available()) {
       std::cout << "CUDA is not available: pin_memory on falls back to ordinary (pageable) memory after one "
                    "warning, so its rows measure the same code path as pin_memory off.\n\n";

@@ -9,9 +9,9 @@
 #include <csignal>
 #include <cstdlib>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <nlohmann/json.hpp>
 
 #include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/checkpoint/store.h"
@@ -136,7 +136,7 @@ TEST_F(CheckpointCli, KillDuringACheckpointWriteLeavesThePreviousOneToResume) {
   const std::string good = testing::read_text(first);
   {
     GputrainProcess child(train({"train.epochs=2"}, "auto"),
-                       {{"GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE", "60"}, {"OMP_NUM_THREADS", "1"}});
+                          {{"GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE", "60"}, {"OMP_NUM_THREADS", "1"}});
     ASSERT_TRUE(wait_until([&] { return child.err_so_far().find("test hook: pausing") != std::string::npos; }))
         << child.err_so_far();
     child.send(SIGKILL);
@@ -153,8 +153,8 @@ TEST_F(CheckpointCli, KillDuringACheckpointWriteLeavesThePreviousOneToResume) {
   // metrics.jsonl holds each record once, as if the run had never stopped.
   std::set<std::string> seen;
   for (const auto& record : metrics(run())) {
-    const std::string key = record["step"].dump() + record["split"].get<std::string>() +
-                            (record.contains("epoch_s") ? " epoch" : "");
+    const std::string key =
+        record["step"].dump() + record["split"].get<std::string>() + (record.contains("epoch_s") ? " epoch" : "");
     EXPECT_TRUE(seen.insert(key).second) << "twice: " << record.dump();
   }
   EXPECT_EQ(seen.size(), 16u + 2u * 2u);  // 16 steps logged, 2 epochs of train and test records
@@ -165,7 +165,7 @@ TEST_F(CheckpointCli, ASecondSigintDuringTheWriteExitsAtOnceAndKeepsTheLastCheck
   const fs::path first = list_checkpoints(checkpoints()).back();
   const std::string good = testing::read_text(first);
   GputrainProcess child(train({"train.epochs=1000000", "checkpoint.every=0"}, "auto"),
-                     {{"GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE", "60"}, {"OMP_NUM_THREADS", "1"}});
+                        {{"GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE", "60"}, {"OMP_NUM_THREADS", "1"}});
   ASSERT_TRUE(wait_until([&] {
     const auto m = metrics(run());
     return !m.empty() && m.back()["step"].get<int64_t>() > 8;
@@ -191,7 +191,8 @@ TEST_F(CheckpointCli, DamagedOrMismatchedCheckpointsExitTwoNamingTheFile) {
   EXPECT_EQ(cut.exit_code, 2) << cut.err;
   EXPECT_NE(cut.err.find(truncated.string() + ": truncated"), std::string::npos) << cut.err;
   const auto mismatch = run_gputrain({"train", "--resume", list_checkpoints(checkpoints()).back().string(), "--set",
-                                      "model.hidden=[7]", "--set", "train.epochs=2"}, kEnv);
+                                      "model.hidden=[7]", "--set", "train.epochs=2"},
+                                     kEnv);
   EXPECT_EQ(mismatch.exit_code, 2);
   EXPECT_NE(mismatch.err.find("model.hidden is [16] in the checkpoint but [7] in --set #1"), std::string::npos)
       << mismatch.err;
@@ -201,31 +202,34 @@ TEST_F(CheckpointCli, DamagedOrMismatchedCheckpointsExitTwoNamingTheFile) {
   testing::write_text(checkpoints() / "ckpt-s00000099-e0009-b000000.ckpt", flipped);
   const auto r = run_gputrain(train({"train.epochs=2"}, "auto"), kEnv);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("skipping a damaged checkpoint: " + (checkpoints() / "ckpt-s00000099-e0009-b000000.ckpt").string()),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("skipping a damaged checkpoint: " + (checkpoints() / "ckpt-s00000099-e0009-b000000.ckpt").string()),
+      std::string::npos)
       << r.err;
 }
 
 TEST_F(CheckpointCli, ExportedWeightsLoadInPythonAndScoreTheSame) {
   const char* venv = std::getenv("GPUTRAIN_VENV");
   const char* home = std::getenv("HOME");
-  const fs::path python = venv != nullptr ? fs::path(venv) / "bin/python"
+  const fs::path python = venv != nullptr   ? fs::path(venv) / "bin/python"
                           : home != nullptr ? fs::path(home) / ".cache/gputrain/venv/bin/python"
                                             : fs::path();
   if (python.empty() || !fs::exists(python)) GTEST_SKIP() << "no Python with torch at " << python;
   const fs::path data = dir_ / "data";
   data::write_idx_set(data, {200, 60, 0}, /*gzip=*/false);
   ASSERT_EQ(run_gputrain(train({"data.dataset=fashion_mnist", "data.root=" + data.string(), "data.batch_size=20",
-                                "train.epochs=2"}), kEnv)
+                                "train.epochs=2"}),
+                         kEnv)
                 .exit_code,
             0);
   const int64_t correct = metrics(run()).back()["correct"].get<int64_t>();
   const fs::path weights = dir_ / "weights.pt";
-  const auto exported = run_gputrain({"export", "--checkpoint", list_checkpoints(checkpoints()).back().string(),
-                                      "--out", weights.string()}, kEnv);
+  const auto exported = run_gputrain(
+      {"export", "--checkpoint", list_checkpoints(checkpoints()).back().string(), "--out", weights.string()}, kEnv);
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
-  const std::string command = "OMP_NUM_THREADS=1 " + python.string() + " " + GPUTRAIN_SOURCE_DIR + "/tests/checkpoint/export_check.py " +
-                              weights.string() + " " + data.string() + " > " + (dir_ / "python.out").string();
+  const std::string command = "OMP_NUM_THREADS=1 " + python.string() + " " + GPUTRAIN_SOURCE_DIR +
+                              "/tests/checkpoint/export_check.py " + weights.string() + " " + data.string() + " > " +
+                              (dir_ / "python.out").string();
   ASSERT_EQ(std::system(command.c_str()), 0);
   EXPECT_EQ(std::stoll(testing::read_text(dir_ / "python.out")), correct);
   EXPECT_GT(correct, 60 / 10);  // above chance, so the weights matter

@@ -128,8 +128,9 @@ TEST(Checkpoint, RestoredRngRepeatsTheDraws) {
 }
 
 TEST(Checkpoint, IntactEnvelopeAroundBadContentsIsAnError) {
-  EXPECT_NE(error_of([] { Checkpoint::parse(seal("not an archive"), "x.ckpt"); })
-                .find("x.ckpt: the checksum matches but LibTorch cannot read the contents"),
+  EXPECT_NE(error_of([] {
+              Checkpoint::parse(seal("not an archive"), "x.ckpt");
+            }).find("x.ckpt: the checksum matches but LibTorch cannot read the contents"),
             std::string::npos);
   torch::serialize::OutputArchive archive;  // a LibTorch archive, but not a checkpoint
   archive.write("position_epoch", int64_t{1});
@@ -138,8 +139,9 @@ TEST(Checkpoint, IntactEnvelopeAroundBadContentsIsAnError) {
     payload.append(static_cast<const char*>(data), size);
     return size;
   });
-  EXPECT_NE(error_of([&] { Checkpoint::parse(seal(payload), "y.ckpt"); })
-                .find("y.ckpt: has no 'position_batch' entry (not a complete checkpoint)"),
+  EXPECT_NE(error_of([&] {
+              Checkpoint::parse(seal(payload), "y.ckpt");
+            }).find("y.ckpt: has no 'position_batch' entry (not a complete checkpoint)"),
             std::string::npos);
 }
 
@@ -155,7 +157,9 @@ TEST(Checkpoint, ReadNamesMissingAndDamagedFiles) {
 TEST(Checkpoint, WeightsOfAnotherShapeAreRefused) {
   const Checkpoint c = Checkpoint::parse(encoded(), "c.ckpt");
   Tiny wider(5);
-  EXPECT_NE(error_of([&] { c.load_model(*wider.model); }).find("c.ckpt: 'fc1.weight' has shape [4, 3] but the model expects [5, 3]"),
+  EXPECT_NE(error_of([&] {
+              c.load_model(*wider.model);
+            }).find("c.ckpt: 'fc1.weight' has shape [4, 3] but the model expects [5, 3]"),
             std::string::npos);
   torch::nn::Sequential fewer;
   fewer->push_back("fc1", torch::nn::Linear(3, 4));
@@ -178,8 +182,10 @@ TEST(Weights, ModelPtAndCheckpointBothLoadAndExport) {
     EXPECT_EQ(summary.elements, 3 * 4 + 4 + 4 * 2 + 2);
   }
   testing::write_text(dir / "junk.pt", "junk");
-  EXPECT_NE(error_of([&] { Tiny t; load_weights(t.model, (dir / "junk.pt").string()); })
-                .find("junk.pt: neither a gputrain checkpoint nor a LibTorch weights archive"),
+  EXPECT_NE(error_of([&] {
+              Tiny t;
+              load_weights(t.model, (dir / "junk.pt").string());
+            }).find("junk.pt: neither a gputrain checkpoint nor a LibTorch weights archive"),
             std::string::npos);
 }
 
@@ -216,19 +222,22 @@ TEST(Resume, IncompatibleKeysAreNamedWithBothValues) {
   TempDir dir;
   testing::write_text(dir / "c.ckpt", encoded());
   const std::string path = (dir / "c.ckpt").string();
-  const std::string message =
-      error_of([&] { resolve_resume(path, std::nullopt, {"model.hidden=[7]", "seed=4", "train.epochs=3"}); });
+  const std::string message = error_of([&] {
+    resolve_resume(path, std::nullopt, {"model.hidden=[7]", "seed=4", "train.epochs=3"});
+  });
   EXPECT_NE(message.find(path + ": cannot resume with another model"), std::string::npos) << message;
   EXPECT_NE(message.find("model.hidden is [4] in the checkpoint but [7] in --set #1"), std::string::npos) << message;
   EXPECT_NE(message.find("seed is 0 in the checkpoint but 4 in --set #2"), std::string::npos) << message;
   EXPECT_EQ(message.find("train.epochs"), std::string::npos) << message;  // allowed to change
   // Mid-epoch (the sample state is 5 micro-batches into an epoch) the batch order is fixed too.
-  EXPECT_NE(error_of([&] { resolve_resume(path, with({"data.batch_size=64"}), {"data.batch_size=64"}); })
-                .find("data.batch_size is 128 in the checkpoint but 64 in --set #1"),
+  EXPECT_NE(error_of([&] {
+              resolve_resume(path, with({"data.batch_size=64"}), {"data.batch_size=64"});
+            }).find("data.batch_size is 128 in the checkpoint but 64 in --set #1"),
             std::string::npos);
   // The --config file (loaded with the same --set) is checked as well.
-  EXPECT_NE(error_of([&] { resolve_resume(path, with({"model.activation=tanh"}), {}); })
-                .find("model.activation is relu in the checkpoint but tanh in --set #1"),
+  EXPECT_NE(error_of([&] {
+              resolve_resume(path, with({"model.activation=tanh"}), {});
+            }).find("model.activation is relu in the checkpoint but tanh in --set #1"),
             std::string::npos);
   EXPECT_EQ(incompatible_keys(with({}).config, with({"data.batch_size=64"}).config, Position{1, 0, 8}).size(), 0u);
 }

@@ -41,8 +41,7 @@ TEST(WriteAtomically, AFullDiskLeavesThePreviousFileAndNoTemporary) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::kUserInput);  // the user frees space or writes elsewhere (issue 17 #14)
-    EXPECT_NE(std::string(e.what()).find(path.string() + ": cannot write: No space left on device"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(path.string() + ": cannot write: No space left on device"), std::string::npos)
         << e.what();
   }
   EXPECT_EQ(testing::read_text(path), "the good checkpoint");
@@ -52,7 +51,9 @@ TEST(WriteAtomically, AFullDiskLeavesThePreviousFileAndNoTemporary) {
 TEST(WriteAtomically, ShortWritesAreResumed) {
   TempDir dir;
   WriteHooks trickle;
-  trickle.write = [](int fd, const char* data, std::size_t size) { return ::write(fd, data, std::min<std::size_t>(size, 3)); };
+  trickle.write = [](int fd, const char* data, std::size_t size) {
+    return ::write(fd, data, std::min<std::size_t>(size, 3));
+  };
   write_atomically(dir / "c.ckpt", "eleven bytes and then some", trickle);
   EXPECT_EQ(testing::read_text(dir / "c.ckpt"), "eleven bytes and then some");
   EXPECT_EQ(names_in(dir.path()).size(), 1u);
@@ -99,8 +100,8 @@ TEST(CheckpointStore, NamesSortLikePositions) {
   EXPECT_EQ(CheckpointStore::file_name({2, 5, 21}), "ckpt-s00000021-e0002-b000005.ckpt");
   TempDir dir;
   CheckpointStore store(dir.path(), 10, std::nullopt);
-  store.save({1, 8, 8}, "before the test pass");   // stopped after epoch 2's last step
-  store.save({2, 0, 8}, "after it");               // the same step, a later position
+  store.save({1, 8, 8}, "before the test pass");  // stopped after epoch 2's last step
+  store.save({2, 0, 8}, "after it");              // the same step, a later position
   store.save({0, 3, 3}, "early");
   const auto listed = list_checkpoints(dir.path());
   ASSERT_EQ(listed.size(), 3u);
@@ -117,7 +118,7 @@ TEST(CheckpointStore, KeepsTheNewestAndTheBest) {
     if (epoch == 2) store.save_best("epoch 2");
   }
   EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{"best.ckpt", "ckpt-s00000030-e0003-b000000.ckpt",
-                                                             "ckpt-s00000040-e0004-b000000.ckpt"}));
+                                                            "ckpt-s00000040-e0004-b000000.ckpt"}));
   EXPECT_EQ(testing::read_text(dir / "best.ckpt"), "epoch 2");
 }
 

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "gputrain/common/files.h"
 #include "support/process.h"
@@ -30,8 +30,8 @@ std::size_t whole_json_lines(const fs::path& path) {
 
 // seed_mlp.yaml on the CPU, quietly, into `out`.
 std::vector<std::string> train_args(const fs::path& out, std::vector<std::string> sets) {
-  std::vector<std::string> args{"--log-level", "warn", "train", "--config", "configs/seed_mlp.yaml", "--output",
-                                out.string(),  "--set",  "device=cpu", "--set",   "train.epochs=1"};
+  std::vector<std::string> args{"--log-level", "warn",  "train",      "--config", "configs/seed_mlp.yaml", "--output",
+                                out.string(),  "--set", "device=cpu", "--set",    "train.epochs=1"};
   for (auto& set : sets) {
     args.push_back("--set");
     args.push_back(std::move(set));
@@ -52,8 +52,8 @@ TEST(CliFullDisk, MetricsStopAtTheLastWholeLineAndEarlierFilesSurvive) {
   const std::string metrics = read_text(run / "metrics.jsonl");
 
   // 4 KiB holds config.yaml and the warnings, but not a metrics line per step.
-  const auto r = run_gputrain(train_args(dir.path(), {"train.log_every=1"}), {}, GPUTRAIN_SOURCE_DIR,
-                              file_size_limit(4096));
+  const auto r =
+      run_gputrain(train_args(dir.path(), {"train.log_every=1"}), {}, GPUTRAIN_SOURCE_DIR, file_size_limit(4096));
   skip_unless_set_up(r);
   EXPECT_EQ(r.exit_code, 2) << r.err;  // a full disk is the user's to fix (issue 17 #14)
   EXPECT_NE(r.err.find("metrics.jsonl: cannot write metrics: File too large"), std::string::npos) << r.err;

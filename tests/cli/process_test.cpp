@@ -74,8 +74,7 @@ TEST(Cli, MissingConfigFileExitsTwo) {
 TEST(Cli, BadSetExitsTwo) {
   const auto r = run_gputrain({"config", "--config", "configs/cifar10.yaml", "--set", "train.epoch=3"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--set #1 (train.epoch=3): train.epoch: unknown key; did you mean 'epochs'?"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("--set #1 (train.epoch=3): train.epoch: unknown key; did you mean 'epochs'?"), std::string::npos)
       << r.err;
 }
 

@@ -66,8 +66,8 @@ TEST_F(TrainProcess, TrainsTestsAndWritesTheRunDirectory) {
   EXPECT_EQ(lines.back()["split"], "test");
 
   // The saved weights reproduce the last test line exactly.
-  const auto tested = run_gputrain({"test", "--config", (run / "config.yaml").string(), "--checkpoint",
-                                    (run / "model.pt").string()});
+  const auto tested =
+      run_gputrain({"test", "--config", (run / "config.yaml").string(), "--checkpoint", (run / "model.pt").string()});
   ASSERT_EQ(tested.exit_code, 0) << tested.err;
   std::istringstream out(tested.out);
   std::string line;

@@ -29,11 +29,11 @@ TEST(Strings, JoinChoicesAndSplit) {
 TEST(Strings, InvalidUtf8IsFoundAndEscaped) {
   EXPECT_EQ(invalid_utf8("plain ascii"), std::string_view::npos);
   EXPECT_EQ(invalid_utf8("r\xc3\xa9sum\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), std::string_view::npos);
-  EXPECT_EQ(invalid_utf8("caf\xe9"), 3u);                 // Latin-1, not UTF-8
-  EXPECT_EQ(invalid_utf8("ab\xc3"), 2u);                  // cut short
-  EXPECT_EQ(invalid_utf8("\xc0\xaf"), 0u);               // overlong '/'
-  EXPECT_EQ(invalid_utf8("x\xed\xa0\x80"), 1u);          // a UTF-16 surrogate
-  EXPECT_EQ(invalid_utf8("\xf4\x90\x80\x80"), 0u);       // above U+10FFFF
+  EXPECT_EQ(invalid_utf8("caf\xe9"), 3u);           // Latin-1, not UTF-8
+  EXPECT_EQ(invalid_utf8("ab\xc3"), 2u);            // cut short
+  EXPECT_EQ(invalid_utf8("\xc0\xaf"), 0u);          // overlong '/'
+  EXPECT_EQ(invalid_utf8("x\xed\xa0\x80"), 1u);     // a UTF-16 surrogate
+  EXPECT_EQ(invalid_utf8("\xf4\x90\x80\x80"), 0u);  // above U+10FFFF
   EXPECT_EQ(printable("/data/caf\xe9/x"), "/data/caf\\xe9/x");
   EXPECT_EQ(printable("tab\tbell\a\xc3\xa9"), "tab\\x09bell\\x07\xc3\xa9");
   EXPECT_EQ(printable(printable("\xff\x01")), printable("\xff\x01"));
@@ -44,7 +44,8 @@ TEST(Errors, ConfigErrorReadsLikeACompilerError) {
   EXPECT_STREQ(error.what(), "configs/a.yaml:12:15: data.batch_size: must be >= 1 (got -4)");
   EXPECT_EQ(error.code(), ExitCode::kUserInput);
   // Keys and origins come from files and argv: any byte may be in them.
-  EXPECT_STREQ(ConfigError({"caf\xe9.yaml", 1, 1}, "k\x1b", "unknown key").what(), "caf\\xe9.yaml:1:1: k\\x1b: unknown key");
+  EXPECT_STREQ(ConfigError({"caf\xe9.yaml", 1, 1}, "k\x1b", "unknown key").what(),
+               "caf\\xe9.yaml:1:1: k\\x1b: unknown key");
 }
 
 TEST(Errors, ExitCodesByKind) {

@@ -144,8 +144,9 @@ TEST(ConfigLoad, UnknownEnumWordListsAllowedAndSuggests) {
   const ConfigError e = config_error("train:\n  amp: fp61\n");
   EXPECT_STREQ(e.what(),
                "exp.yaml:2:8: train.amp: unknown value 'fp61'; allowed: off, fp16 or bf16 (did you mean 'fp16'?)");
-  EXPECT_STREQ(config_error("model: {name: mpl}").what(),
-               "exp.yaml:1:15: model.name: unknown value 'mpl'; allowed: linear, mlp or cifar10_cnn (did you mean 'mlp'?)");
+  EXPECT_STREQ(
+      config_error("model: {name: mpl}").what(),
+      "exp.yaml:1:15: model.name: unknown value 'mpl'; allowed: linear, mlp or cifar10_cnn (did you mean 'mlp'?)");
 }
 
 TEST(ConfigLoad, WrongTypesSayWhatWasExpected) {
@@ -168,18 +169,19 @@ TEST(ConfigLoad, FastPathSwitchesAreOffByDefaultAndReadAsGiven) {
   const ExperimentConfig defaults = load_config_text("", "x").config;
   EXPECT_EQ(defaults.data.device_cache, Switch::kOff);
   EXPECT_EQ(defaults.train.matmul_precision, MatmulPrecision::kAuto);
-  EXPECT_FALSE(defaults.optim.foreach || defaults.optim.fused ||
-               defaults.train.cuda_graph || defaults.train.channels_last || defaults.train.cudnn_benchmark);
-  const ExperimentConfig on =
-      load_config_text("data: {device_cache: true}\noptim: {fused: true}\n"
-                       "train: {cuda_graph: true, channels_last: true, cudnn_benchmark: true}\n",
-                       "x", {"optim.fused=false", "optim.foreach=true"})
-          .config;
+  EXPECT_FALSE(defaults.optim.foreach || defaults.optim.fused || defaults.train.cuda_graph ||
+               defaults.train.channels_last || defaults.train.cudnn_benchmark);
+  const ExperimentConfig on = load_config_text(
+                                  "data: {device_cache: true}\noptim: {fused: true}\n"
+                                  "train: {cuda_graph: true, channels_last: true, cudnn_benchmark: true}\n",
+                                  "x", {"optim.fused=false", "optim.foreach=true"})
+                                  .config;
   EXPECT_EQ(on.data.device_cache, Switch::kOn);
   EXPECT_TRUE(on.optim.foreach && !on.optim.fused && on.train.cuda_graph && on.train.channels_last &&
               on.train.cudnn_benchmark);
   EXPECT_EQ(load_config_text("data: {device_cache: auto}\n", "x").config.data.device_cache, Switch::kAuto);
-  EXPECT_EQ(load_config_text("train: {matmul_precision: high}\n", "x").config.train.matmul_precision, MatmulPrecision::kHigh);
+  EXPECT_EQ(load_config_text("train: {matmul_precision: high}\n", "x").config.train.matmul_precision,
+            MatmulPrecision::kHigh);
   EXPECT_THROW(load_config_text("data: {device_cache: maybe}\n", "x"), ConfigError);
   EXPECT_THROW(load_config_text("train: {matmul_precision: low}\n", "x"), ConfigError);
 }
@@ -288,9 +290,8 @@ TEST(ConfigLimits, FileOverOneMebibyteIsRefusedUnread) {
 TEST(ConfigLimits, DeepNestingIsAClearErrorNotACrash) {
   std::string block_map;
   for (int depth = 0; depth < 1200; ++depth) block_map += std::string(depth, ' ') + "a:\n";
-  for (const std::string& yaml :
-       {repeat("[", 200000), repeat("{a: ", 100000), repeat("- ", 100000) + "x\n", block_map,
-        "data:\n  normalize:\n    mean: " + repeat("[", 5000) + repeat("]", 5000) + "\n"}) {
+  for (const std::string& yaml : {repeat("[", 200000), repeat("{a: ", 100000), repeat("- ", 100000) + "x\n", block_map,
+                                  "data:\n  normalize:\n    mean: " + repeat("[", 5000) + repeat("]", 5000) + "\n"}) {
     const std::string error = user_error(yaml);
     EXPECT_EQ(error.rfind("exp.yaml:", 0), 0u) << error;
     EXPECT_NE(error.find("nested too deeply"), std::string::npos) << error;

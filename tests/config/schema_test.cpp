@@ -19,7 +19,8 @@ namespace {
 // The dotted name of every declared key, in declaration order.
 class KeyLister {
  public:
-  explicit KeyLister(std::vector<std::string>& keys, std::string prefix = "") : keys_(keys), prefix_(std::move(prefix)) {}
+  explicit KeyLister(std::vector<std::string>& keys, std::string prefix = "")
+      : keys_(keys), prefix_(std::move(prefix)) {}
   template <typename T, typename C>
   void field(const char* key, T&, const C&, const char*) {
     keys_.push_back(prefix_ + key);
@@ -72,8 +73,10 @@ class Perturber {
   static void change(GpuSelection& value) { value = {false, {0}}; }
   static void change(std::vector<int64_t>& value) { value.push_back(7); }
   static void change(std::vector<double>& value) {
-    if (value.empty()) value.push_back(0.5);
-    else change(value.front());
+    if (value.empty())
+      value.push_back(0.5);
+    else
+      change(value.front());
   }
   template <typename E, typename = std::enable_if_t<std::is_enum_v<E>>>
   static void change(E& value) {
@@ -156,10 +159,12 @@ TEST(ConfigSchema, EveryChoiceWordParsesToItsValue) {
 
 // An unknown word is caught where the file says it, for every choice key.
 TEST(ConfigSchema, UnknownChoiceWordsAreErrorsAtTheirPosition) {
-  const std::vector<std::pair<std::string, std::string>> cases{
-      {"data", "dataset"},  {"model", "name"},      {"model", "activation"},        {"optim", "name"},
-      {"optim", "scheduler"}, {"train", "loss"},    {"train", "amp"},               {"train", "on_nan"},
-      {"train", "on_sigint"}, {"train", "matmul_precision"}, {"ddp", "backend"}};
+  const std::vector<std::pair<std::string, std::string>> cases{{"data", "dataset"},     {"model", "name"},
+                                                               {"model", "activation"}, {"optim", "name"},
+                                                               {"optim", "scheduler"},  {"train", "loss"},
+                                                               {"train", "amp"},        {"train", "on_nan"},
+                                                               {"train", "on_sigint"},  {"train", "matmul_precision"},
+                                                               {"ddp", "backend"}};
   for (const auto& [section, key] : cases) {
     try {
       load_config_text(section + ":\n  " + key + ": swish\n", "exp.yaml");

@@ -113,7 +113,8 @@ TEST_F(Cifar, SizeNotAMultipleOfTheRecordIsADataError) {
 
 TEST_F(Cifar, EmptyFileIsADataError) {
   write_bytes(file("test_batch.bin"), "");
-  expect_data_error(data_config(config::DatasetName::kCifar10, dir_.path()), Split::kTest, {file("test_batch.bin").string(), "0 bytes"});
+  expect_data_error(data_config(config::DatasetName::kCifar10, dir_.path()), Split::kTest,
+                    {file("test_batch.bin").string(), "0 bytes"});
 }
 
 TEST_F(Cifar, LabelOutOfRangeNamesFileRecordAndSample) {
@@ -146,7 +147,8 @@ TEST_P(Idx, RoundTripsPixelsAndLabelsExactly) {
 TEST_P(Idx, MissingFilesAreNamed) {
   fs::remove(file("train-labels-idx1-ubyte"));
   expect_data_error(config(), Split::kTrain, {"lacks train-labels-idx1-ubyte[.gz]", "dataset-fashion-mnist"});
-  expect_data_error(data_config(config::DatasetName::kMnist, dir_ / "nope"), Split::kTrain, {(dir_ / "nope").string(), "make-idx"});
+  expect_data_error(data_config(config::DatasetName::kMnist, dir_ / "nope"), Split::kTrain,
+                    {(dir_ / "nope").string(), "make-idx"});
 }
 
 TEST_P(Idx, TruncatedFileIsADataError) {
@@ -218,7 +220,8 @@ TEST_F(IdxRaw, RawFileWinsOverGzip) {
   // A different (gzip) set beside the raw one: the raw files are what is read.
   TempDir other("gputrain-idx");
   write_idx_set(other.path(), {31, 9, 99}, /*gzip=*/true);
-  for (const auto& entry : fs::directory_iterator(other.path())) fs::copy_file(entry.path(), dir_ / entry.path().filename());
+  for (const auto& entry : fs::directory_iterator(other.path()))
+    fs::copy_file(entry.path(), dir_ / entry.path().filename());
   expect_same_images(*make_dataset(config(), Split::kTrain, 0), make_image_set(31, 1, 28, 3, Split::kTrain));
 }
 
@@ -227,7 +230,8 @@ TEST(IdxGzip, TruncatedTrailerIsADataError) {
   write_idx_set(dir.path(), {31, 9, 3}, /*gzip=*/true);
   const fs::path labels = dir / "train-labels-idx1-ubyte.gz";
   fs::resize_file(labels, fs::file_size(labels) - 4);  // cut the length field off the trailer
-  expect_data_error(data_config(config::DatasetName::kFashionMnist, dir.path()), Split::kTrain, {labels.string(), "truncated gzip stream"});
+  expect_data_error(data_config(config::DatasetName::kFashionMnist, dir.path()), Split::kTrain,
+                    {labels.string(), "truncated gzip stream"});
 }
 
 TEST(IdxGzip, CorruptStreamIsADataError) {
@@ -236,7 +240,8 @@ TEST(IdxGzip, CorruptStreamIsADataError) {
   const fs::path images = dir / "train-images-idx3-ubyte.gz";
   const std::string bytes = read_bytes(images);
   patch(images, bytes.size() - 6, "\xff\xff");  // inside the CRC-32 of the trailer
-  expect_data_error(data_config(config::DatasetName::kFashionMnist, dir.path()), Split::kTrain, {images.string(), "corrupt gzip stream"});
+  expect_data_error(data_config(config::DatasetName::kFashionMnist, dir.path()), Split::kTrain,
+                    {images.string(), "corrupt gzip stream"});
 }
 
 // Nearest class mean of `train`, scored on `test`: a floor for what a small model learns.

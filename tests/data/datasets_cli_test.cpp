@@ -34,8 +34,8 @@ void expect_matches(const Dataset& dataset, const ImageSet& set) {
 TEST(DatasetsCommand, MakeCifarWritesWhatTheReaderReads) {
   TempDir dir;
   const fs::path out = dir / "cifar";
-  const auto r = run_gputrain({"datasets", "make-cifar", "--out", out.string(), "--train", "12", "--test", "3",
-                               "--seed", "4"});
+  const auto r =
+      run_gputrain({"datasets", "make-cifar", "--out", out.string(), "--train", "12", "--test", "3", "--seed", "4"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("wrote 12 training and 3 test images"), std::string::npos) << r.err;
   expect_matches(*load(config::DatasetName::kCifar10, out, Split::kTrain), make_image_set(12, 3, 32, 4, Split::kTrain));
@@ -44,11 +44,12 @@ TEST(DatasetsCommand, MakeCifarWritesWhatTheReaderReads) {
 
 TEST(DatasetsCommand, MakeIdxWritesGzipFiles) {
   TempDir dir;
-  const auto r = run_gputrain({"datasets", "make-idx", "--out", dir.path().string(), "--train", "20", "--test", "5",
-                               "--gzip"});
+  const auto r =
+      run_gputrain({"datasets", "make-idx", "--out", dir.path().string(), "--train", "20", "--test", "5", "--gzip"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(dir / "t10k-labels-idx1-ubyte.gz"));
-  expect_matches(*load(config::DatasetName::kMnist, dir.path(), Split::kTrain), make_image_set(20, 1, 28, 0, Split::kTrain));
+  expect_matches(*load(config::DatasetName::kMnist, dir.path(), Split::kTrain),
+                 make_image_set(20, 1, 28, 0, Split::kTrain));
 }
 
 TEST(DatasetsCommand, BadArgumentsExitTwo) {
@@ -120,13 +121,13 @@ TEST(DatasetsCommand, MemoryDoesNotGrowWithTheCount) {
     getrusage(RUSAGE_CHILDREN, &usage);
     return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // kilobytes on Linux
   };
-  const auto small = run_gputrain({"datasets", "make-idx", "--out", (dir / "small").string(), "--train", "10",
-                                   "--test", "1"});
+  const auto small =
+      run_gputrain({"datasets", "make-idx", "--out", (dir / "small").string(), "--train", "10", "--test", "1"});
   ASSERT_EQ(small.exit_code, 0) << small.err;
   const int64_t baseline = peak_rss_of_children();
   // 250000 images of 28 x 28: 196 MB on disk.
-  const auto large = run_gputrain({"datasets", "make-idx", "--out", (dir / "large").string(), "--train", "250000",
-                                   "--test", "1"});
+  const auto large =
+      run_gputrain({"datasets", "make-idx", "--out", (dir / "large").string(), "--train", "250000", "--test", "1"});
   ASSERT_EQ(large.exit_code, 0) << large.err;
   EXPECT_EQ(fs::file_size(dir / "large" / "train-images-idx3-ubyte"), 16u + 250000u * 784u);
   EXPECT_LT(peak_rss_of_children() - baseline, int64_t{48} << 20);

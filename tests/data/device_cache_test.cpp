@@ -89,7 +89,7 @@ TEST(DeviceCache, RejectsWhatBatchStreamRejects) {
 TEST(DeviceCache, BadLabelIsADataErrorNamingTheSampleBeforeAnyBatch) {
   const auto dataset = index_dataset(20);
   torch::Tensor labels = dataset->targets();  // a handle: the write reaches the data set
-  labels[13] = 10;                             // 10 classes: labels 0..9
+  labels[13] = 10;                            // 10 classes: labels 0..9
   try {
     DeviceCache cache(dataset, LoaderOptions{}, torch::kCPU);
     FAIL() << "no DataError";
@@ -139,7 +139,8 @@ TEST(DeviceCacheFit, TheSplitMayTakeHalfTheFreeMemory) {
   EXPECT_EQ(device_cache_blocker(2 * kGiB, 4 * kGiB, gpu), "");
   EXPECT_EQ(device_cache_blocker(3 * kGiB, 4 * kGiB, gpu),
             "the split needs 3.00 GiB on cuda:1, more than half of its 4.00 GiB free");
-  EXPECT_EQ(device_cache_blocker(100 * kGiB, -1, torch::Device(torch::kCPU)), "");  // the CPU holds the data set already
+  EXPECT_EQ(device_cache_blocker(100 * kGiB, -1, torch::Device(torch::kCPU)),
+            "");  // the CPU holds the data set already
 }
 
 }  // namespace

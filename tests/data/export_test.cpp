@@ -27,7 +27,8 @@ struct Npy {
 
 Npy parse(const std::string& bytes) {
   EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
-  const std::size_t length = static_cast<uint8_t>(bytes[8]) | (static_cast<std::size_t>(static_cast<uint8_t>(bytes[9])) << 8);
+  const std::size_t length =
+      static_cast<uint8_t>(bytes[8]) | (static_cast<std::size_t>(static_cast<uint8_t>(bytes[9])) << 8);
   EXPECT_EQ((10 + length) % 64, 0u);
   return {bytes.substr(10, length), bytes.substr(10 + length)};
 }

@@ -69,12 +69,14 @@ TEST(CudaUnavailable, NoDriverAndOtherFailures) {
   CudaStartFacts facts;
   facts.build_version = 13000;
   EXPECT_EQ(explain_cuda_unavailable(facts), "no NVIDIA driver was found on this machine");
-  facts.error = "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver";
+  facts.error =
+      "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver";
   EXPECT_EQ(explain_cuda_unavailable(facts), "no NVIDIA driver was found on this machine");
   facts.driver = DriverInfo{"580.65.06", 13000};
   facts.error = "CUDA-capable device(s) is/are busy or unavailable";
-  EXPECT_EQ(explain_cuda_unavailable(facts), "the NVIDIA driver 580.65.06 is installed but CUDA could not start: "
-                                             "CUDA-capable device(s) is/are busy or unavailable");
+  EXPECT_EQ(explain_cuda_unavailable(facts),
+            "the NVIDIA driver 580.65.06 is installed but CUDA could not start: "
+            "CUDA-capable device(s) is/are busy or unavailable");
 }
 
 TEST(Nvml, ReadsTheDriverFromTheLibrary) {

@@ -16,7 +16,8 @@ config::ModelConfig model_config(config::ModelName name) {
   return config;
 }
 
-config::ModelConfig mlp(std::vector<int64_t> hidden, config::Activation activation = config::Activation::kRelu, double dropout = 0) {
+config::ModelConfig mlp(std::vector<int64_t> hidden, config::Activation activation = config::Activation::kRelu,
+                        double dropout = 0) {
   config::ModelConfig config = model_config(config::ModelName::kMlp);
   config.hidden = std::move(hidden);
   config.activation = activation;
@@ -94,9 +95,12 @@ TEST(Mlp, FlattensImages) {
 
 TEST(Mlp, BuildsTheChosenActivation) {
   const ModelShape shape{{20}, 2};
-  EXPECT_NE(make_model(mlp({8}, config::Activation::kRelu), shape)->named_children()["act1"]->as<torch::nn::ReLU>(), nullptr);
-  EXPECT_NE(make_model(mlp({8}, config::Activation::kGelu), shape)->named_children()["act1"]->as<torch::nn::GELU>(), nullptr);
-  EXPECT_NE(make_model(mlp({8}, config::Activation::kTanh), shape)->named_children()["act1"]->as<torch::nn::Tanh>(), nullptr);
+  EXPECT_NE(make_model(mlp({8}, config::Activation::kRelu), shape)->named_children()["act1"]->as<torch::nn::ReLU>(),
+            nullptr);
+  EXPECT_NE(make_model(mlp({8}, config::Activation::kGelu), shape)->named_children()["act1"]->as<torch::nn::GELU>(),
+            nullptr);
+  EXPECT_NE(make_model(mlp({8}, config::Activation::kTanh), shape)->named_children()["act1"]->as<torch::nn::Tanh>(),
+            nullptr);
 }
 
 TEST(Mlp, HasDropoutOnlyWhenPositive) {

@@ -190,8 +190,8 @@ std::vector<std::string> messages(const std::string& log) {
 TEST(DataParallel, SeedEightGpuLogReproducedLineForLine) {
   testing::TempDir dir;
   // The shipped config as it is: the 8-way split on any machine.
-  const auto r = testing::run_gputrain(
-      {"train", "--config", "configs/seed_dataparallel.yaml", "--output", dir.path().string()});
+  const auto r =
+      testing::run_gputrain({"train", "--config", "configs/seed_dataparallel.yaml", "--output", dir.path().string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> expected{"Let's use 8 CPU replicas!"};
   for (int batch = 0; batch < 3; ++batch) {

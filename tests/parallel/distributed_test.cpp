@@ -15,10 +15,10 @@
 #include <regex>
 #include <thread>
 
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/config/load.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/parallel/strategy.h"
-#include "gputrain/checkpoint/weights.h"
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -157,8 +157,7 @@ TEST(Ddp, RunsUnderTorchrun) {
 TEST(Ddp, KilledRankEndsTheOthersNamingIt) {
   TempDir dir;
   const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 100000, 5));
-  GputrainProcess launcher(
-      {"train", "--config", config.string(), "--output", (dir / "run").string(), "--nproc", "2"});
+  GputrainProcess launcher({"train", "--config", config.string(), "--output", (dir / "run").string(), "--nproc", "2"});
   // Wait until rank 0 has finished an epoch, so the kill lands mid-run.
   const std::regex pid_line(R"(rank 1 runs as pid (\d+))");
   std::smatch match;
@@ -187,9 +186,9 @@ TEST(Ddp, KilledRankEndsTheOthersNamingIt) {
 // run with the weights of a run that was never stopped.
 TEST(Ddp, SigintToTheLauncherCheckpointsOnceAndResumes) {
   TempDir dir;
-  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 200, 30) +
-                                                                 "checkpoint: {every: 0, every_steps: 1000000}\n");
-  const std::vector<std::string> train{"train", "--config", config.string(), "--output", (dir / "run").string(),
+  const auto config = testing::write_text(
+      dir / "ddp.yaml", experiment(64, 8, 200, 30) + "checkpoint: {every: 0, every_steps: 1000000}\n");
+  const std::vector<std::string> train{"train",   "--config", config.string(), "--output", (dir / "run").string(),
                                        "--nproc", "2"};
   GputrainProcess launcher(train);
   ASSERT_TRUE(testing::wait_until([&] { return launcher.err_so_far().find("Epoch 1/") != std::string::npos; }))
@@ -199,7 +198,8 @@ TEST(Ddp, SigintToTheLauncherCheckpointsOnceAndResumes) {
   ASSERT_EQ(stopped.exit_code, 130) << stopped.err;
   const auto checkpoints = dir / "run/ddp/checkpoints";
   std::size_t written = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(checkpoints)) written += entry.path().extension() == ".ckpt";
+  for (const auto& entry : std::filesystem::directory_iterator(checkpoints))
+    written += entry.path().extension() == ".ckpt";
   EXPECT_EQ(written, 1u) << "rank 0 alone writes, once";
 
   std::vector<std::string> resume = train;
@@ -239,8 +239,7 @@ TEST(Ddp, PortInUseAndMissingRankAreClearErrors) {
 
   const auto alone = run_gputrain(args, rank_env(0, 2, free_port()));
   EXPECT_EQ(alone.exit_code, 1);
-  EXPECT_NE(alone.err.find("timed out after 1 s (ddp.timeout_s): rank 1 did not join"), std::string::npos)
-      << alone.err;
+  EXPECT_NE(alone.err.find("timed out after 1 s (ddp.timeout_s): rank 1 did not join"), std::string::npos) << alone.err;
 }
 
 // Two ranks on threads of this process: every hook against its expected result.
@@ -256,8 +255,8 @@ TEST(DistributedStrategy, TwoRanksOnThreadsShareBatchesAndSums) {
       EXPECT_TRUE(strategy->any_rank(r == 1));
       EXPECT_FALSE(strategy->any_rank(false));
       // One collective for a step's three questions: each flag raised on one rank reaches both.
-      const StepFlags agreed = strategy->agree({r == 0, false, false},
-                                               torch::tensor(r == 1 ? INFINITY : 2.5, torch::kFloat32));
+      const StepFlags agreed =
+          strategy->agree({r == 0, false, false}, torch::tensor(r == 1 ? INFINITY : 2.5, torch::kFloat32));
       EXPECT_TRUE(agreed.stop);
       EXPECT_FALSE(agreed.checkpoint);
       EXPECT_TRUE(agreed.non_finite);

@@ -42,9 +42,8 @@ TEST(Launcher, FailedWorkerStopsTheOthersAndGivesItsExitCode) {
 TEST(Launcher, ForwardsSignalsToEveryWorkerWithItsRankVariables) {
   testing::TempDir dir;
   const std::string d = dir.path().string();
-  auto options = shell_workers(
-      "trap 'echo $RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT > " + d +
-      "/got.$RANK; exit 0' USR1; touch " + d + "/ready.$RANK; while :; do sleep 0.05; done");
+  auto options = shell_workers("trap 'echo $RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT > " + d +
+                               "/got.$RANK; exit 0' USR1; touch " + d + "/ready.$RANK; while :; do sleep 0.05; done");
   std::thread sender([&] {
     while (!std::filesystem::exists(dir / "ready.0") || !std::filesystem::exists(dir / "ready.1")) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -106,9 +106,9 @@ TEST(MetricsWriter, EpochRecordsCarryTheMonitorsGpuFigures) {
 }
 
 TEST(RunInfo, DescribesStrategyAndSplitsAndRoundTrips) {
-  const auto config = config::load_config_text(
-                            "name: r\ndata: {batch_size: 40}\ntrain: {accumulation_steps: 2, epochs: 3}\n", "x")
-                            .config;
+  const auto config =
+      config::load_config_text("name: r\ndata: {batch_size: 40}\ntrain: {accumulation_steps: 2, epochs: 3}\n", "x")
+          .config;
   train::TrainLayout layout;
   layout.strategy.kind = parallel::StrategyKind::kDistributed;
   layout.strategy.replicas = {torch::Device(torch::kCPU)};

@@ -1,7 +1,6 @@
 // metrics.jsonl before a resumed run appends to it.
 #include <gtest/gtest.h>
 
-
 #include "gputrain/report/metrics_writer.h"
 #include "support/temp_dir.h"
 

@@ -138,7 +138,8 @@ ProcessResult run_in_child(const std::function<std::string()>& body, const Child
   close(channel[1]);
   ProcessResult result;
   char buffer[4096];
-  for (ssize_t n; (n = read(channel[0], buffer, sizeof buffer)) > 0;) result.out.append(buffer, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = read(channel[0], buffer, sizeof buffer)) > 0;)
+    result.out.append(buffer, static_cast<std::size_t>(n));
   close(channel[0]);
   int status = 0;
   waitpid(pid, &status, 0);

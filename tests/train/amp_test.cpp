@@ -106,8 +106,8 @@ TEST(GradScaler, UnscalesEveryDtypeGroupAndSparseGradients) {
   torch::nn::Embedding embedding(torch::nn::EmbeddingOptions(5, 2).sparse(true));
   GradScaler scaler(GradScalerOptions().init_scale(4.0));
 
-  const torch::Tensor loss = (f32 * 2).sum() + (f64 * 3).sum().to(torch::kFloat) +
-                             embedding(torch::tensor({1, 3}, torch::kLong)).sum();
+  const torch::Tensor loss =
+      (f32 * 2).sum() + (f64 * 3).sum().to(torch::kFloat) + embedding(torch::tensor({1, 3}, torch::kLong)).sum();
   scaler.scale(loss).backward();
   ASSERT_TRUE(embedding->weight.grad().is_sparse());
   std::vector<torch::Tensor> parameters{f32, f64, none, embedding->weight};

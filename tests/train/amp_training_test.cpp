@@ -20,7 +20,8 @@ double test_accuracy(const std::string& amp) {
 }
 
 TEST(AmpTraining, Bf16OnCpuTrainsFashionMnistWithinOnePointOfFp32) {
-  if (!std::filesystem::exists(kFashionMnist)) GTEST_SKIP() << kFashionMnist << " is missing (scripts/setup.sh installs it)";
+  if (!std::filesystem::exists(kFashionMnist))
+    GTEST_SKIP() << kFashionMnist << " is missing (scripts/setup.sh installs it)";
   const double fp32 = test_accuracy("off");
   const double bf16 = test_accuracy("bf16");
   EXPECT_GT(fp32, 0.84);

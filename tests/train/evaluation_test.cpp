@@ -36,9 +36,9 @@ TEST(ClassLines, OnePerClassFromTheConfusionMatrix) {
   r.confusion = {8, 2, 0,   // class 0: 8 of 10 right
                  1, 3, 0,   // class 1: 3 of 4
                  0, 0, 0};  // class 2: none in the test split
-  EXPECT_EQ(format_class_lines(r), (std::vector<std::string>{"Accuracy of class 0: 80% (8/10)",
-                                                             "Accuracy of class 1: 75% (3/4)",
-                                                             "Accuracy of class 2: no test samples"}));
+  EXPECT_EQ(format_class_lines(r),
+            (std::vector<std::string>{"Accuracy of class 0: 80% (8/10)", "Accuracy of class 1: 75% (3/4)",
+                                      "Accuracy of class 2: no test samples"}));
   EXPECT_TRUE(format_class_lines(EvalResult{}).empty());
 }
 

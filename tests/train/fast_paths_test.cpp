@@ -1,7 +1,7 @@
 // The fast paths in short CPU runs of the trainer: each trains like the
 // default path (exactly, or within rounding), and `bench` reports every phase.
-#include <gtest/gtest.h>
 #include <ATen/Context.h>
+#include <gtest/gtest.h>
 #include <torch/cuda.h>
 
 #include "gputrain/config/load.h"
@@ -44,7 +44,8 @@ train: {epochs: 1, log_every: 100}
                                     "f.yaml", overrides);
   }
 
-  static std::vector<torch::Tensor> trained(const config::LoadedConfig& loaded, const device::DevicePlan& devices = {}) {
+  static std::vector<torch::Tensor> trained(const config::LoadedConfig& loaded,
+                                            const device::DevicePlan& devices = {}) {
     Trainer trainer(loaded, devices);
     Quiet quiet;
     trainer.fit(quiet);

@@ -22,7 +22,8 @@ TEST(Faults, OutOfMemoryGivesTheFiguresAndWhatToChange) {
   c.detail = "CUDA out of memory. Tried to allocate 2.00 GiB";
   EXPECT_EQ(out_of_memory_message(c),
             "cuda:1 ran out of memory at data.batch_size 256 (micro-batch 128): 7.50 GiB allocated by tensors (peak "
-            "7.75 GiB), 7.75 GiB reserved by the caching allocator, 8.00 GiB total. Lower data.batch_size, train in mixed precision "
+            "7.75 GiB), 7.75 GiB reserved by the caching allocator, 8.00 GiB total. Lower data.batch_size, train in "
+            "mixed precision "
             "(train.amp: bf16, or fp16), or keep the batch and halve the micro-batch with "
             "train.accumulation_steps: 4. No checkpoint was damaged. (LibTorch: CUDA out of memory. Tried to "
             "allocate 2.00 GiB)");
@@ -31,7 +32,7 @@ TEST(Faults, OutOfMemoryGivesTheFiguresAndWhatToChange) {
   c.accumulation_steps = 1;
   const std::string odd = out_of_memory_message(c);
   EXPECT_EQ(odd.find("mixed precision"), std::string::npos) << odd;  // already on
-  EXPECT_EQ(odd.find("accumulation"), std::string::npos) << odd;      // 3 does not halve
+  EXPECT_EQ(odd.find("accumulation"), std::string::npos) << odd;     // 3 does not halve
 }
 
 TEST(Faults, OutOfMemoryIsRecognisedFromEveryLibrary) {

@@ -73,8 +73,8 @@ void run(torch::optim::Optimizer& optimizer, std::vector<torch::Tensor>& params,
 void expect_close(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
-    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-5, 1e-6)) << what << ", parameter " << i << ": max difference "
-                                                         << (a[i] - b[i]).abs().max().item<double>();
+    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-5, 1e-6))
+        << what << ", parameter " << i << ": max difference " << (a[i] - b[i]).abs().max().item<double>();
   }
 }
 

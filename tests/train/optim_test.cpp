@@ -155,7 +155,8 @@ TEST(LrSchedule, WarmupRampsLinearlyFromAboveZero) {
 }
 
 TEST(LrSchedule, WarmupScalesEverySchedule) {
-  for (const auto name : {config::SchedulerName::kStep, config::SchedulerName::kCosine, config::SchedulerName::kOneCycle}) {
+  for (const auto name :
+       {config::SchedulerName::kStep, config::SchedulerName::kCosine, config::SchedulerName::kOneCycle}) {
     const LrSchedule plain(schedule(name), 2, 40);
     const LrSchedule warm(schedule(name, /*warmup_steps=*/8), 2, 40);
     for (int64_t step = 0; step < 40; ++step) {
@@ -168,9 +169,9 @@ TEST(LrSchedule, WarmupScalesEverySchedule) {
 
 TEST(LrSchedule, ApplySetsEveryParamGroup) {
   torch::nn::Linear a(3, 1), b(3, 1);
-  torch::optim::SGD optimizer({torch::optim::OptimizerParamGroup(a->parameters()),
-                               torch::optim::OptimizerParamGroup(b->parameters())},
-                              torch::optim::SGDOptions(1.0));
+  torch::optim::SGD optimizer(
+      {torch::optim::OptimizerParamGroup(a->parameters()), torch::optim::OptimizerParamGroup(b->parameters())},
+      torch::optim::SGDOptions(1.0));
   const LrSchedule lr(schedule(config::SchedulerName::kCosine), 10, 100);
   lr.apply(optimizer, 50);
   ASSERT_EQ(optimizer.param_groups().size(), 2u);

@@ -6,7 +6,6 @@
 
 #include <limits>
 
-
 namespace gputrain::train {
 namespace {
 

@@ -13,14 +13,14 @@
 #include <new>
 #include <system_error>
 
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
 #include "gputrain/data/batch_stream.h"
 #include "gputrain/data/dataset.h"
 #include "gputrain/device/host_resources.h"
-#include "gputrain/checkpoint/weights.h"
-#include "gputrain/train/evaluate.h"
 #include "gputrain/device/resolve.h"
+#include "gputrain/train/evaluate.h"
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -98,17 +98,16 @@ void expect_user_error(const ProcessResult& r, const std::vector<std::string>& p
 TEST(HostResources, LoadingTooLargeADataSetSaysLowerSamples) {
   const auto r = under_memory_limit([] {}, [] { Trainer(tiny({"data.samples=100000000"}), device::DevicePlan{}); });
   SKIP_UNLESS_SET_UP(r);
-  expect_user_error(r, {"UserError: loading the training split of synthetic: out of memory (",
-                        "ulimit -v",
-                        "Lower data.samples."});
+  expect_user_error(
+      r, {"UserError: loading the training split of synthetic: out of memory (", "ulimit -v", "Lower data.samples."});
 }
 
 TEST(HostResources, BuildingTooLargeAModelSaysMakeItSmaller) {
   const auto r =
       under_memory_limit([] {}, [] { Trainer(tiny({"model.hidden=[20000, 20000]"}), device::DevicePlan{}); });
   SKIP_UNLESS_SET_UP(r);
-  expect_user_error(r, {"UserError: building the model (mlp) and its optimizer: out of memory (",
-                        "Make the model smaller"});
+  expect_user_error(
+      r, {"UserError: building the model (mlp) and its optimizer: out of memory (", "Make the model smaller"});
 }
 
 TEST(HostResources, ATrainingStepTooLargeSaysLowerTheBatch) {
@@ -163,8 +162,7 @@ TEST(HostResources, LoaderWorkersThatCannotStartSayLowerNumWorkers) {
       });
   SKIP_UNLESS_SET_UP(r);
   expect_user_error(r, {"UserError: starting data loader worker ",
-                        " of 1000 (data.num_workers): cannot start a thread (",
-                        "Lower data.num_workers."});
+                        " of 1000 (data.num_workers): cannot start a thread (", "Lower data.num_workers."});
 }
 
 // What is not the host running out passes through unchanged.

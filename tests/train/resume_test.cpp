@@ -64,7 +64,8 @@ using OnNan = Resume;
 std::vector<std::vector<double>> values(const Recorder& r) {
   std::vector<std::vector<double>> out;
   for (const auto& s : r.steps) {
-    out.push_back({0.0, double(s.epoch), double(s.step), s.loss, s.accuracy.value_or(-1), s.lr, double(s.skipped_steps)});
+    out.push_back(
+        {0.0, double(s.epoch), double(s.step), s.loss, s.accuracy.value_or(-1), s.lr, double(s.skipped_steps)});
   }
   for (const auto& e : r.epochs) {
     out.push_back({1.0, double(e.epoch), double(e.step), e.train.loss_sum, double(e.train.correct),
@@ -81,7 +82,8 @@ void expect_same_weights(const torch::nn::Sequential& a, const torch::nn::Sequen
 }
 
 // The records of `all` at or after `from` (by step, then kind).
-std::vector<std::vector<double>> tail(const std::vector<std::vector<double>>& all, const std::vector<std::vector<double>>& like) {
+std::vector<std::vector<double>> tail(const std::vector<std::vector<double>>& all,
+                                      const std::vector<std::vector<double>>& like) {
   std::vector<std::vector<double>> out;
   for (const auto& row : all) {
     for (const auto& wanted : like) {
@@ -162,11 +164,10 @@ TEST_F(Resume, ImpossiblePositionIsACheckpointErrorNamingTheFile) {
   const auto loaded = run_config();  // 3 epochs of 10 steps (20 micro-batches)
   Trainer trainer(loaded, cpu());
   torch::optim::SGD sgd(trainer.model()->parameters(), 0.1);
-  const std::vector<std::pair<checkpoint::Position, std::string>> cases{
-      {{4, 0, 40}, "lies beyond train.epochs (3)"},
-      {{3, 2, 31}, "lies beyond train.epochs (3)"},
-      {{2, 0, 1}, "fewer steps than epochs"},
-      {{1, 21, 20}, "but an epoch has 20 here"}};
+  const std::vector<std::pair<checkpoint::Position, std::string>> cases{{{4, 0, 40}, "lies beyond train.epochs (3)"},
+                                                                        {{3, 2, 31}, "lies beyond train.epochs (3)"},
+                                                                        {{2, 0, 1}, "fewer steps than epochs"},
+                                                                        {{1, 21, 20}, "but an epoch has 20 here"}};
   for (const auto& [at, problem] : cases) {
     checkpoint::TrainingState state;
     state.position = at;
@@ -205,7 +206,8 @@ TEST_F(OnNan, StopNamesTheEpochStepAndLastCheckpoint) {
     EXPECT_EQ(e.code(), ExitCode::kRuntime);
     const std::string message = e.what();
     EXPECT_NE(message.find("epoch 1, step 2: the loss is not finite"), std::string::npos) << message;
-    EXPECT_NE(message.find("The last good checkpoint is " + (dir / "checkpoints" / "ckpt-s00000001-e0000-b000002.ckpt").string()),
+    EXPECT_NE(message.find("The last good checkpoint is " +
+                           (dir / "checkpoints" / "ckpt-s00000001-e0000-b000002.ckpt").string()),
               std::string::npos)
         << message;
   }
@@ -217,7 +219,7 @@ TEST_F(OnNan, SkipCountsTheSkippedStepsAndFinishes) {
   const TrainSummary summary = trainer.fit(recorder);
   EXPECT_EQ(summary.steps, 30);
   ASSERT_EQ(recorder.epochs.size(), 3u);
-  EXPECT_EQ(recorder.epochs.back().skipped_steps, 29);  // all but the first
+  EXPECT_EQ(recorder.epochs.back().skipped_steps, 29);   // all but the first
   EXPECT_EQ(recorder.epochs.front().train.samples, 32);  // only the first step's batch counts
   EXPECT_EQ(recorder.steps.back().skipped_steps, 29);
 }

@@ -1,9 +1,9 @@
 // Short end-to-end runs of the training loop on generated data (CPU).
 #include <gtest/gtest.h>
 
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/config/load.h"
 #include "gputrain/device/resolve.h"
-#include "gputrain/checkpoint/weights.h"
 #include "gputrain/train/evaluate.h"
 #include "gputrain/train/trainer.h"
 #include "support/temp_dir.h"
@@ -75,8 +75,7 @@ TEST(Trainer, ClassWeightsWeightTheLossAndMustFitTheClasses) {
 
 TEST(Trainer, LayoutAndLoaderWaitAreReported) {
   // 250 samples in micro-batches of 32 / 2 = 16: 15 full ones and a last of 10.
-  Trainer trainer(synthetic({"data.samples=250", "train.accumulation_steps=2", "train.epochs=1",
-                             "data.num_workers=1"}),
+  Trainer trainer(synthetic({"data.samples=250", "train.accumulation_steps=2", "train.epochs=1", "data.num_workers=1"}),
                   cpu());
   const TrainLayout layout = trainer.layout();
   EXPECT_EQ(layout.strategy.kind, parallel::StrategyKind::kSingle);

@@ -100,7 +100,8 @@ TrainingState read_state(InputArchive& archive, const std::string& name) {
   const c10::IValue scaler = r.value("scaler");
   if (!scaler.isGenericDict()) r.fail("'scaler' is not a table");
   for (const auto& entry : scaler.toGenericDict()) {
-    if (!entry.key().isString() || !entry.value().isDouble()) r.fail("'scaler' holds an entry that is not name: number");
+    if (!entry.key().isString() || !entry.value().isDouble())
+      r.fail("'scaler' holds an entry that is not name: number");
     s.scaler[entry.key().toStringRef()] = entry.value().toDouble();
   }
   s.rng.cpu = r.rng_state(r.value("rng_cpu"), "rng_cpu");
@@ -215,9 +216,7 @@ Checkpoint Checkpoint::parse(std::string_view bytes, std::string name) {
   return c;
 }
 
-Checkpoint Checkpoint::read(const std::filesystem::path& path) {
-  return parse(detail::read_file(path), path.string());
-}
+Checkpoint Checkpoint::read(const std::filesystem::path& path) { return parse(detail::read_file(path), path.string()); }
 
 void Checkpoint::load_model(torch::nn::Module& model) const { detail::copy_weights(*model_, model, name_); }
 
@@ -229,9 +228,10 @@ void Checkpoint::load_optimizer(torch::optim::Optimizer& optimizer, const torch:
     root.read("optimizer", archive);
     optimizer.load(archive);
   } catch (const c10::Error& e) {
-    throw CheckpointError(fmt::format("{}: the optimizer state does not fit the optimizer (optim.name or the model "
-                                      "changed?): {}",
-                                      name_, detail::torch_message(e)));
+    throw CheckpointError(
+        fmt::format("{}: the optimizer state does not fit the optimizer (optim.name or the model "
+                    "changed?): {}",
+                    name_, detail::torch_message(e)));
   }
 }
 

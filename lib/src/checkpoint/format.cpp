@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <zlib.h>
+#include <fstream>
 
 #include <cctype>
 
@@ -78,15 +78,17 @@ std::string_view unseal(std::string_view bytes, const std::string& name) {
       fail(name, fmt::format("truncated: {} bytes, less than the checkpoint header's {}", bytes.size(), kHeaderSize));
     }
     if (bytes.substr(0, kZipMagic.size()) == kZipMagic) {
-      fail(name, "not a gputrain checkpoint but a zip archive, such as the model.pt weights a run writes; "
-                 "--resume needs a file from the run's checkpoint directory");
+      fail(name,
+           "not a gputrain checkpoint but a zip archive, such as the model.pt weights a run writes; "
+           "--resume needs a file from the run's checkpoint directory");
     }
     fail(name, fmt::format("not a gputrain checkpoint (it starts with '{}')", preview(bytes)));
   }
   if (bytes.size() < kHeaderSize) {
     fail(name, fmt::format("truncated: {} bytes, less than the checkpoint header's {}", bytes.size(), kHeaderSize));
   }
-  if (get<std::uint32_t>(bytes, 28) != crc32_of(bytes.substr(0, 28))) fail(name, "corrupt: the header's checksum does not match");
+  if (get<std::uint32_t>(bytes, 28) != crc32_of(bytes.substr(0, 28)))
+    fail(name, "corrupt: the header's checksum does not match");
   const auto version = get<std::uint32_t>(bytes, 8);
   if (version > kFormatVersion) {
     fail(name, fmt::format("checkpoint format version {} is newer than this gputrain reads ({}); use the gputrain "
@@ -94,8 +96,8 @@ std::string_view unseal(std::string_view bytes, const std::string& name) {
                            version, kFormatVersion));
   }
   if (version == 0 || get<std::uint32_t>(bytes, 12) != kHeaderSize) {
-    fail(name, fmt::format("corrupt: format version {} with a header of {} bytes", version,
-                           get<std::uint32_t>(bytes, 12)));
+    fail(name,
+         fmt::format("corrupt: format version {} with a header of {} bytes", version, get<std::uint32_t>(bytes, 12)));
   }
   const auto payload_size = get<std::uint64_t>(bytes, 16);
   const std::size_t available = bytes.size() - kHeaderSize;

@@ -49,21 +49,24 @@ void copy_weights(torch::serialize::InputArchive& archive, torch::nn::Module& mo
     expected.insert(key);
     const auto found = stored.find(key);
     if (found == stored.end()) {
-      throw CheckpointError(fmt::format("{}: has no '{}', so these weights are for another model (the file holds {}); "
-                                        "check model.* against the config they were trained with",
-                                        name, key, fmt::join(held, ", ")));
+      throw CheckpointError(
+          fmt::format("{}: has no '{}', so these weights are for another model (the file holds {}); "
+                      "check model.* against the config they were trained with",
+                      name, key, fmt::join(held, ", ")));
     }
     if (found->second.sizes() != target.sizes()) {
-      throw CheckpointError(fmt::format("{}: '{}' has shape {} but the model expects {}; check model.* and data.* "
-                                        "against the config the weights were trained with",
-                                        name, key, logging::shape_str(found->second), logging::shape_str(target)));
+      throw CheckpointError(
+          fmt::format("{}: '{}' has shape {} but the model expects {}; check model.* and data.* "
+                      "against the config the weights were trained with",
+                      name, key, logging::shape_str(found->second), logging::shape_str(target)));
     }
   }
   for (const auto& [key, tensor] : stored) {
     if (expected.count(key) == 0) {
-      throw CheckpointError(fmt::format("{}: holds '{}', which the model does not have, so these weights are for "
-                                        "another model; check model.* against the config they were trained with",
-                                        name, key));
+      throw CheckpointError(
+          fmt::format("{}: holds '{}', which the model does not have, so these weights are for "
+                      "another model; check model.* against the config they were trained with",
+                      name, key));
     }
   }
   torch::NoGradGuard no_grad;

@@ -28,9 +28,9 @@ std::string origin(const config::LoadedConfig& config, const std::string& key) {
 
 std::vector<std::string> incompatible_keys(const config::ExperimentConfig& stored,
                                            const config::ExperimentConfig& requested, const Position& at) {
-  static const std::vector<std::string> kAlways{"seed",         "data.dataset", "data.samples", "data.test_samples",
-                                                "data.features", "data.classes", "data.targets", "data.length",
-                                                "data.input_size", "optim.name"};
+  static const std::vector<std::string> kAlways{
+      "seed",         "data.dataset", "data.samples", "data.test_samples", "data.features",
+      "data.classes", "data.targets", "data.length",  "data.input_size",   "optim.name"};
   static const std::vector<std::string> kMidEpoch{"data.batch_size", "train.accumulation_steps", "data.shuffle",
                                                   "data.drop_last"};
   const auto before = config::flatten_config(stored);
@@ -75,20 +75,22 @@ Resumption resolve_resume(const std::string& resume, const std::optional<config:
     throw CheckpointError(fmt::format(
         "{}: cannot resume with another model, data set{}: {}. Keep the checkpoint's values, or start a new run "
         "(another name or output.dir) without --resume",
-        checkpoint->name(),
-        at.batch > 0 ? ", seed, optimizer or (mid-epoch) batch order" : ", seed or optimizer", fmt::join(lines, "; ")));
+        checkpoint->name(), at.batch > 0 ? ", seed, optimizer or (mid-epoch) batch order" : ", seed or optimizer",
+        fmt::join(lines, "; ")));
   }
   if (file_config) {
     const auto before = config::flatten_config(resumed.config);
     const auto after = config::flatten_config(file_config->config);
     std::vector<std::string> ignored;
     for (const auto& [key, value] : before) {
-      if (after.at(key) != value) ignored.push_back(fmt::format("{} ({} there, {} in the checkpoint)", key, after.at(key), value));
+      if (after.at(key) != value)
+        ignored.push_back(fmt::format("{} ({} there, {} in the checkpoint)", key, after.at(key), value));
     }
     if (!ignored.empty()) {
-      spdlog::warn("--resume continues with the checkpoint's config, so these values of the --config file are "
-                   "ignored: {}. Change a key with --set KEY=VALUE",
-                   fmt::join(ignored, ", "));
+      spdlog::warn(
+          "--resume continues with the checkpoint's config, so these values of the --config file are "
+          "ignored: {}. Change a key with --set KEY=VALUE",
+          fmt::join(ignored, ", "));
     }
   }
   return {std::move(resumed), std::move(checkpoint)};

@@ -54,9 +54,10 @@ std::string foreign_entry(const fs::path& dir) {
 void check_checkpoint_dir(const fs::path& dir) {
   if (!has_entries(dir)) return;
   if (const std::string other = foreign_entry(dir); !other.empty()) {
-    throw UserError(fmt::format("{}: holds '{}', which is not a gputrain checkpoint, so it is not a checkpoint "
-                                "directory this run may move aside. Move it away or choose another checkpoint.dir",
-                                dir.string(), other));
+    throw UserError(
+        fmt::format("{}: holds '{}', which is not a gputrain checkpoint, so it is not a checkpoint "
+                    "directory this run may move aside. Move it away or choose another checkpoint.dir",
+                    dir.string(), other));
   }
 }
 
@@ -104,9 +105,10 @@ CheckpointStore::CheckpointStore(fs::path dir, int64_t keep, std::optional<Posit
   if (!other_timeline) return;
   const fs::path moved = move_aside(dir_);
   if (resumed_from) {
-    spdlog::warn("{} held checkpoints newer than the one this run resumes from; moved them to {} so that the two "
-                 "timelines do not mix",
-                 dir_.string(), moved.string());
+    spdlog::warn(
+        "{} held checkpoints newer than the one this run resumes from; moved them to {} so that the two "
+        "timelines do not mix",
+        dir_.string(), moved.string());
   } else {
     spdlog::warn("{} held the checkpoints of an earlier run; moved them to {} (resume one with --resume PATH)",
                  dir_.string(), moved.string());
@@ -120,7 +122,8 @@ std::string CheckpointStore::file_name(const Position& at) {
 fs::path CheckpointStore::save(const Position& at, std::string_view bytes) {
   std::error_code error;
   fs::create_directories(dir_, error);
-  if (error) throw Error(ExitCode::kRuntime, fmt::format("{}: cannot create the directory: {}", dir_.string(), error.message()));
+  if (error)
+    throw Error(ExitCode::kRuntime, fmt::format("{}: cannot create the directory: {}", dir_.string(), error.message()));
   const fs::path path = dir_ / file_name(at);
   write_atomically(path, bytes, hooks_);
   std::vector<fs::path> all = list_checkpoints(dir_);
@@ -132,7 +135,8 @@ fs::path CheckpointStore::save(const Position& at, std::string_view bytes) {
 fs::path CheckpointStore::save_best(std::string_view bytes) {
   std::error_code error;
   fs::create_directories(dir_, error);
-  if (error) throw Error(ExitCode::kRuntime, fmt::format("{}: cannot create the directory: {}", dir_.string(), error.message()));
+  if (error)
+    throw Error(ExitCode::kRuntime, fmt::format("{}: cannot create the directory: {}", dir_.string(), error.message()));
   const fs::path path = dir_ / kBestName;
   write_atomically(path, bytes, hooks_);
   return path;
@@ -154,7 +158,8 @@ std::optional<Checkpoint> newest_valid(const fs::path& dir) {
   std::vector<fs::path> candidates = list_checkpoints(dir);
   std::reverse(candidates.begin(), candidates.end());
   std::error_code error;
-  if (fs::is_regular_file(dir / CheckpointStore::kBestName, error)) candidates.push_back(dir / CheckpointStore::kBestName);
+  if (fs::is_regular_file(dir / CheckpointStore::kBestName, error))
+    candidates.push_back(dir / CheckpointStore::kBestName);
   if (candidates.empty()) return std::nullopt;
   for (const fs::path& path : candidates) {
     try {
@@ -163,9 +168,10 @@ std::optional<Checkpoint> newest_valid(const fs::path& dir) {
       spdlog::warn("skipping a damaged checkpoint: {}", e.what());
     }
   }
-  throw CheckpointError(fmt::format("{}: none of its {} checkpoints is intact (see the warnings above); resume from "
-                                    "another file with --resume PATH, or train afresh without --resume",
-                                    dir.string(), candidates.size()));
+  throw CheckpointError(
+      fmt::format("{}: none of its {} checkpoints is intact (see the warnings above); resume from "
+                  "another file with --resume PATH, or train afresh without --resume",
+                  dir.string(), candidates.size()));
 }
 
 }  // namespace gputrain::checkpoint

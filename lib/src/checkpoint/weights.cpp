@@ -89,9 +89,10 @@ ExportSummary export_weights(const std::string& checkpoint_path, const std::stri
   struct stat out_stat {};
   if (::stat(checkpoint_path.c_str(), &in_stat) == 0 && ::stat(out_path.c_str(), &out_stat) == 0 &&
       in_stat.st_dev == out_stat.st_dev && in_stat.st_ino == out_stat.st_ino) {
-    throw UserError(fmt::format("--out {}: is the --checkpoint file itself ({}), which the export would replace; "
-                                "write the weights to another file",
-                                out_path, checkpoint_path));
+    throw UserError(
+        fmt::format("--out {}: is the --checkpoint file itself ({}), which the export would replace; "
+                    "write the weights to another file",
+                    out_path, checkpoint_path));
   }
   const std::string bytes = detail::read_file(checkpoint_path);
   detail::NamedTensors weights;

@@ -1,9 +1,9 @@
 #include "gputrain/common/files.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -50,8 +50,17 @@ void sync_directory(const fs::path& dir) {
 
 ExitCode write_error_code(int error) {
   switch (error) {
-    case ENOSPC: case EDQUOT: case EFBIG: case EROFS: case EACCES: case EPERM:
-    case ENOENT: case ENOTDIR: case EISDIR: case ENAMETOOLONG: case ELOOP:
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+    case EROFS:
+    case EACCES:
+    case EPERM:
+    case ENOENT:
+    case ENOTDIR:
+    case EISDIR:
+    case ENAMETOOLONG:
+    case ELOOP:
       return ExitCode::kUserInput;
     default:
       return ExitCode::kRuntime;

@@ -40,8 +40,8 @@ namespace {
 constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;
 
 UserError too_large(const std::string& origin) {
-  return UserError(fmt::format("{}: larger than 1 MiB; an experiment file is a few kilobytes. Is this the right file?",
-                               origin));
+  return UserError(
+      fmt::format("{}: larger than 1 MiB; an experiment file is a few kilobytes. Is this the right file?", origin));
 }
 
 // yaml-cpp's parser recurses once per level of nesting and stops, with a
@@ -70,9 +70,10 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
   try {
     std::vector<YAML::Node> documents = YAML::LoadAll(text);
     if (documents.size() > 1) {
-      throw UserError(fmt::format("{}: a second YAML document begins here; an experiment file is one document, so "
-                                  "remove the '---' line and what follows, or put it in a file of its own",
-                                  detail::mark_from(documents[1].Mark(), origin).str()));
+      throw UserError(
+          fmt::format("{}: a second YAML document begins here; an experiment file is one document, so "
+                      "remove the '---' line and what follows, or put it in a file of its own",
+                      detail::mark_from(documents[1].Mark(), origin).str()));
     }
     YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
     reject_merge_keys(root, origin);

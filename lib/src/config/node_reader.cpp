@@ -125,8 +125,8 @@ void require_finite(const NodeReader& reader, const std::string& key, T value, c
   if constexpr (std::is_floating_point_v<T>) {
     if (!std::isfinite(value)) reader.fail(key, fmt::format("must be a finite number (got {})", node.Scalar()));
     if (std::abs(value) > std::numeric_limits<float>::max()) {
-      reader.fail(key, fmt::format("{} is beyond float32's range (±3.4e38), in which training computes",
-                                   node.Scalar()));
+      reader.fail(key,
+                  fmt::format("{} is beyond float32's range (±3.4e38), in which training computes", node.Scalar()));
     }
   }
 }
@@ -155,7 +155,8 @@ std::vector<T> read_list(NodeReader& reader, const std::string& key, const YAML:
   std::vector<T> out;
   if (node.IsScalar()) {  // a single value stands for a one-element list
     T one{};
-    if (!YAML::convert<T>::decode(node, one)) reader.fail(key, fmt::format("cannot read '{}' as {}", node.Scalar(), kind));
+    if (!YAML::convert<T>::decode(node, one))
+      reader.fail(key, fmt::format("cannot read '{}' as {}", node.Scalar(), kind));
     require_finite(reader, key, one, node);
     out.push_back(one);
     return out;

@@ -36,8 +36,8 @@ class NodeReader {
   void read(const std::string& key, std::vector<int64_t>& value);
   void read(const std::string& key, std::vector<double>& value);
   void read(const std::string& key, std::optional<int64_t>& value);
-  void read(const std::string& key, uint64_t& value);        // an integer >= 0
-  void read(const std::string& key, GpuSelection& value);    // all | an index | a list of them
+  void read(const std::string& key, uint64_t& value);      // an integer >= 0
+  void read(const std::string& key, GpuSelection& value);  // all | an index | a list of them
   // A choice: one of the words of the enum's table.
   template <typename E, typename = std::enable_if_t<std::is_enum_v<E>>>
   void read(const std::string& key, E& value) {

@@ -38,9 +38,10 @@ int64_t max_threads() {
 }
 
 std::string too_many_threads(int64_t value) {
-  return fmt::format("must be <= {} (got {}): 4 per hardware thread of this machine ({}) at most, as more only "
-                     "compete for the cores",
-                     max_threads(), value, std::max(1u, std::thread::hardware_concurrency()));
+  return fmt::format(
+      "must be <= {} (got {}): 4 per hardware thread of this machine ({}) at most, as more only "
+      "compete for the cores",
+      max_threads(), value, std::max(1u, std::thread::hardware_concurrency()));
 }
 
 }  // namespace gputrain::config

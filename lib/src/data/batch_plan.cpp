@@ -31,25 +31,27 @@ std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const
     throw option_error("data.augment.random_crop", fmt::format("must be >= 0 (got {})", options.random_crop));
   }
   if (options.mean.size() != options.std.size()) {
-    throw option_error("data.normalize.std", fmt::format("needs as many values as mean ({} vs {})",
-                                                         options.std.size(), options.mean.size()));
+    throw option_error("data.normalize.std",
+                       fmt::format("needs as many values as mean ({} vs {})", options.std.size(), options.mean.size()));
   }
   if (!info.images) {
     if (!options.mean.empty()) {
-      throw option_error("data.normalize", fmt::format("applies to image data sets only; {} has feature vectors", info.name));
+      throw option_error("data.normalize",
+                         fmt::format("applies to image data sets only; {} has feature vectors", info.name));
     }
     if (options.random_crop != 0 || options.hflip) {
-      throw option_error("data.augment", fmt::format("applies to image data sets only; {} has feature vectors", info.name));
+      throw option_error("data.augment",
+                         fmt::format("applies to image data sets only; {} has feature vectors", info.name));
     }
     return {};
   }
   const auto channels = static_cast<std::size_t>(info.input_shape.at(0));
   if (!options.mean.empty() && options.mean.size() != 1 && options.mean.size() != channels) {
-    throw option_error("data.normalize.mean",
-                       channels == 1 ? fmt::format("needs 1 value for the 1 channel of {} (got {})", info.name,
-                                                   options.mean.size())
-                                     : fmt::format("needs 1 or {} values for the {} channels of {} (got {})", channels,
-                                                   channels, info.name, options.mean.size()));
+    throw option_error(
+        "data.normalize.mean",
+        channels == 1 ? fmt::format("needs 1 value for the 1 channel of {} (got {})", info.name, options.mean.size())
+                      : fmt::format("needs 1 or {} values for the {} channels of {} (got {})", channels, channels,
+                                    info.name, options.mean.size()));
   }
   std::vector<ChannelMap> maps(channels);
   for (std::size_t c = 0; c < channels && !options.mean.empty(); ++c) {
@@ -93,8 +95,8 @@ std::vector<Placement> draw_placements(const LoaderOptions& options, int64_t epo
 }
 
 void throw_bad_label(const Dataset& dataset, int64_t row, int64_t label) {
-  throw DataError(fmt::format("{}: label {} is outside 0..{}", dataset.describe_sample(row), label,
-                              dataset.info().classes - 1));
+  throw DataError(
+      fmt::format("{}: label {} is outside 0..{}", dataset.describe_sample(row), label, dataset.info().classes - 1));
 }
 
 }  // namespace gputrain::data::detail

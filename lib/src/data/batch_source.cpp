@@ -55,9 +55,10 @@ std::unique_ptr<BatchSource> make_batch_source(std::shared_ptr<const Dataset> da
   const std::string split = dataset->info().name;
   if (device_cache == config::Switch::kOn) {
     if (!blocker.empty()) {
-      throw DataError(fmt::format("data.device_cache: {} ({}); set data.device_cache: auto to fall back to the host "
-                                  "loader, or off",
-                                  blocker, split));
+      throw DataError(
+          fmt::format("data.device_cache: {} ({}); set data.device_cache: auto to fall back to the host "
+                      "loader, or off",
+                      blocker, split));
     }
     return std::make_unique<DeviceCache>(std::move(dataset), std::move(options), device);
   }

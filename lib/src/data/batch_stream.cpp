@@ -189,11 +189,17 @@ struct BatchStream::State {
     const int64_t* rows = order.data() + first;
     Batch batch;
     batch.index = index;
-    batch.inputs = dataset->info().images ? gather_images(rows, count, index) : gather_rows(dataset->inputs(), rows, count);
+    batch.inputs =
+        dataset->info().images ? gather_images(rows, count, index) : gather_rows(dataset->inputs(), rows, count);
     switch (dataset->info().target_kind) {
-      case TargetKind::kClasses: batch.targets = gather_labels(rows, count); break;
-      case TargetKind::kValues: batch.targets = gather_rows(dataset->targets(), rows, count); break;
-      case TargetKind::kNone: break;
+      case TargetKind::kClasses:
+        batch.targets = gather_labels(rows, count);
+        break;
+      case TargetKind::kValues:
+        batch.targets = gather_rows(dataset->targets(), rows, count);
+        break;
+      case TargetKind::kNone:
+        break;
     }
     return batch;
   }
@@ -233,7 +239,8 @@ struct BatchStream::State {
     float* to = out.data_ptr<float>();
     const std::vector<Placement> placements = detail::draw_placements(options, epoch, index, count);
     for (int64_t i = 0; i < count; ++i) {
-      write_image(from + rows[i] * sample, to + i * sample, shape, maps.data(), placements[static_cast<std::size_t>(i)]);
+      write_image(from + rows[i] * sample, to + i * sample, shape, maps.data(),
+                  placements[static_cast<std::size_t>(i)]);
     }
     return out;
   }

@@ -74,13 +74,15 @@ std::shared_ptr<const Dataset> read_cifar10(const std::string& root, Split split
     std::ifstream in(part.file, std::ios::binary);
     if (!in) throw DataError(fmt::format("cifar10: cannot open {}: {}", part.file, std::strerror(errno)));
     if (!in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()))) {
-      throw DataError(fmt::format("cifar10: cannot read {} ({} of {} bytes read)", part.file, in.gcount(), buffer.size()));
+      throw DataError(
+          fmt::format("cifar10: cannot read {} ({} of {} bytes read)", part.file, in.gcount(), buffer.size()));
     }
     for (int64_t record = 0; record < part.samples; ++record, ++sample) {
       const auto* bytes = reinterpret_cast<const uint8_t*>(buffer.data()) + record * kCifarRecordBytes;
       if (bytes[0] >= kImageClasses) {
-        throw DataError(fmt::format("cifar10: {}: record {} (sample {}) has label {}, outside 0..{}; the file is corrupt",
-                                    part.file, record, sample, bytes[0], kImageClasses - 1));
+        throw DataError(
+            fmt::format("cifar10: {}: record {} (sample {}) has label {}, outside 0..{}; the file is corrupt",
+                        part.file, record, sample, bytes[0], kImageClasses - 1));
       }
       label[sample] = bytes[0];
       std::memcpy(pixels + sample * kCifarPixels, bytes + 1, kCifarPixels);

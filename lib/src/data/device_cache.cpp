@@ -60,7 +60,8 @@ struct DeviceCache::State {
   // caching host allocator keeps the buffer until the copy has read it.
   torch::Tensor to_device(const std::vector<int64_t>& values) const {
     const auto count = static_cast<int64_t>(values.size());
-    torch::Tensor host = torch::empty({count}, torch::TensorOptions().dtype(torch::kInt64).pinned_memory(device.is_cuda()));
+    torch::Tensor host =
+        torch::empty({count}, torch::TensorOptions().dtype(torch::kInt64).pinned_memory(device.is_cuda()));
     std::copy(values.begin(), values.end(), host.data_ptr<int64_t>());
     return host.to(device, /*non_blocking=*/true);
   }
@@ -68,7 +69,8 @@ struct DeviceCache::State {
   // Images [B, C, H, W] uint8 -> normalised float32, augmented per the batch's draws.
   torch::Tensor images(const torch::Tensor& rows, int64_t index) const {
     torch::Tensor x = inputs.index_select(0, rows);
-    if (options.random_crop > 0 || options.hflip) x = place(x, detail::draw_placements(options, epoch, index, x.size(0)));
+    if (options.random_crop > 0 || options.hflip)
+      x = place(x, detail::draw_placements(options, epoch, index, x.size(0)));
     return x.to(torch::kFloat32).mul_(scale).add_(shift);
   }
 

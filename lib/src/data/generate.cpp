@@ -176,9 +176,10 @@ void write_set(const fs::path& dir, const std::vector<fs::path>& files, bool ove
     for (const fs::path& file : files) {
       std::error_code error;
       if (fs::exists(dir / file, error)) {
-        throw UserError(fmt::format("{}: holds a data set already ({}); add --force to overwrite it, or choose "
-                                    "another --out",
-                                    dir.string(), file.string()));
+        throw UserError(
+            fmt::format("{}: holds a data set already ({}); add --force to overwrite it, or choose "
+                        "another --out",
+                        dir.string(), file.string()));
       }
     }
   }

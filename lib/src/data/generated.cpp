@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "rng.h"
 #include "readers.h"
+#include "rng.h"
 
 namespace gputrain::data::detail {
 namespace {

@@ -26,7 +26,8 @@ namespace fs = std::filesystem;
 constexpr int64_t kMaxDeflateRatio = 1032;
 
 std::string hint(config::DatasetName dataset) {
-  const std::string make = "or write a small stand-in with `gputrain datasets make-idx --out DIR`; see datasets/README.md.";
+  const std::string make =
+      "or write a small stand-in with `gputrain datasets make-idx --out DIR`; see datasets/README.md.";
   if (dataset == config::DatasetName::kFashionMnist) {
     return "Install Debian's dataset-fashion-mnist package (it puts the four .gz files in "
            "/usr/share/datasets/fashion-mnist) or download them from https://github.com/zalandoresearch/fashion-mnist "
@@ -53,7 +54,8 @@ class IdxReader {
     disk_bytes_ = static_cast<int64_t>(fs::file_size(file, error));
     gz_ = error ? nullptr : gzopen(file_.c_str(), "rb");
     if (gz_ == nullptr) {
-      throw DataError(fmt::format("{}: cannot open {}: {}", dataset_, file_, error ? error.message() : std::strerror(errno)));
+      throw DataError(
+          fmt::format("{}: cannot open {}: {}", dataset_, file_, error ? error.message() : std::strerror(errno)));
     }
   }
   ~IdxReader() { gzclose(gz_); }
@@ -86,9 +88,10 @@ class IdxReader {
                          header, bytes, what, disk_bytes_ < header + bytes ? "truncated" : "too long"));
       }
     } else if (header + bytes > kMaxDeflateRatio * disk_bytes_) {
-      fail(fmt::format("its header promises {} bytes of {}, more than a {}-byte gzip file can hold: it is truncated "
-                       "or corrupt",
-                       bytes, what, disk_bytes_));
+      fail(
+          fmt::format("its header promises {} bytes of {}, more than a {}-byte gzip file can hold: it is truncated "
+                      "or corrupt",
+                      bytes, what, disk_bytes_));
     }
   }
 
@@ -110,7 +113,8 @@ class IdxReader {
   }
 
   [[noreturn]] void fail(const std::string& problem) const {
-    throw DataError(fmt::format("{}: {}: {}. Download the file again; see datasets/README.md.", dataset_, file_, problem));
+    throw DataError(
+        fmt::format("{}: {}: {}. Download the file again; see datasets/README.md.", dataset_, file_, problem));
   }
 
  private:

@@ -9,8 +9,7 @@
 namespace gputrain::data::detail {
 
 // DatasetInfo of a labelled image set (CIFAR-10, IDX) of shape `shape` per sample.
-DatasetInfo image_info(const std::string& name, const std::string& source, int64_t samples,
-                       std::vector<int64_t> shape);
+DatasetInfo image_info(const std::string& name, const std::string& source, int64_t samples, std::vector<int64_t> shape);
 
 std::shared_ptr<const Dataset> read_cifar10(const std::string& root, Split split);
 std::shared_ptr<const Dataset> read_idx(config::DatasetName dataset, const std::string& root, Split split);

@@ -25,10 +25,14 @@ DeviceSpec DeviceSpec::parse(const std::string& text) {
 
 std::string to_string(DeviceKind kind) {
   switch (kind) {
-    case DeviceKind::kAuto: return "auto";
-    case DeviceKind::kCpu: return "cpu";
-    case DeviceKind::kCuda: return "cuda";
-    case DeviceKind::kMps: return "mps";
+    case DeviceKind::kAuto:
+      return "auto";
+    case DeviceKind::kCpu:
+      return "cpu";
+    case DeviceKind::kCuda:
+      return "cuda";
+    case DeviceKind::kMps:
+      return "mps";
   }
   return "unknown";
 }

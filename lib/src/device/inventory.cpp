@@ -54,10 +54,11 @@ std::string explain_cuda_unavailable(const CudaStartFacts& facts) {
     const std::string needed = facts.build_version >= 13000 && facts.build_version < 14000
                                    ? "an R580 driver or newer"
                                    : fmt::format("a driver that supports CUDA {}", built);
-    return fmt::format("the NVIDIA driver {} runs CUDA {} at most, but this LibTorch was built for CUDA {}, which "
-                       "needs {}: update the driver, or use a LibTorch built for CUDA {} or older",
-                       driver.version, cuda_version_string(driver.cuda_version), built, needed,
-                       cuda_version_string(driver.cuda_version));
+    return fmt::format(
+        "the NVIDIA driver {} runs CUDA {} at most, but this LibTorch was built for CUDA {}, which "
+        "needs {}: update the driver, or use a LibTorch built for CUDA {} or older",
+        driver.version, cuda_version_string(driver.cuda_version), built, needed,
+        cuda_version_string(driver.cuda_version));
   }
   return fmt::format("the NVIDIA driver {} is installed but CUDA could not start: {}", driver.version,
                      facts.error.empty() ? "no GPU was found" : facts.error);

@@ -45,7 +45,8 @@ std::optional<DriverInfo> read_driver(NvmlLibrary& nvml) {
   if (!nvml.ok()) return std::nullopt;
   nvml::Return (*version)(char*, unsigned int) = nullptr;
   nvml::Return (*cuda_version)(int*) = nullptr;
-  if (!nvml.bind(version, "nvmlSystemGetDriverVersion") || !nvml.bind(cuda_version, "nvmlSystemGetCudaDriverVersion_v2")) {
+  if (!nvml.bind(version, "nvmlSystemGetDriverVersion") ||
+      !nvml.bind(cuda_version, "nvmlSystemGetCudaDriverVersion_v2")) {
     return std::nullopt;
   }
   std::array<char, 96> text{};  // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE is 80

@@ -10,9 +10,12 @@ namespace gputrain::device {
 
 torch::Device DevicePlan::primary() const {
   switch (kind) {
-    case DeviceKind::kCuda: return {torch::kCUDA, static_cast<c10::DeviceIndex>(gpus.front())};
-    case DeviceKind::kMps: return {torch::kMPS};
-    default: return {torch::kCPU};
+    case DeviceKind::kCuda:
+      return {torch::kCUDA, static_cast<c10::DeviceIndex>(gpus.front())};
+    case DeviceKind::kMps:
+      return {torch::kMPS};
+    default:
+      return {torch::kCPU};
   }
 }
 
@@ -114,8 +117,8 @@ DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInven
                        visibility_note(inventory)));
     }
     if (!loaded.config.gpus.all) {
-      fail(loaded, "gpus", fmt::format("give GPUs either as device: {} or as a gpus list, not both",
-                                       loaded.config.device));
+      fail(loaded, "gpus",
+           fmt::format("give GPUs either as device: {} or as a gpus list, not both", loaded.config.device));
     }
     plan.gpus = {*spec.index};
     plan.reason = fmt::format("device: {} requested", loaded.config.device);

@@ -23,9 +23,15 @@ ModelShape model_shape(const data::DatasetInfo& info, const config::ModelConfig&
   ModelShape shape;
   shape.input_shape = info.input_shape;
   switch (info.target_kind) {
-    case data::TargetKind::kClasses: shape.outputs = info.classes; break;
-    case data::TargetKind::kValues: shape.outputs = info.targets; break;
-    case data::TargetKind::kNone: shape.outputs = model.out_features.value_or(info.input_shape.back()); break;
+    case data::TargetKind::kClasses:
+      shape.outputs = info.classes;
+      break;
+    case data::TargetKind::kValues:
+      shape.outputs = info.targets;
+      break;
+    case data::TargetKind::kNone:
+      shape.outputs = model.out_features.value_or(info.input_shape.back());
+      break;
   }
   return shape;
 }

@@ -37,8 +37,8 @@ int64_t checked_inputs(const config::ModelConfig& config, const ModelShape& shap
   const int64_t size = std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>());
   if (config.in_features && *config.in_features != size) {
     throw ConfigError(SourceMark{}, "model.in_features",
-                      fmt::format("is {} but the data set's samples are [{}], {} values flattened",
-                                  *config.in_features, fmt::join(dims, ", "), size));
+                      fmt::format("is {} but the data set's samples are [{}], {} values flattened", *config.in_features,
+                                  fmt::join(dims, ", "), size));
   }
   return size;
 }
@@ -52,9 +52,9 @@ int64_t outputs(const config::ModelConfig& config, const ModelShape& shape) {
     return *config.out_features;
   }
   if (config.out_features && *config.out_features != shape.outputs) {
-    throw ConfigError(SourceMark{}, "model.out_features",
-                      fmt::format("is {} but the data set has {} classes or targets", *config.out_features,
-                                  shape.outputs));
+    throw ConfigError(
+        SourceMark{}, "model.out_features",
+        fmt::format("is {} but the data set has {} classes or targets", *config.out_features, shape.outputs));
   }
   return shape.outputs;
 }

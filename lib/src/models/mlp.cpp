@@ -25,7 +25,8 @@ torch::nn::AnyModule make_activation(config::Activation activation) {
 // switching model.activation keeps the checkpoint keys.
 torch::nn::Sequential make_mlp(const config::ModelConfig& config, const ModelShape& shape) {
   if (config.hidden.empty()) {
-    throw ConfigError(SourceMark{}, "model.hidden", "mlp needs at least one hidden width (model.name: linear has none)");
+    throw ConfigError(SourceMark{}, "model.hidden",
+                      "mlp needs at least one hidden width (model.name: linear has none)");
   }
   torch::nn::Sequential model = named_sequential();
   flatten_if_needed(model, shape);

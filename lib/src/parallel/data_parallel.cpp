@@ -1,9 +1,9 @@
 #include "data_parallel.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ThreadLocalState.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>

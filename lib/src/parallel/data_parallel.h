@@ -43,7 +43,7 @@ class DataParallelStrategy : public Strategy {
   std::vector<torch::Device> devices_;
   std::vector<std::string> names_;
   bool log_replicas_;
-  std::shared_ptr<torch::nn::SequentialImpl> source_;          // the model the copies were made from
+  std::shared_ptr<torch::nn::SequentialImpl> source_;               // the model the copies were made from
   std::vector<std::shared_ptr<torch::nn::SequentialImpl>> copies_;  // one per devices_[1..]
   bool stale_ = true;  // the model's weights changed since the copies were refreshed
   std::unique_ptr<ReplicaThreads> threads_;

@@ -145,9 +145,8 @@ DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const LaunchI
   options.timeout = timeout_;
   options.loopback = is_loopback(launch_.master_addr);
   options.cuda_device = device().is_cuda() ? device().index() : 0;
-  guarded("setting up the " + backend_name_ + " process group", [&] {
-    group_ = nccl_ ? make_nccl_backend(options) : make_gloo_backend(options);
-  });
+  guarded("setting up the " + backend_name_ + " process group",
+          [&] { group_ = nccl_ ? make_nccl_backend(options) : make_gloo_backend(options); });
   spdlog::info("ddp: rank {} of {} joined through {}:{} in {:.1f} s; {} collectives, timeout {} s", launch_.rank,
                launch_.world_size, launch_.master_addr, launch_.master_port,
                std::chrono::duration<double>(Clock::now() - start).count(), backend_name_, plan.timeout_s);
@@ -181,9 +180,8 @@ c10::intrusive_ptr<c10d::Store> DistributedStrategy::open_store() const {
   options.timeout = timeout_;
   try {
     // Keys of an earlier attempt may still be in torchrun's store.
-    return c10::make_intrusive<c10d::PrefixStore>(
-        fmt::format("gputrain/attempt_{}", launch_.attempt),
-        c10::make_intrusive<c10d::TCPStore>(launch_.master_addr, options));
+    return c10::make_intrusive<c10d::PrefixStore>(fmt::format("gputrain/attempt_{}", launch_.attempt),
+                                                  c10::make_intrusive<c10d::TCPStore>(launch_.master_addr, options));
   } catch (const std::exception& e) {
     if (options.isServer) {
       throw DistributedError(fmt::format(
@@ -191,9 +189,10 @@ c10::intrusive_ptr<c10d::Store> DistributedStrategy::open_store() const {
           "MASTER_PORT to a free port (gputrain train --nproc picks one when MASTER_PORT is unset)",
           launch_.master_port, error_text(e)));
     }
-    throw DistributedError(fmt::format("rank {}: cannot reach {} within {} s ({}); check that it runs and that "
-                                       "MASTER_ADDR and MASTER_PORT point at it",
-                                       launch_.rank, store_name(), seconds(timeout_), error_text(e)));
+    throw DistributedError(
+        fmt::format("rank {}: cannot reach {} within {} s ({}); check that it runs and that "
+                    "MASTER_ADDR and MASTER_PORT point at it",
+                    launch_.rank, store_name(), seconds(timeout_), error_text(e)));
   }
 }
 
@@ -210,33 +209,36 @@ void DistributedStrategy::join() const {
   std::set<int64_t> missing;
   try {
     if (store_->add(key("joined", rank), 1) != 1) {
-      throw DistributedError(fmt::format("rank {}: another process has already joined as rank {}; every process "
-                                         "needs its own RANK",
-                                         rank, rank));
+      throw DistributedError(
+          fmt::format("rank {}: another process has already joined as rank {}; every process "
+                      "needs its own RANK",
+                      rank, rank));
     }
     store_->set(key("world", rank), world);
     missing = wait_for_ranks(other_ranks(launch_), Clock::now() + timeout_, [&](int64_t r) {
       if (!store_->check({key("world", r)})) return false;
       const std::string theirs = store_->get_to_str(key("world", r));
       if (theirs != world) {
-        throw DistributedError(fmt::format("rank {} was started with WORLD_SIZE={} but rank {} with WORLD_SIZE={}; "
-                                           "every process must get the same WORLD_SIZE",
-                                           r, theirs, rank, world));
+        throw DistributedError(
+            fmt::format("rank {} was started with WORLD_SIZE={} but rank {} with WORLD_SIZE={}; "
+                        "every process must get the same WORLD_SIZE",
+                        r, theirs, rank, world));
       }
       return true;
     });
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw DistributedError(fmt::format("rank {}: {} stopped answering during the rendezvous ({})", rank,
-                                       store_name(), error_text(e)));
+    throw DistributedError(
+        fmt::format("rank {}: {} stopped answering during the rendezvous ({})", rank, store_name(), error_text(e)));
   }
   if (!missing.empty()) {
-    throw DistributedError(fmt::format("rank {}: rendezvous at {}:{} timed out after {} s (ddp.timeout_s): rank {} "
-                                       "did not join; start every rank with the same MASTER_ADDR, MASTER_PORT and "
-                                       "WORLD_SIZE={}",
-                                       rank, launch_.master_addr, launch_.master_port, seconds(timeout_),
-                                       fmt::join(missing, ", "), launch_.world_size));
+    throw DistributedError(
+        fmt::format("rank {}: rendezvous at {}:{} timed out after {} s (ddp.timeout_s): rank {} "
+                    "did not join; start every rank with the same MASTER_ADDR, MASTER_PORT and "
+                    "WORLD_SIZE={}",
+                    rank, launch_.master_addr, launch_.master_port, seconds(timeout_), fmt::join(missing, ", "),
+                    launch_.world_size));
   }
 }
 
@@ -265,7 +267,8 @@ data::Batch DistributedStrategy::local_part(const data::Batch& batch) const {
   }
   if (log_replicas_ && is_primary()) {
     std::vector<std::string> shares;
-    for (const ReplicaSplit& s : splits) shares.push_back(fmt::format("rank {} rows [{},{}) n={}", s.replica, s.begin, s.end, s.rows()));
+    for (const ReplicaSplit& s : splits)
+      shares.push_back(fmt::format("rank {} rows [{},{}) n={}", s.replica, s.begin, s.end, s.rows()));
     spdlog::info("ddp: batch of {} over {}: {}", batch.size(), count_of(launch_.world_size, "rank"),
                  fmt::join(shares, "; "));
   }
@@ -399,8 +402,8 @@ std::string DistributedStrategy::roll_call() {
     parts.push_back(fmt::format("rank {} stopped on its own error (see its log)", fmt::join(failed, ", ")));
   }
   if (!missing.empty()) {
-    parts.push_back(fmt::format("rank {} did not answer within {} s: it died or hangs", fmt::join(missing, ", "),
-                                seconds(window)));
+    parts.push_back(
+        fmt::format("rank {} did not answer within {} s: it died or hangs", fmt::join(missing, ", "), seconds(window)));
   }
   if (parts.empty()) parts.push_back("every rank is still there; see their logs");
   return fmt::format("{}", fmt::join(parts, "; "));
@@ -427,9 +430,8 @@ void DistributedStrategy::leave_after_error() {
   group_->abort();
   group_.reset();
   if (launch_.rank != 0 || launch_.agent_store) return;  // nobody else needs this process's store
-  wait_for_ranks(other_ranks(launch_), Clock::now() + std::min(timeout_, kRollCall), [&](int64_t r) {
-    return store_->check({key("alive", r)}) || store_->check({key("failed", r)});
-  });
+  wait_for_ranks(other_ranks(launch_), Clock::now() + std::min(timeout_, kRollCall),
+                 [&](int64_t r) { return store_->check({key("alive", r)}) || store_->check({key("failed", r)}); });
 }
 
 }  // namespace

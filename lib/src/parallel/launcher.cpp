@@ -26,8 +26,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::array<int, 4> kForwarded{SIGINT, SIGTERM, SIGHUP, SIGUSR1};
-constexpr std::array<const char*, 6> kRankVariables{"RANK",       "LOCAL_RANK",  "WORLD_SIZE",
-                                                    "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+constexpr std::array<const char*, 6> kRankVariables{"RANK",        "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                                                    "MASTER_ADDR", "MASTER_PORT"};
 // Inherited from an outer torchrun, they would send the workers to its store.
 constexpr std::array<const char*, 2> kDropped{"TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT"};
 
@@ -135,7 +135,7 @@ pid_t spawn(const LauncherOptions& options, int64_t rank, int64_t port) {
   for (const auto& entry : options.environment) {
     if (!is_launch_variable(entry)) environment.push_back(entry);
   }
-  const std::array<std::string, 6> values{std::to_string(rank),         std::to_string(rank),
+  const std::array<std::string, 6> values{std::to_string(rank),          std::to_string(rank),
                                           std::to_string(options.nproc), std::to_string(options.nproc),
                                           options.master_addr,           std::to_string(port)};
   for (std::size_t i = 0; i < kRankVariables.size(); ++i) {
@@ -184,9 +184,10 @@ void signal_running(std::vector<Worker>& workers, int signal) {
 
 void check_local_workers(const config::LoadedConfig& loaded, const device::DevicePlan& devices, int64_t nproc) {
   if (devices.kind == device::DeviceKind::kCuda && nproc > static_cast<int64_t>(devices.gpus.size())) {
-    spdlog::warn("launcher: {} workers share {} GPU{}; NCCL runs one rank per GPU and refuses more (ddp.backend: gloo "
-                 "does not)",
-                 nproc, devices.gpus.size(), devices.gpus.size() == 1 ? "" : "s");
+    spdlog::warn(
+        "launcher: {} workers share {} GPU{}; NCCL runs one rank per GPU and refuses more (ddp.backend: gloo "
+        "does not)",
+        nproc, devices.gpus.size(), devices.gpus.size() == 1 ? "" : "s");
   }
   for (int64_t rank = 0; rank < nproc; ++rank) {
     LaunchInfo launch;
@@ -237,10 +238,9 @@ int run_local_workers(const LauncherOptions& options) {
       if (w.status == 0 || failed) continue;
       failed = i;
       next_step = Clock::now() + options.grace;
-      const std::string others =
-          running > 0 ? fmt::format("; the other workers get {:g} s to stop on their own",
-                                    std::chrono::duration<double>(options.grace).count())
-                      : "";
+      const std::string others = running > 0 ? fmt::format("; the other workers get {:g} s to stop on their own",
+                                                           std::chrono::duration<double>(options.grace).count())
+                                             : "";
       spdlog::log(stopped_by(w.status, forwarded) ? spdlog::level::warn : spdlog::level::err,
                   "launcher: rank {} (pid {}) {}{}", w.rank, w.pid, describe(w.status), others);
     }

@@ -62,9 +62,10 @@ void check_launch(const LaunchInfo& launch) {
     throw UserError(fmt::format("WORLD_SIZE={}: the number of processes must be at least 1", launch.world_size));
   }
   if (launch.rank < 0 || launch.rank >= launch.world_size) {
-    throw UserError(fmt::format("RANK={} with WORLD_SIZE={}: ranks run from 0 to WORLD_SIZE-1; check the launcher's "
-                                "settings",
-                                launch.rank, launch.world_size));
+    throw UserError(
+        fmt::format("RANK={} with WORLD_SIZE={}: ranks run from 0 to WORLD_SIZE-1; check the launcher's "
+                    "settings",
+                    launch.rank, launch.world_size));
   }
   if (launch.local_rank < 0 || launch.local_rank >= launch.world_size) {
     throw UserError(fmt::format("LOCAL_RANK={} with WORLD_SIZE={}: a local rank runs from 0 to WORLD_SIZE-1",
@@ -101,9 +102,10 @@ StrategyPlan choose_strategy(const config::LoadedConfig& loaded, const device::D
       const int64_t pick = launch.local_rank % count;
       plan.replicas = {gpus[static_cast<std::size_t>(pick)]};
       if (count == 1 && launch.local_rank > 0) {
-        binding = fmt::format("; local rank {} uses {}, the one GPU it sees (a launcher that binds one GPU per task, "
-                              "as Slurm's --gpus-per-task=1)",
-                              launch.local_rank, plan.replicas.front().str());
+        binding = fmt::format(
+            "; local rank {} uses {}, the one GPU it sees (a launcher that binds one GPU per task, "
+            "as Slurm's --gpus-per-task=1)",
+            launch.local_rank, plan.replicas.front().str());
       } else if (launch.local_rank >= count) {
         binding = fmt::format("; local rank {} uses {} (local rank modulo the {} selected GPUs)", launch.local_rank,
                               plan.replicas.front().str(), count);
@@ -111,9 +113,10 @@ StrategyPlan choose_strategy(const config::LoadedConfig& loaded, const device::D
     } else {
       plan.replicas = {devices.primary()};
     }
-    plan.reason = (requested == StrategyName::kDdp ? fmt::format("strategy: ddp, world size {}", launch.world_size)
-                                      : fmt::format("auto: launched with world size {}", launch.world_size)) +
-                  binding;
+    plan.reason =
+        (requested == StrategyName::kDdp ? fmt::format("strategy: ddp, world size {}", launch.world_size)
+                                         : fmt::format("auto: launched with world size {}", launch.world_size)) +
+        binding;
     return plan;
   }
   if (requested == StrategyName::kDp || (requested == StrategyName::kAuto && several_gpus)) {
@@ -124,9 +127,10 @@ StrategyPlan choose_strategy(const config::LoadedConfig& loaded, const device::D
   StrategyPlan plan;
   plan.kind = StrategyKind::kSingle;
   plan.replicas = {devices.primary()};
-  plan.reason = several_gpus ? fmt::format("strategy: single uses {} only of the {} selected GPUs",
-                                           devices.primary().str(), devices.gpus.size())
-                             : fmt::format("{}: one device", requested == StrategyName::kAuto ? "auto" : "strategy: single");
+  plan.reason = several_gpus
+                    ? fmt::format("strategy: single uses {} only of the {} selected GPUs", devices.primary().str(),
+                                  devices.gpus.size())
+                    : fmt::format("{}: one device", requested == StrategyName::kAuto ? "auto" : "strategy: single");
   return plan;
 }
 
@@ -147,10 +151,12 @@ StepFlags Strategy::agree(StepFlags local, const torch::Tensor& step_loss) {
 
 std::unique_ptr<Strategy> make_strategy(const StrategyPlan& plan, const LaunchInfo& launch) {
   switch (plan.kind) {
-    case StrategyKind::kSingle: return std::make_unique<detail::SingleDeviceStrategy>(plan.replicas.front());
+    case StrategyKind::kSingle:
+      return std::make_unique<detail::SingleDeviceStrategy>(plan.replicas.front());
     case StrategyKind::kDataParallel:
       return std::make_unique<detail::DataParallelStrategy>(plan.replicas, plan.log_replicas);
-    case StrategyKind::kDistributed: return detail::make_distributed_strategy(plan, launch);
+    case StrategyKind::kDistributed:
+      return detail::make_distributed_strategy(plan, launch);
   }
   GPUTRAIN_CHECK(false, "unknown strategy kind {}", static_cast<int>(plan.kind));
 }

@@ -140,9 +140,9 @@ Run load_run(const fs::path& dir) {
         std::any_of(epochs.begin(), epochs.end(),
                     [](const auto& e) { return e.second.train_accuracy.value_or(0) > 0; });
   }
-  run.fp16 = run.info ? run.info->amp == config::AmpMode::kFp16 : std::any_of(epochs.begin(), epochs.end(), [](const auto& e) {
-    return e.second.loss_scale.value_or(1) != 1;
-  });
+  run.fp16 = run.info ? run.info->amp == config::AmpMode::kFp16
+                      : std::any_of(epochs.begin(), epochs.end(),
+                                    [](const auto& e) { return e.second.loss_scale.value_or(1) != 1; });
   return run;
 }
 
@@ -393,7 +393,8 @@ std::string summary_section(const Run& run) {
 // The newest epoch's test split by class: accuracy per class, and the
 // confusion matrix (rows: true class, columns: predicted).
 std::string classes_section(const std::map<int64_t, EpochRecord>& epochs) {
-  const auto last = std::find_if(epochs.rbegin(), epochs.rend(), [](const auto& e) { return !e.second.confusion.empty(); });
+  const auto last =
+      std::find_if(epochs.rbegin(), epochs.rend(), [](const auto& e) { return !e.second.confusion.empty(); });
   if (last == epochs.rend()) return "";
   const auto& matrix = last->second.confusion;
   std::vector<std::string> header{"true \\ predicted"};
@@ -410,9 +411,10 @@ std::string classes_section(const std::map<int64_t, EpochRecord>& epochs) {
     row.push_back(total > 0 ? percent(static_cast<double>(matrix[c][c]) / static_cast<double>(total)) : "–");
     rows.push_back(row);
   }
-  return fmt::format("<h3>Test split by class (epoch {})</h3><p>Rows are the true classes, columns the predicted "
-                     "ones; the last column is each class's accuracy.</p>",
-                     last->first) +
+  return fmt::format(
+             "<h3>Test split by class (epoch {})</h3><p>Rows are the true classes, columns the predicted "
+             "ones; the last column is each class's accuracy.</p>",
+             last->first) +
          table(header, rows, "numbers confusion");
 }
 

@@ -14,7 +14,8 @@ namespace gputrain::report {
 
 MetricsWriter::MetricsWriter(const std::filesystem::path& path) : path_(path), out_(path, std::ios::app) {
   if (!out_) {
-    throw UserError(fmt::format("{}: cannot open the metrics file for writing ({})", path.string(), std::strerror(errno)));
+    throw UserError(
+        fmt::format("{}: cannot open the metrics file for writing ({})", path.string(), std::strerror(errno)));
   }
   std::error_code error;
   whole_bytes_ = std::filesystem::file_size(path, error);
@@ -52,13 +53,13 @@ void MetricsWriter::on_epoch(const train::EpochMetrics& m) {
   nlohmann::ordered_json train{{"epoch", m.epoch}, {"step", m.step}, {"split", "train"}, {"loss", m.train.mean_loss()}};
   if (m.train.classification) train["accuracy"] = m.train.accuracy();
   train.update(nlohmann::ordered_json{{"samples_per_s", m.samples_per_s},
-                               {"lr", m.lr},
-                               {"elapsed_s", m.elapsed_s},
-                               {"epoch_s", m.epoch_s},
-                               {"samples", m.train.samples},
-                               {"loss_scale", m.loss_scale},
-                               {"skipped_steps", m.skipped_steps},
-                               {"loader_wait_s", m.loader_wait_s}});
+                                      {"lr", m.lr},
+                                      {"elapsed_s", m.elapsed_s},
+                                      {"epoch_s", m.epoch_s},
+                                      {"samples", m.train.samples},
+                                      {"loss_scale", m.loss_scale},
+                                      {"skipped_steps", m.skipped_steps},
+                                      {"loader_wait_s", m.loader_wait_s}});
   if (m.cuda) {
     train["memory_allocated"] = m.memory_allocated;
     train["memory_reserved"] = m.memory_reserved;

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "gputrain/common/files.h"
 #include "gputrain/checkpoint/store.h"
+#include "gputrain/common/files.h"
 #include "gputrain/report/metrics_writer.h"
 
 namespace gputrain::report {

@@ -44,8 +44,8 @@ void move_event_files_aside(const fs::path& dir) {
     if (!error) fs::rename(file, aside / file.filename(), error);
   }
   if (error) {
-    throw UserError(fmt::format("{}: cannot keep the previous TensorBoard event files: {}", aside.string(),
-                                error.message()));
+    throw UserError(
+        fmt::format("{}: cannot keep the previous TensorBoard event files: {}", aside.string(), error.message()));
   }
 }
 
@@ -78,21 +78,23 @@ RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming) 
   }
   if (!resuming && fs::exists(paths.metrics)) {
     fs::rename(paths.metrics, first_free(paths.dir, "metrics.{}.jsonl"), error);
-    if (error) throw UserError(fmt::format("{}: cannot keep the previous metrics: {}", paths.metrics.string(), error.message()));
+    if (error)
+      throw UserError(fmt::format("{}: cannot keep the previous metrics: {}", paths.metrics.string(), error.message()));
   }
   if (!resuming) move_event_files_aside(paths.dir);
   // The weights are written last, after the training; a name taken by a
   // directory would lose them, so it is refused before the run starts.
   if (fs::is_directory(paths.weights, error)) {
-    throw UserError(fmt::format("{}: is a directory, so the final weights could not be saved there. Move it away or "
-                                "choose another output.dir or --output.",
-                                paths.weights.string()));
+    throw UserError(
+        fmt::format("{}: is a directory, so the final weights could not be saved there. Move it away or "
+                    "choose another output.dir or --output.",
+                    paths.weights.string()));
   }
   std::ofstream out(paths.config, std::ios::binary | std::ios::trunc);
   out << "# resolved by gputrain; `gputrain train --config` accepts this file as is\n" << config::dump_config(config);
   if (!out.flush()) {
-    throw UserError(fmt::format("{}: cannot write the resolved config. Is the output directory writable?",
-                                paths.config.string()));
+    throw UserError(
+        fmt::format("{}: cannot write the resolved config. Is the output directory writable?", paths.config.string()));
   }
   return paths;
 }
@@ -118,9 +120,10 @@ RunDirLock::RunDirLock(const fs::path& dir) {
     ::close(fd_);
     fd_ = -1;
     if (cause == EWOULDBLOCK) {
-      throw UserError(fmt::format("{}: another gputrain process (pid {}) is running in this run directory; wait for it "
-                                  "to end, or choose another name or output.dir (--output)",
-                                  dir.string(), pid.empty() ? "unknown" : pid));
+      throw UserError(
+          fmt::format("{}: another gputrain process (pid {}) is running in this run directory; wait for it "
+                      "to end, or choose another name or output.dir (--output)",
+                      dir.string(), pid.empty() ? "unknown" : pid));
     }
     throw UserError(fmt::format("{}: cannot lock the run directory: {}", path.string(), std::strerror(cause)));
   }

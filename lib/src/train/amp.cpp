@@ -25,9 +25,7 @@ namespace {
 // Before 2.4 only CUDA and the CPU are handled; check_amp_device admits no other.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 bool autocast_enabled(c10::DeviceType device) { return at::autocast::is_autocast_enabled(device); }
-void set_autocast_enabled(c10::DeviceType device, bool enabled) {
-  at::autocast::set_autocast_enabled(device, enabled);
-}
+void set_autocast_enabled(c10::DeviceType device, bool enabled) { at::autocast::set_autocast_enabled(device, enabled); }
 c10::ScalarType autocast_dtype(c10::DeviceType device) { return at::autocast::get_autocast_dtype(device); }
 void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
   at::autocast::set_autocast_dtype(device, dtype);
@@ -158,9 +156,8 @@ void GradScaler::unscale_(const std::vector<at::Tensor>& parameters) {
     GPUTRAIN_CHECK(grad.scalar_type() != at::kHalf,
                    "cannot unscale float16 gradients: keep parameters in float32 and let autocast lower precision");
     if (grad.is_sparse()) grad = grad._values();  // unscaling is element-wise, so the values are enough
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-      return g.device == grad.device() && g.dtype == grad.scalar_type();
-    });
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const Group& g) { return g.device == grad.device() && g.dtype == grad.scalar_type(); });
     if (it == groups.end()) it = groups.insert(groups.end(), Group{grad.device(), grad.scalar_type(), {}});
     it->grads.push_back(grad);
   }

@@ -173,18 +173,19 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
 }
 
 std::string format_bench(const BenchReport& r) {
-  std::string text = fmt::format("bench: {} on {}, {}{}, batch {}, {} steps after {} warm-up\n", r.model, r.dataset,
-                                 r.device, r.device == "cpu" ? fmt::format(" ({} threads)", r.threads) : "", r.batch,
-                                 r.steps, r.warmup);
+  std::string text =
+      fmt::format("bench: {} on {}, {}{}, batch {}, {} steps after {} warm-up\n", r.model, r.dataset, r.device,
+                  r.device == "cpu" ? fmt::format(" ({} threads)", r.threads) : "", r.batch, r.steps, r.warmup);
   text += fmt::format("{:<15}{:>10}{:>10}\n", "phase", "mean ms", "min ms");
   for (const PhaseTime& p : r.phases) {
     text += fmt::format("{:<15}{:>10.3f}{:>10.3f}", p.name, p.mean_ms, p.min_ms);
     text += p.name == "step" ? fmt::format("  {:.0f} samples/s\n", r.samples_per_s) : "\n";
   }
-  text += fmt::format("{:<15}{:>10.3f}{:>10}  {:.0f} samples/s (train step on one batch already on {}; the loop "
-                      "above runs at {:.0f}% of it)\n",
-                      "compute bound", r.bound_step_ms, "", r.bound_samples_per_s, r.device,
-                      r.bound_samples_per_s > 0 ? 100.0 * r.samples_per_s / r.bound_samples_per_s : 0.0);
+  text += fmt::format(
+      "{:<15}{:>10.3f}{:>10}  {:.0f} samples/s (train step on one batch already on {}; the loop "
+      "above runs at {:.0f}% of it)\n",
+      "compute bound", r.bound_step_ms, "", r.bound_samples_per_s, r.device,
+      r.bound_samples_per_s > 0 ? 100.0 * r.samples_per_s / r.bound_samples_per_s : 0.0);
   return text;
 }
 

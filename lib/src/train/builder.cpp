@@ -22,11 +22,11 @@ torch::Tensor class_weights(const config::LoadedConfig& loaded, const data::Data
   const std::vector<double>& weights = loaded.config.train.class_weights;
   if (weights.empty()) return {};
   if (info.target_kind != data::TargetKind::kClasses || static_cast<int64_t>(weights.size()) != info.classes) {
-    throw ConfigError(loaded.sources.at("train.class_weights"), "train.class_weights",
-                      info.target_kind == data::TargetKind::kClasses
-                          ? fmt::format("{} weights given but the data set has {}", weights.size(),
-                                        count_of(info.classes, "class"))
-                          : "weights classes, but this data set has no class labels");
+    throw ConfigError(
+        loaded.sources.at("train.class_weights"), "train.class_weights",
+        info.target_kind == data::TargetKind::kClasses
+            ? fmt::format("{} weights given but the data set has {}", weights.size(), count_of(info.classes, "class"))
+            : "weights classes, but this data set has no class labels");
   }
   return torch::tensor(weights, torch::kFloat32).to(device);
 }
@@ -58,7 +58,7 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run) {
   spdlog::info("data: {} from {}: {} training samples{}, input {}, {}", info.name, info.source, info.samples,
                run.test_set ? fmt::format(", {} test samples", run.test_set->info().samples) : "",
                fmt::join(info.input_shape, "x"),
-               run.classification() ? fmt::format("{} classes", info.classes)
+               run.classification()                            ? fmt::format("{} classes", info.classes)
                : info.target_kind == data::TargetKind::kValues ? "a regression on " + count_of(info.targets, "target")
                                                                : "no labels");
   spdlog::info("batch: {} per optimizer step{}; {} per epoch", count_of(c.data.batch_size, "sample"),
@@ -74,9 +74,9 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run) {
                c.train.grad_clip > 0 ? fmt::format(", gradients clipped to norm {}", c.train.grad_clip) : "");
   spdlog::info("optimizer: {} lr {} (scheduler {}), loss {}", config::word(c.optim.name), c.optim.lr,
                config::word(c.optim.scheduler),
-               !run.labeled()                              ? "none (forward passes only)"
+               !run.labeled()                             ? "none (forward passes only)"
                : run.loss.kind == LossKind::kCrossEntropy ? "cross_entropy"
-                                                           : "mse");
+                                                          : "mse");
 }
 
 }  // namespace
@@ -123,25 +123,24 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
   torch::manual_seed(c.seed);
   run.train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed);
   const data::DatasetInfo& info = run.train_set->info();
-  run.train_batches = data::make_batch_source(
-      run.train_set, data::loader_options(micro, data::Split::kTrain, c.seed), c.data.device_cache, run.device);
+  run.train_batches = data::make_batch_source(run.train_set, data::loader_options(micro, data::Split::kTrain, c.seed),
+                                              c.data.device_cache, run.device);
   if (info.target_kind != data::TargetKind::kNone) {
     run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
-    run.test_batches = data::make_batch_source(
-        run.test_set, data::loader_options(c.data, data::Split::kTest, c.seed), c.data.device_cache, run.device);
+    run.test_batches = data::make_batch_source(run.test_set, data::loader_options(c.data, data::Split::kTest, c.seed),
+                                               c.data.device_cache, run.device);
     run.loss = build_loss(loaded, info, run.device);
   } else {
     class_weights(loaded, info, run.device);  // refuses weights for a data set without classes
   }
 
-  device::with_resource_errors(
-      fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)),
-      "Make the model smaller (fewer or narrower layers under model:)", [&] {
-        run.model = build_model(c, info, run.device);
-        configure_backends(c.train, run.device);
-        run.strategy->prepare(run.model);
-        run.optimizer = make_optimizer(c.optim, run.model->parameters());
-      });
+  device::with_resource_errors(fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)),
+                               "Make the model smaller (fewer or narrower layers under model:)", [&] {
+                                 run.model = build_model(c, info, run.device);
+                                 configure_backends(c.train, run.device);
+                                 run.strategy->prepare(run.model);
+                                 run.optimizer = make_optimizer(c.optim, run.model->parameters());
+                               });
   run.step = build_step(c, run);
   run.steps_per_epoch = (run.train_batches->batches_per_epoch() + run.accumulation - 1) / run.accumulation;
   run.schedule = std::make_unique<LrSchedule>(c.optim, run.steps_per_epoch, run.steps_per_epoch * c.train.epochs);

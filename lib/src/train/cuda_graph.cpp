@@ -5,10 +5,10 @@
 
 #ifdef GPUTRAIN_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
-#include <c10/core/Event.h>
-#include <c10/cuda/CUDAFunctions.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -66,9 +66,9 @@ struct GraphedStep::State {
   bool channels_last;
   torch::Device device;
   int64_t eager_steps = 0;
-  torch::Tensor inputs;   // static: every replayed step reads its batch from here
+  torch::Tensor inputs;  // static: every replayed step reads its batch from here
   torch::Tensor targets;
-  StepSums sums;  // static outputs of the graph
+  StepSums sums;               // static outputs of the graph
   MeanBackward backward_mean;  // its 1/batch gradient is made before capture, in the warm-up steps
   std::unique_ptr<at::cuda::CUDAGraph> graph;
 
@@ -162,8 +162,9 @@ StepSums GraphedStep::step(const data::Batch& batch) {
   }
   // Host half of this step: learning rate and step counts into the tensors the graph reads.
   const bool replayable = s.split.prepare_step();
-  GPUTRAIN_CHECK(replayable, "train.cuda_graph: the optimizer's step cannot be replayed (a parameter without a "
-                             "gradient, or a first step)");
+  GPUTRAIN_CHECK(replayable,
+                 "train.cuda_graph: the optimizer's step cannot be replayed (a parameter without a "
+                 "gradient, or a first step)");
   if (!s.graph) s.capture();
   {
     device::NvtxRange range("step (graph)");

@@ -15,9 +15,9 @@ void EpochLog::on_epoch(const EpochMetrics& m) {
                epochs_, m.train.mean_loss(),
                m.train.classification ? fmt::format(", accuracy {:.2f}%", 100.0 * m.train.accuracy()) : "",
                m.samples_per_s, m.epoch_s, m.loader_wait_s,
-               fp16_                  ? fmt::format(", loss scale {}, {} steps skipped", m.loss_scale, m.skipped_steps)
+               fp16_                 ? fmt::format(", loss scale {}, {} steps skipped", m.loss_scale, m.skipped_steps)
                : m.skipped_steps > 0 ? fmt::format(", {} steps skipped for a non-finite loss", m.skipped_steps)
-                                      : "",
+                                     : "",
                m.cuda ? fmt::format(", memory allocated {:.2f} GiB, reserved {:.2f} GiB, peak {:.2f} GiB",
                                     gib(m.memory_allocated), gib(m.memory_reserved), gib(m.memory_peak))
                       : "");

@@ -21,8 +21,8 @@ std::vector<std::string> format_class_lines(const EvalResult& result) {
     const int64_t correct = result.confusion[static_cast<std::size_t>(c * classes + c)];
     lines.push_back(total == 0 ? fmt::format("Accuracy of class {}: no test samples", c)
                                : fmt::format("Accuracy of class {}: {:.0f}% ({}/{})", c,
-                                             100.0 * static_cast<double>(correct) / static_cast<double>(total),
-                                             correct, total));
+                                             100.0 * static_cast<double>(correct) / static_cast<double>(total), correct,
+                                             total));
   }
   return lines;
 }

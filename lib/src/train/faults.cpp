@@ -18,11 +18,12 @@ std::string out_of_memory_message(const OutOfMemoryContext& c) {
     advice += fmt::format(", or keep the batch and halve the micro-batch with train.accumulation_steps: {}",
                           2 * c.accumulation_steps);
   }
-  return fmt::format("{} ran out of memory at data.batch_size {} (micro-batch {}): {:.2f} GiB allocated by tensors "
-                     "(peak {:.2f} GiB), {:.2f} GiB reserved by the caching allocator, {:.2f} GiB total. {}. No "
-                     "checkpoint was damaged. (LibTorch: {})",
-                     c.device, c.batch_size, micro_batch, gib(c.memory.allocated), gib(c.memory.peak_allocated),
-                     gib(c.memory.reserved), gib(c.memory.total), advice, c.detail);
+  return fmt::format(
+      "{} ran out of memory at data.batch_size {} (micro-batch {}): {:.2f} GiB allocated by tensors "
+      "(peak {:.2f} GiB), {:.2f} GiB reserved by the caching allocator, {:.2f} GiB total. {}. No "
+      "checkpoint was damaged. (LibTorch: {})",
+      c.device, c.batch_size, micro_batch, gib(c.memory.allocated), gib(c.memory.peak_allocated),
+      gib(c.memory.reserved), gib(c.memory.total), advice, c.detail);
 }
 
 bool is_out_of_memory(const std::string& message) {
@@ -41,12 +42,13 @@ std::string failing_device(const std::string& message, const std::string& fallba
 }
 
 std::string non_finite_loss_message(int64_t epoch, int64_t step, const std::string& last_checkpoint) {
-  return fmt::format("epoch {}, step {}: the loss is not finite (inf or NaN), so training stops (train.on_nan: stop). "
-                     "{}. Lower optim.lr, clip gradients with train.grad_clip, or skip such batches with "
-                     "train.on_nan: skip",
-                     epoch, step,
-                     last_checkpoint.empty() ? "No checkpoint was written before it"
-                                             : "The last good checkpoint is " + last_checkpoint);
+  return fmt::format(
+      "epoch {}, step {}: the loss is not finite (inf or NaN), so training stops (train.on_nan: stop). "
+      "{}. Lower optim.lr, clip gradients with train.grad_clip, or skip such batches with "
+      "train.on_nan: skip",
+      epoch, step,
+      last_checkpoint.empty() ? "No checkpoint was written before it"
+                              : "The last good checkpoint is " + last_checkpoint);
 }
 
 }  // namespace gputrain::train

@@ -17,9 +17,7 @@ namespace gputrain::train {
 
 namespace {
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
@@ -44,8 +42,8 @@ std::optional<data::Batch> next_batch(data::BatchSource& source) {
 // running out of memory or threads.
 TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) try {
   State& s = *state_;
-  s.checkpointer = std::make_unique<detail::Checkpointer>(s.config, options, *s.run.strategy, s.resumed_from,
-                                                          s.resumed_path);
+  s.checkpointer =
+      std::make_unique<detail::Checkpointer>(s.config, options, *s.run.strategy, s.resumed_from, s.resumed_path);
   s.stopping = false;
   detail::EpochLog epoch_log(s.config.train.epochs, s.run.scaler->enabled());
   ObserverList observers;
@@ -163,8 +161,9 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, C
 // One optimizer step, then the train.on_nan policy for a loss that was not finite.
 void Trainer::State::optimizer_step(const std::vector<data::Batch>& group) {
   run.schedule->apply(*run.optimizer, step);
-  const StepResult result = run.step->run(
-      group, [this](const torch::Tensor& step_loss) { return run.strategy->agree(checkpointer->requests(), step_loss); });
+  const StepResult result = run.step->run(group, [this](const torch::Tensor& step_loss) {
+    return run.strategy->agree(checkpointer->requests(), step_loss);
+  });
   agreed = result.agreed;
   ++step;
   if (agreed.non_finite) {
@@ -172,9 +171,10 @@ void Trainer::State::optimizer_step(const std::vector<data::Batch>& group) {
       throw Error(ExitCode::kRuntime, non_finite_loss_message(epochs_done + 1, step, checkpointer->last_good()));
     }
     ++nan_skipped;
-    spdlog::warn("epoch {}, step {}: the loss is not finite; batch skipped without an optimizer step (train.on_nan: "
-                 "skip, {} so far)",
-                 epochs_done + 1, step, nan_skipped);
+    spdlog::warn(
+        "epoch {}, step {}: the loss is not finite; batch skipped without an optimizer step (train.on_nan: "
+        "skip, {} so far)",
+        epochs_done + 1, step, nan_skipped);
     return;
   }
   for (const MicroBatchSums& sums : result.sums) {

@@ -282,15 +282,15 @@ class MultiTensorAdam final : public Base, public SplitStep {
     DeviceValue steps;  // [parameters]; its elements are the per-parameter step counts
   };
 
-  static void fused_adam(Work& w, const torch::Tensor& lr, double beta1, double beta2, double weight_decay,
-                         double eps, bool amsgrad) {
+  static void fused_adam(Work& w, const torch::Tensor& lr, double beta1, double beta2, double weight_decay, double eps,
+                         bool amsgrad) {
     at::_fused_adam_(w.params, w.grads, w.exp_avgs, w.exp_avg_sqs, w.max_exp_avg_sqs, w.state_steps, lr, beta1, beta2,
                      weight_decay, eps, amsgrad, /*maximize=*/false);
   }
-  static void fused_adamw(Work& w, const torch::Tensor& lr, double beta1, double beta2, double weight_decay,
-                          double eps, bool amsgrad) {
-    at::_fused_adamw_(w.params, w.grads, w.exp_avgs, w.exp_avg_sqs, w.max_exp_avg_sqs, w.state_steps, lr, beta1,
-                      beta2, weight_decay, eps, amsgrad, /*maximize=*/false);
+  static void fused_adamw(Work& w, const torch::Tensor& lr, double beta1, double beta2, double weight_decay, double eps,
+                          bool amsgrad) {
+    at::_fused_adamw_(w.params, w.grads, w.exp_avgs, w.exp_avg_sqs, w.max_exp_avg_sqs, w.state_steps, lr, beta1, beta2,
+                      weight_decay, eps, amsgrad, /*maximize=*/false);
   }
 
   // The parameter's state, created as LibTorch's optimizer creates it.
@@ -330,8 +330,7 @@ std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adam(std::vector<torc
 std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adamw(std::vector<torch::Tensor> params,
                                                                  const torch::optim::AdamWOptions& options,
                                                                  StepKernel kernel) {
-  using AdamW =
-      MultiTensorAdam<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>;
+  using AdamW = MultiTensorAdam<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>;
   return std::make_unique<AdamW>(std::move(params), options, kernel);
 }
 

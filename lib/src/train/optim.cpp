@@ -96,9 +96,8 @@ double LrSchedule::scheduled(int64_t step) const {
 }
 
 double LrSchedule::lr_at(int64_t step) const {
-  const double warm = step < config_.warmup_steps
-                          ? static_cast<double>(step + 1) / static_cast<double>(config_.warmup_steps)
-                          : 1.0;
+  const double warm =
+      step < config_.warmup_steps ? static_cast<double>(step + 1) / static_cast<double>(config_.warmup_steps) : 1.0;
   return warm * scheduled(step);
 }
 

@@ -72,8 +72,8 @@ class EagerStep : public OptimizerStep {
 
 class GraphStep : public OptimizerStep {
  public:
-  GraphStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss,
-            bool channels_last, const torch::Device& device)
+  GraphStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
+            const torch::Device& device)
       : graphed_(std::move(model), optimizer, loss.kind, loss.classes > 0, channels_last, device) {}
 
   StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) override {

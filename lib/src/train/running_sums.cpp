@@ -2,8 +2,7 @@
 
 namespace gputrain::train::detail {
 
-void RunningSums::add(const torch::Tensor& batch_loss_sum, const torch::Tensor& batch_correct,
-                      int64_t batch_samples) {
+void RunningSums::add(const torch::Tensor& batch_loss_sum, const torch::Tensor& batch_correct, int64_t batch_samples) {
   loss = loss.defined() ? loss + batch_loss_sum : batch_loss_sum;
   if (batch_correct.defined()) correct = correct.defined() ? correct + batch_correct : batch_correct;
   samples += batch_samples;

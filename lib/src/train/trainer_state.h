@@ -30,7 +30,7 @@ struct Trainer::State {
   std::optional<checkpoint::Position> resumed_from;
   std::string resumed_path;
   std::unique_ptr<detail::Checkpointer> checkpointer;  // while fit() runs
-  parallel::StepFlags agreed;                           // the last optimizer step's, agreed by every rank
+  parallel::StepFlags agreed;                          // the last optimizer step's, agreed by every rank
   bool stopping = false;
 
   // loop.cpp

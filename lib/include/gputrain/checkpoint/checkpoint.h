@@ -77,7 +77,8 @@ struct TrainingState {
 };
 
 // The sealed bytes of a checkpoint of `state`, `model` and `optimizer`.
-std::string encode(const TrainingState& state, const torch::nn::Module& model, const torch::optim::Optimizer& optimizer);
+std::string encode(const TrainingState& state, const torch::nn::Module& model,
+                   const torch::optim::Optimizer& optimizer);
 
 // A checkpoint read and checked: its training state, with the model's and
 // optimizer's entries kept to be copied into live objects.

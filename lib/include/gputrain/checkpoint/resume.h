@@ -16,7 +16,7 @@ std::vector<std::string> incompatible_keys(const config::ExperimentConfig& store
                                            const config::ExperimentConfig& requested, const Position& at);
 
 struct Resumption {
-  config::LoadedConfig config;          // what the run uses
+  config::LoadedConfig config;           // what the run uses
   std::optional<Checkpoint> checkpoint;  // nullopt: auto found none, start fresh
 };
 

@@ -2,13 +2,13 @@
 // A run's checkpoint directory: atomic writes, names that sort by progress,
 // rotation to the newest checkpoint.keep plus the best, and finding the newest
 // valid one to resume from.
+#include <sys/types.h>
 #include <cstddef>
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <sys/types.h>
 #include <vector>
 
 #include "gputrain/checkpoint/checkpoint.h"
@@ -32,8 +32,7 @@ class CheckpointStore {
   // of another timeline are moved to <dir>.1 (.2, ...), so that rotation and
   // --resume auto never mix two: all of them for a fresh run (`resumed_from`
   // nullopt), those newer than `resumed_from` for a resumed one.
-  CheckpointStore(std::filesystem::path dir, int64_t keep, std::optional<Position> resumed_from,
-                  WriteHooks hooks = {});
+  CheckpointStore(std::filesystem::path dir, int64_t keep, std::optional<Position> resumed_from, WriteHooks hooks = {});
 
   // Writes the checkpoint of `at`, then deletes all but the newest `keep`.
   // Returns its path.

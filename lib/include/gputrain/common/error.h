@@ -93,7 +93,7 @@ namespace detail {
 }  // namespace gputrain
 
 // GPUTRAIN_CHECK(cond, "fmt {}", args...) throws InternalError naming file:line.
-#define GPUTRAIN_CHECK(cond, ...)                                                     \
-  do {                                                                                \
+#define GPUTRAIN_CHECK(cond, ...)                                                                  \
+  do {                                                                                             \
     if (!(cond)) ::gputrain::detail::throw_internal(__FILE__, __LINE__, fmt::format(__VA_ARGS__)); \
   } while (false)

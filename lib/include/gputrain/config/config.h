@@ -31,10 +31,10 @@ enum class StrategyName { kAuto, kSingle, kDp, kDdp };
 enum class DdpBackend { kAuto, kNccl, kGloo };
 
 inline constexpr ChoiceTable<DatasetName, 5> kDatasetNames{{{{"random", DatasetName::kRandom},
-                                                              {"synthetic", DatasetName::kSynthetic},
-                                                              {"cifar10", DatasetName::kCifar10},
-                                                              {"fashion_mnist", DatasetName::kFashionMnist},
-                                                              {"mnist", DatasetName::kMnist}}}};
+                                                             {"synthetic", DatasetName::kSynthetic},
+                                                             {"cifar10", DatasetName::kCifar10},
+                                                             {"fashion_mnist", DatasetName::kFashionMnist},
+                                                             {"mnist", DatasetName::kMnist}}}};
 inline constexpr ChoiceTable<ModelName, 3> kModelNames{
     {{{"linear", ModelName::kLinear}, {"mlp", ModelName::kMlp}, {"cifar10_cnn", ModelName::kCifar10Cnn}}}};
 inline constexpr ChoiceTable<Activation, 3> kActivations{
@@ -42,9 +42,9 @@ inline constexpr ChoiceTable<Activation, 3> kActivations{
 inline constexpr ChoiceTable<OptimizerName, 3> kOptimizerNames{
     {{{"sgd", OptimizerName::kSgd}, {"adam", OptimizerName::kAdam}, {"adamw", OptimizerName::kAdamW}}}};
 inline constexpr ChoiceTable<SchedulerName, 4> kSchedulerNames{{{{"none", SchedulerName::kNone},
-                                                                  {"step", SchedulerName::kStep},
-                                                                  {"cosine", SchedulerName::kCosine},
-                                                                  {"onecycle", SchedulerName::kOneCycle}}}};
+                                                                 {"step", SchedulerName::kStep},
+                                                                 {"cosine", SchedulerName::kCosine},
+                                                                 {"onecycle", SchedulerName::kOneCycle}}}};
 inline constexpr ChoiceTable<LossName, 3> kLossNames{
     {{{"auto", LossName::kAuto}, {"cross_entropy", LossName::kCrossEntropy}, {"mse", LossName::kMse}}}};
 inline constexpr ChoiceTable<AmpMode, 3> kAmpModes{
@@ -57,9 +57,9 @@ inline constexpr ChoiceTable<MatmulPrecision, 4> kMatmulPrecisions{{{{"auto", Ma
                                                                      {"high", MatmulPrecision::kHigh},
                                                                      {"medium", MatmulPrecision::kMedium}}}};
 inline constexpr ChoiceTable<StrategyName, 4> kStrategyNames{{{{"auto", StrategyName::kAuto},
-                                                                {"single", StrategyName::kSingle},
-                                                                {"dp", StrategyName::kDp},
-                                                                {"ddp", StrategyName::kDdp}}}};
+                                                               {"single", StrategyName::kSingle},
+                                                               {"dp", StrategyName::kDp},
+                                                               {"ddp", StrategyName::kDdp}}}};
 inline constexpr ChoiceTable<DdpBackend, 3> kDdpBackends{
     {{{"auto", DdpBackend::kAuto}, {"nccl", DdpBackend::kNccl}, {"gloo", DdpBackend::kGloo}}}};
 
@@ -92,7 +92,7 @@ struct AugmentConfig {
 // and the replicas share it (PyTorch's scatter rule for uneven splits).
 struct DataConfig {
   DatasetName dataset = DatasetName::kCifar10;
-  std::string root;                 // resolved per dataset when empty
+  std::string root;  // resolved per dataset when empty
   int64_t batch_size = 128;
   int64_t test_batch_size = 0;  // 0: same as batch_size
   int64_t num_workers = 4;
@@ -135,9 +135,9 @@ struct OptimConfig {
   std::vector<double> betas{0.9, 0.999};
   double eps = 1e-8;
   SchedulerName scheduler = SchedulerName::kNone;
-  int64_t step_size = 1;           // step: epochs between decays
-  double gamma = 0.1;              // step: decay factor
-  int64_t warmup_steps = 0;        // linear warm-up before the schedule
+  int64_t step_size = 1;     // step: epochs between decays
+  double gamma = 0.1;        // step: decay factor
+  int64_t warmup_steps = 0;  // linear warm-up before the schedule
   // How the step runs, as PyTorch's foreach= and fused= (at most one): a few
   // multi-tensor kernels over all parameters instead of a loop of small ops
   // per parameter. Same update, same state in checkpoints.
@@ -165,8 +165,8 @@ struct TrainConfig {
   // float32 matmuls: highest (full fp32), high (TF32 on CUDA), medium (bf16);
   // auto: high on CUDA (as cuDNN's convolutions already are), highest elsewhere.
   MatmulPrecision matmul_precision = MatmulPrecision::kAuto;
-  bool tensorboard = true;               // event files in the run directory
-  int64_t monitor_ms = 500;              // NVML sampling period on CUDA; 0 = off
+  bool tensorboard = true;   // event files in the run directory
+  int64_t monitor_ms = 500;  // NVML sampling period on CUDA; 0 = off
 };
 
 struct DpConfig {

@@ -55,30 +55,35 @@ inline constexpr const char* kFp16NeedsCuda = "fp16 autocast needs CUDA; on CPU 
 
 template <class V>
 void visit(V& v, NormalizeConfig& c) {
-  v.field("mean", c.mean, Any{}, "per-channel mean, after scaling pixels to [0, 1]; one value or one per channel; [] = no normalisation");
+  v.field("mean", c.mean, Any{},
+          "per-channel mean, after scaling pixels to [0, 1]; one value or one per channel; [] = no normalisation");
   v.field("std", c.std, above(0), "per-channel standard deviation, as many values as `mean`");
   v.check("std", c.mean.size() == c.std.size(),
           [&] { return fmt::format("needs as many values as mean ({} vs {})", c.std.size(), c.mean.size()); });
   v.check("std", std::all_of(c.std.begin(), c.std.end(), [](double s) { return s >= kMinNormalizeStd; }), [] {
-    return fmt::format("every value must be >= {}: dividing by less scales pixels in [0, 1] past any useful range "
-                       "(the loss becomes infinite)",
-                       kMinNormalizeStd);
+    return fmt::format(
+        "every value must be >= {}: dividing by less scales pixels in [0, 1] past any useful range "
+        "(the loss becomes infinite)",
+        kMinNormalizeStd);
   });
 }
 
 template <class V>
 void visit(V& v, AugmentConfig& c) {
-  v.field("random_crop", c.random_crop, Min{0}, "zero padding in pixels, then a random crop back to size (training only); 0 = off");
+  v.field("random_crop", c.random_crop, Min{0},
+          "zero padding in pixels, then a random crop back to size (training only); 0 = off");
   v.field("hflip", c.hflip, Any{}, "random horizontal flips (training only)");
 }
 
 template <class V>
 void visit(V& v, DataConfig& c) {
-  v.field("dataset", c.dataset, Any{}, "`random` and `synthetic` are generated in memory; the others are read from `root`");
+  v.field("dataset", c.dataset, Any{},
+          "`random` and `synthetic` are generated in memory; the others are read from `root`");
   v.field("root", c.root, Any{},
           "where the data set lives; empty: cifar10 `datasets/cifar-10-batches-bin`, fashion_mnist "
           "`/usr/share/datasets/fashion-mnist`, mnist `datasets/mnist`");
-  v.field("batch_size", c.batch_size, Min{1}, "global batch per optimizer step, shared by accumulation, replicas and ranks (above)");
+  v.field("batch_size", c.batch_size, Min{1},
+          "global batch per optimizer step, shared by accumulation, replicas and ranks (above)");
   v.field("test_batch_size", c.test_batch_size, Min{0}, "evaluation batch; 0 = `batch_size`");
   v.field("num_workers", c.num_workers, Min{0},
           "loader threads; 0 = the training thread. The sample order never depends on it. At most 4 per hardware "
@@ -105,7 +110,8 @@ void visit(V& v, DataConfig& c) {
   v.field("test_samples", c.test_samples, Min{0}, "`synthetic`: test samples");
   v.field("features", c.features, Min{1}, "`synthetic`: features per sample");
   v.field("classes", c.classes, Min{2}, "`synthetic`: classes of the random labels");
-  v.field("targets", c.targets, Min{0}, "`synthetic`: > 0 makes it a regression task with that many real-valued targets");
+  v.field("targets", c.targets, Min{0},
+          "`synthetic`: > 0 makes it a regression task with that many real-valued targets");
 }
 
 template <class V>
@@ -167,11 +173,12 @@ void visit(V& v, TrainConfig& c) {
   v.field("on_sigint", c.on_sigint, Any{},
           "what SIGINT/SIGTERM do: finish the step, then `checkpoint` and exit 130, `stop` (exit 130 without one), "
           "`none` (the signal's default action)");
-  v.field("cuda_graph", c.cuda_graph, Any{},
-          "capture the whole train step (zero the gradients, forward, loss, backward, update) as a CUDA graph after 3 "
-          "eager warm-up steps and replay it: one launch per step. Needs CUDA, `strategy: single`, batches of one "
-          "shape (`data.drop_last: true`, or a training set the batch divides), `accumulation_steps: 1`, `grad_clip: 0`, "
-          "`amp: off` and `optim.fused: true`; otherwise the run logs why and steps eagerly");
+  v.field(
+      "cuda_graph", c.cuda_graph, Any{},
+      "capture the whole train step (zero the gradients, forward, loss, backward, update) as a CUDA graph after 3 "
+      "eager warm-up steps and replay it: one launch per step. Needs CUDA, `strategy: single`, batches of one "
+      "shape (`data.drop_last: true`, or a training set the batch divides), `accumulation_steps: 1`, `grad_clip: 0`, "
+      "`amp: off` and `optim.fused: true`; otherwise the run logs why and steps eagerly");
   v.field("channels_last", c.channels_last, Any{},
           "model weights and 4-D inputs in channels-last memory format (what cuDNN's tensor-core convolutions and "
           "oneDNN prefer); inputs are reordered on the device");
@@ -218,8 +225,7 @@ void visit(V& v, CheckpointConfig& c) {
   v.field("dir", c.dir, Any{}, "where checkpoints go, inside the run directory");
   // A fresh run moves it aside and rotation deletes files in it, so it must not reach anything else.
   v.check("dir", is_inside_run_dir(c.dir), [&] {
-    return fmt::format("must be a directory inside the run directory: a relative path without '..' (got '{}')",
-                       c.dir);
+    return fmt::format("must be a directory inside the run directory: a relative path without '..' (got '{}')", c.dir);
   });
   v.field("every", c.every, Min{0}, "checkpoint every N epochs; 0 = off (also turns off `best.ckpt`)");
   v.field("every_steps", c.every_steps, Min{0}, "checkpoint every N optimizer steps; 0 = off");
@@ -237,17 +243,17 @@ template <class V>
 void visit(V& v, ExperimentConfig& c) {
   v.field("name", c.name, Any{}, "the run's name: it writes `<output.dir>/<name>/`");
   v.check("name", is_run_name(c.name), [&] {
-    return fmt::format("'{}' must start with a letter or digit and use only letters, digits, '.', '_' and '-' (it "
-                       "names the run directory)",
-                       c.name);
+    return fmt::format(
+        "'{}' must start with a letter or digit and use only letters, digits, '.', '_' and '-' (it "
+        "names the run directory)",
+        c.name);
   });
   v.field("seed", c.seed, Any{}, "seeds weights, data order, augmentation and generated data");
   v.field("device", c.device, Any{},
           "`auto` (CUDA when available, else CPU; logged), `cpu`, `cuda`, `cuda:N`, `mps`. `cuda` without a GPU is "
           "an error, never a silent fallback");
-  v.check("device", is_device_text(c.device), [&] {
-    return fmt::format("unknown device '{}'; allowed: auto, cpu, cuda, cuda:N or mps", c.device);
-  });
+  v.check("device", is_device_text(c.device),
+          [&] { return fmt::format("unknown device '{}'; allowed: auto, cpu, cuda, cuda:N or mps", c.device); });
   v.field("gpus", c.gpus, Any{}, "`all` or a list of logical indices, as numbered after `CUDA_VISIBLE_DEVICES`");
   v.field("strategy", c.strategy, Any{},
           "`auto` is ddp under a launcher with world size > 1, dp with several GPUs in one process, else single");
@@ -259,9 +265,10 @@ void visit(V& v, ExperimentConfig& c) {
           [] { return std::string(kFp16NeedsCuda); });
   // Here rather than when training starts, so that `gputrain config` refuses what `train` would.
   v.check("data.batch_size", c.data.batch_size % c.train.accumulation_steps == 0, [&] {
-    return fmt::format("{} is not divisible by train.accumulation_steps ({}); batch_size is the batch per optimizer "
-                       "step and each micro-batch takes an equal share",
-                       c.data.batch_size, c.train.accumulation_steps);
+    return fmt::format(
+        "{} is not divisible by train.accumulation_steps ({}); batch_size is the batch per optimizer "
+        "step and each micro-batch takes an equal share",
+        c.data.batch_size, c.train.accumulation_steps);
   });
   v.section("dp", c.dp);
   v.section("ddp", c.ddp);

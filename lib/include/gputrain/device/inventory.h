@@ -18,9 +18,9 @@ struct GpuInfo {
   int compute_major = 0;
   int compute_minor = 0;
   int multiprocessors = 0;
-  int64_t total_memory = 0;  // bytes
+  int64_t total_memory = 0;            // bytes
   std::optional<int64_t> free_memory;  // bytes, from NVML (no CUDA context); unset when it cannot tell
-  std::string pci_bus_id;    // "00000000:3b:00.0": how NVML, which ignores CUDA's numbering, finds it
+  std::string pci_bus_id;              // "00000000:3b:00.0": how NVML, which ignores CUDA's numbering, finds it
 };
 
 struct DeviceInventory {
@@ -30,8 +30,8 @@ struct DeviceInventory {
   bool mps_available = false;
   std::string cuda_unavailable_reason;  // why cuda_available is false
   std::string cuda_build_version;       // CUDA LibTorch was built with, e.g. "13.0"
-  std::string nvidia_driver_version;  // "580.65.06", from NVML; empty without the driver
-  std::string cuda_driver_version;    // highest CUDA version the driver supports
+  std::string nvidia_driver_version;    // "580.65.06", from NVML; empty without the driver
+  std::string cuda_driver_version;      // highest CUDA version the driver supports
   std::string cudnn_version;
   std::string nccl_version;
   std::optional<std::string> cuda_visible_devices;  // unset: all devices visible

@@ -39,8 +39,8 @@ void check_launch(const LaunchInfo& launch);
 
 struct StrategyPlan {
   StrategyKind kind = StrategyKind::kSingle;
-  std::vector<torch::Device> replicas;  // dp: one per replica; else the one device
-  std::string reason;                   // why this strategy, for the log
+  std::vector<torch::Device> replicas;                     // dp: one per replica; else the one device
+  std::string reason;                                      // why this strategy, for the log
   config::DdpBackend backend = config::DdpBackend::kGloo;  // ddp: nccl or gloo, never auto
   bool log_replicas = false;  // train.log_replicas: dp and ddp log each replica's share of a batch
   int64_t timeout_s = 300;    // ddp.timeout_s: the rendezvous and each collective

@@ -10,10 +10,10 @@ namespace gputrain::report {
 
 struct RunPaths {
   std::filesystem::path dir;
-  std::filesystem::path config;   // the resolved config, as `gputrain config` prints it
-  std::filesystem::path log;      // train.log
-  std::filesystem::path metrics;  // metrics.jsonl
-  std::filesystem::path weights;  // model.pt: the final weights
+  std::filesystem::path config;         // the resolved config, as `gputrain config` prints it
+  std::filesystem::path log;            // train.log
+  std::filesystem::path metrics;        // metrics.jsonl
+  std::filesystem::path weights;        // model.pt: the final weights
   std::filesystem::path run_info;       // run.json: strategy, batch splits, status
   std::filesystem::path device_report;  // device.json: `gputrain info --json` at the start
   std::filesystem::path report;         // report.html

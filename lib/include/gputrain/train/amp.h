@@ -125,8 +125,8 @@ class GradScaler {
   // creates them; load_state_dict sets both, as PyTorch's does.
   GradScalerOptions options_;
   int64_t init_growth_tracker_ = 0;
-  at::Tensor scale_;           // float32, 0-dim
-  at::Tensor growth_tracker_;  // int32, 0-dim
+  at::Tensor scale_;                   // float32, 0-dim
+  at::Tensor growth_tracker_;          // int32, 0-dim
   std::vector<at::Tensor> found_inf_;  // one float32 flag per gradient device
   Stage stage_ = Stage::kReady;
   int64_t skipped_steps_ = 0;

@@ -12,14 +12,14 @@ namespace gputrain::train {
 
 // Every train.log_every optimizer steps.
 struct StepMetrics {
-  int64_t epoch = 0;  // 1-based
-  int64_t step = 0;   // optimizer steps since the run began
-  double loss = 0;    // mean per-sample loss over the interval
+  int64_t epoch = 0;               // 1-based
+  int64_t step = 0;                // optimizer steps since the run began
+  double loss = 0;                 // mean per-sample loss over the interval
   std::optional<double> accuracy;  // classification only
   double samples_per_s = 0;
   double lr = 0;
-  double elapsed_s = 0;  // since the run began
-  double loss_scale = 1;  // fp16's gradient scale; 1 otherwise
+  double elapsed_s = 0;       // since the run began
+  double loss_scale = 1;      // fp16's gradient scale; 1 otherwise
   int64_t skipped_steps = 0;  // optimizer steps skipped for inf/NaN gradients, so far
 };
 
@@ -37,11 +37,11 @@ struct Progress {
 // One GPU's activity over an epoch (its training and its test pass), as NVML
 // reported it: filled by report::GpuMonitorObserver, never by the trainer.
 struct GpuActivity {
-  int64_t index = 0;    // logical CUDA index
-  int64_t samples = 0;  // NVML readings behind these figures
+  int64_t index = 0;     // logical CUDA index
+  int64_t samples = 0;   // NVML readings behind these figures
   double util_mean = 0;  // percent of the time a kernel ran
   double util_max = 0;
-  int64_t memory_used_max = 0;  // bytes, every process on the device
+  int64_t memory_used_max = 0;         // bytes, every process on the device
   std::optional<double> power_mean_w;  // unset where the board does not report it
   std::optional<double> temperature_max_c;
 };
@@ -62,7 +62,7 @@ struct EpochMetrics {
   int64_t memory_allocated = 0;
   int64_t memory_reserved = 0;
   int64_t memory_peak = 0;
-  double loader_wait_s = 0;  // training thread blocked waiting for batches
+  double loader_wait_s = 0;       // training thread blocked waiting for batches
   std::vector<GpuActivity> gpus;  // empty: not monitored
 };
 

@@ -46,7 +46,6 @@ class LrSchedule {
   void apply(torch::optim::Optimizer& optimizer, int64_t step) const;
 
  private:
-
   double scheduled(int64_t step) const;  // f(s), before the warm-up factor
 
   config::OptimConfig config_;

@@ -57,7 +57,6 @@ std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts);
 
 // train.cuda_graph: `optimizer` comes from make_optimizer with optim.fused and must outlive the step.
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
-                                                 const LossSpec& loss, bool channels_last,
-                                                 const torch::Device& device);
+                                                 const LossSpec& loss, bool channels_last, const torch::Device& device);
 
 }  // namespace gputrain::train
