@@ -1,10 +1,12 @@
 #pragma once
-// One Args struct and one run_x function per subcommand; main.cpp fills the
-// structs from argv and the environment, the functions call into lib/.
+// One Args struct and one run_x function per subcommand; run_cli (cli.cpp)
+// fills the structs from argv and the environment, the functions call into lib/.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "gputrain/common/files.h"
 
 namespace CLI {
 class App;
@@ -13,13 +15,17 @@ class Validator;
 
 namespace gputrain::app {
 
+// The whole command line: what gputrain's main() runs. Tests inject seams
+// through the arguments after argv (gputrain itself passes none).
+int run_cli(int argc, char** argv, const WriteHooks& checkpoint_write_hooks = {});
+
 // One environment variable as found: its name says where a bad value came from.
 struct EnvValue {
   std::string name;
   std::string value;
 };
 
-// What the process environment says, read once in main.cpp.
+// What the process environment says, read once in run_cli.
 struct Environment {
   std::optional<std::string> cuda_visible_devices;
   // A launcher's rank variables: torchrun's RANK, LOCAL_RANK and WORLD_SIZE,
@@ -33,9 +39,6 @@ struct Environment {
   std::optional<EnvValue> agent_store;    // TORCHELASTIC_USE_AGENT_STORE
   std::optional<EnvValue> restart_count;  // TORCHELASTIC_RESTART_COUNT
   std::vector<std::string> all;           // KEY=VALUE, for the workers `train --nproc` starts
-  // GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE: seconds every checkpoint write
-  // pauses half-way, for tests that kill the process in the middle of one.
-  std::optional<std::string> test_pause_checkpoint_write;
 };
 
 // An option's check for a whole number in [minimum, maximum]: says "not a
@@ -84,6 +87,7 @@ struct TrainArgs {
   std::optional<int64_t> nproc;  // set: launch this many local workers instead of training
   std::string log_level;         // passed on to those workers
   Environment env;
+  WriteHooks checkpoint_write_hooks;  // tests' seam: none in gputrain
 };
 int run_train(const TrainArgs& args);
 

@@ -39,16 +39,6 @@ std::string yaml_quoted(const std::string& text) {
   return out + "\"";
 }
 
-double test_pause_seconds(const Environment& env) {
-  if (!env.test_pause_checkpoint_write) return 0;
-  try {
-    return std::stod(*env.test_pause_checkpoint_write);
-  } catch (const std::exception&) {
-    throw UserError(fmt::format("GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE: '{}' is not a number of seconds",
-                                *env.test_pause_checkpoint_write));
-  }
-}
-
 // The config from --config, or, with --resume, the checkpoint's (--set on top).
 checkpoint::Resumption starting_point(const TrainArgs& args, const std::vector<std::string>& overrides) {
   std::optional<config::LoadedConfig> file_config;
@@ -209,7 +199,7 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
   train::FitOptions options;
   options.checkpoint_dir = checkpoint::checkpoint_dir(config);
   options.stop = &install_signal_handlers(config.train.on_sigint);
-  options.write_hooks.pause_mid_write_s = test_pause_seconds(args.env);
+  options.write_hooks = args.checkpoint_write_hooks;
   train::TrainSummary summary;
   try {
     summary = trainer.fit(dir.observer(), options);

@@ -1,4 +1,4 @@
-// Loader throughput on a CIFAR-format directory: samples/s that BatchStream
+// Loader throughput on a CIFAR-format directory: samples/s that HostLoader
 // delivers to a consumer that does nothing else, for each worker count, with
 // pin_memory off and on, and with the seed recipe's augmentation off and on.
 // Not a test: run it through scripts/bench/loader.sh, which writes the results.
@@ -15,11 +15,11 @@
 #include <string>
 
 #include "gputrain/common/error.h"
-#include "gputrain/data/batch_stream.h"
+#include "gputrain/data/host_loader.h"
 
 namespace {
 
-using gputrain::data::BatchStream;
+using gputrain::data::HostLoader;
 using gputrain::data::LoaderOptions;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
           options.std = {0.5};
           options.random_crop = augment ? 4 : 0;
           options.hflip = augment;
-          BatchStream stream(dataset, options);
+          HostLoader stream(dataset, options);
           double wait = 0.0;
           std::chrono::steady_clock::time_point start;
           for (int64_t epoch = 0; epoch <= epochs; ++epoch) {

@@ -43,6 +43,12 @@ std::vector<nlohmann::json> metrics(const fs::path& run) {
 // slow them tenfold on a busy machine.
 const std::map<std::string, std::string> kEnv{{"OMP_NUM_THREADS", "1"}};
 
+// gputrain whose every checkpoint write pauses a minute half-way, logging
+// "test hook: pausing" (paused_writes_main.cpp): a test can kill it mid-write.
+GputrainProcess start_with_paused_writes(const std::vector<std::string>& args) {
+  return GputrainProcess(args, kEnv, GPUTRAIN_SOURCE_DIR, {}, GPUTRAIN_PAUSED_WRITES_BINARY);
+}
+
 bool has_temporary(const fs::path& dir) {
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().filename().string().find(".tmp-") != std::string::npos) return true;
@@ -135,8 +141,7 @@ TEST_F(CheckpointCli, KillDuringACheckpointWriteLeavesThePreviousOneToResume) {
   const fs::path first = list_checkpoints(checkpoints()).back();
   const std::string good = testing::read_text(first);
   {
-    GputrainProcess child(train({"train.epochs=2"}, "auto"),
-                          {{"GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE", "60"}, {"OMP_NUM_THREADS", "1"}});
+    GputrainProcess child = start_with_paused_writes(train({"train.epochs=2"}, "auto"));
     ASSERT_TRUE(wait_until([&] { return child.err_so_far().find("test hook: pausing") != std::string::npos; }))
         << child.err_so_far();
     child.send(SIGKILL);
@@ -164,8 +169,7 @@ TEST_F(CheckpointCli, ASecondSigintDuringTheWriteExitsAtOnceAndKeepsTheLastCheck
   ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);  // epoch 1's checkpoint, at step 8
   const fs::path first = list_checkpoints(checkpoints()).back();
   const std::string good = testing::read_text(first);
-  GputrainProcess child(train({"train.epochs=1000000", "checkpoint.every=0"}, "auto"),
-                        {{"GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE", "60"}, {"OMP_NUM_THREADS", "1"}});
+  GputrainProcess child = start_with_paused_writes(train({"train.epochs=1000000", "checkpoint.every=0"}, "auto"));
   ASSERT_TRUE(wait_until([&] {
     const auto m = metrics(run());
     return !m.empty() && m.back()["step"].get<int64_t>() > 8;
@@ -293,8 +297,8 @@ TEST_F(CheckpointCli, ACheckpointDirHoldingOtherFilesIsNotMovedAside) {
 
 // Issue 17 #3: one process per run directory; a second run and a resume are refused.
 TEST_F(CheckpointCli, ASecondRunOrResumeOfALiveRunIsRefusedNamingTheHoldersPid) {
-  GputrainProcess live(train({"train.epochs=1000000", "checkpoint.every=0", "checkpoint.every_steps=1"}),
-                       {{"GPUTRAIN_TEST_PAUSE_CHECKPOINT_WRITE", "60"}, {"OMP_NUM_THREADS", "1"}});
+  GputrainProcess live =
+      start_with_paused_writes(train({"train.epochs=1000000", "checkpoint.every=0", "checkpoint.every_steps=1"}));
   ASSERT_TRUE(wait_until([&] { return live.err_so_far().find("test hook: pausing") != std::string::npos; }))
       << live.err_so_far();
   const std::string holder = "pid " + std::to_string(live.pid());

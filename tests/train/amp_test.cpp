@@ -1,4 +1,5 @@
 #include "gputrain/train/amp.h"
+#include "gputrain/train/optimizer_step.h"
 
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>

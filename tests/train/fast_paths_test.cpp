@@ -65,7 +65,7 @@ void expect_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::
   }
 }
 
-TEST_F(FastPaths, DeviceCacheTrainsExactlyLikeTheLoader) {
+TEST_F(FastPaths, DeviceLoaderTrainsExactlyLikeTheHostLoader) {
   expect_equal(trained(cifar({"data.device_cache=true"})), trained(cifar({})), 0);
 }
 

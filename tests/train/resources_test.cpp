@@ -16,8 +16,8 @@
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
-#include "gputrain/data/batch_stream.h"
 #include "gputrain/data/dataset.h"
+#include "gputrain/data/host_loader.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/train/evaluate.h"
@@ -157,7 +157,7 @@ TEST(HostResources, LoaderWorkersThatCannotStartSayLowerNumWorkers) {
         options.batch_size = 1;
         options.num_workers = 1000;  // 8 MB of stack each: far beyond the limit
         options.pin_memory = false;
-        data::BatchStream stream(dataset, options);
+        data::HostLoader stream(dataset, options);
         stream.start_epoch(0);
       });
   SKIP_UNLESS_SET_UP(r);

@@ -1,12 +1,12 @@
 #pragma once
-// What every batch source agrees on, so that BatchStream (host workers) and
-// DeviceCache (on the training device) deliver the same samples, augmented
+// What every batch source agrees on, so that HostLoader (host workers) and
+// DeviceLoader (on the training device) deliver the same samples, augmented
 // the same way, for the same seed and epoch: the checked options, the sample
 // order of an epoch, the augmentation draws of a batch and the normalisation.
 #include <cstdint>
 #include <vector>
 
-#include "gputrain/data/batch_stream.h"
+#include "gputrain/data/host_loader.h"
 
 namespace gputrain::data::detail {
 

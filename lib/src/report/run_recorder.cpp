@@ -8,7 +8,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
-#include "gputrain/device/report.h"
+#include "gputrain/device/inventory_report.h"
 #include "gputrain/report/gpu_monitor.h"
 #include "gputrain/report/html_report.h"
 #include "gputrain/report/run_info.h"
@@ -33,7 +33,7 @@ RunRecorder::RunRecorder(const RunPaths& paths, const config::ExperimentConfig& 
   s.paths = paths;
   s.info = describe_run(config, layout);
   write_run_info(paths.run_info, s.info);
-  write_atomically(paths.device_report, device::report_json(inventory));
+  write_atomically(paths.device_report, device::inventory_json(inventory));
   s.outputs.add(&next);
   if (config.train.tensorboard) {
     s.tensorboard.emplace(paths.dir, s.info);

@@ -7,7 +7,6 @@
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
 #include <fmt/format.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
 
@@ -273,11 +272,6 @@ void GradScaler::load_state_dict(const GradScalerState& state) {
     scale_.fill_(options_.init_scale());
     growth_tracker_.fill_(init_growth_tracker_);
   }
-}
-
-double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
-  GPUTRAIN_CHECK(max_norm > 0, "clip_grad_norm needs max_norm > 0 (got {})", max_norm);
-  return torch::nn::utils::clip_grad_norm_(parameters, max_norm);
 }
 
 }  // namespace gputrain::train

@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "gputrain/common/error.h"
-#include "gputrain/data/batch_source.h"
+#include "gputrain/data/batch_loader.h"
 #include "gputrain/device/nvtx.h"
 #include "gputrain/train/amp.h"
 #include "gputrain/train/builder.h"
@@ -67,7 +67,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
     throw UserError(fmt::format("data set '{}' has no labels, so there is no train step to time", info.name));
   }
   const LossSpec loss = build_loss(loaded, info, device);
-  const auto source = data::make_batch_source(dataset, data::loader_options(c.data, data::Split::kTrain, c.seed),
+  const auto source = data::make_batch_loader(dataset, data::loader_options(c.data, data::Split::kTrain, c.seed),
                                               c.data.device_cache, device);
   torch::nn::Sequential model = build_model(c, info, device);
   model->train();

@@ -123,11 +123,11 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
   torch::manual_seed(c.seed);
   run.train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed);
   const data::DatasetInfo& info = run.train_set->info();
-  run.train_batches = data::make_batch_source(run.train_set, data::loader_options(micro, data::Split::kTrain, c.seed),
+  run.train_batches = data::make_batch_loader(run.train_set, data::loader_options(micro, data::Split::kTrain, c.seed),
                                               c.data.device_cache, run.device);
   if (info.target_kind != data::TargetKind::kNone) {
     run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
-    run.test_batches = data::make_batch_source(run.test_set, data::loader_options(c.data, data::Split::kTest, c.seed),
+    run.test_batches = data::make_batch_loader(run.test_set, data::loader_options(c.data, data::Split::kTest, c.seed),
                                                c.data.device_cache, run.device);
     run.loss = build_loss(loaded, info, run.device);
   } else {

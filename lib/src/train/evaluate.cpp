@@ -4,7 +4,7 @@
 
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
-#include "gputrain/data/batch_stream.h"
+#include "gputrain/data/host_loader.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/train/builder.h"
@@ -12,7 +12,7 @@
 
 namespace gputrain::train {
 
-EvalResult evaluate(torch::nn::Sequential& model, data::BatchSource& batches, parallel::Strategy& strategy,
+EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, parallel::Strategy& strategy,
                     const LossSpec& loss, AmpMode amp) {
   torch::NoGradGuard no_grad;
   model->eval();
@@ -76,7 +76,7 @@ EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const devi
   checkpoint::load_weights(model, weights_path);
   model->to(strategy->device());
   const LossSpec loss = build_loss(loaded, info, strategy->device());
-  data::BatchStream batches(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
+  data::HostLoader batches(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
   check_amp_device(c.train.amp, strategy->device().type(), loaded.sources.at("train.amp"));
   return evaluate(model, batches, *strategy, loss, c.train.amp);
 } catch (const std::exception&) {

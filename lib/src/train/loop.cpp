@@ -22,7 +22,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 // The next training batch, inside the "data" range of a profile.
-std::optional<data::Batch> next_batch(data::BatchSource& source) {
+std::optional<data::Batch> next_batch(data::BatchLoader& source) {
   device::NvtxRange range("data");
   return source.next();
 }

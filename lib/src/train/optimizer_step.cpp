@@ -1,5 +1,8 @@
 #include "gputrain/train/optimizer_step.h"
 
+#include <torch/nn/utils/clip_grad.h>
+
+#include "gputrain/common/error.h"
 #include "gputrain/device/nvtx.h"
 #include "gputrain/train/cuda_graph.h"
 #include "gputrain/train/fast_paths.h"
@@ -89,6 +92,11 @@ class GraphStep : public OptimizerStep {
 };
 
 }  // namespace
+
+double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
+  GPUTRAIN_CHECK(max_norm > 0, "clip_grad_norm needs max_norm > 0 (got {})", max_norm);
+  return torch::nn::utils::clip_grad_norm_(parameters, max_norm);
+}
 
 std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts) {
   return std::make_unique<EagerStep>(parts);

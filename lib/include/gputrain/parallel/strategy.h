@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gputrain/config/config.h"
-#include "gputrain/data/batch_stream.h"
+#include "gputrain/data/host_loader.h"
 #include "gputrain/device/resolve.h"
 
 namespace gputrain::parallel {

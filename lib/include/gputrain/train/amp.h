@@ -1,6 +1,6 @@
 #pragma once
-// Mixed precision: the train.amp mode, an autocast scope, a loss scaler with
-// torch.amp.GradScaler's semantics, and gradient clipping. Every call into
+// Mixed precision: the train.amp mode, an autocast scope, and a loss scaler
+// with torch.amp.GradScaler's semantics. Every call into
 // LibTorch's autocast API is in amp.cpp, because that API changed between
 // releases (device-type functions since 2.4, per-device ones before).
 #include <ATen/core/Tensor.h>
@@ -131,11 +131,5 @@ class GradScaler {
   Stage stage_ = Stage::kReady;
   int64_t skipped_steps_ = 0;
 };
-
-// Clips the gradients' global L2 norm to max_norm (> 0) and returns the norm
-// before clipping. With fp16, call it after GradScaler::unscale_ so it sees
-// the true gradients; if they hold inf/NaN the norm is not finite and the
-// clipped gradients are garbage, which is harmless because step() skips them.
-double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm);
 
 }  // namespace gputrain::train

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "gputrain/config/config.h"
-#include "gputrain/data/batch_source.h"
+#include "gputrain/data/batch_loader.h"
 #include "gputrain/data/dataset.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/strategy.h"
@@ -34,8 +34,8 @@ struct RunParts {
   torch::Device device{torch::kCPU};
   std::shared_ptr<const data::Dataset> train_set;
   std::shared_ptr<const data::Dataset> test_set;  // null for unlabeled data
-  std::unique_ptr<data::BatchSource> train_batches;
-  std::unique_ptr<data::BatchSource> test_batches;  // null for unlabeled data
+  std::unique_ptr<data::BatchLoader> train_batches;
+  std::unique_ptr<data::BatchLoader> test_batches;  // null for unlabeled data
   int64_t accumulation = 1;                         // micro-batches per optimizer step
   int64_t steps_per_epoch = 0;
   torch::nn::Sequential model{nullptr};

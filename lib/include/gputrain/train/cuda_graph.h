@@ -14,7 +14,7 @@
 #include <string>
 
 #include "gputrain/config/config.h"
-#include "gputrain/data/batch_source.h"
+#include "gputrain/data/batch_loader.h"
 #include "gputrain/train/optim.h"
 
 namespace gputrain::train {

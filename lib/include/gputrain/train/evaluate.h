@@ -5,7 +5,7 @@
 #include <string>
 
 #include "gputrain/config/config.h"
-#include "gputrain/data/batch_source.h"
+#include "gputrain/data/batch_loader.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/train/amp.h"
@@ -16,7 +16,7 @@ namespace gputrain::train {
 
 // One pass over `batches` in eval mode under no-grad; leaves the model in
 // eval mode. Classification also counts the confusion matrix, on the device.
-EvalResult evaluate(torch::nn::Sequential& model, data::BatchSource& batches, parallel::Strategy& strategy,
+EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, parallel::Strategy& strategy,
                     const LossSpec& loss, AmpMode amp);
 
 // `gputrain test`: builds the test split and the model, loads `weights_path`

@@ -10,12 +10,18 @@
 #include <optional>
 #include <vector>
 
-#include "gputrain/data/batch_source.h"
+#include "gputrain/data/batch_loader.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/train/amp.h"
 #include "gputrain/train/optim.h"
 
 namespace gputrain::train {
+
+// Clips the gradients' global L2 norm to max_norm (> 0) and returns the norm
+// before clipping. With fp16, call it after GradScaler::unscale_ so it sees
+// the true gradients; if they hold inf/NaN the norm is not finite and the
+// clipped gradients are garbage, which is harmless because step() skips them.
+double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm);
 
 // What one micro-batch measured, on the device (no sync).
 struct MicroBatchSums {

@@ -1,4 +1,4 @@
-#include "gputrain/data/batch_stream.h"
+#include "gputrain/data/host_loader.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -34,7 +34,7 @@ std::vector<int64_t> range(int64_t n) {
 }
 
 // The sample indices of one epoch of a stream over index_dataset, in order.
-std::vector<int64_t> epoch_order(BatchStream& stream, int64_t epoch) {
+std::vector<int64_t> epoch_order(HostLoader& stream, int64_t epoch) {
   stream.start_epoch(epoch);
   std::vector<int64_t> order;
   int64_t expected_index = 0;
@@ -48,18 +48,18 @@ std::vector<int64_t> epoch_order(BatchStream& stream, int64_t epoch) {
   return order;
 }
 
-std::vector<int64_t> batch_sizes(BatchStream& stream) {
+std::vector<int64_t> batch_sizes(HostLoader& stream) {
   stream.start_epoch(0);
   std::vector<int64_t> sizes;
   while (auto batch = stream.next()) sizes.push_back(batch->size());
   return sizes;
 }
 
-TEST(BatchStream, EverySampleOncePerEpochInTheSameOrderForAnyWorkerCount) {
+TEST(HostLoader, EverySampleOncePerEpochInTheSameOrderForAnyWorkerCount) {
   const auto dataset = index_dataset(1000);
   std::vector<int64_t> reference;
   for (int64_t workers : {0, 1, 3}) {
-    BatchStream stream(dataset, options_with(64, workers, /*shuffle=*/true, /*seed=*/11));
+    HostLoader stream(dataset, options_with(64, workers, /*shuffle=*/true, /*seed=*/11));
     for (int64_t epoch : {0, 1}) {
       const std::vector<int64_t> order = epoch_order(stream, epoch);
       std::vector<int64_t> sorted = order;
@@ -72,11 +72,11 @@ TEST(BatchStream, EverySampleOncePerEpochInTheSameOrderForAnyWorkerCount) {
   }
 }
 
-TEST(BatchStream, ShuffleDependsOnSeedAndEpochOnly) {
+TEST(HostLoader, ShuffleDependsOnSeedAndEpochOnly) {
   const auto dataset = index_dataset(500);
-  BatchStream a(dataset, options_with(50, 0, true, 3));
-  BatchStream b(dataset, options_with(50, 2, true, 3));
-  BatchStream other_seed(dataset, options_with(50, 0, true, 4));
+  HostLoader a(dataset, options_with(50, 0, true, 3));
+  HostLoader b(dataset, options_with(50, 2, true, 3));
+  HostLoader other_seed(dataset, options_with(50, 0, true, 4));
   const std::vector<int64_t> epoch0 = epoch_order(a, 0), epoch1 = epoch_order(a, 1);
   EXPECT_NE(epoch0, epoch1);
   EXPECT_EQ(epoch_order(b, 1), epoch1);
@@ -84,40 +84,40 @@ TEST(BatchStream, ShuffleDependsOnSeedAndEpochOnly) {
   EXPECT_NE(epoch_order(other_seed, 0), epoch0);
 }
 
-TEST(BatchStream, WithoutShuffleTheOrderIsTheFileOrder) {
-  BatchStream stream(index_dataset(100), options_with(30, 2));
+TEST(HostLoader, WithoutShuffleTheOrderIsTheFileOrder) {
+  HostLoader stream(index_dataset(100), options_with(30, 2));
   EXPECT_EQ(epoch_order(stream, 0), range(100));
   EXPECT_EQ(epoch_order(stream, 1), range(100));
 }
 
-TEST(BatchStream, LastBatchIsShortOrDropped) {
-  BatchStream keep(index_dataset(100), options_with(30, 0));
+TEST(HostLoader, LastBatchIsShortOrDropped) {
+  HostLoader keep(index_dataset(100), options_with(30, 0));
   EXPECT_EQ(keep.batches_per_epoch(), 4);
   EXPECT_EQ(batch_sizes(keep), (std::vector<int64_t>{30, 30, 30, 10}));
   LoaderOptions drop = options_with(30, 2);
   drop.drop_last = true;
-  BatchStream dropped(index_dataset(100), drop);
+  HostLoader dropped(index_dataset(100), drop);
   EXPECT_EQ(dropped.batches_per_epoch(), 3);
   EXPECT_EQ(batch_sizes(dropped), (std::vector<int64_t>{30, 30, 30}));
 }
 
-TEST(BatchStream, UnlabeledAndRegressionTargets) {
-  BatchStream none(index_dataset(10, TargetKind::kNone), options_with(4, 1));
+TEST(HostLoader, UnlabeledAndRegressionTargets) {
+  HostLoader none(index_dataset(10, TargetKind::kNone), options_with(4, 1));
   none.start_epoch(0);
   EXPECT_FALSE(none.next()->targets.defined());
 
-  BatchStream regression(index_dataset(10, TargetKind::kValues), options_with(4, 1, true, 5));
+  HostLoader regression(index_dataset(10, TargetKind::kValues), options_with(4, 1, true, 5));
   regression.start_epoch(0);
   const Batch batch = *regression.next();
   EXPECT_EQ(batch.targets.sizes(), (std::vector<int64_t>{4, 1}));
   EXPECT_TRUE(torch::equal(batch.targets, batch.inputs * 2));
 }
 
-TEST(BatchStream, WorkerErrorReachesNextNamingTheSample) {
+TEST(HostLoader, WorkerErrorReachesNextNamingTheSample) {
   const auto dataset = index_dataset(100);
   dataset->targets()[57] = 42;  // a corrupt sample
   for (int64_t workers : {0, 3}) {
-    BatchStream stream(dataset, options_with(10, workers));
+    HostLoader stream(dataset, options_with(10, workers));
     for (int64_t epoch : {0, 1}) {  // the stream stays usable after the error
       stream.start_epoch(epoch);
       int64_t good = 0;
@@ -134,16 +134,16 @@ TEST(BatchStream, WorkerErrorReachesNextNamingTheSample) {
   }
 }
 
-TEST(BatchStream, StoppingMidEpochNeitherHangsNorLeaks) {
+TEST(HostLoader, StoppingMidEpochNeitherHangsNorLeaks) {
   const auto dataset = index_dataset(2000);
   LoaderOptions options = options_with(10, 3);
   options.prefetch = 2;
   {
-    BatchStream destroyed(dataset, options);
+    HostLoader destroyed(dataset, options);
     destroyed.start_epoch(0);
     ASSERT_TRUE(destroyed.next());
   }  // the destructor joins the workers
-  BatchStream stream(dataset, options);
+  HostLoader stream(dataset, options);
   stream.start_epoch(0);
   ASSERT_TRUE(stream.next());
   stream.stop();
@@ -156,8 +156,8 @@ TEST(BatchStream, StoppingMidEpochNeitherHangsNorLeaks) {
   EXPECT_EQ(batches, 200);
 }
 
-TEST(BatchStream, WaitSecondsCountsThisEpochOnly) {
-  BatchStream stream(index_dataset(100), options_with(10, 2));
+TEST(HostLoader, WaitSecondsCountsThisEpochOnly) {
+  HostLoader stream(index_dataset(100), options_with(10, 2));
   stream.start_epoch(0);
   while (stream.next()) {
   }
@@ -166,7 +166,7 @@ TEST(BatchStream, WaitSecondsCountsThisEpochOnly) {
   EXPECT_EQ(stream.wait_seconds(), 0.0);
 }
 
-TEST(BatchStream, PinMemoryWithoutCudaWarnsOnceAndUsesOrdinaryMemory) {
+TEST(HostLoader, PinMemoryWithoutCudaWarnsOnceAndUsesOrdinaryMemory) {
   if (torch::cuda::is_available()) GTEST_SKIP() << "CUDA is available: batches are pinned";
   std::ostringstream log;
   const auto previous = spdlog::default_logger();
@@ -174,8 +174,8 @@ TEST(BatchStream, PinMemoryWithoutCudaWarnsOnceAndUsesOrdinaryMemory) {
       std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
   LoaderOptions options = options_with(10, 1);
   options.pin_memory = true;
-  BatchStream first(index_dataset(20), options);
-  BatchStream second(index_dataset(20), options);
+  HostLoader first(index_dataset(20), options);
+  HostLoader second(index_dataset(20), options);
   second.start_epoch(0);
   const Batch batch = *second.next();
   spdlog::set_default_logger(previous);
@@ -186,12 +186,12 @@ TEST(BatchStream, PinMemoryWithoutCudaWarnsOnceAndUsesOrdinaryMemory) {
   EXPECT_FALSE(batch.inputs.is_pinned());
 }
 
-TEST(BatchStream, NormalisesImagesPerChannel) {
+TEST(HostLoader, NormalisesImagesPerChannel) {
   const auto dataset = image_dataset(8, 3, 5);
   LoaderOptions options = options_with(8, 0);
   options.mean = {0.5, 0.25, 0.0};
   options.std = {0.5, 0.25, 2.0};
-  BatchStream stream(dataset, options);
+  HostLoader stream(dataset, options);
   stream.start_epoch(0);
   const Batch batch = *stream.next();
   ASSERT_EQ(batch.inputs.sizes(), (std::vector<int64_t>{8, 3, 5, 5}));
@@ -204,39 +204,39 @@ TEST(BatchStream, NormalisesImagesPerChannel) {
 
   options.mean = {0.5};  // one value serves every channel
   options.std = {0.5};
-  BatchStream one(dataset, options);
+  HostLoader one(dataset, options);
   one.start_epoch(0);
   EXPECT_TRUE(torch::allclose(one.next()->inputs, dataset->inputs().to(torch::kFloat32) / 127.5 - 1.0, 1e-5, 1e-6));
 
   const torch::Tensor raw = [&] {
-    BatchStream plain(dataset, options_with(8, 0));
+    HostLoader plain(dataset, options_with(8, 0));
     plain.start_epoch(0);
     return plain.next()->inputs;
   }();
   EXPECT_TRUE(torch::allclose(raw, dataset->inputs().to(torch::kFloat32) / 255.0));
 }
 
-TEST(BatchStream, NormalisationMustFitTheChannels) {
+TEST(HostLoader, NormalisationMustFitTheChannels) {
   LoaderOptions options = options_with(8, 0);
   options.mean = {0.5, 0.5};
   options.std = {0.5, 0.5};
   try {
-    BatchStream stream(image_dataset(8, 3, 5), options);
+    HostLoader stream(image_dataset(8, 3, 5), options);
     ADD_FAILURE() << "no ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "data.normalize.mean");
     EXPECT_NE(std::string(e.what()).find("needs 1 or 3 values"), std::string::npos) << e.what();
   }
   try {
-    BatchStream stream(image_dataset(8, 1, 5), options);
+    HostLoader stream(image_dataset(8, 1, 5), options);
     ADD_FAILURE() << "no ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("needs 1 value for the 1 channel of "), std::string::npos) << e.what();
   }
-  EXPECT_THROW(BatchStream(index_dataset(8), options), ConfigError);  // features: no channels to normalise
+  EXPECT_THROW(HostLoader(index_dataset(8), options), ConfigError);  // features: no channels to normalise
   LoaderOptions flip = options_with(8, 0);
   flip.hflip = true;
-  EXPECT_THROW(BatchStream(index_dataset(8), flip), ConfigError);
+  EXPECT_THROW(HostLoader(index_dataset(8), flip), ConfigError);
 }
 
 // Every augmented image is its source shifted by (dy, dx) in [-pad, pad] and
@@ -256,7 +256,7 @@ bool is_crop_of(const torch::Tensor& out, const torch::Tensor& source, int64_t p
   return false;
 }
 
-TEST(BatchStream, AugmentationIsDeterministicAndOnlyCropsAndMirrors) {
+TEST(HostLoader, AugmentationIsDeterministicAndOnlyCropsAndMirrors) {
   const auto dataset = image_dataset(64, 3, 8);
   LoaderOptions options = options_with(16, 0, /*shuffle=*/true, /*seed=*/9);
   options.random_crop = 2;
@@ -264,7 +264,7 @@ TEST(BatchStream, AugmentationIsDeterministicAndOnlyCropsAndMirrors) {
   auto epoch_batches = [&](int64_t workers, int64_t epoch) {
     LoaderOptions o = options;
     o.num_workers = workers;
-    BatchStream stream(dataset, o);
+    HostLoader stream(dataset, o);
     stream.start_epoch(epoch);
     std::vector<Batch> batches;
     while (auto batch = stream.next()) batches.push_back(*batch);

@@ -6,7 +6,7 @@
 
 namespace gputrain::device {
 
-std::string format_report(const DeviceInventory& inventory);
-std::string report_json(const DeviceInventory& inventory);
+std::string format_inventory(const DeviceInventory& inventory);
+std::string inventory_json(const DeviceInventory& inventory);
 
 }  // namespace gputrain::device

@@ -1,4 +1,4 @@
-#include "gputrain/data/batch_stream.h"
+#include "gputrain/data/host_loader.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -67,7 +67,7 @@ void warn_pin_memory_once() {
 
 }  // namespace
 
-struct BatchStream::State {
+struct HostLoader::State {
   struct Slot {
     Batch batch;
     std::exception_ptr error;
@@ -96,7 +96,7 @@ struct BatchStream::State {
   std::vector<std::thread> workers;
 
   State(std::shared_ptr<const Dataset> data, LoaderOptions opts) : dataset(std::move(data)), options(std::move(opts)) {
-    GPUTRAIN_CHECK(dataset != nullptr, "BatchStream needs a data set");
+    GPUTRAIN_CHECK(dataset != nullptr, "HostLoader needs a data set");
     const DatasetInfo& info = dataset->info();
     maps = detail::checked_channel_maps(options, info);
     GPUTRAIN_CHECK(dataset->inputs().is_contiguous() && dataset->inputs().size(0) == info.samples &&
@@ -246,16 +246,16 @@ struct BatchStream::State {
   }
 };
 
-BatchStream::BatchStream(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
+HostLoader::HostLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
     : state_(std::make_unique<State>(std::move(dataset), std::move(options))) {}
 
-BatchStream::~BatchStream() = default;
+HostLoader::~HostLoader() = default;
 
-void BatchStream::start_epoch(int64_t epoch, int64_t first_batch) { state_->start(epoch, first_batch); }
+void HostLoader::start_epoch(int64_t epoch, int64_t first_batch) { state_->start(epoch, first_batch); }
 
-std::optional<Batch> BatchStream::next() {
+std::optional<Batch> HostLoader::next() {
   State& s = *state_;
-  GPUTRAIN_CHECK(s.epoch >= 0, "BatchStream::next() called before start_epoch()");
+  GPUTRAIN_CHECK(s.epoch >= 0, "HostLoader::next() called before start_epoch()");
   if (s.delivered >= s.batches) return std::nullopt;
   const auto start = std::chrono::steady_clock::now();
   State::Slot slot = s.options.num_workers == 0 ? s.make_slot(s.delivered++) : s.take();
@@ -267,12 +267,12 @@ std::optional<Batch> BatchStream::next() {
   return std::move(slot.batch);
 }
 
-void BatchStream::stop() { state_->stop(); }
+void HostLoader::stop() { state_->stop(); }
 
-int64_t BatchStream::batches_per_epoch() const { return state_->batches; }
+int64_t HostLoader::batches_per_epoch() const { return state_->batches; }
 
-const DatasetInfo& BatchStream::info() const { return state_->dataset->info(); }
+const DatasetInfo& HostLoader::info() const { return state_->dataset->info(); }
 
-double BatchStream::wait_seconds() const { return state_->wait; }
+double HostLoader::wait_seconds() const { return state_->wait; }
 
 }  // namespace gputrain::data

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gputrain/device/inventory_report.h"
 #include "gputrain/device/probe.h"
-#include "gputrain/device/report.h"
 
 namespace gputrain::device {
 namespace {
@@ -26,8 +26,8 @@ DeviceInventory two_gpus() {
   return inv;
 }
 
-TEST(Report, TextListsEveryGpuWithPhysicalId) {
-  const std::string text = format_report(two_gpus());
+TEST(InventoryReport, TextListsEveryGpuWithPhysicalId) {
+  const std::string text = format_inventory(two_gpus());
   EXPECT_NE(text.find("cuda:0 (physical 2): NVIDIA H100, compute 9.0, 132 SMs, 80.0 GiB total"), std::string::npos)
       << text;
   EXPECT_NE(text.find("cuda:1 (physical 3)"), std::string::npos);
@@ -35,8 +35,8 @@ TEST(Report, TextListsEveryGpuWithPhysicalId) {
   EXPECT_NE(text.find("NCCL                    2.28.9"), std::string::npos);
 }
 
-TEST(Report, JsonCarriesTheSameFacts) {
-  const auto json = nlohmann::json::parse(report_json(two_gpus()));
+TEST(InventoryReport, JsonCarriesTheSameFacts) {
+  const auto json = nlohmann::json::parse(inventory_json(two_gpus()));
   EXPECT_TRUE(json["cuda_available"].get<bool>());
   EXPECT_EQ(json["gpus"].size(), 2u);
   EXPECT_EQ(json["gpus"][1]["physical_id"], "3");
@@ -45,21 +45,21 @@ TEST(Report, JsonCarriesTheSameFacts) {
   EXPECT_EQ(json["cuda_visible_devices"], "2,3");
 }
 
-TEST(Report, NoGpuSaysCudaIsNotAvailable) {
+TEST(InventoryReport, NoGpuSaysCudaIsNotAvailable) {
   DeviceInventory inv;
   inv.cuda_unavailable_reason = "no NVIDIA driver was found on this machine";
-  const std::string text = format_report(inv);
+  const std::string text = format_inventory(inv);
   EXPECT_NE(text.find("CUDA available          no (no NVIDIA driver was found on this machine)"), std::string::npos)
       << text;
-  EXPECT_TRUE(nlohmann::json::parse(report_json(inv))["cuda_visible_devices"].is_null());
+  EXPECT_TRUE(nlohmann::json::parse(inventory_json(inv))["cuda_visible_devices"].is_null());
 }
 
-TEST(Report, EmptyVisibleDevicesIsSpelledOut) {
+TEST(InventoryReport, EmptyVisibleDevicesIsSpelledOut) {
   DeviceInventory inv;
   inv.cuda_visible_devices = "";
   inv.nvidia_driver_version = "580.65.06";
   inv.cuda_driver_version = "13.0";
-  const std::string text = format_report(inv);
+  const std::string text = format_inventory(inv);
   EXPECT_NE(text.find("CUDA_VISIBLE_DEVICES    (set but empty: no GPUs visible)"), std::string::npos) << text;
   EXPECT_NE(text.find("NVIDIA driver           580.65.06 (runs CUDA up to 13.0)"), std::string::npos) << text;
 }

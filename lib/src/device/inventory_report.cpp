@@ -1,4 +1,4 @@
-#include "gputrain/device/report.h"
+#include "gputrain/device/inventory_report.h"
 
 #include <fmt/format.h>
 
@@ -15,7 +15,7 @@ std::string yes_no(bool value) { return value ? "yes" : "no"; }
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 }  // namespace
 
-std::string format_report(const DeviceInventory& inv) {
+std::string format_inventory(const DeviceInventory& inv) {
   std::string out;
   auto line = [&out](std::string_view label, const std::string& value) {
     out += fmt::format("{:<24}{}\n", label, value);
@@ -46,7 +46,7 @@ std::string format_report(const DeviceInventory& inv) {
   return out;
 }
 
-std::string report_json(const DeviceInventory& inv) {
+std::string inventory_json(const DeviceInventory& inv) {
   nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
   for (const auto& gpu : inv.gpus) {
     gpus.push_back(

@@ -1,11 +1,11 @@
-#include "gputrain/data/batch_source.h"
+#include "gputrain/data/batch_loader.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "gputrain/common/error.h"
-#include "gputrain/data/batch_stream.h"
-#include "gputrain/data/device_cache.h"
+#include "gputrain/data/device_loader.h"
+#include "gputrain/data/host_loader.h"
 #include "gputrain/device/memory.h"
 
 namespace gputrain::data {
@@ -45,10 +45,10 @@ std::string device_cache_blocker(int64_t split_bytes, int64_t free_bytes, const 
                      device.str(), gib(free_bytes));
 }
 
-std::unique_ptr<BatchSource> make_batch_source(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
+std::unique_ptr<BatchLoader> make_batch_loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
                                                config::Switch device_cache, torch::Device device) {
   if (device_cache == config::Switch::kOff) {
-    return std::make_unique<BatchStream>(std::move(dataset), std::move(options));
+    return std::make_unique<HostLoader>(std::move(dataset), std::move(options));
   }
   const int64_t bytes = split_bytes(*dataset);
   const std::string blocker = device_cache_blocker(bytes, device::free_memory(device), device);
@@ -60,18 +60,18 @@ std::unique_ptr<BatchSource> make_batch_source(std::shared_ptr<const Dataset> da
                       "loader, or off",
                       blocker, split));
     }
-    return std::make_unique<DeviceCache>(std::move(dataset), std::move(options), device);
+    return std::make_unique<DeviceLoader>(std::move(dataset), std::move(options), device);
   }
   if (!device.is_cuda()) {
     spdlog::info("data.device_cache: off (auto: the host loader's threads overlap with training on {})", device.str());
-    return std::make_unique<BatchStream>(std::move(dataset), std::move(options));
+    return std::make_unique<HostLoader>(std::move(dataset), std::move(options));
   }
   if (!blocker.empty()) {
     spdlog::info("data.device_cache: off (auto: {})", blocker);
-    return std::make_unique<BatchStream>(std::move(dataset), std::move(options));
+    return std::make_unique<HostLoader>(std::move(dataset), std::move(options));
   }
   spdlog::info("data.device_cache: on (auto: the split's {:.2f} GiB fits on {})", gib(bytes), device.str());
-  return std::make_unique<DeviceCache>(std::move(dataset), std::move(options), device);
+  return std::make_unique<DeviceLoader>(std::move(dataset), std::move(options), device);
 }
 
 }  // namespace gputrain::data

@@ -1,7 +1,7 @@
 #pragma once
-// Batches of one split, whoever makes them: BatchStream assembles them on host
-// worker threads, DeviceCache on the training device from a resident copy of
-// the data set. For the same options, seed and epoch both deliver the same
+// BatchLoader, the interface to batches of one split, whoever makes them:
+// HostLoader assembles them on host worker threads, DeviceLoader on the
+// training device from a resident copy of the data set. For the same options, seed and epoch both deliver the same
 // samples in the same order, augmented the same way.
 #include <torch/types.h>
 
@@ -40,9 +40,9 @@ struct LoaderOptions {
 // cut short by drop_last (evaluation sees every test sample once, in order).
 LoaderOptions loader_options(const config::DataConfig& config, Split split, uint64_t seed);
 
-class BatchSource {
+class BatchLoader {
  public:
-  virtual ~BatchSource() = default;
+  virtual ~BatchLoader() = default;
   // Starts epoch `epoch` (0-based): a new seeded permutation when shuffling.
   // Abandons whatever remained of the previous epoch. `first_batch` > 0 skips
   // that many batches without making them (resuming mid-epoch).
@@ -65,11 +65,11 @@ class BatchSource {
 // (always off CUDA, where the cache holds the data set's own tensors).
 std::string device_cache_blocker(int64_t split_bytes, int64_t free_bytes, const torch::Device& device);
 
-// data.device_cache: on, a DeviceCache on `device` (the training device,
+// data.device_cache: on, a DeviceLoader on `device` (the training device,
 // whatever it is), or a DataError when the split does not fit; off, a
-// BatchStream; auto, a DeviceCache on CUDA when the split fits, else a
-// BatchStream, and the decision logged.
-std::unique_ptr<BatchSource> make_batch_source(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
+// HostLoader; auto, a DeviceLoader on CUDA when the split fits, else a
+// HostLoader, and the decision logged.
+std::unique_ptr<BatchLoader> make_batch_loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
                                                config::Switch device_cache, torch::Device device);
 
 }  // namespace gputrain::data

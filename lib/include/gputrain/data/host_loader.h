@@ -6,16 +6,16 @@
 #include <memory>
 #include <optional>
 
-#include "gputrain/data/batch_source.h"
+#include "gputrain/data/batch_loader.h"
 
 namespace gputrain::data {
 
-class BatchStream final : public BatchSource {
+class HostLoader final : public BatchLoader {
  public:
-  BatchStream(std::shared_ptr<const Dataset> dataset, LoaderOptions options);
-  ~BatchStream() override;  // stops and joins the workers
-  BatchStream(const BatchStream&) = delete;
-  BatchStream& operator=(const BatchStream&) = delete;
+  HostLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions options);
+  ~HostLoader() override;  // stops and joins the workers
+  HostLoader(const HostLoader&) = delete;
+  HostLoader& operator=(const HostLoader&) = delete;
 
   void start_epoch(int64_t epoch, int64_t first_batch = 0) override;
   // An error in a worker is rethrown here as a DataError naming the data set,

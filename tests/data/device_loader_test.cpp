@@ -1,13 +1,13 @@
-// DeviceCache against BatchStream: the same samples, order, augmentation and
+// DeviceLoader against HostLoader: the same samples, order, augmentation and
 // normalisation, batch by batch, with the "device" being the CPU (and a GPU
 // where there is one).
-#include "gputrain/data/device_cache.h"
+#include "gputrain/data/device_loader.h"
 
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
 #include "gputrain/common/error.h"
-#include "gputrain/data/batch_stream.h"
+#include "gputrain/data/host_loader.h"
 #include "test_datasets.h"
 
 namespace gputrain::data {
@@ -17,7 +17,7 @@ using testing::image_dataset;
 using testing::index_dataset;
 
 // Every batch of `epochs` epochs of both sources, value by value.
-void expect_same_batches(BatchSource& expected, BatchSource& actual, int64_t epochs, double tolerance = 0) {
+void expect_same_batches(BatchLoader& expected, BatchLoader& actual, int64_t epochs, double tolerance = 0) {
   ASSERT_EQ(expected.batches_per_epoch(), actual.batches_per_epoch());
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     expected.start_epoch(epoch);
@@ -55,43 +55,43 @@ LoaderOptions augmented() {
   return options;
 }
 
-TEST(DeviceCache, SameImageBatchesAsBatchStream) {
+TEST(DeviceLoader, SameImageBatchesAsHostLoader) {
   const auto dataset = image_dataset(100, 3, 10);
-  BatchStream stream(dataset, augmented());
-  DeviceCache cache(dataset, augmented(), torch::kCPU);
+  HostLoader stream(dataset, augmented());
+  DeviceLoader cache(dataset, augmented(), torch::kCPU);
   expect_same_batches(stream, cache, 3);
 }
 
-TEST(DeviceCache, SameBatchesForFeaturesAndWithoutTheLastShortBatch) {
+TEST(DeviceLoader, SameBatchesForFeaturesAndWithoutTheLastShortBatch) {
   const auto dataset = index_dataset(50);
   LoaderOptions options;
   options.batch_size = 8;
   options.shuffle = true;
   options.drop_last = true;
   options.seed = 3;
-  BatchStream stream(dataset, options);
-  DeviceCache cache(dataset, options, torch::kCPU);
+  HostLoader stream(dataset, options);
+  DeviceLoader cache(dataset, options, torch::kCPU);
   EXPECT_EQ(cache.batches_per_epoch(), 6);
   expect_same_batches(stream, cache, 2);
 }
 
-TEST(DeviceCache, RejectsWhatBatchStreamRejects) {
+TEST(DeviceLoader, RejectsWhatHostLoaderRejects) {
   LoaderOptions normalised;
   normalised.mean = {0.5};
   normalised.std = {0.5};
-  EXPECT_THROW(DeviceCache(index_dataset(8), normalised, torch::kCPU), ConfigError);  // features: no channels
+  EXPECT_THROW(DeviceLoader(index_dataset(8), normalised, torch::kCPU), ConfigError);  // features: no channels
   LoaderOptions wrong_channels = augmented();
   wrong_channels.mean = {0.5, 0.5};
   wrong_channels.std = {0.5, 0.5};
-  EXPECT_THROW(DeviceCache(image_dataset(4, 3, 8), wrong_channels, torch::kCPU), ConfigError);
+  EXPECT_THROW(DeviceLoader(image_dataset(4, 3, 8), wrong_channels, torch::kCPU), ConfigError);
 }
 
-TEST(DeviceCache, BadLabelIsADataErrorNamingTheSampleBeforeAnyBatch) {
+TEST(DeviceLoader, BadLabelIsADataErrorNamingTheSampleBeforeAnyBatch) {
   const auto dataset = index_dataset(20);
   torch::Tensor labels = dataset->targets();  // a handle: the write reaches the data set
   labels[13] = 10;                            // 10 classes: labels 0..9
   try {
-    DeviceCache cache(dataset, LoaderOptions{}, torch::kCPU);
+    DeviceLoader cache(dataset, LoaderOptions{}, torch::kCPU);
     FAIL() << "no DataError";
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("index sample 13 (memory): label 10 is outside 0..9"), std::string::npos)
@@ -99,10 +99,10 @@ TEST(DeviceCache, BadLabelIsADataErrorNamingTheSampleBeforeAnyBatch) {
   }
 }
 
-TEST(DeviceCache, StopEndsTheEpochAndStartBeginsAnother) {
+TEST(DeviceLoader, StopEndsTheEpochAndStartBeginsAnother) {
   LoaderOptions options;
   options.batch_size = 4;
-  DeviceCache cache(index_dataset(12), options, torch::kCPU);
+  DeviceLoader cache(index_dataset(12), options, torch::kCPU);
   cache.start_epoch(0);
   ASSERT_TRUE(cache.next().has_value());
   cache.stop();
@@ -112,22 +112,22 @@ TEST(DeviceCache, StopEndsTheEpochAndStartBeginsAnother) {
   EXPECT_EQ(cache.wait_seconds(), 0.0);
 }
 
-TEST(DeviceCache, MakeBatchSourcePicksTheCacheOnlyWhenAskedFor) {
+TEST(DeviceLoader, MakeBatchLoaderPicksTheDeviceLoaderOnlyWhenAskedFor) {
   const auto dataset = index_dataset(8);
-  EXPECT_NE(dynamic_cast<DeviceCache*>(make_batch_source(dataset, {}, config::Switch::kOn, torch::kCPU).get()),
+  EXPECT_NE(dynamic_cast<DeviceLoader*>(make_batch_loader(dataset, {}, config::Switch::kOn, torch::kCPU).get()),
             nullptr);
-  EXPECT_NE(dynamic_cast<BatchStream*>(make_batch_source(dataset, {}, config::Switch::kOff, torch::kCPU).get()),
+  EXPECT_NE(dynamic_cast<HostLoader*>(make_batch_loader(dataset, {}, config::Switch::kOff, torch::kCPU).get()),
             nullptr);
   // auto: the host loader off CUDA.
-  EXPECT_NE(dynamic_cast<BatchStream*>(make_batch_source(dataset, {}, config::Switch::kAuto, torch::kCPU).get()),
+  EXPECT_NE(dynamic_cast<HostLoader*>(make_batch_loader(dataset, {}, config::Switch::kAuto, torch::kCPU).get()),
             nullptr);
 }
 
-TEST(DeviceCache, SameImageBatchesOnTheGpu_CUDA) {
+TEST(DeviceLoader, SameImageBatchesOnTheGpu_CUDA) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const auto dataset = image_dataset(100, 3, 10);
-  BatchStream stream(dataset, augmented());
-  DeviceCache cache(dataset, augmented(), torch::Device(torch::kCUDA, 0));
+  HostLoader stream(dataset, augmented());
+  DeviceLoader cache(dataset, augmented(), torch::Device(torch::kCUDA, 0));
   cache.start_epoch(0);
   EXPECT_TRUE(cache.next()->inputs.is_cuda());
   expect_same_batches(stream, cache, 2, 1e-6);

@@ -1,4 +1,4 @@
-#include "gputrain/data/device_cache.h"
+#include "gputrain/data/device_loader.h"
 
 #include <ATen/ops/arange.h>
 #include <ATen/ops/constant_pad_nd.h>
@@ -13,7 +13,7 @@
 
 namespace gputrain::data {
 
-struct DeviceCache::State {
+struct DeviceLoader::State {
   std::shared_ptr<const Dataset> dataset;
   LoaderOptions options;
   torch::Device device;
@@ -28,7 +28,7 @@ struct DeviceCache::State {
 
   State(std::shared_ptr<const Dataset> data, LoaderOptions opts, torch::Device on)
       : dataset(std::move(data)), options(std::move(opts)), device(on) {
-    GPUTRAIN_CHECK(dataset != nullptr, "DeviceCache needs a data set");
+    GPUTRAIN_CHECK(dataset != nullptr, "DeviceLoader needs a data set");
     const DatasetInfo& info = dataset->info();
     const std::vector<detail::ChannelMap> maps = detail::checked_channel_maps(options, info);
     if (info.target_kind == TargetKind::kClasses) check_labels();
@@ -76,7 +76,7 @@ struct DeviceCache::State {
 
   // Crops and mirrors each image by one gather: output pixel (y, x) of image b
   // reads the zero-padded input at (y + dy + pad, (flip ? W - 1 - x : x) + dx + pad),
-  // as BatchStream's write_image does pixel by pixel.
+  // as HostLoader's write_image does pixel by pixel.
   torch::Tensor place(const torch::Tensor& x, const std::vector<detail::Placement>& placements) const {
     const int64_t count = x.size(0), channels = x.size(1), height = x.size(2), width = x.size(3);
     const int64_t pad = options.random_crop;
@@ -99,12 +99,12 @@ struct DeviceCache::State {
   }
 };
 
-DeviceCache::DeviceCache(std::shared_ptr<const Dataset> dataset, LoaderOptions options, torch::Device device)
+DeviceLoader::DeviceLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, torch::Device device)
     : state_(std::make_unique<State>(std::move(dataset), std::move(options), device)) {}
 
-DeviceCache::~DeviceCache() = default;
+DeviceLoader::~DeviceLoader() = default;
 
-void DeviceCache::start_epoch(int64_t epoch, int64_t first_batch) {
+void DeviceLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   State& s = *state_;
   GPUTRAIN_CHECK(first_batch >= 0 && first_batch <= s.batches, "batch {} of an epoch of {}", first_batch, s.batches);
   s.epoch = epoch;
@@ -112,9 +112,9 @@ void DeviceCache::start_epoch(int64_t epoch, int64_t first_batch) {
   s.delivered = first_batch;
 }
 
-std::optional<Batch> DeviceCache::next() {
+std::optional<Batch> DeviceLoader::next() {
   State& s = *state_;
-  GPUTRAIN_CHECK(s.epoch >= 0, "DeviceCache::next() called before start_epoch()");
+  GPUTRAIN_CHECK(s.epoch >= 0, "DeviceLoader::next() called before start_epoch()");
   if (s.delivered >= s.batches) return std::nullopt;
   const int64_t index = s.delivered++;
   const int64_t first = index * s.options.batch_size;
@@ -126,10 +126,10 @@ std::optional<Batch> DeviceCache::next() {
   return batch;
 }
 
-void DeviceCache::stop() { state_->delivered = state_->batches; }
+void DeviceLoader::stop() { state_->delivered = state_->batches; }
 
-int64_t DeviceCache::batches_per_epoch() const { return state_->batches; }
+int64_t DeviceLoader::batches_per_epoch() const { return state_->batches; }
 
-const DatasetInfo& DeviceCache::info() const { return state_->dataset->info(); }
+const DatasetInfo& DeviceLoader::info() const { return state_->dataset->info(); }
 
 }  // namespace gputrain::data

@@ -1,0 +1,217 @@
+// gputrain's command line: parse argv, read the environment once, dispatch to
+// one command, and map every error to its exit code. Nothing in lib/ exits.
+#include <c10/util/Exception.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+
+#include "commands.h"
+#include "gputrain/common/error.h"
+#include "gputrain/device/versions.h"
+#include "logging_setup.h"
+
+namespace {
+
+std::optional<gputrain::app::EnvValue> variable(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return std::nullopt;
+  return gputrain::app::EnvValue{name, value};
+}
+
+gputrain::app::Environment read_environment() {
+  gputrain::app::Environment env;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) env.cuda_visible_devices = visible;
+  env.rank = variable("RANK");
+  env.local_rank = variable("LOCAL_RANK");
+  env.world_size = variable("WORLD_SIZE");
+  if (!env.rank && !env.local_rank && !env.world_size) {  // srun sets only its own
+    env.rank = variable("SLURM_PROCID");
+    env.local_rank = variable("SLURM_LOCALID");
+    env.world_size = variable("SLURM_NTASKS");
+  }
+  env.master_addr = variable("MASTER_ADDR");
+  env.master_port = variable("MASTER_PORT");
+  env.agent_store = variable("TORCHELASTIC_USE_AGENT_STORE");
+  env.restart_count = variable("TORCHELASTIC_RESTART_COUNT");
+  for (char** entry = environ; *entry != nullptr; ++entry) env.all.emplace_back(*entry);
+  return env;
+}
+
+std::string default_log_level() {
+  const char* level = std::getenv("SPDLOG_LEVEL");
+  return level ? level : "info";
+}
+
+// The final error line reaches stderr whatever the log level: --log-level off
+// silences the logs, not the reason the command failed.
+void report_failure(spdlog::level::level_enum level, const std::string& message) {
+  if (spdlog::default_logger()->should_log(level)) {
+    spdlog::log(level, "{}", message);
+  } else {
+    std::cerr << "gputrain: " << message << std::endl;
+  }
+}
+
+// The first word of argv that is not an option (or --log-level's value): the command the user meant.
+std::string first_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (!arg.empty() && arg[0] != '-') return arg;
+  }
+  return "";
+}
+
+}  // namespace
+
+CLI::Validator gputrain::app::whole_number(int64_t minimum, int64_t maximum) {
+  return CLI::Validator(
+      [minimum, maximum](std::string& text) -> std::string {
+        int64_t value = 0;
+        std::size_t used = 0;
+        try {
+          value = std::stoll(text, &used);
+        } catch (const std::out_of_range&) {
+          used = std::string::npos;
+        } catch (const std::exception&) {
+          return fmt::format("'{}' is not a number", text);
+        }
+        if (used != std::string::npos && used != text.size()) return fmt::format("'{}' is not a number", text);
+        if (used == std::string::npos || value < minimum || value > maximum) {
+          return fmt::format("must be a whole number from {} to {} (got {})", minimum, maximum, text);
+        }
+        return "";
+      },
+      fmt::format("INT in [{}, {}]", minimum, maximum));
+}
+
+void gputrain::app::add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,
+                                       bool required) {
+  command->add_option("-c,--config", config, "experiment YAML file (see configs/)")->required(required);
+  command
+      ->add_option("--set", overrides,
+                   "override one key with a YAML value, e.g. --set data.batch_size=64 --set gpus=[0,1]; "
+                   "applied in order after the file")
+      ->take_all();
+}
+
+int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_write_hooks) {
+  CLI::App app{"gputrain: train neural networks on CPUs and GPUs from YAML experiment files"};
+  app.set_version_flag("-V,--version", gputrain::device::version_line(), "print gputrain, LibTorch and CUDA versions");
+  app.require_subcommand(1);
+  app.fallthrough();  // global options such as --log-level also work after the subcommand
+  std::string log_level = default_log_level();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: $SPDLOG_LEVEL or info)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+
+  const Environment env = read_environment();
+
+  ConfigArgs config_args;
+  auto* config = app.add_subcommand("config", "validate an experiment file and print it fully resolved");
+  add_config_options(config, config_args.config, config_args.overrides, /*required=*/false);
+  config->add_flag("--keys", config_args.keys, "print every key (default, values, meaning) as a markdown table");
+
+  InfoArgs info_args{false, env};
+  auto* info = app.add_subcommand("info", "report LibTorch, CUDA, cuDNN, NCCL and the visible devices");
+  info->add_flag("--json", info_args.json, "print the report as one JSON object");
+
+  TrainArgs train_args;
+  train_args.env = env;
+  train_args.checkpoint_write_hooks = checkpoint_write_hooks;
+  auto* train = app.add_subcommand("train", "train the model an experiment file describes, testing after every epoch");
+  add_config_options(train, train_args.config, train_args.overrides, /*required=*/false);
+  train->add_option("-o,--output", train_args.output,
+                    "directory for runs (overrides output.dir); the run writes <output>/<name>/");
+  train
+      ->add_option("--nproc", train_args.nproc,
+                   "start N worker processes on this machine, one per selected GPU (or N CPU workers with "
+                   "device: cpu), and wait for them; torchrun and srun start workers instead")
+      ->check(whole_number(1, 1024));
+  train->add_option("--resume", train_args.resume,
+                    "continue from a checkpoint: 'auto' (the newest valid one of the run --config names) or a "
+                    "checkpoint file; its config is restored, then --set applies");
+
+  TestArgs test_args;
+  test_args.env = env;
+  auto* test = app.add_subcommand("test", "evaluate saved weights on the test split and print the test line");
+  add_config_options(test, test_args.config, test_args.overrides, /*required=*/false);
+  test->add_option("--checkpoint", test_args.checkpoint,
+                   "weights written by train: a checkpoint file (which holds its config: --config is then "
+                   "optional) or <run dir>/model.pt (with --config)")
+      ->required();
+
+  ExportArgs export_args;
+  auto* export_command =
+      app.add_subcommand("export", "write a checkpoint's weights as a state_dict that Python's torch.load reads");
+  export_command->add_option("--checkpoint", export_args.checkpoint, "a checkpoint file or a model.pt")->required();
+  export_command->add_option("--out", export_args.out, "the file to write, e.g. weights.pt")->required();
+  DatasetsArgs datasets_args;
+  auto* datasets = add_datasets_command(app, datasets_args);
+  BenchArgs bench_args;
+  bench_args.env = env;
+  auto* bench = add_bench_command(app, bench_args);
+
+  ReportArgs report_args;
+  auto* report = app.add_subcommand("report", "write the HTML report of a run directory (also of an unfinished run)");
+  report->add_option("run_dir", report_args.run_dir, "the run directory (<output.dir>/<name>/)")->required();
+  report->add_option("-o,--out", report_args.out, "the HTML file to write (default: RUN_DIR/report.html)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const std::string word = first_word(argc, argv);
+    std::vector<std::string> names;
+    for (const CLI::App* command : {config, info, train, test, export_command, datasets, report, bench}) {
+      names.push_back(command->get_name());
+    }
+    std::sort(names.begin(), names.end());
+    if (!word.empty() && e.get_exit_code() != 0 && std::find(names.begin(), names.end(), word) == names.end()) {
+      std::cerr << fmt::format("gputrain: unknown command '{}'; the commands are: {}. See gputrain --help\n", word,
+                               fmt::join(names, ", "));
+      return static_cast<int>(ExitCode::kUserInput);
+    }
+    const int code = app.exit(e);  // prints help, version or the usage error
+    return code == 0 ? 0 : static_cast<int>(ExitCode::kUserInput);
+  }
+
+  install_console_logging(log_level);
+  train_args.log_level = log_level;
+  try {
+    if (train->parsed()) {
+      // An empty --resume (an unset shell variable) must not mean "start afresh".
+      if (train->count("--resume") > 0 && train_args.resume.empty()) {
+        throw UserError(
+            "--resume: the value is empty; give 'auto' or a checkpoint file, or leave --resume "
+            "out to start a new run");
+      }
+      return run_train(train_args);
+    }
+    if (test->parsed()) return run_test(test_args);
+    if (export_command->parsed()) return run_export(export_args);
+    if (config->parsed()) return run_config(config_args);
+    if (info->parsed()) return run_info(info_args);
+    if (datasets->parsed()) return run_datasets(datasets_args);
+    if (report->parsed()) return run_report(report_args);
+    if (bench->parsed()) return run_bench(bench_args);
+  } catch (const Error& e) {
+    report_failure(spdlog::level::err, e.what());
+    return static_cast<int>(e.code());
+  } catch (const c10::Error& e) {
+    report_failure(spdlog::level::err, fmt::format("LibTorch error: {}", e.what_without_backtrace()));
+    return static_cast<int>(ExitCode::kRuntime);
+  } catch (const std::exception& e) {
+    report_failure(spdlog::level::critical, fmt::format("internal error: {}", e.what()));
+    return static_cast<int>(ExitCode::kRuntime);
+  }
+  return 0;
+}
