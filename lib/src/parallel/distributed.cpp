@@ -11,10 +11,9 @@
 #include <exception>
 #include <functional>
 #include <set>
-#include <thread>
 
 #include "c10d_backends.h"
-#include "data_parallel.h"
+#include "distributed_strategy.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/parallel/split.h"
@@ -22,110 +21,8 @@
 namespace gputrain::parallel::detail {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
-constexpr int64_t kBucketBytes = 25 * 1024 * 1024;  // DistributedDataParallel's bucket_cap_mb
-constexpr milliseconds kPoll{20};
-// After a failed collective, how long the ranks still there wait for one
-// another on the store before naming whoever did not answer.
-constexpr milliseconds kRollCall{3000};
-
-std::string key(const char* what, int64_t rank) { return fmt::format("{}/{}", what, rank); }
-
-// The first line of an error, without LibTorch's backtrace.
-std::string error_text(const std::exception& e) {
-  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
-  const std::string text = torch_error ? torch_error->what_without_backtrace() : e.what();
-  return text.substr(0, text.find('\n'));
-}
-
-double seconds(milliseconds duration) { return static_cast<double>(duration.count()) / 1000.0; }
-
 bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
-
-std::set<int64_t> other_ranks(const LaunchInfo& launch) {
-  std::set<int64_t> others;
-  for (int64_t r = 0; r < launch.world_size; ++r) {
-    if (r != launch.rank) others.insert(r);
-  }
-  return others;
-}
-
-// Polls `arrived(rank)` for every rank in `waiting` until all have arrived or
-// `deadline` passes; returns the ranks still missing.
-std::set<int64_t> wait_for_ranks(std::set<int64_t> waiting, Clock::time_point deadline,
-                                 const std::function<bool(int64_t)>& arrived) {
-  while (true) {
-    for (auto it = waiting.begin(); it != waiting.end();) it = arrived(*it) ? waiting.erase(it) : std::next(it);
-    if (waiting.empty() || Clock::now() >= deadline) return waiting;
-    std::this_thread::sleep_for(kPoll);
-  }
-}
-
-// Waits until the counter `name` reaches `target`; false on timeout.
-bool wait_for_count(c10d::Store& store, const std::string& name, int64_t target, milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (store.add(name, 0) < target) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(kPoll);
-  }
-  return true;
-}
-
-using Collective = std::function<c10::intrusive_ptr<c10d::Work>(std::vector<at::Tensor>&)>;
-
-class DistributedStrategy : public SingleDeviceStrategy {
- public:
-  DistributedStrategy(const StrategyPlan& plan, const LaunchInfo& launch);
-  ~DistributedStrategy() override;
-
-  std::string describe() const override;
-  bool is_primary() const override { return launch_.rank == 0; }
-  void prepare(torch::nn::Sequential& model) override;
-  data::Batch local_part(const data::Batch& batch) const override;
-  void after_backward(torch::nn::Sequential& model) override;
-  void all_reduce_sum(torch::Tensor& values) override;
-  bool any_rank(bool local) override;
-  StepFlags agree(StepFlags local, const torch::Tensor& step_loss) override;
-
- private:
-  c10::intrusive_ptr<c10d::Store> open_store() const;
-  std::string store_name() const;
-  void join() const;
-  // One collective per bucket of about kBucketBytes (one dtype and device
-  // each): later buckets are packed while earlier ones are on the wire.
-  void bucketed(const char* what, const std::vector<torch::Tensor>& tensors, const Collective& start);
-  // Runs `body`; when c10d fails in it, names the ranks behind the failure and
-  // throws DistributedError.
-  void guarded(const std::string& what, const std::function<void()>& body);
-  std::string roll_call();
-  void finish();
-  void leave_after_error();
-  // Waits for `work` where its result is read on the host, failing after
-  // ddp.timeout_s. NCCL work is waited for by the stream where the result
-  // stays on the GPU (wait() without a timeout does not block the host;
-  // with one it spins on the host until the collective is done).
-  void wait_on_host(const c10::intrusive_ptr<c10d::Work>& work) const { work->wait(timeout_); }
-  void wait_in_order(const c10::intrusive_ptr<c10d::Work>& work) const {
-    if (nccl_) {
-      work->wait();
-    } else {
-      work->wait(timeout_);
-    }
-  }
-
-  LaunchInfo launch_;
-  bool log_replicas_;  // train.log_replicas: rank 0 logs every rank's share of each batch
-  std::string backend_name_;
-  milliseconds timeout_;
-  std::vector<std::string> rank_names_;  // "rank 0", ...: split_batch's devices
-  c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::Backend> group_;
-  bool nccl_ = false;
-  bool failed_ = false;  // a collective failed and the roll call has run
-};
+}  // namespace
 
 DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const LaunchInfo& launch)
     : SingleDeviceStrategy(plan.replicas.front()),
@@ -357,84 +254,6 @@ void DistributedStrategy::bucketed(const char* what, const std::vector<torch::Te
     }
   }
 }
-
-void DistributedStrategy::guarded(const std::string& what, const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    // Abort first: NCCL peers blocked in this collective fail now, not at
-    // the watchdog's timeout.
-    if (group_) group_->abort();
-    const std::string who = roll_call();
-    failed_ = true;
-    throw DistributedError(
-        fmt::format("rank {}: {} failed: {} ({}: {})", launch_.rank, what, who, backend_name_, error_text(e)));
-  }
-}
-
-// Each rank still there says so on the store; whoever has not within
-// kRollCall died or hangs. A rank that stopped on its own error said so too.
-std::string DistributedStrategy::roll_call() {
-  std::set<int64_t> missing = other_ranks(launch_);
-  std::set<int64_t> failed;
-  bool store_lost = false;
-  const milliseconds window = std::min(timeout_, kRollCall);
-  try {
-    store_->set(key("alive", launch_.rank), "");
-    missing = wait_for_ranks(missing, Clock::now() + window, [&](int64_t r) {
-      if (store_->check({key("failed", r)})) {
-        failed.insert(r);
-        return true;
-      }
-      return store_->check({key("alive", r)});
-    });
-  } catch (const std::exception&) {
-    store_lost = true;  // keeps whatever was seen before the store went
-  }
-  std::vector<std::string> parts;
-  if (store_lost) {
-    const bool rank0_gone = !launch_.agent_store && missing.erase(0) != 0;
-    parts.push_back(fmt::format("{}{} stopped answering", rank0_gone ? "rank 0 is gone: " : "", store_name()));
-  }
-  if (!failed.empty()) {
-    parts.push_back(fmt::format("rank {} stopped on its own error (see its log)", fmt::join(failed, ", ")));
-  }
-  if (!missing.empty()) {
-    parts.push_back(
-        fmt::format("rank {} did not answer within {} s: it died or hangs", fmt::join(missing, ", "), seconds(window)));
-  }
-  if (parts.empty()) parts.push_back("every rank is still there; see their logs");
-  return fmt::format("{}", fmt::join(parts, "; "));
-}
-
-// Nobody tears its connections down before every rank is done with its last
-// collective, and rank 0, which hosts the store, leaves last.
-void DistributedStrategy::finish() {
-  store_->add("finished", 1);
-  if (!wait_for_count(*store_, "finished", launch_.world_size, timeout_)) {
-    spdlog::warn("rank {}: not every rank finished within {} s", launch_.rank, seconds(timeout_));
-    return;
-  }
-  group_->shutdown();  // NCCL's orderly exit: without it, its destructor warns and may hang
-  store_->add("left", 1);
-  if (launch_.rank == 0) wait_for_count(*store_, "left", launch_.world_size, timeout_);
-}
-
-// This rank failed outside a collective: it says so on the store and closes
-// its connections at once, so the others fail their next collective now
-// rather than at the timeout, and can name it.
-void DistributedStrategy::leave_after_error() {
-  store_->set(key("failed", launch_.rank), "");
-  group_->abort();
-  group_.reset();
-  if (launch_.rank != 0 || launch_.agent_store) return;  // nobody else needs this process's store
-  wait_for_ranks(other_ranks(launch_), Clock::now() + std::min(timeout_, kRollCall),
-                 [&](int64_t r) { return store_->check({key("alive", r)}) || store_->check({key("failed", r)}); });
-}
-
-}  // namespace
 
 std::unique_ptr<Strategy> make_distributed_strategy(const StrategyPlan& plan, const LaunchInfo& launch) {
   return std::make_unique<DistributedStrategy>(plan, launch);

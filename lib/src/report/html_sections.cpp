@@ -1,0 +1,268 @@
+#include "html_sections.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "svg_chart.h"
+
+namespace gputrain::report::detail {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string number(Figure f, int decimals) { return f ? fmt::format("{:.{}f}", *f, decimals) : "–"; }
+std::string percent(Figure f) { return f ? fmt::format("{:.2f}%", 100.0 * *f) : "–"; }
+std::string general(Figure f) { return f ? fmt::format("{:.6g}", *f) : "–"; }
+std::string gib(Figure bytes) { return bytes ? fmt::format("{:.2f}", *bytes / kGiB) : "–"; }
+
+std::string duration(double seconds) {
+  if (seconds < 60) return fmt::format("{:.1f} s", seconds);
+  const auto total = static_cast<int64_t>(std::lround(seconds));
+  if (total < 3600) return fmt::format("{} min {:02} s", total / 60, total % 60);
+  return fmt::format("{} h {:02} min", total / 3600, (total % 3600) / 60);
+}
+
+std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                  const std::string& css_class = "") {
+  std::string out = css_class.empty() ? "<table>" : fmt::format(R"(<table class="{}">)", css_class);
+  out += "<thead><tr>";
+  for (const auto& h : header) out += "<th>" + html_escape(h) + "</th>";
+  out += "</tr></thead><tbody>";
+  for (const auto& row : rows) {
+    out += "<tr>";
+    for (const auto& c : row) out += "<td>" + html_escape(c) + "</td>";
+    out += "</tr>";
+  }
+  return out + "</tbody></table>";
+}
+
+// The newest epoch's test split by class: accuracy per class, and the
+// confusion matrix (rows: true class, columns: predicted).
+std::string classes_section(const std::map<int64_t, EpochRecord>& epochs) {
+  const auto last =
+      std::find_if(epochs.rbegin(), epochs.rend(), [](const auto& e) { return !e.second.confusion.empty(); });
+  if (last == epochs.rend()) return "";
+  const auto& matrix = last->second.confusion;
+  std::vector<std::string> header{"true \\ predicted"};
+  for (std::size_t c = 0; c < matrix.size(); ++c) header.push_back(std::to_string(c));
+  header.push_back("accuracy");
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t c = 0; c < matrix.size(); ++c) {
+    std::vector<std::string> row{std::to_string(c)};
+    int64_t total = 0;
+    for (int64_t n : matrix[c]) {
+      row.push_back(std::to_string(n));
+      total += n;
+    }
+    row.push_back(total > 0 ? percent(static_cast<double>(matrix[c][c]) / static_cast<double>(total)) : "–");
+    rows.push_back(row);
+  }
+  return fmt::format(
+             "<h3>Test split by class (epoch {})</h3><p>Rows are the true classes, columns the predicted "
+             "ones; the last column is each class's accuracy.</p>",
+             last->first) +
+         table(header, rows, "numbers confusion");
+}
+
+std::string json_value(const std::string& key, const Json& v) {
+  if (v.is_null()) return "–";
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  if (v.is_string()) return v.get<std::string>().empty() ? "–" : v.get<std::string>();
+  if (v.is_number() && key.size() > 6 && key.compare(key.size() - 6, 6, "_bytes") == 0) {
+    return fmt::format("{:.1f} GiB", v.get<double>() / kGiB);
+  }
+  return v.dump();
+}
+
+}  // namespace
+
+std::string summary_section(const Run& run) {
+  const auto& m = run.metrics;
+  std::vector<std::pair<std::string, std::string>> cards;
+  int64_t done = 0;
+  Figure elapsed;
+  double step = 0;
+  for (const auto& s : m.steps) {
+    step = std::max(step, s.step);
+    if (s.elapsed_s) elapsed = std::max(elapsed.value_or(0.0), *s.elapsed_s);
+  }
+  const EpochRecord* last_test = nullptr;
+  const EpochRecord* best_test = nullptr;
+  double samples = 0;
+  double training_s = 0;
+  for (const auto& [epoch, e] : m.epochs) {
+    if (e.has_train) done = std::max(done, epoch);
+    if (e.elapsed_s) elapsed = std::max(elapsed.value_or(0.0), *e.elapsed_s);
+    if (e.step) step = std::max(step, *e.step);
+    if (e.has_test) {
+      last_test = &e;
+      if (run.classification && e.test_accuracy &&
+          (!best_test || *e.test_accuracy > best_test->test_accuracy.value_or(-1))) {
+        best_test = &e;
+      }
+    }
+    if (e.samples && e.epoch_s) {
+      samples += *e.samples;
+      training_s += *e.epoch_s;
+    }
+  }
+  cards.emplace_back("epochs", run.info && run.info->epochs > 0 ? fmt::format("{} / {}", done, run.info->epochs)
+                                                                : std::to_string(done));
+  if (run.labeled) cards.emplace_back("optimizer steps", fmt::format("{:.0f}", step));
+  if (last_test && run.classification) {
+    cards.emplace_back("test accuracy",
+                       fmt::format("{} (epoch {})", percent(last_test->test_accuracy), last_test->epoch));
+  }
+  if (best_test) {
+    cards.emplace_back("best test accuracy",
+                       fmt::format("{} (epoch {})", percent(best_test->test_accuracy), best_test->epoch));
+  }
+  if (last_test) cards.emplace_back("test loss", number(last_test->test_loss, 4));
+  if (training_s > 0) cards.emplace_back("samples/s (all epochs)", fmt::format("{:.0f}", samples / training_s));
+  if (elapsed) cards.emplace_back("time", duration(*elapsed));
+  std::string out = R"(<section class="cards">)";
+  for (const auto& [label, value] : cards) {
+    out += fmt::format(R"(<div class="card"><div class="label">{}</div><div class="value">{}</div></div>)",
+                       html_escape(label), html_escape(value));
+  }
+  return out + "</section>";
+}
+
+std::string epochs_section(const Run& run) {
+  const auto& epochs = run.metrics.epochs;
+  if (epochs.empty()) return "";
+  const bool gpu = std::any_of(epochs.begin(), epochs.end(), [](const auto& e) { return !e.second.gpus.empty(); });
+  const bool memory =
+      std::any_of(epochs.begin(), epochs.end(), [](const auto& e) { return e.second.memory_peak.has_value(); });
+  std::vector<std::string> header{"epoch"};
+  if (run.labeled) header.insert(header.end(), {"step", "train loss"});
+  if (run.classification) header.push_back("train accuracy");
+  if (run.labeled) header.push_back("test loss");
+  if (run.classification) header.push_back("test accuracy");
+  header.insert(header.end(), {"samples/s", "training time (s)", "loader wait (s)"});
+  if (run.labeled) header.push_back("lr");
+  if (run.fp16) header.insert(header.end(), {"loss scale", "skipped steps"});
+  if (memory) header.push_back("peak memory (GiB)");
+  if (gpu) header.insert(header.end(), {"GPU util mean", "GPU util max"});
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [epoch, e] : epochs) {
+    std::vector<std::string> row{std::to_string(epoch)};
+    if (run.labeled) row.insert(row.end(), {number(e.step, 0), number(e.train_loss, 4)});
+    if (run.classification) row.push_back(percent(e.train_accuracy));
+    if (run.labeled) row.push_back(e.has_test ? number(e.test_loss, 4) : "no test record");
+    if (run.classification) row.push_back(e.has_test ? percent(e.test_accuracy) : "–");
+    row.insert(row.end(), {number(e.samples_per_s, 0), number(e.epoch_s, 2), number(e.loader_wait_s, 2)});
+    if (run.labeled) row.push_back(general(e.lr));
+    if (run.fp16) row.insert(row.end(), {general(e.loss_scale), number(e.skipped_steps, 0)});
+    if (memory) row.push_back(gib(e.memory_peak));
+    if (gpu) {
+      double mean = 0, max = 0;
+      for (const auto& g : e.gpus) {
+        mean += g.util_mean.value_or(0) / static_cast<double>(e.gpus.size());
+        max = std::max(max, g.util_max.value_or(0));
+      }
+      row.push_back(e.gpus.empty() ? "–" : fmt::format("{:.0f}%", mean));
+      row.push_back(e.gpus.empty() ? "–" : fmt::format("{:.0f}%", max));
+    }
+    rows.push_back(row);
+  }
+  std::string out = "<h2>Epochs</h2>" + table(header, rows, "numbers");
+  out += classes_section(epochs);
+  if (gpu) {
+    std::vector<std::vector<std::string>> gpu_rows;
+    for (const auto& [epoch, e] : epochs) {
+      for (const auto& g : e.gpus) {
+        gpu_rows.push_back({std::to_string(epoch), fmt::format("cuda:{}", g.index), number(g.util_mean, 1),
+                            number(g.util_max, 0), gib(g.memory_used), number(g.power_w, 0),
+                            number(g.temperature_c, 0)});
+      }
+    }
+    out += "<h3>GPU activity (NVML)</h3>" + table({"epoch", "GPU", "util mean (%)", "util max (%)", "memory used (GiB)",
+                                                   "power (W)", "temperature (°C)"},
+                                                  gpu_rows, "numbers");
+  }
+  return out;
+}
+
+std::string splits_section(const RunInfo& info) {
+  if (info.full_split.empty()) return "";
+  std::string out = "<h2>Batch splits</h2>";
+  out += fmt::format(
+      "<p>Strategy <b>{}</b> over {} replica{} ({}). <code>data.batch_size</code> {} per optimizer step{}; each "
+      "micro-batch of {} rows is shared by PyTorch's scatter rule (chunks of ceil(B/n) rows, the last one shorter), "
+      "and the epoch's last micro-batch has {} rows.</p>",
+      html_escape(info.strategy), info.replicas.size(), info.replicas.size() == 1 ? "" : "s",
+      html_escape(info.strategy_reason), info.batch_size,
+      info.accumulation_steps > 1 ? fmt::format(" in {} micro-batches", info.accumulation_steps) : "", info.micro_batch,
+      info.last_micro_batch);
+  std::vector<std::vector<std::string>> rows;
+  const std::size_t n = std::max({info.replicas.size(), info.full_split.size(), info.last_split.size()});
+  auto rows_of = [](const std::vector<parallel::ReplicaSplit>& splits, std::size_t i) {
+    return i < splits.size() ? fmt::format("{} [{}, {})", splits[i].rows(), splits[i].begin, splits[i].end)
+                             : std::string("0 (idle)");
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string device = i < info.replicas.size() ? info.replicas[i] : "";
+    rows.push_back({std::to_string(i), device, rows_of(info.full_split, i), rows_of(info.last_split, i)});
+  }
+  return out + table({"replica", "device", fmt::format("rows of a full micro-batch ({})", info.micro_batch),
+                      fmt::format("rows of the last micro-batch ({})", info.last_micro_batch)},
+                     rows, "numbers");
+}
+
+std::string run_section(const RunInfo& info) {
+  std::vector<std::vector<std::string>> rows{
+      {"status", info.status},
+      {"started", info.started},
+      {"ended", info.ended.empty() ? "–" : info.ended},
+      {"device", info.device},
+      {"strategy", info.strategy + (info.strategy_reason.empty() ? "" : " (" + info.strategy_reason + ")")},
+      {"replicas", fmt::format("{}", fmt::join(info.replicas, ", "))},
+      {"task", info.task},
+      {"mixed precision", config::word(info.amp)},
+      {"epochs planned", std::to_string(info.epochs)},
+      {"training samples", std::to_string(info.train_samples)},
+      {"batch size (per optimizer step)", std::to_string(info.batch_size)},
+      {"accumulation steps", std::to_string(info.accumulation_steps)},
+      {"steps per epoch", std::to_string(info.steps_per_epoch)}};
+  if (!info.error.empty()) rows.insert(rows.begin() + 1, std::vector<std::string>{"error", info.error});
+  return "<h2>Run</h2>" + table({"", ""}, rows, "keys");
+}
+
+std::string device_section(const Json& device) {
+  std::vector<std::vector<std::string>> rows;
+  std::string arrays;
+  for (const auto& [key, value] : device.items()) {
+    if (!value.is_array()) {
+      rows.push_back({key, value.is_object() ? value.dump() : json_value(key, value)});
+      continue;
+    }
+    std::vector<std::string> columns;
+    for (const auto& item : value) {
+      if (!item.is_object()) continue;
+      for (const auto& [column, ignored] : item.items()) {
+        if (std::find(columns.begin(), columns.end(), column) == columns.end()) columns.push_back(column);
+      }
+    }
+    std::vector<std::vector<std::string>> item_rows;
+    for (const auto& item : value) {
+      std::vector<std::string> row;
+      for (const auto& column : columns) {
+        row.push_back(item.is_object() && item.contains(column) ? json_value(column, item[column]) : "–");
+      }
+      item_rows.push_back(row);
+    }
+    arrays += fmt::format("<h3>{}</h3>", html_escape(key)) +
+              (item_rows.empty() ? std::string("<p>none</p>") : table(columns, item_rows));
+  }
+  return "<h2>Devices</h2><p>As <code>gputrain info --json</code> reported them when the run started.</p>" +
+         table({"", ""}, rows, "keys") + arrays;
+}
+
+}  // namespace gputrain::report::detail
