@@ -179,8 +179,9 @@ std::string epochs_section(const Run& run) {
     for (const auto& [epoch, e] : epochs) {
       for (const auto& g : e.gpus) {
         gpu_rows.push_back({std::to_string(epoch), fmt::format("cuda:{}", g.index), number(g.util_mean, 1),
-                            number(g.util_max, 0), gib(g.memory_used), number(g.power_w, 0),
-                            number(g.temperature_c, 0)});
+                            number(g.util_max, 0),
+                            gib(g.memory_used ? Figure(static_cast<double>(*g.memory_used)) : std::nullopt),
+                            number(g.power_w, 0), number(g.temperature_c, 0)});
       }
     }
     out += "<h3>GPU activity (NVML)</h3>" + table({"epoch", "GPU", "util mean (%)", "util max (%)", "memory used (GiB)",

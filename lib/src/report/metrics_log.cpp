@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
@@ -14,91 +15,39 @@ namespace {
 
 using Json = nlohmann::json;
 
-Figure figure(const Json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
-}
+Figure as_figure(Count n) { return n ? Figure(static_cast<double>(*n)) : std::nullopt; }
 
-std::vector<GpuRecord> gpu_records(const Json& j) {
-  std::vector<GpuRecord> out;
-  const auto it = j.find("gpus");
-  if (it == j.end() || !it->is_array()) return out;
-  for (const auto& g : *it) {
-    if (!g.is_object()) continue;
-    GpuRecord r;
-    r.index = static_cast<int64_t>(figure(g, "index").value_or(0));
-    r.util_mean = figure(g, "util_mean");
-    r.util_max = figure(g, "util_max");
-    r.memory_used = figure(g, "memory_used");
-    r.power_w = figure(g, "power_w");
-    r.temperature_c = figure(g, "temperature_c");
-    out.push_back(r);
+void add_record(MetricsLog& log, const MetricsRecord& r) {
+  if (r.kind == RecordKind::kInterval) {
+    log.steps.push_back(
+        {r.epoch, as_figure(r.step).value_or(0), r.loss, r.accuracy, r.samples_per_s, r.lr, r.loss_scale, r.elapsed_s});
+    return;
   }
-  return out;
-}
-
-// A square matrix of counts, or nothing when the record has none that is whole.
-std::vector<std::vector<int64_t>> confusion_rows(const Json& j) {
-  std::vector<std::vector<int64_t>> rows;
-  if (!j.contains("confusion") || !j["confusion"].is_array()) return rows;
-  const std::size_t classes = j["confusion"].size();
-  for (const auto& r : j["confusion"]) {
-    if (!r.is_array() || r.size() != classes) return {};
-    std::vector<int64_t> row;
-    for (const auto& n : r) {
-      if (!n.is_number_integer()) return {};
-      row.push_back(n.get<int64_t>());
-    }
-    rows.push_back(row);
-  }
-  return rows;
-}
-
-void add_record(MetricsLog& log, const Json& j) {
-  const int64_t epoch = static_cast<int64_t>(figure(j, "epoch").value_or(0));
-  const std::string split = j.contains("split") && j["split"].is_string() ? j["split"].get<std::string>() : "";
-  if (split == "test") {
-    EpochRecord& e = log.epochs[epoch];
-    e.epoch = epoch;
+  EpochRecord& e = log.epochs[r.epoch];
+  e.epoch = r.epoch;
+  e.step = as_figure(r.step);
+  if (r.kind == RecordKind::kTest) {
     e.has_test = true;
-    e.step = figure(j, "step");
-    e.test_loss = figure(j, "loss");
-    e.test_accuracy = figure(j, "accuracy");
-    e.confusion = confusion_rows(j);
+    e.test_loss = r.loss;
+    e.test_accuracy = r.accuracy;
+    e.confusion = r.confusion;
     return;
   }
-  if (j.contains("epoch_s")) {  // only the epoch's train record has it
-    EpochRecord& e = log.epochs[epoch];
-    e.epoch = epoch;
-    e.has_train = true;
-    e.step = figure(j, "step");
-    e.train_loss = figure(j, "loss");
-    e.train_accuracy = figure(j, "accuracy");
-    e.samples = figure(j, "samples");
-    e.samples_per_s = figure(j, "samples_per_s");
-    e.epoch_s = figure(j, "epoch_s");
-    e.elapsed_s = figure(j, "elapsed_s");
-    e.lr = figure(j, "lr");
-    e.loss_scale = figure(j, "loss_scale");
-    e.skipped_steps = figure(j, "skipped_steps");
-    e.loader_wait_s = figure(j, "loader_wait_s");
-    e.memory_allocated = figure(j, "memory_allocated");
-    e.memory_reserved = figure(j, "memory_reserved");
-    e.memory_peak = figure(j, "memory_peak");
-    e.gpus = gpu_records(j);
-    return;
-  }
-  StepRecord s;
-  s.epoch = epoch;
-  s.step = figure(j, "step").value_or(0);
-  s.loss = figure(j, "loss");
-  s.accuracy = figure(j, "accuracy");
-  s.samples_per_s = figure(j, "samples_per_s");
-  s.lr = figure(j, "lr");
-  s.loss_scale = figure(j, "loss_scale");
-  s.elapsed_s = figure(j, "elapsed_s");
-  log.steps.push_back(s);
+  e.has_train = true;
+  e.train_loss = r.loss;
+  e.train_accuracy = r.accuracy;
+  e.samples = as_figure(r.samples);
+  e.samples_per_s = r.samples_per_s;
+  e.epoch_s = r.epoch_s;
+  e.elapsed_s = r.elapsed_s;
+  e.lr = r.lr;
+  e.loss_scale = r.loss_scale;
+  e.skipped_steps = as_figure(r.skipped_steps);
+  e.loader_wait_s = r.loader_wait_s;
+  e.memory_allocated = as_figure(r.memory_allocated);
+  e.memory_reserved = as_figure(r.memory_reserved);
+  e.memory_peak = as_figure(r.memory_peak);
+  e.gpus = r.gpus;
 }
 
 }  // namespace
@@ -119,7 +68,12 @@ MetricsLog read_metrics_log(const std::filesystem::path& path) {
       bad_lines.push_back(line_number);
       continue;
     }
-    add_record(log, j);
+    try {
+      add_record(log, j.get<MetricsRecord>());
+    } catch (const std::invalid_argument& e) {
+      log.notes.push_back(
+          fmt::format("Line {} of metrics.jsonl is {}, from a newer gputrain. It is left out.", line_number, e.what()));
+    }
   }
   for (const int64_t n : bad_lines) {
     log.notes.push_back(

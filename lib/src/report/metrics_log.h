@@ -9,19 +9,14 @@
 #include <string>
 #include <vector>
 
-namespace gputrain::report::detail {
+#include "metrics_record.h"
 
-using Figure = std::optional<double>;  // unset: not recorded (or NaN, which JSON writes as null)
+namespace gputrain::report::detail {
 
 struct StepRecord {
   int64_t epoch = 0;
   double step = 0;
   Figure loss, accuracy, samples_per_s, lr, loss_scale, elapsed_s;
-};
-
-struct GpuRecord {
-  int64_t index = 0;
-  Figure util_mean, util_max, memory_used, power_w, temperature_c;
 };
 
 struct EpochRecord {

@@ -9,6 +9,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
+#include "metrics_record.h"
 
 namespace gputrain::report {
 
@@ -38,72 +39,76 @@ void MetricsWriter::write(const std::string& line) {
               fmt::format("{}: cannot write metrics: {}", path_.string(), std::strerror(error)));
 }
 
+void MetricsWriter::write(const detail::MetricsRecord& record) { write(nlohmann::ordered_json(record).dump()); }
+
 void MetricsWriter::on_step(const train::StepMetrics& m) {
-  nlohmann::ordered_json j{{"epoch", m.epoch}, {"step", m.step}, {"split", "train"}, {"loss", m.loss}};
-  if (m.accuracy) j["accuracy"] = *m.accuracy;  // regression has none
-  j["samples_per_s"] = m.samples_per_s;
-  j["lr"] = m.lr;
-  j["elapsed_s"] = m.elapsed_s;
-  j["loss_scale"] = m.loss_scale;
-  j["skipped_steps"] = m.skipped_steps;
-  write(j.dump());
+  detail::MetricsRecord r;
+  r.kind = detail::RecordKind::kInterval;
+  r.epoch = m.epoch;
+  r.step = m.step;
+  r.loss = m.loss;
+  r.accuracy = m.accuracy;  // regression has none
+  r.samples_per_s = m.samples_per_s;
+  r.lr = m.lr;
+  r.elapsed_s = m.elapsed_s;
+  r.loss_scale = m.loss_scale;
+  r.skipped_steps = m.skipped_steps;
+  write(r);
 }
 
 void MetricsWriter::on_epoch(const train::EpochMetrics& m) {
-  nlohmann::ordered_json train{{"epoch", m.epoch}, {"step", m.step}, {"split", "train"}, {"loss", m.train.mean_loss()}};
-  if (m.train.classification) train["accuracy"] = m.train.accuracy();
-  train.update(nlohmann::ordered_json{{"samples_per_s", m.samples_per_s},
-                                      {"lr", m.lr},
-                                      {"elapsed_s", m.elapsed_s},
-                                      {"epoch_s", m.epoch_s},
-                                      {"samples", m.train.samples},
-                                      {"loss_scale", m.loss_scale},
-                                      {"skipped_steps", m.skipped_steps},
-                                      {"loader_wait_s", m.loader_wait_s}});
+  detail::MetricsRecord train;
+  train.kind = detail::RecordKind::kEpoch;
+  train.epoch = m.epoch;
+  train.step = m.step;
+  train.loss = m.train.mean_loss();
+  if (m.train.classification) train.accuracy = m.train.accuracy();
+  train.samples_per_s = m.samples_per_s;
+  train.lr = m.lr;
+  train.elapsed_s = m.elapsed_s;
+  train.epoch_s = m.epoch_s;
+  train.samples = m.train.samples;
+  train.loss_scale = m.loss_scale;
+  train.skipped_steps = m.skipped_steps;
+  train.loader_wait_s = m.loader_wait_s;
   if (m.cuda) {
-    train["memory_allocated"] = m.memory_allocated;
-    train["memory_reserved"] = m.memory_reserved;
-    train["memory_peak"] = m.memory_peak;
+    train.memory_allocated = m.memory_allocated;
+    train.memory_reserved = m.memory_reserved;
+    train.memory_peak = m.memory_peak;
   }
-  if (!m.gpus.empty()) {
-    nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
-    for (const auto& g : m.gpus) {
-      nlohmann::ordered_json gpu{{"index", g.index},
-                                 {"util_mean", g.util_mean},
-                                 {"util_max", g.util_max},
-                                 {"memory_used", g.memory_used_max},
-                                 {"samples", g.samples}};
-      if (g.power_mean_w) gpu["power_w"] = *g.power_mean_w;
-      if (g.temperature_max_c) gpu["temperature_c"] = *g.temperature_max_c;
-      gpus.push_back(gpu);
-    }
-    train["gpus"] = gpus;
+  for (const auto& g : m.gpus) {
+    train.gpus.push_back(
+        {g.index, g.samples, g.util_mean, g.util_max, g.power_mean_w, g.temperature_max_c, g.memory_used_max});
   }
-  write(train.dump());
+  write(train);
   if (!m.has_test) return;
-  nlohmann::ordered_json test{{"epoch", m.epoch}, {"step", m.step}, {"split", "test"}, {"loss", m.test.mean_loss()}};
-  if (m.test.classification) test["accuracy"] = m.test.accuracy();
-  test.update(nlohmann::ordered_json{{"samples_per_s", m.samples_per_s}, {"lr", m.lr}, {"elapsed_s", m.elapsed_s}});
-  if (m.test.classification) test["correct"] = m.test.correct;
-  test["samples"] = m.test.samples;
+  detail::MetricsRecord test;
+  test.kind = detail::RecordKind::kTest;
+  test.epoch = m.epoch;
+  test.step = m.step;
+  test.loss = m.test.mean_loss();
+  if (m.test.classification) {
+    test.accuracy = m.test.accuracy();
+    test.correct = m.test.correct;
+  }
+  test.samples_per_s = m.samples_per_s;
+  test.lr = m.lr;
+  test.elapsed_s = m.elapsed_s;
+  test.samples = m.test.samples;
   if (!m.test.confusion.empty()) {
     // Rows are the true classes, columns the predicted ones.
     const auto classes = static_cast<std::size_t>(std::lround(std::sqrt(static_cast<double>(m.test.confusion.size()))));
-    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-    nlohmann::ordered_json per_class = nlohmann::ordered_json::array();
     for (std::size_t c = 0; c < classes; ++c) {
       const auto first = m.test.confusion.begin() + static_cast<std::ptrdiff_t>(c * classes);
       const std::vector<int64_t> row(first, first + static_cast<std::ptrdiff_t>(classes));
       int64_t total = 0;
       for (int64_t n : row) total += n;
-      per_class.push_back(total > 0 ? nlohmann::ordered_json(static_cast<double>(row[c]) / static_cast<double>(total))
-                                    : nlohmann::ordered_json());
-      rows.push_back(row);
+      test.per_class_accuracy.push_back(
+          total > 0 ? detail::Figure(static_cast<double>(row[c]) / static_cast<double>(total)) : std::nullopt);
+      test.confusion.push_back(row);
     }
-    test["per_class_accuracy"] = per_class;
-    test["confusion"] = rows;
   }
-  write(test.dump());
+  write(test);
 }
 
 }  // namespace gputrain::report

@@ -7,6 +7,7 @@
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/files.h"
 #include "gputrain/report/metrics_writer.h"
+#include "metrics_record.h"
 
 namespace gputrain::report {
 
@@ -20,8 +21,7 @@ void rewind_metrics(const std::filesystem::path& path, int64_t step, bool before
     const auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!record.is_object() || !record.contains("step") || !record["step"].is_number_integer()) continue;
     const auto at = record["step"].get<int64_t>();
-    // Epoch records are the train one, with its epoch_s, and the test one.
-    const bool epoch_record = record.contains("epoch_s") || record.value("split", "") == "test";
+    const bool epoch_record = detail::record_kind(record) != detail::RecordKind::kInterval;
     if (at < step || (at == step && !(epoch_record && before_test_pass))) kept << line << '\n';
   }
   write_atomically(path, kept.str());

@@ -1,9 +1,10 @@
 #pragma once
-// metrics.jsonl: one JSON object per line, every train.log_every steps
-// ("split": "train") and every epoch ("train" and "test"). An epoch's train
-// record also carries "epoch_s", "loader_wait_s", the CUDA allocator's
-// "memory_*" and, when NVML was sampled, "gpus": [{index, util_mean, util_max,
-// memory_used, power_w, temperature_c, samples}].
+// metrics.jsonl: one JSON object per line, each saying its "kind": every
+// train.log_every steps an "interval" record, every epoch an "epoch" record
+// (its training) and a "test" record. The epoch record also carries "epoch_s",
+// "loader_wait_s", the CUDA allocator's "memory_*" and, when NVML was sampled,
+// "gpus": [{index, util_mean, util_max, memory_used, samples, power_w,
+// temperature_c}]. The keys are named once, in src/report/metrics_record.h.
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,10 @@
 #include "gputrain/train/observer.h"
 
 namespace gputrain::report {
+
+namespace detail {
+struct MetricsRecord;
+}  // namespace detail
 
 // Before a resumed run appends: drops the records an interrupted run wrote
 // after its checkpoint (at optimizer step `step`; `before_test_pass`: the
@@ -25,6 +30,7 @@ class MetricsWriter : public train::TrainObserver {
   void on_epoch(const train::EpochMetrics& m) override;
 
  private:
+  void write(const detail::MetricsRecord& record);
   void write(const std::string& line);
   std::filesystem::path path_;
   std::ofstream out_;

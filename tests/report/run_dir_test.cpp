@@ -1,0 +1,102 @@
+#include "gputrain/report/run_dir.h"
+
+#include <gtest/gtest.h>
+
+#include "gputrain/config/load.h"
+#include "gputrain/report/metrics_writer.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::report {
+namespace {
+
+TEST(RunDir, WritesTheResolvedConfigAndKeepsEarlierMetrics) {
+  testing::TempDir dir;
+  const auto config = config::load_config_text("name: demo\noutput: {dir: " + dir.path().string() + "}\n", "x").config;
+  const RunPaths first = prepare_run_dir(config);
+  EXPECT_EQ(first.dir, dir / "demo");
+  const auto reloaded = config::load_config(first.config.string());
+  EXPECT_EQ(config::dump_config(reloaded.config), config::dump_config(config));
+  testing::write_text(first.metrics, "{\"old\": true}\n");
+  prepare_run_dir(config);
+  EXPECT_FALSE(std::filesystem::exists(first.metrics));
+  EXPECT_TRUE(std::filesystem::exists(first.dir / "metrics.1.jsonl"));
+}
+
+TEST(RunDir, EarlierEventFilesMoveToARunOfTheirOwn) {
+  testing::TempDir dir;
+  const auto config = config::load_config_text("name: demo\noutput: {dir: " + dir.path().string() + "}\n", "x").config;
+  const RunPaths first = prepare_run_dir(config);
+  const std::string old_events = "events.out.tfevents.100.host.7.0";
+  testing::write_text(first.dir / old_events, "first run");
+  prepare_run_dir(config, /*resuming=*/true);  // a resumed run continues the same curves
+  EXPECT_TRUE(std::filesystem::exists(first.dir / old_events));
+
+  prepare_run_dir(config);
+  EXPECT_FALSE(std::filesystem::exists(first.dir / old_events));
+  EXPECT_EQ(testing::read_text(first.dir / "events.1" / old_events), "first run");
+  testing::write_text(first.dir / old_events, "second run");
+  prepare_run_dir(config);
+  EXPECT_EQ(testing::read_text(first.dir / "events.2" / old_events), "second run");
+  EXPECT_EQ(testing::read_text(first.dir / "events.1" / old_events), "first run");
+}
+
+TEST(RunDir, UnwritableOutputIsAUserError) {
+  testing::TempDir dir;
+  testing::write_text(dir / "file", "not a directory");
+  const auto config = config::load_config_text("output: {dir: " + (dir / "file").string() + "}\n", "x").config;
+  EXPECT_THROW(prepare_run_dir(config), UserError);
+}
+
+TEST(RunDir, WeightsNameTakenByADirectoryIsRefusedBeforeTraining) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir / "demo" / "model.pt");
+  const auto config = config::load_config_text("name: demo\noutput: {dir: " + dir.path().string() + "}\n", "x").config;
+  EXPECT_THROW(prepare_run_dir(config), UserError);
+}
+
+// A directory only its owner, root, may write to. The checks run as nobody in
+// a child process, since root ignores permission bits.
+class ReadOnlyDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    namespace fs = std::filesystem;
+    fs::permissions(dir_.path(), fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
+  }
+  // "UserError: <message>" when `body` throws one as nobody.
+  static testing::ProcessResult user_error_without_root(const std::function<void()>& body) {
+    return testing::run_in_child(
+        [&] {
+          try {
+            body();
+          } catch (const UserError& e) {
+            return std::string("UserError: ") + e.what();
+          }
+          return std::string("no error");
+        },
+        testing::without_root());
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(ReadOnlyDir, RunDirectoryInsideIsAUserError) {
+  const auto config = config::load_config_text("output: {dir: " + dir_.path().string() + "}\n", "x").config;
+  const auto r = user_error_without_root([&] { prepare_run_dir(config); });
+  if (r.exit_code == testing::kSetupFailed) GTEST_SKIP() << "cannot give up root here";
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("UserError: " + (dir_ / "experiment").string() + ": cannot create the run directory", 0), 0u)
+      << r.out;
+  EXPECT_NE(r.out.find("Permission denied"), std::string::npos) << r.out;
+}
+
+TEST_F(ReadOnlyDir, MetricsFileInsideIsAUserError) {
+  const auto r = user_error_without_root([&] { MetricsWriter writer(dir_ / "metrics.jsonl"); });
+  if (r.exit_code == testing::kSetupFailed) GTEST_SKIP() << "cannot give up root here";
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("UserError: " + (dir_ / "metrics.jsonl").string() + ": cannot open the metrics file", 0), 0u)
+      << r.out;
+  EXPECT_NE(r.out.find("Permission denied"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace gputrain::report

@@ -1,0 +1,55 @@
+#include "gputrain/report/run_info.h"
+
+#include <gtest/gtest.h>
+
+#include "gputrain/config/load.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::report {
+namespace {
+
+TEST(RunInfo, DescribesStrategyAndSplitsAndRoundTrips) {
+  const auto config =
+      config::load_config_text("name: r\ndata: {batch_size: 40}\ntrain: {accumulation_steps: 2, epochs: 3}\n", "x")
+          .config;
+  train::TrainLayout layout;
+  layout.strategy.kind = parallel::StrategyKind::kDistributed;
+  layout.strategy.replicas = {torch::Device(torch::kCPU)};
+  layout.strategy.reason = "strategy: ddp, world size 3";
+  layout.world_size = 3;
+  layout.train_samples = 50;
+  layout.micro_batch = 20;
+  layout.last_micro_batch = 10;
+  layout.steps_per_epoch = 2;
+  layout.classification = false;
+  RunInfo info = describe_run(config, layout);
+  EXPECT_EQ(info.strategy, "ddp");
+  EXPECT_EQ(info.replicas, (std::vector<std::string>{"rank 0", "rank 1", "rank 2"}));
+  EXPECT_EQ(info.task, "regression");
+  ASSERT_EQ(info.full_split.size(), 3u);  // 20 rows: 7, 7, 6
+  EXPECT_EQ(info.full_split[2].rows(), 6);
+  ASSERT_EQ(info.last_split.size(), 3u);  // 10 rows: 4, 4, 2
+  EXPECT_EQ(info.last_split[2].rows(), 2);
+  EXPECT_EQ(info.status, "running");
+  EXPECT_FALSE(info.started.empty());
+  end_run(info, "failed", "boom");
+
+  testing::TempDir dir;
+  write_run_info(dir / "run.json", info);
+  const RunInfo back = read_run_info(dir / "run.json");
+  EXPECT_EQ(back.status, "failed");
+  EXPECT_EQ(back.error, "boom");
+  EXPECT_EQ(back.ended, info.ended);
+  EXPECT_EQ(back.epochs, 3);
+  EXPECT_EQ(back.accumulation_steps, 2);
+  EXPECT_EQ(back.last_split.size(), 3u);
+  EXPECT_EQ(back.last_split[1].device, "rank 1");
+  EXPECT_EQ(back.last_split[1].begin, 4);
+
+  testing::write_text(dir / "bad.json", "[1, 2]");
+  EXPECT_THROW(read_run_info(dir / "bad.json"), UserError);
+  EXPECT_THROW(read_run_info(dir / "missing.json"), UserError);
+}
+
+}  // namespace
+}  // namespace gputrain::report
