@@ -120,6 +120,8 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   auto* config = app.add_subcommand("config", "validate an experiment file and print it fully resolved");
   add_config_options(config, config_args.config, config_args.overrides, /*required=*/false);
   config->add_flag("--keys", config_args.keys, "print every key (default, values, meaning) as a markdown table");
+  config->add_flag("--explain", config_args.explain,
+                   "print each key, its value and where it came from (file:line:col, --set #N or default)");
 
   InfoArgs info_args{false, env};
   auto* info = app.add_subcommand("info", "report LibTorch, CUDA, cuDNN, NCCL and the visible devices");

@@ -53,6 +53,7 @@ struct ConfigArgs {
   std::string config;
   std::vector<std::string> overrides;
   bool keys = false;
+  bool explain = false;
 };
 int run_config(const ConfigArgs& args);
 

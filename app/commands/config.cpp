@@ -13,7 +13,7 @@ int run_config(const ConfigArgs& args) {
   }
   if (args.config.empty()) throw UserError("--config is required (or --keys for the key table)");
   const config::LoadedConfig loaded = config::load_config(args.config, args.overrides);
-  std::cout << config::dump_config(loaded.config);
+  std::cout << (args.explain ? config::explain_config(loaded) : config::dump_config(loaded.config));
   return 0;
 }
 

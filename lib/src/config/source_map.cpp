@@ -12,4 +12,9 @@ SourceMark SourceMap::at(const std::string& key) const {
   }
 }
 
+SourceMark SourceMap::exact(const std::string& key) const {
+  const auto it = marks_.find(key);
+  return it == marks_.end() ? SourceMark{} : it->second;
+}
+
 }  // namespace gputrain::config

@@ -23,6 +23,10 @@ std::string dump_config(const ExperimentConfig& config);
 // declarations in schema.h; configs/README.md holds it (a test checks).
 std::string key_table();
 
+// Every key, its value and where the value came from: "file:line:col",
+// "--set #N" or "default", as an aligned table (`gputrain config --explain`).
+std::string explain_config(const LoadedConfig& loaded);
+
 // Every leaf of dump_config by dotted key, its value as flow YAML
 // ("model.hidden" -> "[16]"), for comparing two configs key by key.
 std::map<std::string, std::string> flatten_config(const ExperimentConfig& config);

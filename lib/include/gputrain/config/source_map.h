@@ -13,6 +13,8 @@ class SourceMap {
   void record(const std::string& key, SourceMark mark) { marks_[key] = std::move(mark); }
   // The mark of the key, else of its nearest recorded parent, else unknown.
   SourceMark at(const std::string& key) const;
+  // The mark of the key itself: unknown when neither the file nor --set gave it.
+  SourceMark exact(const std::string& key) const;
 
  private:
   std::map<std::string, SourceMark> marks_;
