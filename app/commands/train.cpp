@@ -14,6 +14,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/config/load.h"
+#include "gputrain/config/output_paths.h"
 #include "gputrain/device/probe.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/device/versions.h"
@@ -169,11 +170,12 @@ struct RunDirectory {
 void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Trainer& trainer, RunDirectory& dir) {
   const config::LoadedConfig& loaded = plan.start.config;
   const auto& resumed = plan.start.checkpoint;
-  dir.paths = report::run_paths(loaded.config);
+  const report::RunDirOptions run_dir = report::run_dir_options(loaded.config, resumed.has_value());
+  dir.paths = report::run_paths(run_dir.dir);
   if (plan.primary) {
     dir.lock.emplace(dir.paths.dir);  // one process per run directory
-    if (!resumed) checkpoint::check_checkpoint_dir(checkpoint::checkpoint_dir(loaded.config));
-    dir.paths = report::prepare_run_dir(loaded.config, resumed.has_value());
+    if (!resumed) checkpoint::check_checkpoint_dir(config::checkpoint_directory(loaded.config));
+    dir.paths = report::prepare_run_dir(run_dir);
     add_log_file(dir.paths.log.string());
   }
   spdlog::info("{}", device::version_line());
@@ -190,14 +192,15 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
   dir.console.emplace(isatty(STDERR_FILENO) != 0);
   dir.observers.add(&*dir.console);
   dir.observers.add(&*dir.metrics);
-  dir.recorder.emplace(dir.paths, loaded.config, trainer.layout(), plan.inventory, dir.observers);
+  dir.recorder.emplace(dir.paths, report::run_recorder_options(loaded.config), trainer.layout(), plan.inventory,
+                       dir.observers);
 }
 
 // Trains, writes model.pt and the run's report, and prints the result line.
 int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer, RunDirectory& dir) {
   const config::ExperimentConfig& config = plan.start.config.config;
   train::FitOptions options;
-  options.checkpoint_dir = checkpoint::checkpoint_dir(config);
+  options.checkpoint_dir = config::checkpoint_directory(config);
   options.stop = &install_signal_handlers(config.train.on_sigint);
   options.write_hooks = args.checkpoint_write_hooks;
   train::TrainSummary summary;

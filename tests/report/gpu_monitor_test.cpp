@@ -29,7 +29,7 @@ TEST(GpuMonitor, MissingNvmlLeavesTheMonitorOffCleanly) {
   EXPECT_TRUE(monitor.take_window().empty());
 
   Recorder next;
-  GpuMonitorObserver observer(&monitor, config::DataConfig{}, next);
+  GpuMonitorObserver observer(&monitor, LoaderSettings{}, next);
   train::EpochMetrics m;
   m.epoch = 1;
   observer.on_epoch(m);
@@ -104,7 +104,7 @@ TEST(GpuMonitor, SamplesEveryGpuOfAFakeNvml) {
 TEST(GpuMonitorObserver, AddsEachEpochsFiguresBeforePassingItOn) {
   GpuMonitor monitor({{0, ""}, {1, ""}}, 10ms, FAKE_NVML_PATH);
   Recorder next;
-  GpuMonitorObserver observer(&monitor, config::DataConfig{}, next);
+  GpuMonitorObserver observer(&monitor, LoaderSettings{}, next);
   train::EpochMetrics m;
   m.epoch = 3;
   m.epoch_s = 1.0;
@@ -114,15 +114,13 @@ TEST(GpuMonitorObserver, AddsEachEpochsFiguresBeforePassingItOn) {
   EXPECT_EQ(next.epochs[0].epoch, 3);
   EXPECT_DOUBLE_EQ(next.epochs[0].gpus[1].util_max, 50.0);
 
-  GpuMonitorObserver passthrough(nullptr, config::DataConfig{}, next);
+  GpuMonitorObserver passthrough(nullptr, LoaderSettings{}, next);
   passthrough.on_epoch(m);
   EXPECT_TRUE(next.epochs.back().gpus.empty());
 }
 
 TEST(UtilizationHint, NamesDataLoadingWhenTheLoaderWaitedElseSmallBatches) {
-  config::DataConfig data;
-  data.num_workers = 2;
-  data.batch_size = 64;
+  const LoaderSettings data{2, 64};
   train::EpochMetrics m;
   m.epoch = 2;
   m.epoch_s = 10.0;

@@ -10,33 +10,47 @@
 namespace gputrain::report {
 namespace {
 
+RunDirOptions run_dir(const std::filesystem::path& dir, bool resuming = false) {
+  return {dir, "name: demo\n", resuming};
+}
+
 TEST(RunDir, WritesTheResolvedConfigAndKeepsEarlierMetrics) {
   testing::TempDir dir;
-  const auto config = config::load_config_text("name: demo\noutput: {dir: " + dir.path().string() + "}\n", "x").config;
-  const RunPaths first = prepare_run_dir(config);
+  const RunPaths first = prepare_run_dir(run_dir(dir / "demo"));
   EXPECT_EQ(first.dir, dir / "demo");
-  const auto reloaded = config::load_config(first.config.string());
-  EXPECT_EQ(config::dump_config(reloaded.config), config::dump_config(config));
+  EXPECT_EQ(testing::read_text(first.config), "name: demo\n");
   testing::write_text(first.metrics, "{\"old\": true}\n");
-  prepare_run_dir(config);
+  prepare_run_dir(run_dir(dir / "demo"));
   EXPECT_FALSE(std::filesystem::exists(first.metrics));
   EXPECT_TRUE(std::filesystem::exists(first.dir / "metrics.1.jsonl"));
 }
 
+TEST(RunDir, OptionsFromAConfigNameItsDirectoryAndHoldItsDump) {
+  config::ExperimentConfig config;
+  config.name = "demo";
+  config.output.dir = "/runs";
+  config.train.epochs = 7;
+  config.data.root = "data";  // as loading resolves it
+  const RunDirOptions options = run_dir_options(config, /*resuming=*/true);
+  EXPECT_EQ(options.dir, std::filesystem::path("/runs/demo"));
+  EXPECT_TRUE(options.resuming);
+  const auto reloaded = config::load_config_text(options.resolved_config, "config.yaml");
+  EXPECT_EQ(config::dump_config(reloaded.config), config::dump_config(config));
+}
+
 TEST(RunDir, EarlierEventFilesMoveToARunOfTheirOwn) {
   testing::TempDir dir;
-  const auto config = config::load_config_text("name: demo\noutput: {dir: " + dir.path().string() + "}\n", "x").config;
-  const RunPaths first = prepare_run_dir(config);
+  const RunPaths first = prepare_run_dir(run_dir(dir / "demo"));
   const std::string old_events = "events.out.tfevents.100.host.7.0";
   testing::write_text(first.dir / old_events, "first run");
-  prepare_run_dir(config, /*resuming=*/true);  // a resumed run continues the same curves
+  prepare_run_dir(run_dir(dir / "demo", /*resuming=*/true));  // a resumed run continues the same curves
   EXPECT_TRUE(std::filesystem::exists(first.dir / old_events));
 
-  prepare_run_dir(config);
+  prepare_run_dir(run_dir(dir / "demo"));
   EXPECT_FALSE(std::filesystem::exists(first.dir / old_events));
   EXPECT_EQ(testing::read_text(first.dir / "events.1" / old_events), "first run");
   testing::write_text(first.dir / old_events, "second run");
-  prepare_run_dir(config);
+  prepare_run_dir(run_dir(dir / "demo"));
   EXPECT_EQ(testing::read_text(first.dir / "events.2" / old_events), "second run");
   EXPECT_EQ(testing::read_text(first.dir / "events.1" / old_events), "first run");
 }
@@ -44,15 +58,13 @@ TEST(RunDir, EarlierEventFilesMoveToARunOfTheirOwn) {
 TEST(RunDir, UnwritableOutputIsAUserError) {
   testing::TempDir dir;
   testing::write_text(dir / "file", "not a directory");
-  const auto config = config::load_config_text("output: {dir: " + (dir / "file").string() + "}\n", "x").config;
-  EXPECT_THROW(prepare_run_dir(config), UserError);
+  EXPECT_THROW(prepare_run_dir(run_dir(dir / "file" / "experiment")), UserError);
 }
 
 TEST(RunDir, WeightsNameTakenByADirectoryIsRefusedBeforeTraining) {
   testing::TempDir dir;
   std::filesystem::create_directories(dir / "demo" / "model.pt");
-  const auto config = config::load_config_text("name: demo\noutput: {dir: " + dir.path().string() + "}\n", "x").config;
-  EXPECT_THROW(prepare_run_dir(config), UserError);
+  EXPECT_THROW(prepare_run_dir(run_dir(dir / "demo")), UserError);
 }
 
 // A directory only its owner, root, may write to. The checks run as nobody in
@@ -80,8 +92,7 @@ class ReadOnlyDir : public ::testing::Test {
 };
 
 TEST_F(ReadOnlyDir, RunDirectoryInsideIsAUserError) {
-  const auto config = config::load_config_text("output: {dir: " + dir_.path().string() + "}\n", "x").config;
-  const auto r = user_error_without_root([&] { prepare_run_dir(config); });
+  const auto r = user_error_without_root([&] { prepare_run_dir(run_dir(dir_ / "experiment")); });
   if (r.exit_code == testing::kSetupFailed) GTEST_SKIP() << "cannot give up root here";
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out.rfind("UserError: " + (dir_ / "experiment").string() + ": cannot create the run directory", 0), 0u)

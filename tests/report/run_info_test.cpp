@@ -2,16 +2,13 @@
 
 #include <gtest/gtest.h>
 
-#include "gputrain/config/load.h"
 #include "support/temp_dir.h"
 
 namespace gputrain::report {
 namespace {
 
 TEST(RunInfo, DescribesStrategyAndSplitsAndRoundTrips) {
-  const auto config =
-      config::load_config_text("name: r\ndata: {batch_size: 40}\ntrain: {accumulation_steps: 2, epochs: 3}\n", "x")
-          .config;
+  const RunSettings settings{"r", config::AmpMode::kOff, /*epochs=*/3, /*batch_size=*/40, /*accumulation_steps=*/2};
   train::TrainLayout layout;
   layout.strategy.kind = parallel::StrategyKind::kDistributed;
   layout.strategy.replicas = {torch::Device(torch::kCPU)};
@@ -22,7 +19,7 @@ TEST(RunInfo, DescribesStrategyAndSplitsAndRoundTrips) {
   layout.last_micro_batch = 10;
   layout.steps_per_epoch = 2;
   layout.classification = false;
-  RunInfo info = describe_run(config, layout);
+  RunInfo info = describe_run(settings, layout);
   EXPECT_EQ(info.strategy, "ddp");
   EXPECT_EQ(info.replicas, (std::vector<std::string>{"rank 0", "rank 1", "rank 2"}));
   EXPECT_EQ(info.task, "regression");
@@ -49,6 +46,21 @@ TEST(RunInfo, DescribesStrategyAndSplitsAndRoundTrips) {
   testing::write_text(dir / "bad.json", "[1, 2]");
   EXPECT_THROW(read_run_info(dir / "bad.json"), UserError);
   EXPECT_THROW(read_run_info(dir / "missing.json"), UserError);
+}
+
+TEST(RunInfo, SettingsComeFromTheConfig) {
+  config::ExperimentConfig config;
+  config.name = "from-config";
+  config.train.amp = config::AmpMode::kBf16;
+  config.train.epochs = 4;
+  config.data.batch_size = 32;
+  config.train.accumulation_steps = 2;
+  const RunSettings settings = run_settings(config);
+  EXPECT_EQ(settings.name, "from-config");
+  EXPECT_EQ(settings.amp, config::AmpMode::kBf16);
+  EXPECT_EQ(settings.epochs, 4);
+  EXPECT_EQ(settings.batch_size, 32);
+  EXPECT_EQ(settings.accumulation_steps, 2);
 }
 
 }  // namespace

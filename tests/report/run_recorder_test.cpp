@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include "gputrain/common/error.h"
-#include "gputrain/config/load.h"
 #include "gputrain/report/metrics_writer.h"
 #include "support/temp_dir.h"
 
@@ -37,22 +36,28 @@ train::TrainLayout cpu_layout() {
   return layout;
 }
 
+RunRecorderOptions recorder_options(const std::string& name, bool tensorboard = true) {
+  RunRecorderOptions options;
+  options.run.name = name;
+  options.run.epochs = 2;
+  options.tensorboard = tensorboard;
+  return options;
+}
+
 struct RunDir {
   testing::TempDir dir;
-  config::ExperimentConfig config;
   RunPaths paths;
-  explicit RunDir(const std::string& yaml) {
-    config = config::load_config_text(yaml + "\noutput: {dir: " + dir.path().string() + "}\n", "r.yaml").config;
-    paths = prepare_run_dir(config);
-  }
+  RunDir() { paths = prepare_run_dir({dir / "run", "name: run\n", false}); }
   nlohmann::json info() const { return nlohmann::json::parse(testing::read_text(paths.run_info)); }
 };
 
 TEST(RunRecorder, StartsTheRecordAndWritesTheReportWhenTheRunFinishes) {
-  RunDir run("name: done\ntrain: {epochs: 2}");
+  RunDir run;
   Recorder next;
-  RunRecorder recorder(run.paths, run.config, cpu_layout(), device::DeviceInventory{}, next);
+  RunRecorder recorder(run.paths, recorder_options("done"), cpu_layout(), device::DeviceInventory{}, next);
   EXPECT_EQ(run.info()["status"], "running");
+  EXPECT_EQ(run.info()["name"], "done");
+  EXPECT_EQ(run.info()["epochs"], 2);
   EXPECT_EQ(run.info()["last_micro_batch"], 2);
   EXPECT_TRUE(nlohmann::json::parse(testing::read_text(run.paths.device_report)).contains("gpus"));
   EXPECT_EQ(event_files(run.paths.dir), 1);
@@ -71,11 +76,12 @@ TEST(RunRecorder, StartsTheRecordAndWritesTheReportWhenTheRunFinishes) {
 }
 
 TEST(RunRecorder, AnInterruptionAndAFailureAreToldApart) {
-  RunDir run("name: stopped\ntrain: {tensorboard: false}");
+  RunDir run;
   testing::write_text(run.paths.metrics, "");
   Recorder next;
-  RunRecorder recorder(run.paths, run.config, cpu_layout(), device::DeviceInventory{}, next);
-  EXPECT_EQ(event_files(run.paths.dir), 0) << "train.tensorboard: false";
+  RunRecorder recorder(run.paths, recorder_options("stopped", /*tensorboard=*/false), cpu_layout(),
+                       device::DeviceInventory{}, next);
+  EXPECT_EQ(event_files(run.paths.dir), 0) << "tensorboard off";
   recorder.fail(Interrupted("stopped by SIGINT at step 7"));
   EXPECT_EQ(run.info()["status"], "interrupted");
   EXPECT_EQ(run.info()["error"], "stopped by SIGINT at step 7");
@@ -87,9 +93,9 @@ TEST(RunRecorder, AnInterruptionAndAFailureAreToldApart) {
 }
 
 TEST(RunRecorder, AReportThatCannotBeWrittenIsOnlyLogged) {
-  RunDir run("name: nometrics");
+  RunDir run;
   Recorder next;
-  RunRecorder recorder(run.paths, run.config, cpu_layout(), device::DeviceInventory{}, next);
+  RunRecorder recorder(run.paths, recorder_options("nometrics"), cpu_layout(), device::DeviceInventory{}, next);
   EXPECT_NO_THROW(recorder.finish());  // no metrics.jsonl: the report fails, the run's outcome stands
   EXPECT_EQ(run.info()["status"], "finished");
   EXPECT_FALSE(fs::exists(run.paths.report));

@@ -9,6 +9,7 @@
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
+#include "gputrain/config/output_paths.h"
 
 namespace gputrain::checkpoint {
 
@@ -48,7 +49,7 @@ Resumption resolve_resume(const std::string& resume, const std::optional<config:
   std::optional<Checkpoint> checkpoint;
   if (resume == "auto") {
     if (!file_config) throw UserError("--resume auto needs --config: it resumes the run that config names");
-    const auto dir = checkpoint_dir(file_config->config);
+    const auto dir = config::checkpoint_directory(file_config->config);
     checkpoint = newest_valid(dir);
     if (!checkpoint) {
       spdlog::info("--resume auto: no checkpoint in {}, so training starts from scratch", dir.string());

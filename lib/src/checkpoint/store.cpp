@@ -81,10 +81,6 @@ fs::path move_aside(const fs::path& dir) {
 
 }  // namespace
 
-fs::path checkpoint_dir(const config::ExperimentConfig& config) {
-  return fs::path(config.output.dir) / config.name / config.checkpoint.dir;
-}
-
 CheckpointStore::CheckpointStore(fs::path dir, int64_t keep, std::optional<Position> resumed_from, WriteHooks hooks)
     : dir_(std::move(dir)), keep_(keep), hooks_(std::move(hooks)) {
   std::error_code error;

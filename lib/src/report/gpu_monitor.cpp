@@ -212,7 +212,7 @@ std::vector<train::GpuActivity> GpuMonitor::take_window() {
   return out;
 }
 
-std::string utilization_hint(const train::EpochMetrics& m, const config::DataConfig& data) {
+std::string utilization_hint(const train::EpochMetrics& m, const LoaderSettings& loader) {
   if (m.gpus.empty()) return "";
   double util = 0;
   for (const auto& g : m.gpus) util += g.util_mean;
@@ -222,16 +222,16 @@ std::string utilization_hint(const train::EpochMetrics& m, const config::DataCon
     return fmt::format(
         "GPU utilization averaged {:.0f}% in epoch {}: the training thread waited {:.1f} s of the epoch's {:.1f} s "
         "for batches, so data loading is the likely bottleneck; raise data.num_workers (now {}) or data.prefetch",
-        util, m.epoch, m.loader_wait_s, m.epoch_s, data.num_workers);
+        util, m.epoch, m.loader_wait_s, m.epoch_s, loader.num_workers);
   }
   return fmt::format(
       "GPU utilization averaged {:.0f}% in epoch {} although batches were ready (loader wait {:.1f} s of {:.1f} s): "
       "the batches are likely too small to keep the GPU busy; raise data.batch_size (now {}) or train a larger model",
-      util, m.epoch, m.loader_wait_s, m.epoch_s, data.batch_size);
+      util, m.epoch, m.loader_wait_s, m.epoch_s, loader.batch_size);
 }
 
-GpuMonitorObserver::GpuMonitorObserver(GpuMonitor* monitor, const config::DataConfig& data, train::TrainObserver& next)
-    : monitor_(monitor), data_(data), next_(next) {}
+GpuMonitorObserver::GpuMonitorObserver(GpuMonitor* monitor, const LoaderSettings& loader, train::TrainObserver& next)
+    : monitor_(monitor), loader_(loader), next_(next) {}
 
 void GpuMonitorObserver::on_epoch(const train::EpochMetrics& m) {
   if (monitor_ == nullptr || !monitor_->available()) {
@@ -246,7 +246,7 @@ void GpuMonitorObserver::on_epoch(const train::EpochMetrics& m) {
                  g.power_mean_w ? fmt::format(", {:.0f} W", *g.power_mean_w) : "",
                  g.temperature_max_c ? fmt::format(", up to {:.0f} C", *g.temperature_max_c) : "");
   }
-  const std::string hint = utilization_hint(with_gpus, data_);
+  const std::string hint = utilization_hint(with_gpus, loader_);
   if (!hint.empty()) spdlog::warn("{}", hint);
   next_.on_epoch(with_gpus);
 }

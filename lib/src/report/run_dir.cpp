@@ -13,6 +13,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
+#include "gputrain/config/output_paths.h"
 #include "gputrain/report/event_file.h"
 
 namespace gputrain::report {
@@ -51,10 +52,6 @@ void move_event_files_aside(const fs::path& dir) {
 
 }  // namespace
 
-RunPaths run_paths(const config::ExperimentConfig& config) {
-  return run_paths(fs::path(config.output.dir) / config.name);
-}
-
 RunPaths run_paths(const fs::path& dir) {
   RunPaths paths;
   paths.dir = dir;
@@ -68,20 +65,26 @@ RunPaths run_paths(const fs::path& dir) {
   return paths;
 }
 
-RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming) {
-  const RunPaths paths = run_paths(config);
+RunDirOptions run_dir_options(const config::ExperimentConfig& config, bool resuming) {
+  return {config::run_directory(config),
+          "# resolved by gputrain; `gputrain train --config` accepts this file as is\n" + config::dump_config(config),
+          resuming};
+}
+
+RunPaths prepare_run_dir(const RunDirOptions& options) {
+  const RunPaths paths = run_paths(options.dir);
   std::error_code error;
   fs::create_directories(paths.dir, error);
   if (error) {
     throw UserError(fmt::format("{}: cannot create the run directory ({}). Choose another output.dir or --output.",
                                 paths.dir.string(), error.message()));
   }
-  if (!resuming && fs::exists(paths.metrics)) {
+  if (!options.resuming && fs::exists(paths.metrics)) {
     fs::rename(paths.metrics, first_free(paths.dir, "metrics.{}.jsonl"), error);
     if (error)
       throw UserError(fmt::format("{}: cannot keep the previous metrics: {}", paths.metrics.string(), error.message()));
   }
-  if (!resuming) move_event_files_aside(paths.dir);
+  if (!options.resuming) move_event_files_aside(paths.dir);
   // The weights are written last, after the training; a name taken by a
   // directory would lose them, so it is refused before the run starts.
   if (fs::is_directory(paths.weights, error)) {
@@ -91,7 +94,7 @@ RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming) 
                     paths.weights.string()));
   }
   std::ofstream out(paths.config, std::ios::binary | std::ios::trunc);
-  out << "# resolved by gputrain; `gputrain train --config` accepts this file as is\n" << config::dump_config(config);
+  out << options.resolved_config;
   if (!out.flush()) {
     throw UserError(
         fmt::format("{}: cannot write the resolved config. Is the output directory writable?", paths.config.string()));

@@ -48,9 +48,13 @@ std::vector<parallel::ReplicaSplit> splits_from(const nlohmann::json& j) {
 
 }  // namespace
 
-RunInfo describe_run(const config::ExperimentConfig& config, const train::TrainLayout& layout) {
+RunSettings run_settings(const config::ExperimentConfig& config) {
+  return {config.name, config.train.amp, config.train.epochs, config.data.batch_size, config.train.accumulation_steps};
+}
+
+RunInfo describe_run(const RunSettings& settings, const train::TrainLayout& layout) {
   RunInfo info;
-  info.name = config.name;
+  info.name = settings.name;
   info.started = local_time_now();
   info.device = layout.strategy.replicas.empty() ? "cpu" : layout.strategy.replicas.front().str();
   info.strategy = strategy_name(layout.strategy.kind);
@@ -61,12 +65,12 @@ RunInfo describe_run(const config::ExperimentConfig& config, const train::TrainL
     for (const auto& device : layout.strategy.replicas) info.replicas.push_back(device.str());
   }
   info.task = !layout.labeled ? "unlabeled" : layout.classification ? "classification" : "regression";
-  info.amp = config.train.amp;
-  info.epochs = config.train.epochs;
+  info.amp = settings.amp;
+  info.epochs = settings.epochs;
   info.steps_per_epoch = layout.steps_per_epoch;
   info.train_samples = layout.train_samples;
-  info.batch_size = config.data.batch_size;
-  info.accumulation_steps = config.train.accumulation_steps;
+  info.batch_size = settings.batch_size;
+  info.accumulation_steps = settings.accumulation_steps;
   info.micro_batch = layout.micro_batch;
   info.last_micro_batch = layout.last_micro_batch;
   if (layout.strategy.kind != parallel::StrategyKind::kSingle) {

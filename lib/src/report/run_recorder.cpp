@@ -25,26 +25,30 @@ struct RunRecorder::State {
   std::optional<GpuMonitorObserver> monitored;
 };
 
-RunRecorder::RunRecorder(const RunPaths& paths, const config::ExperimentConfig& config,
-                         const train::TrainLayout& layout, const device::DeviceInventory& inventory,
-                         train::TrainObserver& next)
+RunRecorderOptions run_recorder_options(const config::ExperimentConfig& config) {
+  return {run_settings(config), config.train.tensorboard, config.train.monitor_ms,
+          LoaderSettings{config.data.num_workers, config.data.batch_size}};
+}
+
+RunRecorder::RunRecorder(const RunPaths& paths, const RunRecorderOptions& options, const train::TrainLayout& layout,
+                         const device::DeviceInventory& inventory, train::TrainObserver& next)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.paths = paths;
-  s.info = describe_run(config, layout);
+  s.info = describe_run(options.run, layout);
   write_run_info(paths.run_info, s.info);
   write_atomically(paths.device_report, device::inventory_json(inventory));
   s.outputs.add(&next);
-  if (config.train.tensorboard) {
+  if (options.tensorboard) {
     s.tensorboard.emplace(paths.dir, s.info);
     s.outputs.add(&*s.tensorboard);
     spdlog::info("TensorBoard events: {}", s.tensorboard->path().string());
   }
-  if (config.train.monitor_ms > 0) {
+  if (options.monitor_ms > 0) {
     const std::vector<MonitoredGpu> gpus = monitored_gpus(inventory, layout.strategy.replicas);
-    if (!gpus.empty()) s.monitor.emplace(gpus, std::chrono::milliseconds(config.train.monitor_ms));
+    if (!gpus.empty()) s.monitor.emplace(gpus, std::chrono::milliseconds(options.monitor_ms));
   }
-  s.monitored.emplace(s.monitor ? &*s.monitor : nullptr, config.data, s.outputs);
+  s.monitored.emplace(s.monitor ? &*s.monitor : nullptr, options.loader, s.outputs);
 }
 
 RunRecorder::~RunRecorder() = default;

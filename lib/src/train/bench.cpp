@@ -69,7 +69,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   const LossSpec loss = build_loss(loaded, info, device);
   const auto source = data::make_batch_loader(dataset, data::loader_options(c.data, data::Split::kTrain, c.seed),
                                               c.data.device_cache, device);
-  torch::nn::Sequential model = build_model(c, info, device);
+  torch::nn::Sequential model = build_model(c.model, info, device, c.train.channels_last);
   model->train();
   const auto optimizer = make_optimizer(c.optim, model->parameters());
 

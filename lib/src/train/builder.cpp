@@ -81,11 +81,11 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run) {
 
 }  // namespace
 
-torch::nn::Sequential build_model(const config::ExperimentConfig& config, const data::DatasetInfo& info,
-                                  const torch::Device& device) {
-  torch::nn::Sequential model = models::make_model(config.model, models::model_shape(info, config.model));
+torch::nn::Sequential build_model(const config::ModelConfig& config, const data::DatasetInfo& info,
+                                  const torch::Device& device, bool channels_last) {
+  torch::nn::Sequential model = models::make_model(config, models::model_shape(info, config));
   model->to(device);
-  if (config.train.channels_last) to_channels_last(model);
+  if (channels_last) to_channels_last(model);
   return model;
 }
 
@@ -136,7 +136,7 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
 
   device::with_resource_errors(fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)),
                                "Make the model smaller (fewer or narrower layers under model:)", [&] {
-                                 run.model = build_model(c, info, run.device);
+                                 run.model = build_model(c.model, info, run.device, c.train.channels_last);
                                  configure_backends(c.train, run.device);
                                  run.strategy->prepare(run.model);
                                  run.optimizer = make_optimizer(c.optim, run.model->parameters());

@@ -4,18 +4,18 @@
 
 namespace gputrain::train::detail {
 
-Checkpointer::Checkpointer(const config::ExperimentConfig& config, const FitOptions& options,
+Checkpointer::Checkpointer(const config::CheckpointConfig& cadence, bool checkpoint_on_stop, const FitOptions& options,
                            parallel::Strategy& strategy, std::optional<checkpoint::Position> resumed_from,
                            std::string resumed_path)
     : token_(options.stop),
       strategy_(strategy),
       enabled_(!options.checkpoint_dir.empty()),
-      every_(config.checkpoint.every),
-      every_steps_(config.checkpoint.every_steps),
-      checkpoint_on_stop_(config.train.on_sigint == config::OnSigint::kCheckpoint),
+      every_(cadence.every),
+      every_steps_(cadence.every_steps),
+      checkpoint_on_stop_(checkpoint_on_stop),
       last_good_(std::move(resumed_path)) {
   if (enabled_ && strategy.is_primary()) {
-    store_.emplace(options.checkpoint_dir, config.checkpoint.keep, resumed_from, options.write_hooks);
+    store_.emplace(options.checkpoint_dir, cadence.keep, resumed_from, options.write_hooks);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gputrain/checkpoint/store.h"
+#include "gputrain/config/config.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/train/trainer.h"
 
@@ -18,9 +19,12 @@ namespace gputrain::train::detail {
 
 class Checkpointer {
  public:
+  // `cadence`: the checkpoint section; `checkpoint_on_stop`: a stop request
+  // writes a checkpoint first (train.on_sigint: checkpoint).
   // `resumed_from` / `resumed_path`: the checkpoint the run continues, if any.
-  Checkpointer(const config::ExperimentConfig& config, const FitOptions& options, parallel::Strategy& strategy,
-               std::optional<checkpoint::Position> resumed_from, std::string resumed_path);
+  Checkpointer(const config::CheckpointConfig& cadence, bool checkpoint_on_stop, const FitOptions& options,
+               parallel::Strategy& strategy, std::optional<checkpoint::Position> resumed_from,
+               std::string resumed_path);
 
   struct Due {
     bool checkpoint = false;

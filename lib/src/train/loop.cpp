@@ -42,8 +42,9 @@ std::optional<data::Batch> next_batch(data::BatchLoader& source) {
 // running out of memory or threads.
 TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) try {
   State& s = *state_;
-  s.checkpointer =
-      std::make_unique<detail::Checkpointer>(s.config, options, *s.run.strategy, s.resumed_from, s.resumed_path);
+  s.checkpointer = std::make_unique<detail::Checkpointer>(s.config.checkpoint,
+                                                          s.config.train.on_sigint == config::OnSigint::kCheckpoint,
+                                                          options, *s.run.strategy, s.resumed_from, s.resumed_path);
   s.stopping = false;
   detail::EpochLog epoch_log(s.config.train.epochs, s.run.scaler->enabled());
   ObserverList observers;

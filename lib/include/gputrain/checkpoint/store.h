@@ -13,12 +13,8 @@
 
 #include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/common/files.h"
-#include "gputrain/config/config.h"
 
 namespace gputrain::checkpoint {
-
-// <output.dir>/<name>/<checkpoint.dir>
-std::filesystem::path checkpoint_dir(const config::ExperimentConfig& config);
 
 // Throws UserError (exit 2) when `dir` holds anything but gputrain checkpoints
 // (ckpt-*.ckpt, best.ckpt): a run moves a checkpoint directory aside, and

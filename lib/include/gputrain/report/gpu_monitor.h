@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "gputrain/config/config.h"
 #include "gputrain/device/inventory.h"
 #include "gputrain/device/nvml.h"
 #include "gputrain/train/observer.h"
@@ -53,24 +52,30 @@ class GpuMonitor {
 // GPU utilization below this percentage in an epoch earns a hint.
 inline constexpr double kLowUtilization = 50.0;
 
+// The loader settings a hint names, so the user knows what to raise.
+struct LoaderSettings {
+  int64_t num_workers = 0;
+  int64_t batch_size = 0;
+};
+
 // Why the GPUs of `m` were busy less than kLowUtilization percent of the
 // epoch: data loading when the training thread spent at least a tenth of the
 // epoch waiting for batches, otherwise batches too small to fill them. Empty
 // when they were busy enough or not monitored.
-std::string utilization_hint(const train::EpochMetrics& m, const config::DataConfig& data);
+std::string utilization_hint(const train::EpochMetrics& m, const LoaderSettings& loader);
 
 // Adds the monitor's figures to each epoch's metrics, logs them (and the
 // hint), then passes everything on to `next`. A null monitor adds nothing.
 class GpuMonitorObserver : public train::TrainObserver {
  public:
-  GpuMonitorObserver(GpuMonitor* monitor, const config::DataConfig& data, train::TrainObserver& next);
+  GpuMonitorObserver(GpuMonitor* monitor, const LoaderSettings& loader, train::TrainObserver& next);
   void on_progress(const train::Progress& p) override { next_.on_progress(p); }
   void on_step(const train::StepMetrics& m) override { next_.on_step(m); }
   void on_epoch(const train::EpochMetrics& m) override;
 
  private:
   GpuMonitor* monitor_;
-  config::DataConfig data_;
+  LoaderSettings loader_;
   train::TrainObserver& next_;
 };
 

@@ -19,16 +19,23 @@ struct RunPaths {
   std::filesystem::path report;         // report.html
 };
 
-RunPaths run_paths(const config::ExperimentConfig& config);
 RunPaths run_paths(const std::filesystem::path& dir);
+
+struct RunDirOptions {
+  std::filesystem::path dir;    // <output.dir>/<name>
+  std::string resolved_config;  // config.yaml's text: the config as `gputrain config` prints it
+  bool resuming = false;        // the run continues an earlier run's metrics and curves
+};
+// The run directory of `config`, holding its dumped config.
+RunDirOptions run_dir_options(const config::ExperimentConfig& config, bool resuming);
 
 // Creates the run directory and writes config.yaml. A metrics.jsonl left by an
 // earlier run is kept as metrics.N.jsonl rather than overwritten, and its
 // TensorBoard event files move to events.N/ (so that its curves stay apart),
-// unless the run is `resuming` it: then the run appends to both. Throws
+// unless the run is resuming it: then the run appends to both. Throws
 // UserError when the directory cannot be created or written, or model.pt is a
 // directory.
-RunPaths prepare_run_dir(const config::ExperimentConfig& config, bool resuming = false);
+RunPaths prepare_run_dir(const RunDirOptions& options);
 
 // An exclusive lock on a run directory: flock(2) on <dir>/.gputrain.lock,
 // which holds the owner's pid. The kernel releases it when the process ends,

@@ -37,8 +37,18 @@ struct RunInfo {
   std::vector<parallel::ReplicaSplit> last_split;
 };
 
+// What run.json records of the run's settings.
+struct RunSettings {
+  std::string name;
+  config::AmpMode amp = config::AmpMode::kOff;
+  int64_t epochs = 0;
+  int64_t batch_size = 0;  // per optimizer step
+  int64_t accumulation_steps = 1;
+};
+RunSettings run_settings(const config::ExperimentConfig& config);
+
 // Started now, status "running".
-RunInfo describe_run(const config::ExperimentConfig& config, const train::TrainLayout& layout);
+RunInfo describe_run(const RunSettings& settings, const train::TrainLayout& layout);
 // Sets how the run ended (finished, failed or interrupted), and when.
 void end_run(RunInfo& info, const std::string& status, const std::string& error = "");
 

@@ -9,18 +9,28 @@
 
 #include "gputrain/config/config.h"
 #include "gputrain/device/inventory.h"
+#include "gputrain/report/gpu_monitor.h"
 #include "gputrain/report/run_dir.h"
+#include "gputrain/report/run_info.h"
 #include "gputrain/train/observer.h"
 #include "gputrain/train/trainer.h"
 
 namespace gputrain::report {
 
+struct RunRecorderOptions {
+  RunSettings run;
+  bool tensorboard = false;  // write TensorBoard event files
+  int64_t monitor_ms = 0;    // the GPU monitor's sampling period; 0: off
+  LoaderSettings loader;     // named by the monitor's utilization hints
+};
+RunRecorderOptions run_recorder_options(const config::ExperimentConfig& config);
+
 class RunRecorder {
  public:
   // Writes run.json (status "running") and device.json, opens the event file
-  // (train.tensorboard) and starts the GPU monitor (CUDA devices and
-  // train.monitor_ms > 0). Throws Error when the directory cannot be written.
-  RunRecorder(const RunPaths& paths, const config::ExperimentConfig& config, const train::TrainLayout& layout,
+  // (options.tensorboard) and starts the GPU monitor (CUDA devices and
+  // options.monitor_ms > 0). Throws Error when the directory cannot be written.
+  RunRecorder(const RunPaths& paths, const RunRecorderOptions& options, const train::TrainLayout& layout,
               const device::DeviceInventory& inventory, train::TrainObserver& next);
   ~RunRecorder();
 

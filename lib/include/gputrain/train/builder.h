@@ -18,9 +18,9 @@
 
 namespace gputrain::train {
 
-// The model for `info`'s samples, on `device`, in channels-last format when train.channels_last asks.
-torch::nn::Sequential build_model(const config::ExperimentConfig& config, const data::DatasetInfo& info,
-                                  const torch::Device& device);
+// The model for `info`'s samples, on `device`, in channels-last format when `channels_last`.
+torch::nn::Sequential build_model(const config::ModelConfig& config, const data::DatasetInfo& info,
+                                  const torch::Device& device, bool channels_last);
 
 // The loss for `info`'s targets (train.loss, train.class_weights on `device`);
 // a ConfigError points at the key in the file.
