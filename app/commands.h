@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gputrain/common/files.h"
+#include "gputrain/parallel/strategy.h"
 
 namespace CLI {
 class App;
@@ -48,6 +49,10 @@ CLI::Validator whole_number(int64_t minimum, int64_t maximum);
 // -c/--config FILE and --set KEY=VALUE..., as every command that reads an experiment file takes them.
 void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,
                         bool required = true);
+
+// What a launcher (torchrun, srun, --nproc's parent) told this process; a
+// world of 1 when nothing did. Throws UserError for values no launcher gives.
+parallel::LaunchInfo launch_info(const Environment& env);
 
 struct ConfigArgs {
   std::string config;

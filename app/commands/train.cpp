@@ -52,39 +52,6 @@ checkpoint::Resumption starting_point(const TrainArgs& args, const std::vector<s
   return checkpoint::resolve_resume(args.resume, file_config, overrides);
 }
 
-int64_t integer(const EnvValue& v) {
-  std::size_t used = 0;
-  try {
-    const int64_t value = std::stoll(v.value, &used);
-    if (used == v.value.size()) return value;
-  } catch (const std::exception&) {
-  }
-  throw UserError(fmt::format("{}='{}' is not an integer; check the launcher's settings", v.name, v.value));
-}
-
-// What the launcher told this process; a world of 1 when nothing did.
-parallel::LaunchInfo launch_info(const Environment& env) {
-  parallel::LaunchInfo launch;
-  if (env.rank || env.world_size) {
-    if (!env.rank || !env.world_size) {
-      const EnvValue& given = env.rank ? *env.rank : *env.world_size;
-      throw UserError(
-          fmt::format("{} is set but {} is not: a launched process needs both its rank and the world "
-                      "size",
-                      given.name, env.rank ? "WORLD_SIZE" : "RANK"));
-    }
-    launch.rank = integer(*env.rank);
-    launch.world_size = integer(*env.world_size);
-    launch.local_rank = env.local_rank ? integer(*env.local_rank) : launch.rank;  // one machine
-  }
-  if (env.master_addr) launch.master_addr = env.master_addr->value;
-  if (env.master_port) launch.master_port = integer(*env.master_port);
-  launch.agent_store = env.agent_store && env.agent_store->value == "True";  // Python's str(True)
-  if (env.restart_count) launch.attempt = integer(*env.restart_count);
-  parallel::check_launch(launch);
-  return launch;
-}
-
 std::vector<std::string> worker_arguments(const TrainArgs& args) {
   std::vector<std::string> out{"--log-level", args.log_level, "train"};
   if (!args.config.empty()) out.insert(out.end(), {"--config", args.config});
@@ -133,6 +100,7 @@ TrainPlan plan_train(const TrainArgs& args) {
   std::vector<std::string> overrides = args.overrides;
   if (!args.output.empty()) overrides.push_back("output.dir=" + yaml_quoted(args.output));
   plan.start = starting_point(args, overrides);
+  config::resolve_batch_forms(plan.start.config, plan.launch.world_size);
   if (args.nproc) return plan;  // the workers resolve their own devices
   plan.inventory = device::probe_devices(args.env.cuda_visible_devices);
   plan.devices = device::resolve_devices(plan.start.config, plan.inventory);
@@ -247,6 +215,7 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
   std::cout << result.dump() << std::endl;
   return 0;
 }
+
 }  // namespace
 
 // config -> plan -> build -> run directory -> train.

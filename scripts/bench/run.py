@@ -190,11 +190,11 @@ def prepare(args):
                        "set": device + ["data.dataset=fashion_mnist", f"data.root={FASHION}",
                                         "data.normalize.mean=[0.5]", "data.normalize.std=[0.5]", f"train.epochs={e}"],
                        "reference": ["cnn", "--data", FASHION, "--format", "idx", "--epochs", e]},
-        # A 1,474-parameter model: per-op overhead, not arithmetic, sets the pace, so
-        # gputrain runs it on one intra-op thread with the fused Adam step (compare
-        # with --python-threads 0,1, which gives the reference one thread too).
+        # A 1,474-parameter model: per-op overhead, not arithmetic, sets the pace; the
+        # auto rules give it one intra-op thread and the fused Adam step (compare with
+        # --python-threads 0,1, which gives the reference one thread too).
         "seed_mlp": {"config": "configs/seed_mlp.yaml", "bound_steps": 2000,
-                     "set": device + ["optim.fused=true", "train.threads=1"],
+                     "set": device,
                      "reference": ["mlp", "--data", mlp, "--epochs", "10"]},
     }
 

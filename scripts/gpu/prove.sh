@@ -283,6 +283,9 @@ OFF=(--set data.device_cache=false --set train.cuda_graph=false --set train.chan
      --set train.cudnn_benchmark=false --set optim.fused=false)
 cifar_cmd fast_baseline "${OFF[@]}"
 step fast_baseline any "$T" 0 'Test set: ' -- "${CMD[@]}"
+# The defaults: every fast path on auto, each decision logged with its reason.
+cifar_cmd fast_auto
+step fast_auto any "$T" 0 '(?s)optim\.fused: \w+ \(auto: .*train\.cudnn_benchmark: \w+ \(auto: .*Test set: ' -- "${CMD[@]}"
 for on in data.device_cache train.channels_last train.cudnn_benchmark optim.fused; do
   name="fast_${on#*.}"
   cifar_cmd "$name" "${OFF[@]}" --set "$on=true"

@@ -86,7 +86,7 @@ def figures_of(name, log, logs_dir):
             fig["cuda_visible_devices"] = obj.get("cuda_visible_devices")
     notes = [line.split("] ", 2)[-1] for line in log.splitlines()
              if re.search(r"train\.cuda_graph|CUDA graph|captur|matmul_precision|data\.device_cache|device cache|"
-                          r"channels.last|cudnn", line)
+                          r"channels.last|cudnn|optim\.fused|train\.threads", line)
              and ("[info]" in line or "[warning]" in line)
              and not re.search(r"writes to|TensorBoard events|checkpoint /|best test|report: |weights in", line)]
     if notes:

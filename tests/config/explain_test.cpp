@@ -39,5 +39,17 @@ TEST(ConfigExplain, SaysWhereEachValueCameFrom) {
   EXPECT_EQ(text.rfind("key ", 0), 0u);
 }
 
+TEST(ConfigExplain, ABatchMadeFromTheMicroBatchSaysSo) {
+  const LoadedConfig loaded =
+      load_config_text("data:\n  micro_batch_size: 16\ntrain: {accumulation_steps: 3}\n", "exp.yaml");
+  const std::string text = explain_config(loaded);
+  EXPECT_EQ(columns_of(text, "data.micro_batch_size"),
+            (std::vector<std::string>{"data.micro_batch_size", "16", "exp.yaml:2:21"}))
+      << text;
+  EXPECT_EQ(columns_of(text, "data.batch_size"),
+            (std::vector<std::string>{"data.batch_size", "48", "data.micro_batch_size", "x", "train.accumulation_steps",
+                                      "x", "processes"}));
+}
+
 }  // namespace
 }  // namespace gputrain::config

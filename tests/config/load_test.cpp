@@ -165,20 +165,27 @@ TEST(ConfigLoad, Fp16OnCpuSuggestsBf16) {
   EXPECT_NE(std::string(e.what()).find("use bf16"), std::string::npos) << e.what();
 }
 
-TEST(ConfigLoad, FastPathSwitchesAreOffByDefaultAndReadAsGiven) {
+TEST(ConfigLoad, FastPathSwitchesAreAutoByDefaultAndReadAsGiven) {
   const ExperimentConfig defaults = load_config_text("", "x").config;
-  EXPECT_EQ(defaults.data.device_cache, Switch::kOff);
+  for (const Switch s : {defaults.data.device_cache, defaults.optim.fused, defaults.train.cuda_graph,
+                         defaults.train.channels_last, defaults.train.cudnn_benchmark}) {
+    EXPECT_EQ(s, Switch::kAuto);
+  }
+  EXPECT_FALSE(defaults.train.threads.has_value());
   EXPECT_EQ(defaults.train.matmul_precision, MatmulPrecision::kAuto);
-  EXPECT_FALSE(defaults.optim.foreach || defaults.optim.fused || defaults.train.cuda_graph ||
-               defaults.train.channels_last || defaults.train.cudnn_benchmark);
+  EXPECT_FALSE(defaults.optim.foreach);
   const ExperimentConfig on = load_config_text(
                                   "data: {device_cache: true}\noptim: {fused: true}\n"
-                                  "train: {cuda_graph: true, channels_last: true, cudnn_benchmark: true}\n",
-                                  "x", {"optim.fused=false", "optim.foreach=true"})
+                                  "train: {cuda_graph: on, channels_last: true, cudnn_benchmark: true, threads: 3}\n",
+                                  "x", {"optim.fused=off", "optim.foreach=true"})
                                   .config;
   EXPECT_EQ(on.data.device_cache, Switch::kOn);
-  EXPECT_TRUE(on.optim.foreach && !on.optim.fused && on.train.cuda_graph && on.train.channels_last &&
-              on.train.cudnn_benchmark);
+  EXPECT_EQ(on.optim.fused, Switch::kOff);
+  EXPECT_TRUE(on.optim.foreach);
+  for (const Switch s : {on.train.cuda_graph, on.train.channels_last, on.train.cudnn_benchmark}) {
+    EXPECT_EQ(s, Switch::kOn);
+  }
+  EXPECT_EQ(on.train.threads, 3);
   EXPECT_EQ(load_config_text("data: {device_cache: auto}\n", "x").config.data.device_cache, Switch::kAuto);
   EXPECT_EQ(load_config_text("train: {matmul_precision: high}\n", "x").config.train.matmul_precision,
             MatmulPrecision::kHigh);
@@ -426,6 +433,47 @@ TEST(ConfigSemantics, AccumulationThatDoesNotDivideTheBatchIsAConfigError) {
   EXPECT_EQ(e.where().line, 1);
   EXPECT_NE(std::string(e.what()).find("30 is not divisible by train.accumulation_steps (4)"), std::string::npos);
   EXPECT_NO_THROW(load_config_text("data: {batch_size: 32}\ntrain: {accumulation_steps: 4}\n", "x"));
+}
+
+// Issue 20 #4: the batch per forward pass, or per optimizer step, or both when they agree.
+TEST(ConfigSemantics, MicroBatchSizeMakesTheBatchPerStepForEachProcessCount) {
+  LoadedConfig loaded = load_config_text("data: {micro_batch_size: 16}\ntrain: {accumulation_steps: 3}\n", "x");
+  EXPECT_EQ(loaded.config.data.batch_size, 48);  // one process
+  resolve_batch_forms(loaded, 4);
+  EXPECT_EQ(loaded.config.data.batch_size, 192);
+  EXPECT_EQ(*loaded.config.data.micro_batch_size, 16);
+  // Not a multiple of the accumulation: the micro-batch is given, so nothing to divide.
+  EXPECT_EQ(
+      load_config_text("data: {micro_batch_size: 5}\ntrain: {accumulation_steps: 3}\n", "x").config.data.batch_size,
+      15);
+  EXPECT_FALSE(load_config_text("", "x").config.data.micro_batch_size);
+}
+
+TEST(ConfigSemantics, BothBatchFormsMustAgreeForTheRunsProcesses) {
+  // 96 = 16 x 3 x 2: agrees for two processes only, so the file loads (some process count fits).
+  const std::string both = "data: {batch_size: 96, micro_batch_size: 16}\ntrain: {accumulation_steps: 3}\n";
+  LoadedConfig two_ranks = load_config_text(both, "f.yaml");
+  EXPECT_NO_THROW(resolve_batch_forms(two_ranks, 2));
+  EXPECT_EQ(two_ranks.config.data.batch_size, 96);
+  try {
+    resolve_batch_forms(two_ranks, 1);
+    FAIL() << "96 disagrees with 16 x 3 x 1";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "data.batch_size");
+    EXPECT_EQ(e.where().line, 1);
+    EXPECT_NE(std::string(e.what()).find("96 disagrees with data.micro_batch_size: 16 per forward pass x 3 "
+                                         "accumulation steps x 1 process make a batch of 48 per optimizer step; "
+                                         "set only one of the two"),
+              std::string::npos)
+        << e.what();
+  }
+  // No process count fits: refused at load, as `gputrain config` does.
+  const ConfigError e = config_error(both, {"data.batch_size=100"});
+  EXPECT_NE(std::string(e.what()).find("100 disagrees with data.micro_batch_size: 16 per forward pass x 3 "
+                                       "accumulation steps make 48 per process, which 100 does not divide into"),
+            std::string::npos)
+      << e.what();
+  EXPECT_EQ(config_error("data: {micro_batch_size: 0}\n").key(), "data.micro_batch_size");
 }
 
 // Issue 17 #6: thread counts are bounded by the machine.

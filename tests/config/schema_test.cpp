@@ -102,6 +102,9 @@ ExperimentConfig with_changed(const std::string& key) {
   visit(perturber, config);
   // Keys whose valid values depend on another key.
   if (config.optim.nesterov) config.optim.momentum = 0.9;
+  if (config.data.micro_batch_size) {
+    config.data.batch_size = *config.data.micro_batch_size * config.train.accumulation_steps;
+  }
   if (config.data.normalize.mean.size() != config.data.normalize.std.size()) {
     config.data.normalize.mean = {0.5};
     config.data.normalize.std = {0.5};

@@ -112,14 +112,14 @@ TEST(DeviceLoader, StopEndsTheEpochAndStartBeginsAnother) {
   EXPECT_EQ(cache.wait_seconds(), 0.0);
 }
 
-TEST(DeviceLoader, MakeBatchLoaderPicksTheDeviceLoaderOnlyWhenAskedFor) {
+TEST(DeviceLoader, MakeBatchLoaderPicksAsSetAndTheDeviceLoaderUnderAutoOnTheCpu) {
   const auto dataset = index_dataset(8);
   EXPECT_NE(dynamic_cast<DeviceLoader*>(make_batch_loader(dataset, {}, config::Switch::kOn, torch::kCPU).get()),
             nullptr);
   EXPECT_NE(dynamic_cast<HostLoader*>(make_batch_loader(dataset, {}, config::Switch::kOff, torch::kCPU).get()),
             nullptr);
-  // auto: the host loader off CUDA.
-  EXPECT_NE(dynamic_cast<HostLoader*>(make_batch_loader(dataset, {}, config::Switch::kAuto, torch::kCPU).get()),
+  // auto: the split is in host memory already, so the batched device path.
+  EXPECT_NE(dynamic_cast<DeviceLoader*>(make_batch_loader(dataset, {}, config::Switch::kAuto, torch::kCPU).get()),
             nullptr);
 }
 

@@ -54,6 +54,20 @@ TEST(ResolveDevices, AutoFallsBackToCpuAndSaysWhy) {
   EXPECT_TRUE(plan.warning.empty()) << "no driver: nothing to warn about";
 }
 
+// Issue 20: a gpus list on a run without GPUs was silently ignored.
+TEST(ResolveDevices, AGpusListOnACpuRunIsAnErrorNotIgnored) {
+  const std::string on_cpu = device_error("device: cpu\ngpus: [1]\n", machine(2));
+  EXPECT_NE(on_cpu.find("exp.yaml:2:7: gpus: selects GPUs, but the run is on the CPU (device: cpu requested)"),
+            std::string::npos)
+      << on_cpu;
+  const std::string fell_back = device_error("gpus: [0, 1, 2, 3]\n", machine(0));
+  EXPECT_NE(fell_back.find("the run is on the CPU (device: auto chose the CPU because CUDA is not available"),
+            std::string::npos)
+      << fell_back;
+  EXPECT_NE(fell_back.find("remove gpus:"), std::string::npos);
+  EXPECT_EQ(resolve_devices(cfg("device: cpu\ngpus: all\n"), machine(2)).kind, DeviceKind::kCpu);
+}
+
 TEST(ResolveDevices, AutoOnTheCpuDespiteADriverWarns) {
   DeviceInventory old_driver = machine(0);
   old_driver.nvidia_driver_version = "535.104.05";

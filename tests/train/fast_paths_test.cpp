@@ -1,8 +1,11 @@
 // The fast paths in short CPU runs of the trainer: each trains like the
 // default path (exactly, or within rounding), and `bench` reports every phase.
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
+
+#include <algorithm>
 
 #include "gputrain/config/load.h"
 #include "gputrain/data/generate.h"
@@ -21,7 +24,7 @@ using gputrain::testing::TempDir;
 struct Quiet : TrainObserver {};
 
 // A few CIFAR-format images, written once for every test here.
-class FastPaths : public ::testing::Test {
+class FastPathRuns : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir("fast-paths");
@@ -65,26 +68,51 @@ void expect_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::
   }
 }
 
-TEST_F(FastPaths, DeviceLoaderTrainsExactlyLikeTheHostLoader) {
-  expect_equal(trained(cifar({"data.device_cache=true"})), trained(cifar({})), 0);
+// Every fast path off: the plain loop over samples and parameters.
+std::vector<std::string> plain(std::vector<std::string> overrides = {}) {
+  overrides.insert(overrides.begin(), {"data.device_cache=off", "optim.fused=off", "train.cuda_graph=off",
+                                       "train.channels_last=off", "train.cudnn_benchmark=off", "train.threads=0"});
+  return overrides;
 }
 
-TEST_F(FastPaths, ChannelsLastTrainsLikeContiguous) {
-  expect_equal(trained(cifar({"train.channels_last=true"})), trained(cifar({})), 1e-4);
+TEST_F(FastPathRuns, DeviceLoaderTrainsExactlyLikeTheHostLoader) {
+  expect_equal(trained(cifar(plain({"data.device_cache=true"}))), trained(cifar(plain())), 0);
 }
 
-TEST_F(FastPaths, ForeachAndFusedOptimizersTrainLikeTheLoop) {
-  const auto plain = trained(cifar({}));
-  expect_equal(trained(cifar({"optim.foreach=true"})), plain, 1e-4);
-  expect_equal(trained(cifar({"optim.fused=true"})), plain, 1e-4);
+TEST_F(FastPathRuns, ChannelsLastTrainsLikeContiguous) {
+  expect_equal(trained(cifar(plain({"train.channels_last=true"}))), trained(cifar(plain())), 1e-4);
 }
 
-TEST_F(FastPaths, CudaGraphOffCudaFallsBackToEagerSteps) {
-  expect_equal(trained(cifar({"train.cuda_graph=true", "optim.fused=true", "train.cudnn_benchmark=true"})),
-               trained(cifar({"optim.fused=true"})), 0);
+TEST_F(FastPathRuns, ForeachAndFusedOptimizersTrainLikeTheLoop) {
+  const auto loop = trained(cifar(plain()));
+  expect_equal(trained(cifar(plain({"optim.foreach=true"}))), loop, 1e-4);
+  expect_equal(trained(cifar(plain({"optim.fused=true"}))), loop, 1e-4);
 }
 
-TEST_F(FastPaths, BenchTimesEveryPhaseAndTheComputeBound) {
+TEST_F(FastPathRuns, CudaGraphOffCudaFallsBackToEagerSteps) {
+  expect_equal(trained(cifar(plain({"train.cuda_graph=true", "optim.fused=true", "train.cudnn_benchmark=true"}))),
+               trained(cifar(plain({"optim.fused=true"}))), 0);
+}
+
+// auto decides, on this CPU: the device loader, the fused step, and the rest
+// off; the run is bitwise the run with those settings written out.
+TEST_F(FastPathRuns, AutoTrainsExactlyLikeTheSettingsItChose) {
+  expect_equal(trained(cifar({})),
+               trained(cifar({"data.device_cache=on", "optim.fused=on", "train.cuda_graph=off",
+                              "train.channels_last=off", "train.cudnn_benchmark=off", "train.threads=0"})),
+               0);
+}
+
+TEST_F(FastPathRuns, AutoThreadsOfASmallModelTrainLikeOneThreadSetByHand) {
+  const std::vector<std::string> mlp{"model.name=mlp", "model.hidden=[8]", "data.batch_size=4"};
+  std::vector<std::string> one_thread = mlp;
+  one_thread.push_back("train.threads=1");
+  const auto automatic = trained(cifar(mlp));
+  EXPECT_EQ(at::get_num_threads(), 1) << "3,072 -> 8 -> 10 on 4 samples: 0.1 M multiply-adds";
+  expect_equal(automatic, trained(cifar(one_thread)), 0);
+}
+
+TEST_F(FastPathRuns, BenchTimesEveryPhaseAndTheComputeBound) {
   const BenchReport r = run_bench(cifar({"data.device_cache=true"}), {}, {3, 1});
   ASSERT_EQ(r.phases.size(), 5u);
   const std::vector<std::string> names{"data", "forward", "backward", "optimizer", "step"};
@@ -102,7 +130,7 @@ TEST_F(FastPaths, BenchTimesEveryPhaseAndTheComputeBound) {
 }
 
 // The graph replays what eager steps compute: same weights after an epoch.
-TEST_F(FastPaths, CudaGraphTrainsLikeEagerSteps_CUDA) {
+TEST_F(FastPathRuns, CudaGraphTrainsLikeEagerSteps_CUDA) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   auto on_gpu = [](std::vector<std::string> overrides) {
     overrides.insert(overrides.end(), {"device=cuda", "optim.fused=true", "data.drop_last=true", "train.epochs=4"});
@@ -116,13 +144,106 @@ TEST(MatmulPrecision, AutoIsTf32OnCudaAndFullFloat32Elsewhere) {
   EXPECT_EQ(resolve_matmul_precision(config::MatmulPrecision::kAuto, torch::Device(torch::kCUDA, 0)).value, "high");
   EXPECT_EQ(resolve_matmul_precision(config::MatmulPrecision::kAuto, torch::Device(torch::kCPU)).value, "highest");
   EXPECT_EQ(resolve_matmul_precision(config::MatmulPrecision::kMedium, torch::Device(torch::kCPU)).value, "medium");
-  configure_backends(config::TrainConfig{}, torch::Device(torch::kCPU));
+  configure_backends(config::TrainConfig{}, FastPaths{}, torch::Device(torch::kCPU));
   EXPECT_EQ(at::globalContext().float32MatmulPrecision(), at::Float32MatmulPrecision::HIGHEST);
   config::TrainConfig high;
   high.matmul_precision = config::MatmulPrecision::kHigh;
-  configure_backends(high, torch::Device(torch::kCPU));
+  configure_backends(high, FastPaths{}, torch::Device(torch::kCPU));
   EXPECT_EQ(at::globalContext().float32MatmulPrecision(), at::Float32MatmulPrecision::HIGH);
-  configure_backends(config::TrainConfig{}, torch::Device(torch::kCPU));
+  configure_backends(config::TrainConfig{}, FastPaths{}, torch::Device(torch::kCPU));
+}
+
+TEST(ConfigureBackends, ThreadsGoBackToLibTorchsDefaultAfterARunThatSetThem) {
+  const int before = at::get_num_threads();
+  FastPaths one;
+  one.threads = 1;
+  configure_backends(config::TrainConfig{}, FastPaths{}, torch::Device(torch::kCPU));
+  configure_backends(config::TrainConfig{}, one, torch::Device(torch::kCPU));
+  EXPECT_EQ(at::get_num_threads(), 1);
+  configure_backends(config::TrainConfig{}, FastPaths{}, torch::Device(torch::kCPU));
+  EXPECT_EQ(at::get_num_threads(), before);
+}
+
+// The auto rules on made-up runs: no device is touched.
+RunFacts facts(torch::Device device, bool convolutional, int64_t micro_batch_macs) {
+  RunFacts f;
+  f.device = device;
+  f.convolutional = convolutional;
+  f.micro_batch_macs = micro_batch_macs;
+  f.train_samples = 50000;
+  f.micro_batch = 128;
+  return f;
+}
+
+bool has(const std::vector<std::string>& lines, const std::string& line) {
+  return std::find(lines.begin(), lines.end(), line) != lines.end();
+}
+
+TEST(FastPathPlan, OnTheCpuTheFusedStepAndThreadsByModelSize) {
+  const config::ExperimentConfig c;
+  const FastPaths cnn = plan_fast_paths(c, facts(torch::Device(torch::kCPU), true, 36'000'000));
+  EXPECT_TRUE(cnn.fused);
+  EXPECT_FALSE(cnn.cuda_graph || cnn.channels_last || cnn.cudnn_benchmark);
+  EXPECT_EQ(cnn.threads, 0);
+  EXPECT_TRUE(has(cnn.decisions, "optim.fused: on (auto: fused sgd kernel available for cpu)")) << cnn.decisions[0];
+  EXPECT_TRUE(has(cnn.decisions, "train.cuda_graph: off (auto: it needs CUDA and the run is on cpu)"));
+  EXPECT_TRUE(has(cnn.decisions, "train.channels_last: off (auto: no faster on cpu (measured))"));
+  EXPECT_TRUE(has(cnn.decisions, "train.cudnn_benchmark: off (auto: cuDNN does not run on cpu)"));
+  EXPECT_TRUE(has(cnn.decisions,
+                  "train.threads: LibTorch's default (auto: a micro-batch's forward pass is 36.0 M "
+                  "multiply-adds)"));
+
+  const FastPaths mlp = plan_fast_paths(c, facts(torch::Device(torch::kCPU), false, 45'056));
+  EXPECT_EQ(mlp.threads, 1);
+  EXPECT_TRUE(has(mlp.decisions, "train.channels_last: off (auto: the model has no convolutions)"));
+  EXPECT_EQ(plan_fast_paths(c, facts(torch::Device(torch::kCPU), false, kSmallModelMacs)).threads, 0);
+}
+
+TEST(FastPathPlan, OnCudaGraphsNeedStaticShapesAndChannelsLastNeedsAmp) {
+  config::ExperimentConfig c;
+  const torch::Device gpu(torch::kCUDA, 0);
+  const FastPaths ragged = plan_fast_paths(c, facts(gpu, true, 83'000'000));
+  EXPECT_FALSE(ragged.cuda_graph) << "50,000 samples leave a last batch of 80";
+  EXPECT_TRUE(ragged.cudnn_benchmark);
+  EXPECT_FALSE(ragged.channels_last);
+  EXPECT_EQ(ragged.threads, 0);
+  EXPECT_TRUE(has(ragged.decisions, "train.threads: LibTorch's default (auto: the steps run on CUDA)"));
+
+  c.data.drop_last = true;
+  const FastPaths graphed = plan_fast_paths(c, facts(gpu, true, 83'000'000));
+  EXPECT_TRUE(graphed.cuda_graph && graphed.fused);
+  EXPECT_TRUE(has(graphed.decisions, "train.cuda_graph: on (auto: one device, batches of one shape)"));
+  RunFacts two_gpus = facts(gpu, true, 83'000'000);
+  two_gpus.single_device = false;
+  EXPECT_FALSE(plan_fast_paths(c, two_gpus).cuda_graph);
+
+  c.train.amp = config::AmpMode::kBf16;
+  const FastPaths mixed = plan_fast_paths(c, facts(gpu, true, 83'000'000));
+  EXPECT_TRUE(mixed.channels_last);
+  EXPECT_FALSE(mixed.cuda_graph) << "amp";
+  EXPECT_FALSE(plan_fast_paths(c, facts(gpu, false, 1'000)).cudnn_benchmark) << "no convolutions";
+}
+
+TEST(FastPathPlan, ASettingWinsAndForeachTurnsAutoFusedOff) {
+  config::ExperimentConfig c;
+  c.optim.foreach = true;
+  const FastPaths foreach = plan_fast_paths(c, facts(torch::Device(torch::kCPU), false, 1'000));
+  EXPECT_FALSE(foreach.fused);
+  EXPECT_TRUE(has(foreach.decisions, "optim.fused: off (auto: optim.foreach is set instead)"));
+
+  c.optim.foreach = false;
+  c.optim.fused = config::Switch::kOff;
+  c.train.cuda_graph = config::Switch::kOn;
+  c.train.channels_last = config::Switch::kOn;
+  c.train.threads = 2;
+  const FastPaths set = plan_fast_paths(c, facts(torch::Device(torch::kCUDA, 0), true, 1'000));
+  EXPECT_FALSE(set.fused);
+  EXPECT_FALSE(set.cuda_graph) << "asked for, but blocked";
+  EXPECT_TRUE(set.channels_last);
+  EXPECT_EQ(set.threads, 2);
+  EXPECT_TRUE(has(set.decisions, "optim.fused: off (set)"));
+  EXPECT_TRUE(has(set.decisions, "train.channels_last: on (set)"));
+  EXPECT_TRUE(has(set.decisions, "train.threads: 2 (set)"));
 }
 
 }  // namespace

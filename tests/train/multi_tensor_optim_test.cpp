@@ -41,7 +41,7 @@ std::vector<Case> cases() {
 
 config::OptimConfig with_kernel(config::OptimConfig c, const std::string& kernel) {
   c.foreach = kernel == "foreach";
-  c.fused = kernel == "fused";
+  c.fused = kernel == "fused" ? config::Switch::kOn : config::Switch::kOff;
   return c;
 }
 

@@ -75,7 +75,9 @@ TEST(Trainer, ClassWeightsWeightTheLossAndMustFitTheClasses) {
 
 TEST(Trainer, LayoutAndLoaderWaitAreReported) {
   // 250 samples in micro-batches of 32 / 2 = 16: 15 full ones and a last of 10.
-  Trainer trainer(synthetic({"data.samples=250", "train.accumulation_steps=2", "train.epochs=1", "data.num_workers=1"}),
+  // The host loader: the device cache (auto on the CPU) makes batches without waiting.
+  Trainer trainer(synthetic({"data.samples=250", "train.accumulation_steps=2", "train.epochs=1", "data.num_workers=1",
+                             "data.device_cache=off"}),
                   cpu());
   const TrainLayout layout = trainer.layout();
   EXPECT_EQ(layout.strategy.kind, parallel::StrategyKind::kSingle);
@@ -122,6 +124,25 @@ TEST(Trainer, AccumulationMatchesTheLargerBatch) {
   const auto q = split->parameters();
   ASSERT_EQ(p.size(), q.size());
   for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::allclose(p[i], q[i], 1e-5, 1e-6)) << i;
+}
+
+TEST(Trainer, BothBatchFormsGiveTheSameRun) {
+  auto trained = [](const std::vector<std::string>& batch) {
+    std::vector<std::string> overrides{"train.accumulation_steps=2", "train.epochs=1", "data.samples=100"};
+    overrides.insert(overrides.end(), batch.begin(), batch.end());
+    Trainer trainer(synthetic(overrides), cpu());
+    Recorder recorder;
+    trainer.fit(recorder);
+    EXPECT_EQ(trainer.layout().micro_batch, 16);
+    return std::make_pair(trainer.model(), recorder.steps.size());
+  };
+  const auto [per_step, per_step_count] = trained({"data.batch_size=32"});
+  const auto [per_pass, per_pass_count] = trained({"data.micro_batch_size=16"});
+  EXPECT_EQ(per_step_count, per_pass_count);
+  const auto p = per_step->parameters();
+  const auto q = per_pass->parameters();
+  ASSERT_EQ(p.size(), q.size());
+  for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::equal(p[i], q[i])) << i;
 }
 
 TEST(Trainer, BatchMustDivideIntoMicroBatches) {

@@ -32,12 +32,12 @@ LoaderOptions loader_options(const config::DataConfig& config, Split split, uint
 
 namespace {
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+}  // namespace
 
 int64_t split_bytes(const Dataset& dataset) {
   const int64_t targets = dataset.targets().defined() ? static_cast<int64_t>(dataset.targets().nbytes()) : 0;
   return static_cast<int64_t>(dataset.inputs().nbytes()) + targets;
 }
-}  // namespace
 
 std::string device_cache_blocker(int64_t split_bytes, int64_t free_bytes, const torch::Device& device) {
   if (!device.is_cuda() || free_bytes < 0 || split_bytes <= free_bytes / 2) return "";
@@ -45,32 +45,34 @@ std::string device_cache_blocker(int64_t split_bytes, int64_t free_bytes, const 
                      device.str(), gib(free_bytes));
 }
 
-std::unique_ptr<BatchLoader> make_batch_loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
-                                               config::Switch device_cache, torch::Device device) {
-  if (device_cache == config::Switch::kOff) {
-    return std::make_unique<HostLoader>(std::move(dataset), std::move(options));
-  }
-  const int64_t bytes = split_bytes(*dataset);
-  const std::string blocker = device_cache_blocker(bytes, device::free_memory(device), device);
-  const std::string split = dataset->info().name;
-  if (device_cache == config::Switch::kOn) {
+DeviceCacheChoice choose_device_cache(config::Switch setting, int64_t split_bytes, int64_t free_bytes,
+                                      const torch::Device& device, const std::string& split) {
+  if (setting == config::Switch::kOff) return {false, "set"};
+  const std::string blocker = device_cache_blocker(split_bytes, free_bytes, device);
+  if (setting == config::Switch::kOn) {
     if (!blocker.empty()) {
       throw DataError(
           fmt::format("data.device_cache: {} ({}); set data.device_cache: auto to fall back to the host "
                       "loader, or off",
                       blocker, split));
     }
-    return std::make_unique<DeviceLoader>(std::move(dataset), std::move(options), device);
+    return {true, "set"};
   }
-  if (!device.is_cuda()) {
-    spdlog::info("data.device_cache: off (auto: the host loader's threads overlap with training on {})", device.str());
-    return std::make_unique<HostLoader>(std::move(dataset), std::move(options));
-  }
-  if (!blocker.empty()) {
-    spdlog::info("data.device_cache: off (auto: {})", blocker);
-    return std::make_unique<HostLoader>(std::move(dataset), std::move(options));
-  }
-  spdlog::info("data.device_cache: on (auto: the split's {:.2f} GiB fits on {})", gib(bytes), device.str());
+  if (!blocker.empty()) return {false, "auto: " + blocker};
+  if (device.is_cuda())
+    return {true, fmt::format("auto: the split's {:.2f} GiB fits on {}", gib(split_bytes), device.str())};
+  return {true, fmt::format("auto: the split is in {}'s memory already; batched tensor ops make the batches faster "
+                            "than per-sample loader threads",
+                            device.str())};
+}
+
+std::unique_ptr<BatchLoader> make_batch_loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
+                                               config::Switch device_cache, torch::Device device) {
+  const int64_t free_bytes = device_cache == config::Switch::kOff ? -1 : device::free_memory(device);
+  const DeviceCacheChoice cache =
+      choose_device_cache(device_cache, split_bytes(*dataset), free_bytes, device, dataset->info().name);
+  spdlog::info("data.device_cache: {} ({})", cache.on ? "on" : "off", cache.why);
+  if (!cache.on) return std::make_unique<HostLoader>(std::move(dataset), std::move(options));
   return std::make_unique<DeviceLoader>(std::move(dataset), std::move(options), device);
 }
 

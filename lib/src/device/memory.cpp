@@ -7,6 +7,10 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <fstream>
+#include <sstream>
+#include <string>
+
 namespace gputrain::device {
 
 MemoryStats memory_stats(const torch::Device& device) {
@@ -40,6 +44,17 @@ int64_t free_memory(const torch::Device& device) {
 #else
   (void)device;
 #endif
+  return -1;
+}
+
+int64_t host_available_memory(const std::string& meminfo) {
+  std::ifstream in(meminfo);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    int64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
+  }
   return -1;
 }
 

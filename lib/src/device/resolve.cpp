@@ -67,6 +67,15 @@ std::vector<int64_t> selected_gpus(const config::LoadedConfig& loaded, const Dev
   return selection.indices;
 }
 
+// A gpus list on a run that uses no GPU would be ignored; say so instead.
+void reject_gpus_off_cuda(const config::LoadedConfig& loaded, const DevicePlan& plan) {
+  if (loaded.config.gpus.all) return;
+  fail(loaded, "gpus",
+       fmt::format("selects GPUs, but the run is on the {} ({}), which uses none; remove gpus:, or use device: cuda "
+                   "on a machine with those GPUs",
+                   plan.kind == DeviceKind::kMps ? "MPS device" : "CPU", plan.reason));
+}
+
 }  // namespace
 
 DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInventory& inventory) {
@@ -76,6 +85,7 @@ DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInven
     case DeviceKind::kCpu:
       plan.kind = DeviceKind::kCpu;
       plan.reason = "device: cpu requested";
+      reject_gpus_off_cuda(loaded, plan);
       return plan;
     case DeviceKind::kMps:
       if (!inventory.mps_available) {
@@ -83,6 +93,7 @@ DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInven
       }
       plan.kind = DeviceKind::kMps;
       plan.reason = "device: mps requested";
+      reject_gpus_off_cuda(loaded, plan);
       return plan;
     case DeviceKind::kAuto:
       if (!inventory.cuda_available) {
@@ -93,6 +104,7 @@ DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInven
           plan.warning = fmt::format("training on the CPU although an NVIDIA driver ({}) is installed: {}",
                                      inventory.nvidia_driver_version, inventory.cuda_unavailable_reason);
         }
+        reject_gpus_off_cuda(loaded, plan);
         return plan;
       }
       plan.kind = DeviceKind::kCuda;

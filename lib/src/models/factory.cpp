@@ -1,6 +1,9 @@
 #include "gputrain/models/factory.h"
 
 #include <fmt/format.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/utils.h>
 
 #include <sstream>
 
@@ -53,6 +56,28 @@ int64_t parameter_count(const torch::nn::Module& model) {
   int64_t count = 0;
   for (const auto& parameter : model.parameters()) count += parameter.numel();
   return count;
+}
+
+int64_t forward_macs(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape) {
+  const auto parameters = model->parameters();
+  const torch::Device device = parameters.empty() ? torch::Device(torch::kCPU) : parameters.front().device();
+  std::vector<int64_t> shape{1};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  const bool training = model->is_training();
+  model->eval();
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = torch::zeros(shape, torch::TensorOptions().device(device));
+  int64_t macs = 0;
+  for (auto& layer : *model) {
+    x = layer.forward(x);
+    if (const auto* linear = layer.ptr()->as<torch::nn::LinearImpl>()) {
+      macs += linear->weight.numel() * (x.numel() / x.size(-1));
+    } else if (const auto* conv = layer.ptr()->as<torch::nn::Conv2dImpl>()) {
+      macs += conv->weight.numel() * x.size(-2) * x.size(-1);  // each output pixel: one pass over the kernel
+    }
+  }
+  model->train(training);
+  return macs;
 }
 
 std::vector<std::string> layer_summary(const torch::nn::Sequential& model) {

@@ -17,18 +17,6 @@ namespace {
 
 std::string local_time_now() { return fmt::format("{:%Y-%m-%d %H:%M:%S}", fmt::localtime(std::time(nullptr))); }
 
-std::string strategy_name(parallel::StrategyKind kind) {
-  switch (kind) {
-    case parallel::StrategyKind::kSingle:
-      return "single";
-    case parallel::StrategyKind::kDataParallel:
-      return "dp";
-    case parallel::StrategyKind::kDistributed:
-      return "ddp";
-  }
-  return "single";
-}
-
 nlohmann::ordered_json splits_json(const std::vector<parallel::ReplicaSplit>& splits) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const auto& s : splits)
@@ -47,6 +35,18 @@ std::vector<parallel::ReplicaSplit> splits_from(const nlohmann::json& j) {
 }
 
 }  // namespace
+
+std::string strategy_name(parallel::StrategyKind kind) {
+  switch (kind) {
+    case parallel::StrategyKind::kSingle:
+      return "single";
+    case parallel::StrategyKind::kDataParallel:
+      return "dp";
+    case parallel::StrategyKind::kDistributed:
+      return "ddp";
+  }
+  return "single";
+}
 
 RunSettings run_settings(const config::ExperimentConfig& config) {
   return {config.name, config.train.amp, config.train.epochs, config.data.batch_size, config.train.accumulation_steps};

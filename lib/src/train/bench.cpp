@@ -58,7 +58,6 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   const torch::Device device = devices.primary();
   const AmpMode amp = c.train.amp;
   check_amp_device(amp, device.type(), loaded.sources.at("train.amp"));
-  configure_backends(c.train, device);
 
   torch::manual_seed(c.seed);
   const auto dataset = data::make_dataset(c.data, data::Split::kTrain, c.seed);
@@ -69,9 +68,14 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   const LossSpec loss = build_loss(loaded, info, device);
   const auto source = data::make_batch_loader(dataset, data::loader_options(c.data, data::Split::kTrain, c.seed),
                                               c.data.device_cache, device);
-  torch::nn::Sequential model = build_model(c.model, info, device, c.train.channels_last);
+  torch::nn::Sequential model = build_model(c.model, info, device);
+  RunFacts facts;
+  facts.device = device;
+  facts.train_samples = info.samples;
+  facts.micro_batch = c.data.batch_size;
+  const FastPaths fast = apply_fast_paths(c, model, info, facts);
   model->train();
-  const auto optimizer = make_optimizer(c.optim, model->parameters());
+  const auto optimizer = make_optimizer(resolved_optim(c.optim, fast), model->parameters());
 
   int64_t epoch = 0;
   source->start_epoch(epoch);
@@ -84,7 +88,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
     return std::move(*batch);
   };
   auto on_device = [&](const torch::Tensor& t) {
-    return model_inputs(t.to(device, /*non_blocking=*/true), device, c.train.channels_last);
+    return model_inputs(t.to(device, /*non_blocking=*/true), device, fast.channels_last);
   };
   auto forward = [&](const torch::Tensor& inputs, const torch::Tensor& targets) {
     AutocastScope autocast(amp, device.type());

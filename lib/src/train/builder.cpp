@@ -10,7 +10,6 @@
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/train/cuda_graph.h"
-#include "gputrain/train/fast_paths.h"
 
 namespace gputrain::train {
 
@@ -31,16 +30,10 @@ torch::Tensor class_weights(const config::LoadedConfig& loaded, const data::Data
   return torch::tensor(weights, torch::kFloat32).to(device);
 }
 
-// The eager step, or the CUDA graph where train.cuda_graph asks and the run allows it.
+// The eager step, or the CUDA graph where the fast paths chose it.
 std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, RunParts& run) {
-  if (c.train.cuda_graph) {
-    const std::string blocker = cuda_graph_blocker(c, run.device, run.plan.kind == parallel::StrategyKind::kSingle,
-                                                   run.train_set->info().samples);
-    if (blocker.empty()) {
-      return make_graphed_step(run.model, *run.optimizer, run.loss, c.train.channels_last, run.device);
-    }
-    spdlog::warn("train.cuda_graph: off because {}; steps run eagerly", blocker);
-  }
+  if (run.fast.cuda_graph)
+    return make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device);
   EagerStepParts parts;
   parts.strategy = run.strategy.get();
   parts.model = run.model;
@@ -48,7 +41,7 @@ std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, Run
   parts.scaler = run.scaler.get();
   parts.loss = run.loss;
   parts.amp = run.amp;
-  parts.channels_last = c.train.channels_last;
+  parts.channels_last = run.fast.channels_last;
   parts.grad_clip = c.train.grad_clip;
   return make_eager_step(parts);
 }
@@ -61,10 +54,11 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run) {
                run.classification()                            ? fmt::format("{} classes", info.classes)
                : info.target_kind == data::TargetKind::kValues ? "a regression on " + count_of(info.targets, "target")
                                                                : "no labels");
-  spdlog::info("batch: {} per optimizer step{}; {} per epoch", count_of(c.data.batch_size, "sample"),
-               run.accumulation > 1 ? fmt::format(" (micro-batch {} x {} accumulation steps)",
-                                                  c.data.batch_size / run.accumulation, run.accumulation)
-                                    : "",
+  // Both forms, whichever the config stated (data.batch_size or data.micro_batch_size).
+  spdlog::info("batch: {} per optimizer step = micro-batch {} x {}{}; {} per epoch",
+               count_of(c.data.batch_size, "sample"), c.data.batch_size / run.accumulation,
+               count_of(run.accumulation, "accumulation step"),
+               run.world_size > 1 ? fmt::format(" (each of {} ranks takes its share)", run.world_size) : "",
                count_of(run.steps_per_epoch, "step"));
   spdlog::info("model: {}, {} parameters", config::word(c.model.name), models::parameter_count(*run.model));
   for (const auto& line : models::layer_summary(run.model)) spdlog::info("  {}", line);
@@ -82,11 +76,25 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run) {
 }  // namespace
 
 torch::nn::Sequential build_model(const config::ModelConfig& config, const data::DatasetInfo& info,
-                                  const torch::Device& device, bool channels_last) {
+                                  const torch::Device& device) {
   torch::nn::Sequential model = models::make_model(config, models::model_shape(info, config));
   model->to(device);
-  if (channels_last) to_channels_last(model);
   return model;
+}
+
+FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
+                           const data::DatasetInfo& info, RunFacts facts) {
+  FastPaths fast = plan_fast_paths(config, with_model_facts(facts, model, info.input_shape));
+  for (const std::string& line : fast.decisions) spdlog::info("{}", line);
+  if (fast.channels_last) to_channels_last(model);
+  configure_backends(config.train, fast, facts.device);
+  return fast;
+}
+
+config::OptimConfig resolved_optim(const config::OptimConfig& config, const FastPaths& fast) {
+  config::OptimConfig resolved = config;
+  resolved.fused = fast.fused ? config::Switch::kOn : config::Switch::kOff;
+  return resolved;
 }
 
 LossSpec build_loss(const config::LoadedConfig& loaded, const data::DatasetInfo& info, const torch::Device& device) {
@@ -136,10 +144,16 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
 
   device::with_resource_errors(fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)),
                                "Make the model smaller (fewer or narrower layers under model:)", [&] {
-                                 run.model = build_model(c.model, info, run.device, c.train.channels_last);
-                                 configure_backends(c.train, run.device);
+                                 run.model = build_model(c.model, info, run.device);
+                                 RunFacts facts;
+                                 facts.device = run.device;
+                                 facts.single_device = run.plan.kind == parallel::StrategyKind::kSingle;
+                                 facts.train_samples = info.samples;
+                                 facts.micro_batch = micro.batch_size;
+                                 run.fast = apply_fast_paths(c, run.model, info, facts);
                                  run.strategy->prepare(run.model);
-                                 run.optimizer = make_optimizer(c.optim, run.model->parameters());
+                                 run.optimizer =
+                                     make_optimizer(resolved_optim(c.optim, run.fast), run.model->parameters());
                                });
   run.step = build_step(c, run);
   run.steps_per_epoch = (run.train_batches->batches_per_epoch() + run.accumulation - 1) / run.accumulation;

@@ -20,25 +20,6 @@
 
 namespace gputrain::train {
 
-std::string cuda_graph_blocker(const config::ExperimentConfig& c, const torch::Device& device, bool single_device,
-                               int64_t train_samples) {
-#ifndef GPUTRAIN_WITH_CUDA
-  return "this build of LibTorch has no CUDA";
-#endif
-  if (!device.is_cuda()) return fmt::format("it needs CUDA and the run is on {}", device.str());
-  if (!single_device) return "it needs one device (strategy: single)";
-  if (c.train.accumulation_steps != 1) return "it needs train.accumulation_steps: 1";
-  if (!c.data.drop_last && train_samples % c.data.batch_size != 0) {
-    return fmt::format("it needs batches of one shape: set data.drop_last: true ({} samples leave a last batch of {})",
-                       train_samples, train_samples % c.data.batch_size);
-  }
-  if (c.train.grad_clip > 0) return "clipping (train.grad_clip) reads the gradient norm on the host every step";
-  if (c.train.amp != config::AmpMode::kOff) return "it runs with train.amp: off only";
-  if (!c.train.class_weights.empty()) return "it does not weight the loss by class (train.class_weights)";
-  if (!c.optim.fused) return "it needs optim.fused: true (the update must read its learning rate from the device)";
-  return "";
-}
-
 #ifdef GPUTRAIN_WITH_CUDA
 
 namespace {

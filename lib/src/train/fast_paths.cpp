@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "gputrain/models/factory.h"
+
 namespace gputrain::train {
 
 MatmulPrecisionPlan resolve_matmul_precision(config::MatmulPrecision setting, const torch::Device& device) {
@@ -13,21 +15,118 @@ MatmulPrecisionPlan resolve_matmul_precision(config::MatmulPrecision setting, co
   return {"highest", fmt::format("auto: full float32 on {}", device.str())};
 }
 
-void configure_backends(const config::TrainConfig& train, const torch::Device& device) {
+namespace {
+
+const char* on_off(bool on) { return on ? "on" : "off"; }
+
+// A switch's value: as set, or `rule` (its value and why) under auto.
+struct Choice {
+  bool on;
+  std::string why;
+};
+Choice decide(config::Switch setting, const Choice& rule) {
+  if (setting == config::Switch::kAuto) return {rule.on, "auto: " + rule.why};
+  return {setting == config::Switch::kOn, "set"};
+}
+
+}  // namespace
+
+RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape) {
+  for (const auto& p : model->parameters()) facts.convolutional = facts.convolutional || p.dim() == 4;
+  facts.micro_batch_macs = models::forward_macs(model, sample_shape) * facts.micro_batch;
+  return facts;
+}
+
+std::string cuda_graph_blocker(const config::ExperimentConfig& c, bool fused, const RunFacts& facts) {
+#ifndef GPUTRAIN_WITH_CUDA
+  return "this build of LibTorch has no CUDA";
+#endif
+  if (!facts.device.is_cuda()) return fmt::format("it needs CUDA and the run is on {}", facts.device.str());
+  if (!facts.single_device) return "it needs one device (strategy: single)";
+  if (c.train.accumulation_steps != 1) return "it needs train.accumulation_steps: 1";
+  if (!c.data.drop_last && facts.micro_batch > 0 && facts.train_samples % facts.micro_batch != 0) {
+    return fmt::format("it needs batches of one shape: set data.drop_last: true ({} samples leave a last batch of {})",
+                       facts.train_samples, facts.train_samples % facts.micro_batch);
+  }
+  if (c.train.grad_clip > 0) return "clipping (train.grad_clip) reads the gradient norm on the host every step";
+  if (c.train.amp != config::AmpMode::kOff) return "it runs with train.amp: off only";
+  if (!c.train.class_weights.empty()) return "it does not weight the loss by class (train.class_weights)";
+  if (!fused) return "it needs optim.fused on (the update must read its learning rate from the device)";
+  return "";
+}
+
+FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& facts) {
+  FastPaths fast;
+  const bool cuda = facts.device.is_cuda();
+  const std::string device_name = facts.device.str();
+  auto record = [&](const char* key, bool value, const std::string& why) {
+    fast.decisions.push_back(fmt::format("{}: {} ({})", key, on_off(value), why));
+  };
+
+  const Choice fused = decide(
+      c.optim.fused, c.optim.foreach ? Choice{false, "optim.foreach is set instead"}
+                                     : Choice{true, fmt::format("fused {} kernel available for {}",
+                                                                config::word(c.optim.name), cuda ? "cuda" : "cpu")});
+  fast.fused = fused.on;
+  record("optim.fused", fast.fused, fused.why);
+
+  const std::string blocker = cuda_graph_blocker(c, fast.fused, facts);
+  const Choice graph = decide(
+      c.train.cuda_graph, blocker.empty() ? Choice{true, "one device, batches of one shape"} : Choice{false, blocker});
+  fast.cuda_graph = graph.on && blocker.empty();
+  if (graph.on && !blocker.empty()) {
+    spdlog::warn("train.cuda_graph: off because {}; steps run eagerly", blocker);
+    record("train.cuda_graph", false, "set, but " + blocker);
+  } else {
+    record("train.cuda_graph", fast.cuda_graph, graph.why);
+  }
+
+  const bool mixed = c.train.amp != config::AmpMode::kOff;
+  const Choice layout =
+      decide(c.train.channels_last,
+             !facts.convolutional ? Choice{false, "the model has no convolutions"}
+             : !cuda              ? Choice{false, fmt::format("no faster on {} (measured)", device_name)}
+             : !mixed             ? Choice{false, "tensor cores take channels-last convolutions under train.amp only"}
+                                  : Choice{true, "convolutions under train.amp on tensor cores"});
+  fast.channels_last = layout.on;
+  record("train.channels_last", fast.channels_last, layout.why);
+
+  const Choice cudnn =
+      decide(c.train.cudnn_benchmark, !cuda ? Choice{false, fmt::format("cuDNN does not run on {}", device_name)}
+                                      : !facts.convolutional ? Choice{false, "the model has no convolutions"}
+                                                             : Choice{true, "convolutions on CUDA"});
+  fast.cudnn_benchmark = cudnn.on;
+  record("train.cudnn_benchmark", fast.cudnn_benchmark, cudnn.why);
+
+  if (c.train.threads) {
+    fast.threads = *c.train.threads;
+    fast.decisions.push_back(fast.threads > 0 ? fmt::format("train.threads: {} (set)", fast.threads)
+                                              : std::string("train.threads: LibTorch's default (set)"));
+  } else if (cuda) {
+    fast.decisions.push_back("train.threads: LibTorch's default (auto: the steps run on CUDA)");
+  } else if (facts.micro_batch_macs < kSmallModelMacs) {
+    fast.threads = 1;
+    fast.decisions.push_back(fmt::format(
+        "train.threads: 1 (auto: a micro-batch's forward pass is {:.2f} M multiply-adds, under {:.0f} M, too small "
+        "to share between threads)",
+        static_cast<double>(facts.micro_batch_macs) / 1e6, static_cast<double>(kSmallModelMacs) / 1e6));
+  } else {
+    fast.decisions.push_back(
+        fmt::format("train.threads: LibTorch's default (auto: a micro-batch's forward pass is {:.1f} M multiply-adds)",
+                    static_cast<double>(facts.micro_batch_macs) / 1e6));
+  }
+  return fast;
+}
+
+void configure_backends(const config::TrainConfig& train, const FastPaths& fast, const torch::Device& device) {
   const MatmulPrecisionPlan precision = resolve_matmul_precision(train.matmul_precision, device);
   at::globalContext().setFloat32MatmulPrecision(precision.value);
   spdlog::info("train.matmul_precision: {} ({})", precision.value, precision.reason);
-  if (train.threads > 0) {
-    at::set_num_threads(static_cast<int>(train.threads));
-    spdlog::info("train.threads: {} intra-op thread(s) for CPU ops", train.threads);
-  }
-  at::globalContext().setBenchmarkCuDNN(train.cudnn_benchmark);
-  if (!train.cudnn_benchmark) return;
-  if (device.is_cuda()) {
-    spdlog::info("train.cudnn_benchmark: cuDNN times its convolution algorithms for each new input shape");
-  } else {
-    spdlog::info("train.cudnn_benchmark: no effect on {} (cuDNN runs on CUDA only)", device.str());
-  }
+  // Taken before any run sets it, so that a later run in the same process
+  // (tests) gets LibTorch's default back rather than an earlier run's choice.
+  static const int default_threads = at::get_num_threads();
+  at::set_num_threads(fast.threads > 0 ? static_cast<int>(fast.threads) : default_threads);
+  at::globalContext().setBenchmarkCuDNN(fast.cudnn_benchmark);
 }
 
 void to_channels_last(torch::nn::Sequential& model) {

@@ -18,7 +18,7 @@ namespace gputrain::train {
 namespace {
 // optim.foreach / optim.fused pick a multi-tensor step; neither keeps LibTorch's own.
 std::optional<detail::StepKernel> step_kernel(const config::OptimConfig& c) {
-  if (c.fused) return detail::StepKernel::kFused;
+  if (c.fused == config::Switch::kOn) return detail::StepKernel::kFused;
   if (c.foreach) return detail::StepKernel::kForeach;
   return std::nullopt;
 }

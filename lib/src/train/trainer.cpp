@@ -20,16 +20,24 @@ Trainer::~Trainer() = default;
 
 torch::nn::Sequential Trainer::model() const { return state_->run.model; }
 
+TrainLayout plan_layout(const config::ExperimentConfig& config, const parallel::StrategyPlan& strategy,
+                        int64_t world_size, int64_t train_samples) {
+  TrainLayout l;
+  l.strategy = strategy;
+  l.world_size = world_size;
+  l.train_samples = train_samples;
+  const int64_t accumulation = config.train.accumulation_steps;
+  l.micro_batch = config.data.batch_size / accumulation;
+  const int64_t rest = train_samples % l.micro_batch;
+  l.last_micro_batch = rest == 0 || config.data.drop_last ? l.micro_batch : rest;
+  const int64_t batches = train_samples / l.micro_batch + (rest != 0 && !config.data.drop_last ? 1 : 0);
+  l.steps_per_epoch = (batches + accumulation - 1) / accumulation;
+  return l;
+}
+
 TrainLayout Trainer::layout() const {
   const State& s = *state_;
-  TrainLayout l;
-  l.strategy = s.run.plan;
-  l.world_size = s.run.world_size;
-  l.train_samples = s.run.train_set->info().samples;
-  l.micro_batch = s.config.data.batch_size / s.run.accumulation;
-  const int64_t rest = l.train_samples % l.micro_batch;
-  l.last_micro_batch = rest == 0 || s.config.data.drop_last ? l.micro_batch : rest;
-  l.steps_per_epoch = s.run.steps_per_epoch;
+  TrainLayout l = plan_layout(s.config, s.run.plan, s.run.world_size, s.run.train_set->info().samples);
   l.labeled = s.run.labeled();
   l.classification = s.run.classification();
   return l;

@@ -90,10 +90,14 @@ struct AugmentConfig {
 // Batch semantics: batch_size is the number of samples per optimizer step
 // across all replicas; each micro-batch is batch_size / train.accumulation_steps
 // and the replicas share it (PyTorch's scatter rule for uneven splits).
+// micro_batch_size states it the other way (the tutorials' loader batch): the
+// samples of one forward pass in each process, batch_size then being
+// micro_batch_size x accumulation_steps x processes (resolve_batch_forms).
 struct DataConfig {
   DatasetName dataset = DatasetName::kCifar10;
   std::string root;  // resolved per dataset when empty
   int64_t batch_size = 128;
+  std::optional<int64_t> micro_batch_size;
   int64_t test_batch_size = 0;  // 0: same as batch_size
   int64_t num_workers = 4;
   int64_t prefetch = 0;  // batches queued ahead; 0: 2 x num_workers
@@ -102,8 +106,8 @@ struct DataConfig {
   bool drop_last = false;
   // The whole split resident on the training device (images as uint8), batches
   // gathered, augmented and normalised there: no host loader in the loop.
-  // auto: on CUDA when the split takes at most half the GPU's free memory.
-  Switch device_cache = Switch::kOff;
+  // auto: on the CPU; on CUDA when the split takes at most half the GPU's free memory.
+  Switch device_cache = Switch::kAuto;
   NormalizeConfig normalize;
   AugmentConfig augment;
   // random: the data-parallel demo's unlabeled RandomDataset
@@ -140,9 +144,9 @@ struct OptimConfig {
   int64_t warmup_steps = 0;  // linear warm-up before the schedule
   // How the step runs, as PyTorch's foreach= and fused= (at most one): a few
   // multi-tensor kernels over all parameters instead of a loop of small ops
-  // per parameter. Same update, same state in checkpoints.
+  // per parameter. Same update, same state in checkpoints. auto: fused unless foreach.
   bool foreach = false;
-  bool fused = false;
+  Switch fused = Switch::kAuto;
 };
 
 struct TrainConfig {
@@ -157,11 +161,13 @@ struct TrainConfig {
   std::vector<double> class_weights;
   OnNan on_nan = OnNan::kStop;
   OnSigint on_sigint = OnSigint::kCheckpoint;
-  // GPU fast paths; each falls back, with a log line, where it cannot apply.
-  bool cuda_graph = false;       // capture the whole train step once, replay it (CUDA, static shapes, optim.fused)
-  bool channels_last = false;    // model and 4-D inputs in channels-last memory format
-  bool cudnn_benchmark = false;  // let cuDNN time its algorithms for the shapes it sees
-  int64_t threads = 0;           // CPU intra-op threads; 0: LibTorch's default (one per physical core)
+  // Fast paths; each auto rule is in train/fast_paths.h, and each falls back,
+  // with a log line, where it cannot apply.
+  Switch cuda_graph = Switch::kAuto;       // capture the whole train step once, replay it (CUDA, static shapes)
+  Switch channels_last = Switch::kAuto;    // model and 4-D inputs in channels-last memory format
+  Switch cudnn_benchmark = Switch::kAuto;  // let cuDNN time its algorithms for the shapes it sees
+  // CPU intra-op threads; 0: LibTorch's default (one per physical core); unset: auto.
+  std::optional<int64_t> threads;
   // float32 matmuls: highest (full fp32), high (TF32 on CUDA), medium (bf16);
   // auto: high on CUDA (as cuDNN's convolutions already are), highest elsewhere.
   MatmulPrecision matmul_precision = MatmulPrecision::kAuto;

@@ -84,6 +84,10 @@ void visit(V& v, DataConfig& c) {
           "`/usr/share/datasets/fashion-mnist`, mnist `datasets/mnist`");
   v.field("batch_size", c.batch_size, Min{1},
           "global batch per optimizer step, shared by accumulation, replicas and ranks (above)");
+  v.field("micro_batch_size", c.micro_batch_size, Min{1},
+          "the batch stated the tutorials' way: samples per forward pass in each process. `batch_size` is then "
+          "`micro_batch_size` × `train.accumulation_steps` × processes (ranks; 1 without a launcher). Set one of "
+          "the two, or both when they agree; `auto`: `batch_size` / `train.accumulation_steps` (above)");
   v.field("test_batch_size", c.test_batch_size, Min{0}, "evaluation batch; 0 = `batch_size`");
   v.field("num_workers", c.num_workers, Min{0},
           "loader threads; 0 = the training thread. The sample order never depends on it. At most 4 per hardware "
@@ -100,8 +104,9 @@ void visit(V& v, DataConfig& c) {
           "(`num_workers`, `prefetch` and `pin_memory` then do nothing). Same samples, order and augmentation as "
           "the loader; costs device memory (150 MB for CIFAR-10's training set, 47 MB for Fashion-MNIST's). "
           "`auto`: on CUDA when the split takes at most half of the GPU's free memory (the rest is for the model, "
-          "its optimizer state and activations), else the host loader; on the CPU the host loader, whose threads "
-          "overlap with training. Logged at run start. `true` with a split that does not fit is an error saying so");
+          "its optimizer state and activations), else the host loader; on the CPU on, since the data set is in "
+          "memory already and batched tensor ops beat per-sample loader threads there. Logged at run start. `true` "
+          "with a split that does not fit is an error saying so");
   v.section("normalize", c.normalize);
   v.section("augment", c.augment);
   v.field("length", c.length, Min{1}, "`random`: samples (unlabeled, as the data-parallel tutorial's RandomDataset)");
@@ -146,8 +151,9 @@ void visit(V& v, OptimConfig& c) {
           "instead of a loop of small ops per parameter. Same update up to rounding, same state in checkpoints");
   v.field("fused", c.fused, Any{},
           "as PyTorch's `fused=`: one `_fused_sgd_`/`_fused_adam_`/`_fused_adamw_` kernel per step, on the CPU and "
-          "on CUDA. At most one of `foreach` and `fused`");
-  v.check("fused", !(c.foreach && c.fused),
+          "on CUDA. At most one of `foreach` and `fused`. `auto`: on (every optimizer here has the kernel on both), "
+          "off when `foreach` is set");
+  v.check("fused", !(c.foreach && c.fused == Switch::kOn),
           [] { return std::string("optim.foreach and optim.fused are alternatives; set at most one"); });
 }
 
@@ -178,18 +184,22 @@ void visit(V& v, TrainConfig& c) {
       "capture the whole train step (zero the gradients, forward, loss, backward, update) as a CUDA graph after 3 "
       "eager warm-up steps and replay it: one launch per step. Needs CUDA, `strategy: single`, batches of one "
       "shape (`data.drop_last: true`, or a training set the batch divides), `accumulation_steps: 1`, `grad_clip: 0`, "
-      "`amp: off` and `optim.fused: true`; otherwise the run logs why and steps eagerly");
+      "`amp: off` and `optim.fused` on, no `class_weights`; otherwise the run logs why and steps eagerly. `auto`: on "
+      "wherever those hold");
   v.field("channels_last", c.channels_last, Any{},
           "model weights and 4-D inputs in channels-last memory format (what cuDNN's tensor-core convolutions and "
-          "oneDNN prefer); inputs are reordered on the device");
+          "oneDNN prefer); inputs are reordered on the device. `auto`: on CUDA for a model with convolutions under "
+          "`amp` (tensor cores), else off (on the CPU it measured no faster)");
   v.field("cudnn_benchmark", c.cudnn_benchmark, Any{},
-          "cuDNN times its convolution algorithms for each new input shape and keeps the fastest (no effect off CUDA)");
+          "cuDNN times its convolution algorithms for each new input shape and keeps the fastest (no effect off "
+          "CUDA). `auto`: on CUDA for a model with convolutions");
   v.field("threads", c.threads, Min{0},
           "threads each CPU op may use (LibTorch's intra-op pool); 0 = LibTorch's default, one per physical core. "
           "On a machine shared with other work, or for a model too small to split, 1 is often much faster: a thread "
-          "descheduled mid-op stalls the others at the end of every parallel region. At most 4 per hardware thread "
-          "(16 at least)");
-  v.check("threads", c.threads <= max_threads(), [&] { return too_many_threads(c.threads); });
+          "descheduled mid-op stalls the others at the end of every parallel region. `auto`: on the CPU, 1 when one "
+          "micro-batch's forward pass takes under 1 M multiply-adds, else LibTorch's default. At most 4 per "
+          "hardware thread (16 at least)");
+  v.check("threads", c.threads.value_or(0) <= max_threads(), [&] { return too_many_threads(c.threads.value_or(0)); });
   v.field("matmul_precision", c.matmul_precision, Any{},
           "float32 matrix products: `highest` (full float32), `high` (TF32 on CUDA: 10-bit mantissa inputs, float32 "
           "sums, several times faster on tensor cores), `medium` (bfloat16 inputs). `auto`: `high` on CUDA, where "
@@ -264,7 +274,7 @@ void visit(V& v, ExperimentConfig& c) {
   v.check("train.amp", !(c.train.amp == AmpMode::kFp16 && c.device == "cpu"),
           [] { return std::string(kFp16NeedsCuda); });
   // Here rather than when training starts, so that `gputrain config` refuses what `train` would.
-  v.check("data.batch_size", c.data.batch_size % c.train.accumulation_steps == 0, [&] {
+  v.check("data.batch_size", c.data.micro_batch_size || c.data.batch_size % c.train.accumulation_steps == 0, [&] {
     return fmt::format(
         "{} is not divisible by train.accumulation_steps ({}); batch_size is the batch per optimizer "
         "step and each micro-batch takes an equal share",

@@ -65,10 +65,24 @@ class BatchLoader {
 // (always off CUDA, where the cache holds the data set's own tensors).
 std::string device_cache_blocker(int64_t split_bytes, int64_t free_bytes, const torch::Device& device);
 
+// The bytes a split takes in memory: its inputs and targets.
+int64_t split_bytes(const Dataset& dataset);
+
+// data.device_cache resolved for a split of `split_bytes` on `device` with
+// `free_bytes` free (-1: unknown, off CUDA): on or off, and why. Throws
+// DataError for `on` with a split that does not fit (`split` names it).
+struct DeviceCacheChoice {
+  bool on = false;
+  std::string why;  // "set", or "auto: ..."
+};
+DeviceCacheChoice choose_device_cache(config::Switch setting, int64_t split_bytes, int64_t free_bytes,
+                                      const torch::Device& device, const std::string& split);
+
 // data.device_cache: on, a DeviceLoader on `device` (the training device,
 // whatever it is), or a DataError when the split does not fit; off, a
-// HostLoader; auto, a DeviceLoader on CUDA when the split fits, else a
-// HostLoader, and the decision logged.
+// HostLoader; auto, a DeviceLoader off CUDA (measured faster on the CPU:
+// configs/README.md) and on CUDA when the split fits, else a HostLoader, and
+// the decision logged.
 std::unique_ptr<BatchLoader> make_batch_loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
                                                config::Switch device_cache, torch::Device device);
 

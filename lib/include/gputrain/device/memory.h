@@ -1,8 +1,10 @@
 #pragma once
-// CUDA memory of one device as LibTorch's caching allocator sees it.
+// CUDA memory of one device as LibTorch's caching allocator sees it, and the
+// host's available memory.
 #include <torch/types.h>
 
 #include <cstdint>
+#include <string>
 
 namespace gputrain::device {
 
@@ -19,6 +21,9 @@ MemoryStats memory_stats(const torch::Device& device);
 // opens its context); -1 off CUDA.
 int64_t free_memory(const torch::Device& device);
 void reset_peak_memory(const torch::Device& device);
+// Bytes the kernel can give this process without swapping (MemAvailable in
+// /proc/meminfo, or the file the tests name); -1 when it cannot tell.
+int64_t host_available_memory(const std::string& meminfo = "/proc/meminfo");
 // Makes a CUDA `device` this thread's current one, so that whatever LibTorch
 // allocates without naming a device (pinned host memory, handles) lands on
 // the GPU the run uses and opens no context on GPU 0. Nothing off CUDA.

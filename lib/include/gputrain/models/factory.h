@@ -33,6 +33,12 @@ torch::nn::Sequential make_model(const config::ModelConfig& config, const ModelS
 
 int64_t parameter_count(const torch::nn::Module& model);
 
+// Multiply-adds of one sample's forward pass through the Linear and Conv2d
+// layers, which hold nearly all of a step's arithmetic. Traced with a zero
+// sample of `sample_shape` on the model's device, in eval mode under no-grad,
+// so no random number is drawn and the model's mode is restored.
+int64_t forward_macs(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape);
+
 // One line per layer: name, the module's pretty print without "torch::nn::", its
 // parameter count; e.g. "conv1: Conv2d(3, 6, kernel_size=[5, 5], stride=[1, 1]) 456 params".
 std::vector<std::string> layer_summary(const torch::nn::Sequential& model);

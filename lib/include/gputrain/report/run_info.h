@@ -47,6 +47,9 @@ struct RunSettings {
 };
 RunSettings run_settings(const config::ExperimentConfig& config);
 
+// "single", "dp" or "ddp", as run.json and `gputrain plan` say it.
+std::string strategy_name(parallel::StrategyKind kind);
+
 // Started now, status "running".
 RunInfo describe_run(const RunSettings& settings, const train::TrainLayout& layout);
 // Sets how the run ended (finished, failed or interrupted), and when.

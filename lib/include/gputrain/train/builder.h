@@ -13,14 +13,24 @@
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/train/amp.h"
+#include "gputrain/train/fast_paths.h"
 #include "gputrain/train/optim.h"
 #include "gputrain/train/optimizer_step.h"
 
 namespace gputrain::train {
 
-// The model for `info`'s samples, on `device`, in channels-last format when `channels_last`.
+// The model for `info`'s samples, on `device`.
 torch::nn::Sequential build_model(const config::ModelConfig& config, const data::DatasetInfo& info,
-                                  const torch::Device& device, bool channels_last);
+                                  const torch::Device& device);
+
+// Builds `model` for the run: resolves the fast paths (fast_paths.h) from what
+// the model and the data are, logs each decision, puts the model in
+// channels-last format when chosen and sets the process-wide backends.
+FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
+                           const data::DatasetInfo& info, RunFacts facts);
+
+// optim.fused resolved: the optimizer's config as make_optimizer takes it.
+config::OptimConfig resolved_optim(const config::OptimConfig& config, const FastPaths& fast);
 
 // The loss for `info`'s targets (train.loss, train.class_weights on `device`);
 // a ConfigError points at the key in the file.
@@ -45,6 +55,7 @@ struct RunParts {
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<GradScaler> scaler;
   std::unique_ptr<OptimizerStep> step;  // eager, or a CUDA graph where train.cuda_graph can apply
+  FastPaths fast;
 
   bool labeled() const { return test_batches != nullptr; }
   bool classification() const { return loss.classes > 0; }

@@ -19,13 +19,6 @@
 
 namespace gputrain::train {
 
-// What a run with train.cuda_graph needs, checked before training: CUDA, one
-// device (strategy single), static shapes (data.drop_last, or a training set
-// that the batch divides), no accumulation, no clipping, amp off and
-// optim.fused. Returns why the graph cannot be used, or an empty string.
-std::string cuda_graph_blocker(const config::ExperimentConfig& config, const torch::Device& device, bool single_device,
-                               int64_t train_samples);
-
 // Sums of one step, on the device (no sync): the summed per-sample loss and,
 // for classification, the number of correct predictions.
 struct StepSums {

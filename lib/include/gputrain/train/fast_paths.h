@@ -1,15 +1,57 @@
 #pragma once
-// The train.* switches that change how a step runs, not what it computes:
-// train.cudnn_benchmark and train.channels_last (train.cuda_graph is in
-// cuda_graph.h, optim.foreach / optim.fused in optim.h).
+// The switches that change how a step runs, not what it computes
+// (optim.fused, train.cuda_graph, train.channels_last, train.cudnn_benchmark,
+// train.threads, train.matmul_precision), each `auto` by default and decided
+// here by a written rule; data.device_cache is decided by the loader
+// (data/batch_loader.h). The measurements behind the rules are in
+// configs/README.md.
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/types.h>
 
 #include <string>
+#include <vector>
 
 #include "gputrain/config/config.h"
 
 namespace gputrain::train {
+
+// Below this many multiply-adds in one micro-batch's forward pass, a CPU step
+// is per-op overhead, and a second intra-op thread only adds synchronisation.
+// Measured on the 2-core VM: at 0.18 M one thread ran 2.0x faster, at 2.9 M
+// two threads 1.1x faster (configs/README.md).
+inline constexpr int64_t kSmallModelMacs = 1'000'000;
+
+// What the auto rules decide from, known once the model is built.
+struct RunFacts {
+  torch::Device device{torch::kCPU};
+  bool single_device = true;     // strategy single
+  bool convolutional = false;    // the model has 4-D weights
+  int64_t micro_batch_macs = 0;  // multiply-adds of one micro-batch's forward pass
+  int64_t train_samples = 0;
+  int64_t micro_batch = 0;
+};
+
+// `facts` with what the model adds: whether it convolves, and the
+// multiply-adds of one micro-batch's forward pass (traced on its device).
+RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape);
+
+// Every fast path resolved to on or off, and a log line per key saying which
+// and why ("optim.fused: on (auto: ...)").
+struct FastPaths {
+  bool fused = false;
+  bool cuda_graph = false;
+  bool channels_last = false;
+  bool cudnn_benchmark = false;
+  int64_t threads = 0;  // 0: LibTorch's default
+  std::vector<std::string> decisions;
+};
+FastPaths plan_fast_paths(const config::ExperimentConfig& config, const RunFacts& facts);
+
+// What a run with train.cuda_graph needs: CUDA, one device (strategy single),
+// static shapes (data.drop_last, or a training set the micro-batch divides), no
+// accumulation, no clipping, amp off, no class weights and the fused optimizer
+// step (`fused`, resolved). Returns why the graph cannot be used, or "".
+std::string cuda_graph_blocker(const config::ExperimentConfig& config, bool fused, const RunFacts& facts);
 
 // train.matmul_precision resolved for `device`, with why.
 struct MatmulPrecisionPlan {
@@ -18,11 +60,11 @@ struct MatmulPrecisionPlan {
 };
 MatmulPrecisionPlan resolve_matmul_precision(config::MatmulPrecision setting, const torch::Device& device);
 
-// Process-wide settings for a run on `device`: train.matmul_precision, train.threads, LibTorch's
-// intra-op threads (left alone at 0), and cuDNN's benchmark mode (it times the
-// convolution algorithms for each new input shape and keeps the fastest).
-// Logs what it changed, and that cuDNN's mode does nothing off CUDA.
-void configure_backends(const config::TrainConfig& train, const torch::Device& device);
+// Process-wide settings for a run on `device`: train.matmul_precision (logged),
+// LibTorch's intra-op threads (`fast.threads`; left alone at 0), and cuDNN's
+// benchmark mode (it times the convolution algorithms for each new input shape
+// and keeps the fastest).
+void configure_backends(const config::TrainConfig& train, const FastPaths& fast, const torch::Device& device);
 
 // train.channels_last: the model's 4-D parameters (convolution weights) in
 // channels-last memory format, which cuDNN's and oneDNN's fastest

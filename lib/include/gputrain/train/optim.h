@@ -14,7 +14,8 @@ namespace gputrain::train {
 
 // sgd (lr, momentum, weight_decay, nesterov) | adam | adamw (betas, eps, weight_decay).
 // adamw is torch::optim::AdamW (decoupled decay) with optim.weight_decay as
-// given, so its default is the config's 0, not PyTorch's 1e-2.
+// given, so its default is the config's 0, not PyTorch's 1e-2. optim.fused
+// must be resolved first (resolved_optim in builder.h): auto runs as off here.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
                                                         std::vector<torch::Tensor> parameters);
 

@@ -50,6 +50,12 @@ struct TrainLayout {
   bool classification = true;
 };
 
+// The layout of a run of `config` under `strategy` over `train_samples`, as
+// the Trainer builds it (micro-batches of data.batch_size /
+// train.accumulation_steps, the last one short unless data.drop_last).
+TrainLayout plan_layout(const config::ExperimentConfig& config, const parallel::StrategyPlan& strategy,
+                        int64_t world_size, int64_t train_samples);
+
 class Trainer {
  public:
   // Builds everything (loading the data sets, choosing the strategy) and logs
