@@ -123,6 +123,10 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   config->add_flag("--explain", config_args.explain,
                    "print each key, its value and where it came from (file:line:col, --set #N or default)");
 
+  PlanArgs plan_args;
+  plan_args.env = env;
+  auto* plan = add_plan_command(app, plan_args);
+
   InfoArgs info_args{false, env};
   auto* info = app.add_subcommand("info", "report LibTorch, CUDA, cuDNN, NCCL and the visible devices");
   info->add_flag("--json", info_args.json, "print the report as one JSON object");
@@ -173,7 +177,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   } catch (const CLI::ParseError& e) {
     const std::string word = first_word(argc, argv);
     std::vector<std::string> names;
-    for (const CLI::App* command : {config, info, train, test, export_command, datasets, report, bench}) {
+    for (const CLI::App* command : {config, plan, info, train, test, export_command, datasets, report, bench}) {
       names.push_back(command->get_name());
     }
     std::sort(names.begin(), names.end());
@@ -201,6 +205,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
     if (test->parsed()) return run_test(test_args);
     if (export_command->parsed()) return run_export(export_args);
     if (config->parsed()) return run_config(config_args);
+    if (plan->parsed()) return run_plan(plan_args);
     if (info->parsed()) return run_info(info_args);
     if (datasets->parsed()) return run_datasets(datasets_args);
     if (report->parsed()) return run_report(report_args);

@@ -62,6 +62,18 @@ struct ConfigArgs {
 };
 int run_config(const ConfigArgs& args);
 
+// `plan`: what train would decide and every problem that would stop it.
+struct PlanArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::optional<int64_t> nproc;
+  bool resume = false;
+  bool json = false;
+  Environment env;
+};
+CLI::App* add_plan_command(CLI::App& app, PlanArgs& args);
+int run_plan(const PlanArgs& args);
+
 struct InfoArgs {
   bool json = false;
   Environment env;

@@ -1,0 +1,42 @@
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "commands.h"
+#include "gputrain/common/error.h"
+#include "gputrain/plan/plan.h"
+
+namespace gputrain::app {
+
+CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
+  auto* plan =
+      app.add_subcommand("plan",
+                         "say everything train would decide (devices, strategy, batches, fast paths, memory) and every "
+                         "problem that would stop it, without training; exit 2 when there is any");
+  add_config_options(plan, args.config, args.overrides);
+  plan->add_option("--nproc", args.nproc, "plan the N local workers train --nproc N would start")
+      ->check(whole_number(1, 1024));
+  plan->add_flag("--resume", args.resume, "the run will be resumed: an earlier run in its directory is expected");
+  plan->add_flag("--json", args.json, "print the plan as one JSON object, problems under \"problems\"");
+  return plan;
+}
+
+int run_plan(const PlanArgs& args) {
+  plan::PlanRequest request;
+  request.config = args.config;
+  request.overrides = args.overrides;
+  request.nproc = args.nproc;
+  request.launch = launch_info(args.env);
+  request.cuda_visible_devices = args.env.cuda_visible_devices;
+  request.resume = args.resume;
+  const plan::RunPlan plan = plan::plan_run(request);
+  if (args.json) {
+    nlohmann::ordered_json out = plan.report;
+    out["problems"] = plan.problems;
+    std::cout << out.dump() << std::endl;
+  } else {
+    std::cout << plan::format_plan(plan) << std::flush;
+  }
+  return plan.problems.empty() ? 0 : static_cast<int>(ExitCode::kUserInput);
+}
+
+}  // namespace gputrain::app

@@ -1,0 +1,35 @@
+#pragma once
+// What one training step holds on its device, measured by running one.
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/optim/optimizer.h>
+
+#include <string>
+
+#include "gputrain/config/config.h"
+#include "gputrain/data/batch_loader.h"
+#include "gputrain/train/optim.h"
+
+namespace gputrain::train {
+
+struct StepMemory {
+  int64_t parameters = 0;       // bytes of the weights
+  int64_t gradients = 0;        // one per trainable weight
+  int64_t optimizer_state = 0;  // momentum, moments: as the optimizer holds them after a step
+  int64_t activations = 0;      // what the forward pass keeps for backward
+  std::string measured_by;      // how `activations` was measured, for the report
+  int64_t total() const { return parameters + gradients + optimizer_state + activations; }
+};
+
+// Runs one forward pass (under `amp`), backward and optimizer step of `model`
+// on `batch` and measures each kind of memory. Activations: on CUDA the
+// caching allocator's peak over the forward and backward, less the gradients;
+// elsewhere the bytes of every layer's output (what autograd keeps for
+// backward), since the CPU allocator keeps no statistics. Changes the model's
+// weights: use it on a model built for the measurement.
+StepMemory measure_step_memory(torch::nn::Sequential& model, torch::optim::Optimizer& optimizer,
+                               const data::Batch& batch, const LossSpec& loss, config::AmpMode amp, bool channels_last);
+
+// Bytes of the state `optimizer` holds (SGD's momentum buffers, Adam's moments).
+int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
+
+}  // namespace gputrain::train

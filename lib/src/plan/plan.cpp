@@ -1,0 +1,381 @@
+#include "gputrain/plan/plan.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "gputrain/checkpoint/store.h"
+#include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
+#include "gputrain/config/load.h"
+#include "gputrain/config/output_paths.h"
+#include "gputrain/data/batch_loader.h"
+#include "gputrain/data/dataset.h"
+#include "gputrain/data/host_loader.h"
+#include "gputrain/device/host_resources.h"
+#include "gputrain/device/memory.h"
+#include "gputrain/device/probe.h"
+#include "gputrain/device/resolve.h"
+#include "gputrain/parallel/launcher.h"
+#include "gputrain/report/run_dir.h"
+#include "gputrain/report/run_info.h"
+#include "gputrain/train/amp.h"
+#include "gputrain/train/builder.h"
+#include "gputrain/train/fast_paths.h"
+#include "gputrain/train/step_memory.h"
+#include "gputrain/train/trainer.h"
+
+namespace gputrain::plan {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+std::string bytes_text(int64_t bytes) {
+  if (bytes < 0) return "unknown";
+  if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", mib(bytes) / 1024.0);
+  return fmt::format("{:.1f} MiB", mib(bytes));
+}
+
+// Runs `part`; what it refuses becomes a problem. False when it refused.
+template <class Part>
+bool attempt(RunPlan& plan, Part&& part) {
+  try {
+    part();
+    return true;
+  } catch (const Error& e) {
+    plan.problems.emplace_back(e.what());
+    return false;
+  }
+}
+
+json visible_devices(const device::DeviceInventory& inventory) {
+  json gpus = json::array();
+  for (const auto& gpu : inventory.gpus) {
+    gpus.push_back({{"logical", gpu.logical_index},
+                    {"physical", gpu.physical_id},
+                    {"name", gpu.name},
+                    {"memory", bytes_text(gpu.total_memory)},
+                    {"free", gpu.free_memory ? bytes_text(*gpu.free_memory) : "unknown"}});
+  }
+  return {{"cuda_visible_devices", inventory.cuda_visible_devices ? *inventory.cuda_visible_devices : "(unset)"},
+          {"gpus", gpus}};
+}
+
+// The strategy of this process, and under --nproc of each worker.
+struct Strategies {
+  parallel::StrategyPlan mine;
+  parallel::LaunchInfo launch;
+  json ranks = json::array();
+};
+
+Strategies plan_strategies(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                           const PlanRequest& request) {
+  Strategies s;
+  s.launch = request.launch;
+  if (request.nproc) {
+    parallel::check_local_workers(loaded, devices, *request.nproc);
+    s.launch.rank = 0;
+    s.launch.local_rank = 0;
+    s.launch.world_size = *request.nproc;
+    for (int64_t rank = 0; rank < *request.nproc; ++rank) {
+      parallel::LaunchInfo worker = s.launch;
+      worker.rank = rank;
+      worker.local_rank = rank;
+      const parallel::StrategyPlan plan = parallel::plan_strategy(loaded, devices, worker);
+      s.ranks.push_back(fmt::format("rank {}: {}", rank, plan.replicas.front().str()));
+    }
+  }
+  s.mine = parallel::plan_strategy(loaded, devices, s.launch);
+  return s;
+}
+
+json splits_json(const std::vector<parallel::ReplicaSplit>& splits) {
+  json out = json::array();
+  for (const auto& split : splits) out.push_back(fmt::format("{}: {}", split.device, split.rows()));
+  return out;
+}
+
+json batch_section(const config::ExperimentConfig& c, const report::RunInfo& info, int64_t processes) {
+  json batch{{"per_optimizer_step", c.data.batch_size},
+             {"micro_batch_size", info.micro_batch / processes},
+             {"accumulation_steps", c.train.accumulation_steps},
+             {"processes", processes},
+             {"micro_batch", info.micro_batch},
+             {"last_micro_batch", info.last_micro_batch},
+             {"steps_per_epoch", info.steps_per_epoch},
+             {"stated_as", c.data.micro_batch_size ? "data.micro_batch_size" : "data.batch_size"}};
+  if (!info.full_split.empty()) {
+    batch["full_split"] = splits_json(info.full_split);
+    batch["last_split"] = splits_json(info.last_split);
+  }
+  return batch;
+}
+
+int64_t bytes_on_disk(const config::DataConfig& data) {
+  if (data.dataset == config::DatasetName::kRandom || data.dataset == config::DatasetName::kSynthetic) return 0;
+  std::error_code error;
+  int64_t bytes = 0;
+  for (fs::recursive_directory_iterator it(data.root, error), end; !error && it != end; it.increment(error)) {
+    if (it->is_regular_file(error)) bytes += static_cast<int64_t>(it->file_size(error));
+  }
+  return bytes;
+}
+
+// The nearest directory that exists at or above `path`.
+fs::path existing_ancestor(fs::path path) {
+  std::error_code error;
+  path = fs::absolute(path, error);
+  while (!path.empty() && !fs::exists(path, error) && path != path.parent_path()) path = path.parent_path();
+  return path;
+}
+
+// Whether train could create or write `dir` (run directory, checkpoints).
+void check_writable(const fs::path& dir, const char* key) {
+  const fs::path at = existing_ancestor(dir);
+  if (access(at.c_str(), W_OK | X_OK) != 0) {
+    throw UserError(
+        fmt::format("{}: cannot be written ({} is not writable by this user); choose another {} or fix "
+                    "the directory's permissions",
+                    dir.string(), at.string(), key));
+  }
+}
+
+// Bytes a device has free for the run: the driver's count on CUDA, the host's
+// available memory elsewhere (shared by every replica there).
+int64_t free_bytes(const torch::Device& device, const std::string& meminfo) {
+  return device.is_cuda() ? device::free_memory(device) : device::host_available_memory(meminfo);
+}
+
+struct ModelFacts {
+  train::FastPaths fast;
+  train::StepMemory memory;
+  int64_t measured_rows = 0;
+};
+
+// Builds the model on the primary device, resolves the fast paths and runs one
+// measured step on the largest share of a micro-batch any device gets.
+ModelFacts measure_model(const config::LoadedConfig& loaded, const std::shared_ptr<const data::Dataset>& train_set,
+                         const parallel::StrategyPlan& strategy, const report::RunInfo& info) {
+  const config::ExperimentConfig& c = loaded.config;
+  const torch::Device device = strategy.replicas.front();
+  ModelFacts facts;
+  facts.measured_rows = info.full_split.empty() ? info.micro_batch : 0;
+  for (const auto& split : info.full_split) facts.measured_rows = std::max(facts.measured_rows, split.rows());
+  device::with_resource_errors(
+      fmt::format("measuring one step of the model ({}) on {}", config::word(c.model.name), device.str()),
+      "Make the model smaller, or lower data.batch_size", [&] {
+        torch::manual_seed(c.seed);
+        const data::DatasetInfo& data = train_set->info();
+        torch::nn::Sequential model = train::build_model(c.model, data, device);
+        train::RunFacts run;
+        run.device = device;
+        run.single_device = strategy.kind == parallel::StrategyKind::kSingle;
+        run.train_samples = data.samples;
+        run.micro_batch = info.micro_batch;
+        facts.fast = train::plan_fast_paths(c, train::with_model_facts(run, model, data.input_shape));
+        if (facts.fast.channels_last) train::to_channels_last(model);
+        auto optimizer = train::make_optimizer(train::resolved_optim(c.optim, facts.fast), model->parameters());
+        data::LoaderOptions options = data::loader_options(c.data, data::Split::kTrain, c.seed);
+        options.batch_size = facts.measured_rows;
+        options.num_workers = 0;
+        options.pin_memory = false;
+        data::HostLoader loader(train_set, options);
+        loader.start_epoch(0);
+        const data::Batch batch = *loader.next();
+        facts.memory = train::measure_step_memory(model, *optimizer, batch, train::build_loss(loaded, data, device),
+                                                  c.train.amp, facts.fast.channels_last);
+      });
+  return facts;
+}
+
+// The memory each device would hold, against what it has free. dp's replicas
+// hold weights and gradients but no optimizer state; CPU replicas share the
+// host's memory, so they are summed under one entry.
+json memory_section(RunPlan& plan, const ModelFacts& facts, const parallel::StrategyPlan& strategy,
+                    const std::string& meminfo) {
+  struct Need {
+    int64_t bytes = 0;
+    int64_t replicas = 0;
+  };
+  std::map<std::string, Need> needs;
+  std::map<std::string, torch::Device> devices;
+  for (std::size_t i = 0; i < strategy.replicas.size(); ++i) {
+    const torch::Device& device = strategy.replicas[i];
+    const bool primary = i == 0;
+    Need& need = needs[device.str()];
+    need.bytes += facts.memory.parameters + facts.memory.gradients + facts.memory.activations +
+                  (primary ? facts.memory.optimizer_state : 0);
+    ++need.replicas;
+    devices.emplace(device.str(), device);
+  }
+  json out{{"parameter_bytes", facts.memory.parameters},
+           {"gradient_bytes", facts.memory.gradients},
+           {"optimizer_state_bytes", facts.memory.optimizer_state},
+           {"activation_bytes", facts.memory.activations},
+           {"activations_measured",
+            fmt::format("on {} by {}", count_of(facts.measured_rows, "sample"), facts.memory.measured_by)}};
+  json per_device = json::array();
+  for (const auto& [name, need] : needs) {
+    const int64_t free = free_bytes(devices.at(name), meminfo);
+    per_device.push_back(fmt::format("{}: {} needed{}, {} free", name, bytes_text(need.bytes),
+                                     need.replicas > 1 ? fmt::format(" by {} replicas", need.replicas) : "",
+                                     bytes_text(free)));
+    if (free >= 0 && need.bytes > free) {
+      plan.problems.push_back(fmt::format(
+          "memory: one step needs about {} on {} (weights, gradients, optimizer state and the activations of {}), "
+          "more than its {} free; lower data.batch_size or raise train.accumulation_steps, use train.amp: bf16, "
+          "or a smaller model",
+          bytes_text(need.bytes), name, count_of(facts.measured_rows, "sample"), bytes_text(free)));
+    }
+  }
+  out["per_device"] = per_device;
+  return out;
+}
+
+json outputs_section(RunPlan& plan, const config::ExperimentConfig& c, bool resume) {
+  const fs::path run_dir = config::run_directory(c);
+  const fs::path checkpoints = config::checkpoint_directory(c);
+  attempt(plan, [&] { check_writable(run_dir, "output.dir"); });
+  attempt(plan, [&] {
+    check_writable(checkpoints, "checkpoint.dir");
+    if (!resume) checkpoint::check_checkpoint_dir(checkpoints);
+  });
+  const fs::path weights = report::run_paths(run_dir).weights;
+  std::error_code error;
+  if (!resume && fs::exists(weights, error)) {
+    plan.problems.push_back(fmt::format(
+        "{}: holds a finished run (its model.pt): train would replace its weights and report; continue it with "
+        "--resume auto, or give this run another name (name:) or output.dir",
+        run_dir.string()));
+  }
+  return {{"run_directory", run_dir.string()}, {"checkpoints", checkpoints.string()}};
+}
+
+std::string scalar_text(const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
+
+// Objects as "key: value" lines, nested ones indented; arrays as "- item" lines.
+void render(std::string& out, const json& value, int indent) {
+  const std::string pad(static_cast<std::size_t>(indent), ' ');
+  if (value.is_object()) {
+    for (const auto& [key, item] : value.items()) {
+      if (item.is_structured() && !item.empty()) {
+        out += pad + key + ":\n";
+        render(out, item, indent + 2);
+      } else {
+        out += pad + key + ": " + scalar_text(item) + "\n";
+      }
+    }
+  } else {
+    for (const auto& item : value) {
+      if (item.is_structured() && !item.empty()) {
+        out += pad + "-\n";
+        render(out, item, indent + 2);
+      } else {
+        out += pad + "- " + scalar_text(item) + "\n";
+      }
+    }
+  }
+}
+
+}  // namespace
+
+RunPlan plan_run(const PlanRequest& request) {
+  RunPlan plan;
+  json& report = plan.report;
+  config::LoadedConfig loaded;
+  if (!attempt(plan, [&] { loaded = config::load_config(request.config, request.overrides); })) return plan;
+  const config::ExperimentConfig& c = loaded.config;
+  const int64_t processes = request.nproc.value_or(request.launch.world_size);
+  report["config"] = {{"file", request.config}, {"name", c.name}};
+  attempt(plan, [&] { config::resolve_batch_forms(loaded, processes); });
+
+  const device::DeviceInventory inventory = device::probe_devices(request.cuda_visible_devices);
+  report["devices"] = visible_devices(inventory);
+  device::DevicePlan devices;  // the CPU, should `device:` or `gpus:` be refused
+  attempt(plan, [&] { devices = device::resolve_devices(loaded, inventory); });
+  json selected = json::array();
+  for (const torch::Device& device : devices.devices()) selected.push_back(device.str());
+  report["devices"]["selected"] = selected;
+  report["devices"]["reason"] = devices.reason;
+  if (!devices.warning.empty()) report["devices"]["warning"] = devices.warning;
+
+  Strategies strategies;  // single on the primary device, should the strategy be refused
+  strategies.mine.replicas = {devices.primary()};
+  strategies.launch = request.launch;
+  strategies.launch.world_size = processes;
+  attempt(plan, [&] { strategies = plan_strategies(loaded, devices, request); });
+  report["strategy"] = {{"kind", report::strategy_name(strategies.mine.kind)}, {"reason", strategies.mine.reason}};
+  if (!strategies.ranks.empty()) report["strategy"]["ranks"] = strategies.ranks;
+  // A refused train.amp is said once; the model is then measured without it.
+  config::LoadedConfig measured = loaded;
+  if (!attempt(plan, [&] {
+        train::check_amp_device(c.train.amp, devices.primary().type(), loaded.sources.at("train.amp"));
+      })) {
+    measured.config.train.amp = config::AmpMode::kOff;
+  }
+
+  std::shared_ptr<const data::Dataset> train_set;
+  std::shared_ptr<const data::Dataset> test_set;
+  attempt(plan, [&] { train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed); });
+  if (train_set && train_set->info().target_kind != data::TargetKind::kNone) {
+    attempt(plan, [&] { test_set = data::make_dataset(c.data, data::Split::kTest, c.seed); });
+  }
+
+  const json outputs = outputs_section(plan, c, request.resume);
+  if (!train_set) {
+    report["outputs"] = outputs;
+    return plan;
+  }
+  train::TrainLayout layout =
+      train::plan_layout(c, strategies.mine, strategies.launch.world_size, train_set->info().samples);
+  const report::RunInfo info = report::describe_run(report::run_settings(c), layout);
+  report["strategy"]["replicas"] = info.replicas;
+  report["batch"] = batch_section(c, info, strategies.launch.world_size);
+
+  const int64_t in_memory = data::split_bytes(*train_set) + (test_set ? data::split_bytes(*test_set) : 0);
+  const int64_t on_disk = bytes_on_disk(c.data);
+  report["data"] = {{"dataset", train_set->info().name},
+                    {"source", train_set->info().source},
+                    {"train_samples", train_set->info().samples},
+                    {"test_samples", test_set ? test_set->info().samples : 0},
+                    {"on_disk", on_disk > 0 ? bytes_text(on_disk) : "generated in memory"},
+                    {"in_memory", bytes_text(in_memory)}};
+
+  ModelFacts facts;
+  if (attempt(plan, [&] { facts = measure_model(measured, train_set, strategies.mine, info); })) {
+    json fast = facts.fast.decisions;
+    attempt(plan, [&] {
+      const torch::Device device = strategies.mine.replicas.front();
+      const data::DeviceCacheChoice cache = data::choose_device_cache(
+          c.data.device_cache, data::split_bytes(*train_set), device.is_cuda() ? device::free_memory(device) : -1,
+          device, train_set->info().name);
+      fast.push_back(fmt::format("data.device_cache: {} ({})", cache.on ? "on" : "off", cache.why));
+    });
+    report["fast_paths"] = fast;
+    report["memory"] = memory_section(plan, facts, strategies.mine, request.meminfo);
+  }
+  report["outputs"] = outputs;
+  return plan;
+}
+
+std::string format_plan(const RunPlan& plan) {
+  std::string out;
+  render(out, plan.report, 0);
+  if (plan.problems.empty()) {
+    out += "no problems: train would start\n";
+  } else {
+    out += fmt::format("{} that would stop train:\n", count_of(static_cast<int64_t>(plan.problems.size()), "problem"));
+    for (const auto& problem : plan.problems) out += "  - " + problem + "\n";
+  }
+  return out;
+}
+
+}  // namespace gputrain::plan

@@ -1,0 +1,158 @@
+// `gputrain plan`: what train would decide, and every problem that would stop
+// it, found without training.
+#include "gputrain/plan/plan.h"
+
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+
+#include "gputrain/data/generate.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::plan {
+namespace {
+
+using gputrain::testing::TempDir;
+using gputrain::testing::write_text;
+
+const char* const kMlp = R"(name: mlp
+seed: 3
+device: cpu
+data: {dataset: synthetic, samples: 100, test_samples: 20, features: 8, classes: 3, batch_size: 32,
+       num_workers: 0, pin_memory: false}
+model: {name: mlp, hidden: [16]}
+optim: {name: sgd, lr: 0.1, momentum: 0.9}
+train: {epochs: 1, accumulation_steps: 2}
+)";
+
+class Plan : public ::testing::Test {
+ protected:
+  RunPlan plan(const std::string& yaml, std::vector<std::string> overrides = {},
+               std::optional<int64_t> nproc = std::nullopt) {
+    PlanRequest request;
+    request.config = write_text(dir_ / "exp.yaml", yaml).string();
+    overrides.insert(overrides.begin(), "output.dir=" + (dir_ / "runs").string());
+    request.overrides = overrides;
+    request.nproc = nproc;
+    return plan_run(request);
+  }
+
+  TempDir dir_{"plan"};
+};
+
+bool contains(const nlohmann::ordered_json& lines, const std::string& text) {
+  return std::any_of(lines.begin(), lines.end(), [&](const auto& line) {
+    return line.template get<std::string>().find(text) != std::string::npos;
+  });
+}
+
+TEST_F(Plan, SaysWhatTrainWouldDecide) {
+  const RunPlan p = plan(kMlp);
+  EXPECT_TRUE(p.problems.empty()) << p.problems.front();
+  const auto& r = p.report;
+  EXPECT_EQ(r["devices"]["selected"], nlohmann::ordered_json::array({"cpu"}));
+  EXPECT_EQ(r["strategy"]["kind"], "single");
+  // 32 per step in micro-batches of 16: 100 samples make 7 micro-batches (the last of 4), so 4 steps.
+  EXPECT_EQ(r["batch"]["per_optimizer_step"], 32);
+  EXPECT_EQ(r["batch"]["micro_batch_size"], 16);
+  EXPECT_EQ(r["batch"]["last_micro_batch"], 4);
+  EXPECT_EQ(r["batch"]["steps_per_epoch"], 4);
+  EXPECT_EQ(r["data"]["train_samples"], 100);
+  EXPECT_EQ(r["data"]["on_disk"], "generated in memory");
+  EXPECT_TRUE(contains(r["fast_paths"], "optim.fused: on (auto: "));
+  EXPECT_TRUE(contains(r["fast_paths"], "train.threads: 1 (auto: "));
+  EXPECT_TRUE(contains(r["fast_paths"], "data.device_cache: on (auto: "));
+  // MLP 8 -> 16 -> 3: 195 float32 weights, as many gradients and momentum buffers.
+  EXPECT_EQ(r["memory"]["parameter_bytes"], 195 * 4);
+  EXPECT_EQ(r["memory"]["gradient_bytes"], 195 * 4);
+  EXPECT_EQ(r["memory"]["optimizer_state_bytes"], 195 * 4);
+  // The layers' outputs for 16 samples: Linear 16x16, ReLU 16x16, Linear 16x3.
+  EXPECT_EQ(r["memory"]["activation_bytes"], (16 * 16 + 16 * 16 + 16 * 3) * 4);
+  EXPECT_TRUE(contains(r["memory"]["per_device"], "cpu: "));
+  EXPECT_EQ(r["outputs"]["run_directory"], (dir_ / "runs" / "mlp").string());
+  const std::string text = format_plan(p);
+  EXPECT_NE(text.find("batch:\n  per_optimizer_step: 32\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("no problems: train would start"), std::string::npos);
+}
+
+TEST_F(Plan, AdamHoldsTwoMomentsAndTheMicroBatchFormShowsBothNumbers) {
+  const RunPlan p = plan(kMlp, {"optim.name=adam", "data.micro_batch_size=8", "data.batch_size=16"});
+  ASSERT_TRUE(p.problems.empty()) << p.problems.front();
+  EXPECT_EQ(p.report["memory"]["optimizer_state_bytes"], 2 * 195 * 4);
+  EXPECT_EQ(p.report["batch"]["per_optimizer_step"], 16);
+  EXPECT_EQ(p.report["batch"]["micro_batch_size"], 8);
+  EXPECT_EQ(p.report["batch"]["stated_as"], "data.micro_batch_size");
+}
+
+TEST_F(Plan, WorkersUnderNprocEachHaveTheirShare) {
+  const RunPlan p = plan(kMlp, {"strategy=ddp", "data.micro_batch_size=8"}, 2);
+  ASSERT_TRUE(p.problems.empty()) << p.problems.front();
+  // 8 per forward pass in each of 2 processes, 2 accumulation steps: 32 per optimizer step.
+  EXPECT_EQ(p.report["batch"]["per_optimizer_step"], 32);
+  EXPECT_EQ(p.report["batch"]["processes"], 2);
+  EXPECT_EQ(p.report["batch"]["micro_batch"], 16);
+  EXPECT_EQ(p.report["strategy"]["kind"], "ddp");
+  EXPECT_EQ(p.report["strategy"]["ranks"], nlohmann::ordered_json::array({"rank 0: cpu", "rank 1: cpu"}));
+  EXPECT_EQ(p.report["batch"]["full_split"], nlohmann::ordered_json::array({"rank 0: 8", "rank 1: 8"}));
+}
+
+// Issue 20 #2: every problem at once, each with where and a fix, not just the first.
+TEST_F(Plan, ListsEveryProblemThatWouldStopTrain) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "needs a machine without CUDA";
+  // A finished run in the run directory, and a checkpoint directory holding a foreign file.
+  write_text(dir_ / "runs" / "cnn" / "model.pt", "weights");
+  write_text(dir_ / "runs" / "cnn" / "checkpoints" / "notes.txt", "mine");
+  const RunPlan p = plan(R"(name: cnn
+device: auto
+gpus: [1]
+data: {dataset: cifar10, root: /nonexistent/cifar}
+model: {name: cifar10_cnn}
+train: {amp: fp16}
+)");
+  const auto& problems = p.problems;
+  ASSERT_EQ(problems.size(), 5u) << format_plan(p);
+  EXPECT_NE(problems[0].find("exp.yaml:3:7: gpus: selects GPUs, but the run is on the CPU"), std::string::npos)
+      << problems[0];
+  EXPECT_NE(problems[1].find("exp.yaml:6:14: train.amp"), std::string::npos) << problems[1];
+  EXPECT_NE(problems[2].find("/nonexistent/cifar"), std::string::npos) << problems[2];
+  EXPECT_NE(problems[3].find("notes.txt"), std::string::npos) << problems[3];
+  EXPECT_NE(problems[4].find("holds a finished run"), std::string::npos) << problems[4];
+  EXPECT_NE(problems[4].find("--resume auto"), std::string::npos);
+  // What could still be decided is said.
+  EXPECT_EQ(p.report["devices"]["selected"], nlohmann::ordered_json::array({"cpu"}));
+  EXPECT_FALSE(p.report.contains("batch")) << "no data set, no batch layout";
+  EXPECT_NE(format_plan(p).find("5 problems that would stop train:\n  - "), std::string::npos);
+}
+
+TEST_F(Plan, ResumingExpectsTheEarlierRun) {
+  write_text(dir_ / "runs" / "mlp" / "model.pt", "weights");
+  PlanRequest request;
+  request.config = write_text(dir_ / "exp.yaml", kMlp).string();
+  request.overrides = {"output.dir=" + (dir_ / "runs").string()};
+  EXPECT_EQ(plan_run(request).problems.size(), 1u);
+  request.resume = true;
+  EXPECT_TRUE(plan_run(request).problems.empty());
+}
+
+TEST_F(Plan, AConfigThatDoesNotLoadIsTheOneProblem) {
+  const RunPlan p = plan("data: {batch_size: 128}\ntrain: {accumulation_steps: 3}\n");
+  ASSERT_EQ(p.problems.size(), 1u);
+  EXPECT_NE(p.problems[0].find("exp.yaml:1:20: data.batch_size: 128 is not divisible"), std::string::npos)
+      << p.problems[0];
+}
+
+TEST_F(Plan, MemoryBeyondWhatIsFreeIsAProblem) {
+  PlanRequest request;
+  request.config = write_text(dir_ / "exp.yaml", kMlp).string();
+  request.overrides = {"output.dir=" + (dir_ / "runs").string()};
+  request.meminfo = write_text(dir_ / "meminfo", "MemTotal: 4 kB\nMemAvailable: 1 kB\n").string();
+  const RunPlan p = plan_run(request);
+  ASSERT_EQ(p.problems.size(), 1u);
+  EXPECT_NE(p.problems[0].find("memory: one step needs about"), std::string::npos) << p.problems[0];
+  EXPECT_NE(p.problems[0].find("on cpu"), std::string::npos);
+  EXPECT_NE(p.problems[0].find("more than its 0.0 MiB free"), std::string::npos) << p.problems[0];
+}
+
+}  // namespace
+}  // namespace gputrain::plan
