@@ -121,7 +121,11 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   add_config_options(config, config_args.config, config_args.overrides, /*required=*/false);
   config->add_flag("--keys", config_args.keys, "print every key (default, values, meaning) as a markdown table");
   config->add_flag("--explain", config_args.explain,
-                   "print each key, its value and where it came from (file:line:col, --set #N or default)");
+                   "print each key, its value and where it came from (file:line:col, --set #N, the checkpoint "
+                   "or default)");
+  config->add_option("--resume", config_args.resume,
+                     "the config train --resume would continue with: 'auto' (with --config) or a checkpoint file; "
+                     "its keys then come from the checkpoint, --set on top");
 
   PlanArgs plan_args;
   plan_args.env = env;

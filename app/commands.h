@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "gputrain/checkpoint/resume.h"
 #include "gputrain/common/files.h"
 #include "gputrain/parallel/strategy.h"
 
@@ -54,9 +55,16 @@ void add_config_options(CLI::App* command, std::string& config, std::vector<std:
 // world of 1 when nothing did. Throws UserError for values no launcher gives.
 parallel::LaunchInfo launch_info(const Environment& env);
 
+// The config a run starts from: --config's, or with --resume ("auto" or a
+// checkpoint) the checkpoint's with --set on top. `command` names the caller
+// in the error for neither.
+checkpoint::Resumption starting_point(const std::string& command, const std::string& config_file,
+                                      const std::string& resume, const std::vector<std::string>& overrides);
+
 struct ConfigArgs {
   std::string config;
   std::vector<std::string> overrides;
+  std::string resume;  // "auto" or a checkpoint: the config train --resume would run with
   bool keys = false;
   bool explain = false;
 };

@@ -11,8 +11,10 @@ int run_config(const ConfigArgs& args) {
     std::cout << config::key_table();
     return 0;
   }
-  if (args.config.empty()) throw UserError("--config is required (or --keys for the key table)");
-  const config::LoadedConfig loaded = config::load_config(args.config, args.overrides);
+  if (args.config.empty() && args.resume.empty()) {
+    throw UserError("--config is required (or --resume with a checkpoint, or --keys for the key table)");
+  }
+  const config::LoadedConfig loaded = starting_point("config", args.config, args.resume, args.overrides).config;
   std::cout << (args.explain ? config::explain_config(loaded) : config::dump_config(loaded.config));
   return 0;
 }

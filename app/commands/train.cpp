@@ -40,18 +40,6 @@ std::string yaml_quoted(const std::string& text) {
   return out + "\"";
 }
 
-// The config from --config, or, with --resume, the checkpoint's (--set on top).
-checkpoint::Resumption starting_point(const TrainArgs& args, const std::vector<std::string>& overrides) {
-  std::optional<config::LoadedConfig> file_config;
-  if (!args.config.empty()) {
-    file_config = config::load_config(args.config, overrides);
-  } else if (args.resume.empty() || args.resume == "auto") {
-    throw UserError("train needs --config FILE (or --resume with a checkpoint file, whose config it restores)");
-  }
-  if (args.resume.empty()) return {*file_config, std::nullopt};
-  return checkpoint::resolve_resume(args.resume, file_config, overrides);
-}
-
 std::vector<std::string> worker_arguments(const TrainArgs& args) {
   std::vector<std::string> out{"--log-level", args.log_level, "train"};
   if (!args.config.empty()) out.insert(out.end(), {"--config", args.config});
@@ -99,7 +87,7 @@ TrainPlan plan_train(const TrainArgs& args) {
   plan.primary = plan.launch.rank == 0;
   std::vector<std::string> overrides = args.overrides;
   if (!args.output.empty()) overrides.push_back("output.dir=" + yaml_quoted(args.output));
-  plan.start = starting_point(args, overrides);
+  plan.start = starting_point("train", args.config, args.resume, overrides);
   config::resolve_batch_forms(plan.start.config, plan.launch.world_size);
   if (args.nproc) return plan;  // the workers resolve their own devices
   plan.inventory = device::probe_devices(args.env.cuda_visible_devices);
@@ -217,6 +205,19 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
 }
 
 }  // namespace
+
+checkpoint::Resumption starting_point(const std::string& command, const std::string& config_file,
+                                      const std::string& resume, const std::vector<std::string>& overrides) {
+  std::optional<config::LoadedConfig> file_config;
+  if (!config_file.empty()) {
+    file_config = config::load_config(config_file, overrides);
+  } else if (resume.empty() || resume == "auto") {
+    throw UserError(
+        fmt::format("{} needs --config FILE (or --resume with a checkpoint file, whose config it restores)", command));
+  }
+  if (resume.empty()) return {*file_config, std::nullopt};
+  return checkpoint::resolve_resume(resume, file_config, overrides);
+}
 
 // config -> plan -> build -> run directory -> train.
 int run_train(const TrainArgs& args) {

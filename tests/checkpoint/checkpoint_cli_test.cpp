@@ -316,6 +316,35 @@ TEST_F(CheckpointCli, ASecondRunOrResumeOfALiveRunIsRefusedNamingTheHoldersPid) 
 }
 
 // Issue 17 #4: export never replaces its own input, by any name.
+// The explain line of `key` in `text`; "" when there is none.
+std::string explain_line(const std::string& text, const std::string& key) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(key + " ", 0) == 0) return line;
+  }
+  return "";
+}
+
+// Issue 20 #3: where a resumed run's keys come from: the checkpoint, with --set on top.
+TEST_F(CheckpointCli, ConfigExplainOfAResumeNamesTheCheckpoint) {
+  ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);
+  const fs::path ckpt = list_checkpoints(checkpoints()).back();
+  for (const std::vector<std::string>& resume :
+       {std::vector<std::string>{"--resume", ckpt.string()},
+        std::vector<std::string>{"--resume", "auto", "--config", config_.string()}}) {
+    std::vector<std::string> args{"config", "--explain", "--set", "train.epochs=3"};
+    args.insert(args.end(), resume.begin(), resume.end());
+    const auto r = run_gputrain(args, kEnv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string lr = explain_line(r.out, "optim.lr");
+    EXPECT_NE(lr.find(ckpt.filename().string()), std::string::npos) << r.out;
+    EXPECT_NE(lr.find("(its config):"), std::string::npos) << lr;
+    const std::string epochs = explain_line(r.out, "train.epochs");
+    EXPECT_NE(epochs.find(" 3 "), std::string::npos) << epochs;
+    EXPECT_NE(epochs.find("--set #1 (train.epochs=3)"), std::string::npos) << epochs;
+  }
+}
+
 TEST_F(CheckpointCli, ExportOntoItsOwnCheckpointIsRefused) {
   ASSERT_EQ(run_gputrain(train({}), kEnv).exit_code, 0);
   const fs::path ckpt = list_checkpoints(checkpoints()).back();
