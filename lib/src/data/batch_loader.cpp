@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
 #include "gputrain/data/device_loader.h"
 #include "gputrain/data/host_loader.h"
 #include "gputrain/device/memory.h"
@@ -71,7 +72,9 @@ std::unique_ptr<BatchLoader> make_batch_loader(std::shared_ptr<const Dataset> da
   const int64_t free_bytes = device_cache == config::Switch::kOff ? -1 : device::free_memory(device);
   const DeviceCacheChoice cache =
       choose_device_cache(device_cache, split_bytes(*dataset), free_bytes, device, dataset->info().name);
-  spdlog::info("data.device_cache: {} ({})", cache.on ? "on" : "off", cache.why);
+  // Once per split (training and test): the sample count says which.
+  spdlog::info("data.device_cache: {} for {} ({})", cache.on ? "on" : "off",
+               count_of(dataset->info().samples, "sample"), cache.why);
   if (!cache.on) return std::make_unique<HostLoader>(std::move(dataset), std::move(options));
   return std::make_unique<DeviceLoader>(std::move(dataset), std::move(options), device);
 }

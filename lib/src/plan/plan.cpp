@@ -99,7 +99,12 @@ Strategies plan_strategies(const config::LoadedConfig& loaded, const device::Dev
 
 json splits_json(const std::vector<parallel::ReplicaSplit>& splits) {
   json out = json::array();
-  for (const auto& split : splits) out.push_back(fmt::format("{}: {}", split.device, split.rows()));
+  // ddp's shares are named by rank; dp's replicas may share a device (CPU threads), so by number.
+  for (const auto& split : splits) {
+    out.push_back(split.device.rfind("rank ", 0) == 0
+                      ? fmt::format("{}: {}", split.device, split.rows())
+                      : fmt::format("replica {} ({}): {}", split.replica, split.device, split.rows()));
+  }
   return out;
 }
 
