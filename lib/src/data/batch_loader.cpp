@@ -31,6 +31,10 @@ LoaderOptions loader_options(const config::DataConfig& config, Split split, uint
   return options;
 }
 
+int64_t batch_count(const LoaderOptions& options, int64_t samples) {
+  return options.drop_last ? samples / options.batch_size : (samples + options.batch_size - 1) / options.batch_size;
+}
+
 namespace {
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 }  // namespace

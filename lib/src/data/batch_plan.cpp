@@ -65,10 +65,6 @@ std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const
   return maps;
 }
 
-int64_t batch_count(const LoaderOptions& options, int64_t samples) {
-  return options.drop_last ? samples / options.batch_size : (samples + options.batch_size - 1) / options.batch_size;
-}
-
 std::vector<int64_t> epoch_order(const LoaderOptions& options, int64_t samples, int64_t epoch) {
   std::vector<int64_t> order(static_cast<std::size_t>(samples));
   std::iota(order.begin(), order.end(), int64_t{0});

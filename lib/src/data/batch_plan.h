@@ -28,9 +28,6 @@ struct Placement {
 // returns the per-channel maps: one per channel for images, none for features.
 std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const DatasetInfo& info);
 
-// Batches in an epoch of `samples`, the last one short unless dropped.
-int64_t batch_count(const LoaderOptions& options, int64_t samples);
-
 // The sample order of epoch `epoch` (0-based): the file order, or a
 // Fisher-Yates shuffle seeded by the seed and the epoch alone.
 std::vector<int64_t> epoch_order(const LoaderOptions& options, int64_t samples, int64_t epoch);

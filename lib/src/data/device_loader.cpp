@@ -44,7 +44,7 @@ struct DeviceLoader::State {
       scale = at::tensor(scales).view({1, channels, 1, 1}).to(device);
       shift = at::tensor(shifts).view({1, channels, 1, 1}).to(device);
     }
-    batches = detail::batch_count(options, info.samples);
+    batches = batch_count(options, info.samples);
   }
 
   void check_labels() const {

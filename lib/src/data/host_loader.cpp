@@ -108,7 +108,7 @@ struct HostLoader::State {
       if (!pin) warn_pin_memory_once();
     }
     prefetch = std::max<int64_t>(1, options.prefetch > 0 ? options.prefetch : 2 * options.num_workers);
-    batches = detail::batch_count(options, info.samples);
+    batches = batch_count(options, info.samples);
   }
 
   ~State() { stop(); }

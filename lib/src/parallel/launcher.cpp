@@ -182,20 +182,23 @@ void signal_running(std::vector<Worker>& workers, int signal) {
 
 }  // namespace
 
-void check_local_workers(const config::LoadedConfig& loaded, const device::DevicePlan& devices, int64_t nproc) {
+std::vector<StrategyPlan> check_local_workers(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                                              int64_t nproc) {
   if (devices.kind == device::DeviceKind::kCuda && nproc > static_cast<int64_t>(devices.gpus.size())) {
     spdlog::warn(
         "launcher: {} workers share {} GPU{}; NCCL runs one rank per GPU and refuses more (ddp.backend: gloo "
         "does not)",
         nproc, devices.gpus.size(), devices.gpus.size() == 1 ? "" : "s");
   }
+  std::vector<StrategyPlan> plans;
   for (int64_t rank = 0; rank < nproc; ++rank) {
     LaunchInfo launch;
     launch.rank = rank;
     launch.local_rank = rank;
     launch.world_size = nproc;
-    plan_strategy(loaded, devices, launch);
+    plans.push_back(plan_strategy(loaded, devices, launch));
   }
+  return plans;
 }
 
 int run_local_workers(const LauncherOptions& options) {

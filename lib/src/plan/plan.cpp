@@ -80,20 +80,19 @@ Strategies plan_strategies(const config::LoadedConfig& loaded, const device::Dev
                            const PlanRequest& request) {
   Strategies s;
   s.launch = request.launch;
-  if (request.nproc) {
-    parallel::check_local_workers(loaded, devices, *request.nproc);
-    s.launch.rank = 0;
-    s.launch.local_rank = 0;
-    s.launch.world_size = *request.nproc;
-    for (int64_t rank = 0; rank < *request.nproc; ++rank) {
-      parallel::LaunchInfo worker = s.launch;
-      worker.rank = rank;
-      worker.local_rank = rank;
-      const parallel::StrategyPlan plan = parallel::plan_strategy(loaded, devices, worker);
-      s.ranks.push_back(fmt::format("rank {}: {}", rank, plan.replicas.front().str()));
-    }
+  if (!request.nproc) {
+    s.mine = parallel::plan_strategy(loaded, devices, s.launch);
+    return s;
   }
-  s.mine = parallel::plan_strategy(loaded, devices, s.launch);
+  // What the workers of --nproc would each plan; this process stands for rank 0.
+  const std::vector<parallel::StrategyPlan> ranks = parallel::check_local_workers(loaded, devices, *request.nproc);
+  for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
+    s.ranks.push_back(fmt::format("rank {}: {}", rank, ranks[rank].replicas.front().str()));
+  }
+  s.mine = ranks.front();
+  s.launch.rank = 0;
+  s.launch.local_rank = 0;
+  s.launch.world_size = *request.nproc;
   return s;
 }
 

@@ -30,8 +30,10 @@ TrainLayout plan_layout(const config::ExperimentConfig& config, const parallel::
   l.micro_batch = config.data.batch_size / accumulation;
   const int64_t rest = train_samples % l.micro_batch;
   l.last_micro_batch = rest == 0 || config.data.drop_last ? l.micro_batch : rest;
-  const int64_t batches = train_samples / l.micro_batch + (rest != 0 && !config.data.drop_last ? 1 : 0);
-  l.steps_per_epoch = (batches + accumulation - 1) / accumulation;
+  data::LoaderOptions micro_batches;
+  micro_batches.batch_size = l.micro_batch;
+  micro_batches.drop_last = config.data.drop_last;
+  l.steps_per_epoch = (data::batch_count(micro_batches, train_samples) + accumulation - 1) / accumulation;
   return l;
 }
 

@@ -40,6 +40,9 @@ struct LoaderOptions {
 // cut short by drop_last (evaluation sees every test sample once, in order).
 LoaderOptions loader_options(const config::DataConfig& config, Split split, uint64_t seed);
 
+// Batches in an epoch of `samples`, the last one short unless dropped.
+int64_t batch_count(const LoaderOptions& options, int64_t samples);
+
 class BatchLoader {
  public:
   virtual ~BatchLoader() = default;
