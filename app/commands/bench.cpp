@@ -42,7 +42,8 @@ int run_bench(const BenchArgs& args) {
                                    {"phases", phases},
                                    {"samples_per_s", r.samples_per_s},
                                    {"bound_step_ms", r.bound_step_ms},
-                                   {"bound_samples_per_s", r.bound_samples_per_s}};
+                                   {"bound_samples_per_s", r.bound_samples_per_s},
+                                   {"bound_graphed", r.bound_graphed}};
   std::cout << out.dump() << std::endl;
   return 0;
 }

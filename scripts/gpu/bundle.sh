@@ -2,10 +2,10 @@
 # Builds Release and packs what a bare GPU machine with the torch 2.11.0+cu130 wheel needs to
 # run the GPU proof (prove.sh) into DIR (default .device/, git-ignored):
 #
-#   DIR/gputrain, DIR/tests/<the CUDA-labelled test binaries>    stripped
+#   DIR/gputrain, DIR/tests/<the binaries holding *_CUDA tests>    stripped
 #   DIR/lib/       every shared library ldd shows that is neither LibTorch's (the wheel's
 #                  torch/lib and nvidia/*, which the machine has) nor the C/C++ runtime's
-#   DIR/configs/, DIR/scripts/bench/{run.py,reference.py}, DIR/prove.sh, DIR/summarize.py
+#   DIR/configs/, DIR/scripts/bench/{run.py,reference.py,fast_paths.py}, DIR/prove.sh, DIR/summarize.py
 #
 # GPUTRAIN_BUNDLE_NO_BUILD=1 skips the build. Fails above 48 MiB. Prints, on stdout, the one command to run on the GPU machine from the
 # repository root there; the results land in $OUT.
@@ -22,9 +22,9 @@ if [ "${GPUTRAIN_BUNDLE_NO_BUILD:-0}" != 1 ]; then
   "$GPUTRAIN_ROOT/scripts/build.sh" release >&2
 fi
 
-# The CUDA-labelled tests' executables, as CTest knows them (not a hard-coded list, so a new
-# *_cuda_tests binary is bundled without touching this script).
-mapfile -t tests < <(ctest --preset release -L cuda --show-only=json-v1 | python3 -c '
+# The executables of every GPU test (named *_CUDA, whatever the binary's label), as CTest knows
+# them: not a hard-coded list, so a new GPU case is bundled without touching this script.
+mapfile -t tests < <(ctest --preset release -R '_CUDA$' --show-only=json-v1 | python3 -c '
 import json, sys
 seen = []
 for t in json.load(sys.stdin)["tests"]:
@@ -32,7 +32,7 @@ for t in json.load(sys.stdin)["tests"]:
     if exe and exe not in seen:
         seen.append(exe)
 print("\n".join(seen))')
-[ "${#tests[@]}" -gt 0 ] || { echo "bundle.sh: CTest lists no test labelled cuda" >&2; exit 1; }
+[ "${#tests[@]}" -gt 0 ] || { echo "bundle.sh: CTest lists no test named *_CUDA" >&2; exit 1; }
 binary="$GPUTRAIN_ROOT/build/release/app/gputrain"
 
 rm -rf "$DIR"
@@ -67,7 +67,7 @@ done
 strip --strip-unneeded "$DIR"/lib/*.so* 2>/dev/null || true
 
 cp -r configs "$DIR/configs"
-cp scripts/bench/run.py scripts/bench/reference.py "$DIR/scripts/bench/"
+cp scripts/bench/run.py scripts/bench/reference.py scripts/bench/fast_paths.py "$DIR/scripts/bench/"
 cp scripts/gpu/prove.sh scripts/gpu/summarize.py "$DIR/"
 {
   echo "gputrain GPU proof bundle, made $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"

@@ -61,12 +61,12 @@ internal_resume() {
   "$@" --resume auto --set train.epochs=2
 }
 
-# Each CUDA-labelled GoogleTest binary in turn; fails when any does.
+# The GPU cases (*_CUDA) of each GoogleTest binary in turn; fails when any does.
 internal_cuda_tests() {
   local rc=0 t
   for t in "$@"; do
     echo "prove: $t"
-    "$t" --gtest_color=no || rc=1
+    "$t" --gtest_color=no --gtest_filter='*_CUDA' || rc=1
   done
   return "$rc"
 }
@@ -214,13 +214,15 @@ step invalid_gpu_device any 60 2 'cuda:7' -- "${CMD[@]}"
 cifar_cmd invalid_gpu_index --set device=cuda --set 'gpus=[7]'
 step invalid_gpu_index cuda 60 2 '' -- "${CMD[@]}"
 
-# The bundle holds exactly the CUDA-labelled test binaries (bundle.sh asks CTest); a checkout's
-# build has every test binary, so there the CUDA ones are named.
+# The bundle holds exactly the binaries with *_CUDA tests (bundle.sh asks CTest); a checkout's
+# build has every test binary, so there the ones holding GPU cases are named.
 cuda_tests=()
 if [ "$ROOT" = "$HERE" ]; then
   for t in "$TESTS_DIR"/*; do [ -x "$t" ] && cuda_tests+=("$t"); done
 else
-  for t in train_cuda_tests report_cuda_tests; do [ -x "$TESTS_DIR/$t" ] && cuda_tests+=("$TESTS_DIR/$t"); done
+  for t in train_cuda_tests report_cuda_tests fast_path_tests data_tests; do
+    [ -x "$TESTS_DIR/$t" ] && cuda_tests+=("$TESTS_DIR/$t")
+  done
 fi
 if [ "$DRY" = 0 ] && [ "${#cuda_tests[@]}" -eq 0 ]; then
   skip cuda_tests "no CUDA test binaries in $TESTS_DIR"

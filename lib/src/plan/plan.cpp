@@ -182,7 +182,6 @@ ModelFacts measure_model(const config::LoadedConfig& loaded, const std::shared_p
         train::RunFacts run;
         run.device = device;
         run.single_device = strategy.kind == parallel::StrategyKind::kSingle;
-        run.train_samples = data.samples;
         run.micro_batch = info.micro_batch;
         facts.fast = train::plan_fast_paths(c, train::with_model_facts(run, model, data.input_shape));
         if (facts.fast.channels_last) train::to_channels_last(model);

@@ -33,7 +33,8 @@ torch::Tensor class_weights(const config::LoadedConfig& loaded, const data::Data
 // The eager step, or the CUDA graph where the fast paths chose it.
 std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, RunParts& run) {
   if (run.fast.cuda_graph)
-    return make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device);
+    return make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device,
+                             c.data.batch_size);  // one micro-batch a step: cuda_graph_blocker saw to it
   EagerStepParts parts;
   parts.strategy = run.strategy.get();
   parts.model = run.model;
@@ -148,7 +149,6 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
                                  RunFacts facts;
                                  facts.device = run.device;
                                  facts.single_device = run.plan.kind == parallel::StrategyKind::kSingle;
-                                 facts.train_samples = info.samples;
                                  facts.micro_batch = micro.batch_size;
                                  run.fast = apply_fast_paths(c, run.model, info, facts);
                                  run.strategy->prepare(run.model);

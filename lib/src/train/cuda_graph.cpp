@@ -34,11 +34,16 @@ void stream_waits_for(const c10::cuda::CUDAStream& waiter, const c10::cuda::CUDA
   event.record(from.unwrap());
   event.block(waiter.unwrap());
 }
+// Copies made on the caller's stream: the graph's static outputs are overwritten
+// by the next replay, and a side stream's tensors must not be freed under it.
+StepSums on_current_stream(const StepSums& sums) {
+  return {sums.loss_sum.clone(), sums.correct.defined() ? sums.correct.clone() : torch::Tensor()};
+}
 }  // namespace
 
 struct GraphedStep::State {
-  State(torch::nn::Sequential m, detail::SplitStep& s, LossKind l, bool c, bool cl, torch::Device d)
-      : model(std::move(m)), split(s), loss(l), classification(c), channels_last(cl), device(d) {}
+  State(torch::nn::Sequential m, detail::SplitStep& s, LossKind l, bool c, bool cl, torch::Device d, int64_t b)
+      : model(std::move(m)), split(s), loss(l), classification(c), channels_last(cl), device(d), batch_size(b) {}
 
   torch::nn::Sequential model;
   detail::SplitStep& split;  // the fused optimizer
@@ -46,6 +51,7 @@ struct GraphedStep::State {
   bool classification;
   bool channels_last;
   torch::Device device;
+  int64_t batch_size;  // the captured shape's
   int64_t eager_steps = 0;
   torch::Tensor inputs;  // static: every replayed step reads its batch from here
   torch::Tensor targets;
@@ -53,8 +59,8 @@ struct GraphedStep::State {
   MeanBackward backward_mean;  // its 1/batch gradient is made before capture, in the warm-up steps
   std::unique_ptr<at::cuda::CUDAGraph> graph;
 
-  // The device work of one step; the host half (prepare_step) runs outside.
-  StepSums body() {
+  // The device work of one step on `x` and `y`; the host half (prepare_step) runs outside.
+  StepSums body(const torch::Tensor& x, const torch::Tensor& y) {
     for (auto& p : model->parameters()) {
       if (p.grad().defined()) p.grad().zero_();  // in place: the graph keeps the gradients' addresses
     }
@@ -62,14 +68,14 @@ struct GraphedStep::State {
     torch::Tensor total;
     {
       device::NvtxRange range("forward");
-      outputs = model->forward(model_inputs(inputs, device, channels_last));
-      total = loss_sum(loss, outputs, targets);
+      outputs = model->forward(model_inputs(x, device, channels_last));
+      total = loss_sum(loss, outputs, y);
     }
     {
       device::NvtxRange range("backward");
-      backward_mean(total, inputs.size(0));
+      backward_mean(total, x.size(0));
     }
-    return {total.detach(), classification ? outputs.detach().argmax(1).eq(targets).sum() : torch::Tensor()};
+    return {total.detach(), classification ? outputs.detach().argmax(1).eq(y).sum() : torch::Tensor()};
   }
 
   void launch() {
@@ -77,17 +83,22 @@ struct GraphedStep::State {
     split.launch_step();
   }
 
-  void warm_up_step() {
+  // One step run eagerly on a side stream, as the warm-up before a capture
+  // must. It zeroes and fills the same gradient tensors the graph replays, and
+  // the fused update reads the same state, so eager and replayed steps mix.
+  StepSums eager_step(const torch::Tensor& x, const torch::Tensor& y) {
     const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device.index());
     const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device.index());
     stream_waits_for(side, current);
+    StepSums step_sums;
     {
       const c10::StreamGuard guard(side.unwrap());
-      sums = body();
+      step_sums = body(x, y);
       split.prepare_step();
       launch();
     }
     stream_waits_for(current, side);
+    return step_sums;
   }
 
   void capture() {
@@ -102,7 +113,7 @@ struct GraphedStep::State {
       // memory (cudaHostAlloc, event queries) while this thread captures,
       // which the default global mode forbids process-wide.
       graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-      sums = body();
+      sums = body(inputs, targets);
       launch();
       graph->capture_end();
     }
@@ -113,10 +124,10 @@ struct GraphedStep::State {
 };
 
 GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, LossKind loss,
-                         bool classification, bool channels_last, torch::Device device) {
+                         bool classification, bool channels_last, torch::Device device, int64_t batch_size) {
   auto* split = dynamic_cast<detail::SplitStep*>(&optimizer);
   GPUTRAIN_CHECK(split != nullptr && device.is_cuda(), "GraphedStep needs a fused optimizer on CUDA");
-  state_ = std::make_unique<State>(std::move(model), *split, loss, classification, channels_last, device);
+  state_ = std::make_unique<State>(std::move(model), *split, loss, classification, channels_last, device, batch_size);
 }
 
 GraphedStep::~GraphedStep() = default;
@@ -124,13 +135,16 @@ GraphedStep::~GraphedStep() = default;
 StepSums GraphedStep::step(const data::Batch& batch) {
   State& s = *state_;
   const c10::DeviceGuard device_guard(s.device);
+  if (batch.size() != s.batch_size) {
+    // The epoch's short last batch: the graph replays one shape, so this one runs eagerly.
+    device::NvtxRange range("step (eager, other shape)");
+    return on_current_stream(s.eager_step(batch.inputs.to(s.device, /*non_blocking=*/true),
+                                          batch.targets.to(s.device, /*non_blocking=*/true)));
+  }
   if (!s.inputs.defined()) {
     s.inputs = torch::empty(batch.inputs.sizes(), batch.inputs.options().device(s.device).pinned_memory(false));
     s.targets = torch::empty(batch.targets.sizes(), batch.targets.options().device(s.device).pinned_memory(false));
   }
-  GPUTRAIN_CHECK(batch.inputs.sizes() == s.inputs.sizes() && batch.targets.sizes() == s.targets.sizes(),
-                 "train.cuda_graph: batch {} differs from the captured {}", logging::shape_str(batch.inputs),
-                 logging::shape_str(s.inputs));
   {
     device::NvtxRange range("data");
     s.inputs.copy_(batch.inputs, /*non_blocking=*/true);
@@ -138,8 +152,7 @@ StepSums GraphedStep::step(const data::Batch& batch) {
   }
   if (s.eager_steps < kWarmupSteps) {
     ++s.eager_steps;
-    s.warm_up_step();
-    return {s.sums.loss_sum.clone(), s.sums.correct.defined() ? s.sums.correct.clone() : torch::Tensor()};
+    return on_current_stream(s.eager_step(s.inputs, s.targets));
   }
   // Host half of this step: learning rate and step counts into the tensors the graph reads.
   const bool replayable = s.split.prepare_step();
@@ -151,14 +164,15 @@ StepSums GraphedStep::step(const data::Batch& batch) {
     device::NvtxRange range("step (graph)");
     s.graph->replay();
   }
-  return {s.sums.loss_sum.clone(), s.sums.correct.defined() ? s.sums.correct.clone() : torch::Tensor()};
+  return on_current_stream(s.sums);
 }
 
 #else
 
 struct GraphedStep::State {};
 
-GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, LossKind, bool, bool, torch::Device) {
+GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, LossKind, bool, bool, torch::Device,
+                         int64_t) {
   GPUTRAIN_CHECK(false, "GraphedStep needs a build of LibTorch with CUDA");
 }
 

@@ -33,6 +33,12 @@ Choice decide(config::Switch setting, const Choice& rule) {
 
 RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape) {
   for (const auto& p : model->parameters()) facts.convolutional = facts.convolutional || p.dim() == 4;
+  int64_t convolutions = 0;
+  facts.tensor_core_channels = facts.convolutional;
+  for (const auto& p : model->parameters()) {
+    if (p.dim() != 4 || convolutions++ == 0) continue;  // weights [out, in, kh, kw]; the first reads the image
+    facts.tensor_core_channels = facts.tensor_core_channels && p.size(0) % 8 == 0 && p.size(1) % 8 == 0;
+  }
   facts.micro_batch_macs = models::forward_macs(model, sample_shape) * facts.micro_batch;
   return facts;
 }
@@ -44,10 +50,6 @@ std::string cuda_graph_blocker(const config::ExperimentConfig& c, bool fused, co
   if (!facts.device.is_cuda()) return fmt::format("it needs CUDA and the run is on {}", facts.device.str());
   if (!facts.single_device) return "it needs one device (strategy: single)";
   if (c.train.accumulation_steps != 1) return "it needs train.accumulation_steps: 1";
-  if (!c.data.drop_last && facts.micro_batch > 0 && facts.train_samples % facts.micro_batch != 0) {
-    return fmt::format("it needs batches of one shape: set data.drop_last: true ({} samples leave a last batch of {})",
-                       facts.train_samples, facts.train_samples % facts.micro_batch);
-  }
   if (c.train.grad_clip > 0) return "clipping (train.grad_clip) reads the gradient norm on the host every step";
   if (c.train.amp != config::AmpMode::kOff) return "it runs with train.amp: off only";
   if (!c.train.class_weights.empty()) return "it does not weight the loss by class (train.class_weights)";
@@ -71,8 +73,9 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
   record("optim.fused", fast.fused, fused.why);
 
   const std::string blocker = cuda_graph_blocker(c, fast.fused, facts);
-  const Choice graph = decide(
-      c.train.cuda_graph, blocker.empty() ? Choice{true, "one device, batches of one shape"} : Choice{false, blocker});
+  const Choice graph = decide(c.train.cuda_graph,
+                              blocker.empty() ? Choice{true, "one device, fused update, no host work inside the step"}
+                                              : Choice{false, blocker});
   fast.cuda_graph = graph.on && blocker.empty();
   if (graph.on && !blocker.empty()) {
     spdlog::warn("train.cuda_graph: off because {}; steps run eagerly", blocker);
@@ -82,12 +85,14 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
   }
 
   const bool mixed = c.train.amp != config::AmpMode::kOff;
-  const Choice layout =
-      decide(c.train.channels_last,
-             !facts.convolutional ? Choice{false, "the model has no convolutions"}
-             : !cuda              ? Choice{false, fmt::format("no faster on {} (measured)", device_name)}
-             : !mixed             ? Choice{false, "tensor cores take channels-last convolutions under train.amp only"}
-                                  : Choice{true, "convolutions under train.amp on tensor cores"});
+  const Choice layout = decide(
+      c.train.channels_last,
+      !facts.convolutional ? Choice{false, "the model has no convolutions"}
+      : !cuda              ? Choice{false, fmt::format("no faster on {} (measured)", device_name)}
+      : !mixed             ? Choice{false, "tensor cores take channels-last convolutions under train.amp only"}
+      : !facts.tensor_core_channels
+          ? Choice{false, "convolutions with channel counts that are not multiples of 8 ran slower channels-last"}
+          : Choice{true, "convolutions under train.amp on tensor cores"});
   fast.channels_last = layout.on;
   record("train.channels_last", fast.channels_last, layout.why);
 

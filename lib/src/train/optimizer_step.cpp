@@ -76,8 +76,8 @@ class EagerStep : public OptimizerStep {
 class GraphStep : public OptimizerStep {
  public:
   GraphStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
-            const torch::Device& device)
-      : graphed_(std::move(model), optimizer, loss.kind, loss.classes > 0, channels_last, device) {}
+            const torch::Device& device, int64_t batch_size)
+      : graphed_(std::move(model), optimizer, loss.kind, loss.classes > 0, channels_last, device, batch_size) {}
 
   StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) override {
     const StepSums sums = graphed_.step(group.front());  // one micro-batch: cuda_graph_blocker saw to it
@@ -103,9 +103,9 @@ std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts) {
 }
 
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
-                                                 const LossSpec& loss, bool channels_last,
-                                                 const torch::Device& device) {
-  return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device);
+                                                 const LossSpec& loss, bool channels_last, const torch::Device& device,
+                                                 int64_t batch_size) {
+  return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device, batch_size);
 }
 
 }  // namespace gputrain::train

@@ -163,7 +163,7 @@ struct TrainConfig {
   OnSigint on_sigint = OnSigint::kCheckpoint;
   // Fast paths; each auto rule is in train/fast_paths.h, and each falls back,
   // with a log line, where it cannot apply.
-  Switch cuda_graph = Switch::kAuto;       // capture the whole train step once, replay it (CUDA, static shapes)
+  Switch cuda_graph = Switch::kAuto;       // capture the whole train step once, replay it (CUDA)
   Switch channels_last = Switch::kAuto;    // model and 4-D inputs in channels-last memory format
   Switch cudnn_benchmark = Switch::kAuto;  // let cuDNN time its algorithms for the shapes it sees
   // CPU intra-op threads; 0: LibTorch's default (one per physical core); unset: auto.

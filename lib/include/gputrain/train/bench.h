@@ -37,6 +37,7 @@ struct BenchReport {
   double samples_per_s = 0;       // samples of the timed steps / their time
   double bound_step_ms = 0;       // compute bound: one step on a batch already on the device
   double bound_samples_per_s = 0;
+  bool bound_graphed = false;  // the bound's step replayed as a CUDA graph (train.cuda_graph), as training runs it
 };
 
 // Throws what Trainer's constructor throws for a config it cannot run, and a

@@ -29,8 +29,9 @@ struct StepSums {
 class GraphedStep {
  public:
   // `optimizer` comes from make_optimizer with optim.fused; it must outlive this.
+  // Batches of `batch_size` samples are captured; others run eagerly.
   GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, LossKind loss, bool classification,
-              bool channels_last, torch::Device device);
+              bool channels_last, torch::Device device, int64_t batch_size);
   ~GraphedStep();
   GraphedStep(const GraphedStep&) = delete;
   GraphedStep& operator=(const GraphedStep&) = delete;
@@ -38,8 +39,9 @@ class GraphedStep {
   // One optimizer step on `batch`, after the caller has set this step's
   // learning rate. The first steps run eagerly on a side stream (warming up
   // cuDNN, cuBLAS and the allocator, as a capture requires), the next is
-  // captured and replayed, every later one replayed. A batch of another shape
-  // is an InternalError: cuda_graph_blocker rules that out.
+  // captured and replayed, every later one replayed. A batch of another size
+  // (an epoch's short last batch) runs eagerly, on the same gradients and
+  // optimizer state.
   StepSums step(const data::Batch& batch);
 
  private:

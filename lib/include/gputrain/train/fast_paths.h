@@ -24,10 +24,13 @@ inline constexpr int64_t kSmallModelMacs = 1'000'000;
 // What the auto rules decide from, known once the model is built.
 struct RunFacts {
   torch::Device device{torch::kCPU};
-  bool single_device = true;     // strategy single
-  bool convolutional = false;    // the model has 4-D weights
+  bool single_device = true;   // strategy single
+  bool convolutional = false;  // the model has 4-D weights
+  // Every convolution after the first (which reads the image's 1 or 3
+  // channels) has channel counts in and out that are multiples of 8, the
+  // layout tensor cores take in fp16/bf16.
+  bool tensor_core_channels = false;
   int64_t micro_batch_macs = 0;  // multiply-adds of one micro-batch's forward pass
-  int64_t train_samples = 0;
   int64_t micro_batch = 0;
 };
 

@@ -61,8 +61,10 @@ struct EagerStepParts {
 };
 std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts);
 
-// train.cuda_graph: `optimizer` comes from make_optimizer with optim.fused and must outlive the step.
+// train.cuda_graph: `optimizer` comes from make_optimizer with optim.fused and must outlive the step;
+// batches of `batch_size` samples replay the graph, a short last batch runs eagerly.
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
-                                                 const LossSpec& loss, bool channels_last, const torch::Device& device);
+                                                 const LossSpec& loss, bool channels_last, const torch::Device& device,
+                                                 int64_t batch_size);
 
 }  // namespace gputrain::train
