@@ -1,9 +1,13 @@
 #include "signals.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <csignal>
+#include <mutex>
+#include <thread>
 
 namespace gputrain::app {
 
@@ -30,29 +34,91 @@ extern "C" void on_setup_signal(int) {
   ::_exit(130);
 }
 
-bool handled_by(int signal, void (*handler)(int)) {
-  struct sigaction current {};
-  return sigaction(signal, nullptr, &current) == 0 && current.sa_handler == handler;
+// What each handled signal does: a handler, SIG_IGN or SIG_DFL. Read by the
+// signal thread, so it stays ours whatever a library installs meanwhile.
+std::array<std::atomic<void (*)(int)>, NSIG> g_actions{};
+std::atomic<bool> g_routed{false};
+
+// The signals gputrain handles are blocked in every thread of a training
+// process, and taken with sigwait by one thread that does nothing else, which
+// runs our action for them. So no thread inside CUDA, cuDNN or NCCL is
+// interrupted, and no handler that a library installs for a while sees them:
+// cuDNN's runtime compiler (NVRTC) installs its own while it compiles a kernel
+// for a new shape, and a SIGTERM at that moment ended a run on an H100 with
+// exit code 4 or a segmentation fault, with no checkpoint
+// (scripts/bench/results/gpu-2026-11-25-*).
+constexpr std::array<int, 4> kHandled{SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+
+void take_signals() {
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int signal : kHandled) sigaddset(&handled, signal);
+  for (;;) {
+    int signal = 0;
+    if (sigwait(&handled, &signal) != 0) continue;
+    void (*action)(int) = g_actions[signal].load();
+    if (action == SIG_IGN) continue;
+    if (action != SIG_DFL) {
+      action(signal);
+      continue;
+    }
+    // The default action (train.on_sigint: none): the signal again, unblocked here, ends the process.
+    std::signal(signal, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signal);
+    pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+    raise(signal);
+  }
+}
+
+void route_signals_to_a_thread_of_their_own() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int signal : kHandled) {
+      struct sigaction current {};
+      sigaction(signal, nullptr, &current);
+      g_actions[signal].store(current.sa_handler);
+    }
+    sigset_t handled;
+    sigemptyset(&handled);
+    for (int signal : kHandled) sigaddset(&handled, signal);
+    pthread_sigmask(SIG_BLOCK, &handled, nullptr);  // before any thread starts: each inherits it
+    g_routed.store(true);
+    std::thread(take_signals).detach();
+  });
+}
+
+void set_action(int signal, void (*action)(int)) {
+  g_actions[signal].store(action);
+  if (g_routed.load()) return;
+  struct sigaction next {};
+  next.sa_handler = action;
+  sigemptyset(&next.sa_mask);
+  next.sa_flags = SA_RESTART;  // a signal must not fail a read or write in progress
+  sigaction(signal, &next, nullptr);
 }
 
 void install(int signal, void (*handler)(int)) {
-  struct sigaction previous {};
   // A shell starts background jobs with SIGINT ignored; so does the user who
   // asked for it. Keep that rather than stop on a Ctrl-C meant for another job.
-  if (signal == SIGINT && sigaction(signal, nullptr, &previous) == 0 && previous.sa_handler == SIG_IGN) return;
-  struct sigaction action {};
-  action.sa_handler = handler;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;  // a signal must not fail a read or write in progress
-  sigaction(signal, &action, nullptr);
+  if (signal == SIGINT && g_actions[signal].load() == SIG_IGN) return;
+  set_action(signal, handler);
 }
 
 }  // namespace
 
 void install_setup_signal_handlers() {
+  for (int signal : kHandled) {
+    struct sigaction current {};
+    sigaction(signal, nullptr, &current);
+    if (!g_routed.load()) g_actions[signal].store(current.sa_handler);
+  }
   install(SIGINT, on_setup_signal);
   install(SIGTERM, on_setup_signal);
 }
+
+void route_training_signals() { route_signals_to_a_thread_of_their_own(); }
 
 train::StopToken& install_signal_handlers(config::OnSigint on_sigint) {
   if (on_sigint != config::OnSigint::kNone) {
@@ -60,7 +126,7 @@ train::StopToken& install_signal_handlers(config::OnSigint on_sigint) {
     install(SIGTERM, on_stop_signal);
   } else {
     for (int signal : {SIGINT, SIGTERM}) {
-      if (handled_by(signal, on_setup_signal)) std::signal(signal, SIG_DFL);
+      if (g_actions[signal].load() == on_setup_signal) set_action(signal, SIG_DFL);
     }
   }
   install(SIGHUP, on_checkpoint_signal);

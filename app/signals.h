@@ -10,6 +10,9 @@
 //                    SIGINT stays ignored where the process started with it
 //                    ignored (a shell's background job).
 //   SIGHUP, SIGUSR1  write a checkpoint at the next step boundary and carry on.
+// In a training process all four are blocked in every thread and taken by one
+// thread of their own (route_training_signals), which runs these actions: no
+// CUDA call is interrupted, and a library's own handler never sees them.
 #include <string>
 
 #include "gputrain/config/config.h"
@@ -20,6 +23,10 @@ namespace gputrain::app {
 // While a command sets up (loads the config and data, builds the model), SIGINT
 // and SIGTERM exit with 130 and "stopped by a signal before training started".
 void install_setup_signal_handlers();
+
+// From here on the signals above are taken by a thread of their own. Call it
+// before any other thread starts (CUDA's included): each inherits the block.
+void route_training_signals();
 
 // Installs the handlers for the rest of the process and returns the token they set.
 train::StopToken& install_signal_handlers(config::OnSigint on_sigint);

@@ -222,6 +222,8 @@ checkpoint::Resumption starting_point(const std::string& command, const std::str
 // config -> plan -> build -> run directory -> train.
 int run_train(const TrainArgs& args) {
   install_setup_signal_handlers();
+  // The launcher (--nproc) trains nothing: its own handlers forward signals to the workers.
+  if (!args.nproc) route_training_signals();
   const TrainPlan plan = plan_train(args);
   if (args.nproc) return launch_workers(args, plan.start.config, plan.launch);
   const std::unique_ptr<train::Trainer> trainer = build_trainer(plan);

@@ -1,0 +1,68 @@
+// Where the stop and checkpoint signals land: on a thread of their own, never
+// on the thread that trains or one it started (a signal there can interrupt a
+// system call inside CUDA: exit code 4 on an H100).
+#include "signals.h"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+namespace gputrain::app {
+namespace {
+
+bool blocks(int signal) {
+  sigset_t mask;
+  pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+  return sigismember(&mask, signal) == 1;
+}
+
+template <typename Predicate>
+bool within_five_seconds(Predicate done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+std::atomic<bool> g_foreign_handler_ran{false};
+extern "C" void foreign_handler(int) { g_foreign_handler_ran.store(true); }
+
+TEST(Signals, ReachTheRunWhileEveryTrainingThreadBlocksThem) {
+  install_setup_signal_handlers();
+  route_training_signals();
+  train::StopToken& token = install_signal_handlers(config::OnSigint::kCheckpoint);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) EXPECT_TRUE(blocks(signal)) << signal;
+  bool worker_blocks = false;  // a thread started later: a loader worker, one of CUDA's
+  std::thread([&] { worker_blocks = blocks(SIGTERM); }).join();
+  EXPECT_TRUE(worker_blocks);
+
+  ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+  EXPECT_TRUE(within_five_seconds([&] { return token.take_checkpoint_request(); }));
+
+  // A library that installs its own handler for a while (NVRTC, compiling a
+  // kernel for cuDNN) does not take the signal from the run.
+  struct sigaction foreign {
+  }, previous{};
+  foreign.sa_handler = foreign_handler;
+  sigemptyset(&foreign.sa_mask);
+  sigaction(SIGUSR1, &foreign, &previous);
+  ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+  EXPECT_TRUE(within_five_seconds([&] { return token.take_checkpoint_request(); }));
+  EXPECT_FALSE(g_foreign_handler_ran.load());
+  sigaction(SIGUSR1, &previous, nullptr);
+
+  ASSERT_EQ(kill(getpid(), SIGTERM), 0);
+  EXPECT_TRUE(within_five_seconds([&] { return token.stop_requested(); }));
+  EXPECT_EQ(stop_signal_name(), "SIGTERM");
+  EXPECT_TRUE(blocks(SIGTERM)) << "this thread never took it";
+}
+
+}  // namespace
+}  // namespace gputrain::app
