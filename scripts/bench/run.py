@@ -118,7 +118,7 @@ def loadavg():
 
 # --- the two implementations -------------------------------------------------------------------
 
-def gputrain_run(args, workload, rundir):
+def gputrain_run(args, workload, rundir, keep_log=False):
     cmd = [args.gputrain, "train", "--config", workload["config"], "--output", rundir]
     for s in workload["set"] + args.gputrain_set:
         cmd += ["--set", s]
@@ -140,6 +140,13 @@ def gputrain_run(args, workload, rundir):
     peaks = [e["memory_peak"] for e in epochs if "memory_peak" in e]
     if peaks:
         result["peak_device_mib"] = max(peaks) / 2**20
+    # The built-in monitor's view of the steady epochs: how busy the GPU was, how long steps waited for data.
+    utils = [e["gpus"][0]["util_mean"] for e in later if e.get("gpus") and "util_mean" in e["gpus"][0]]
+    if utils:
+        result["gpu_util_mean"] = statistics.mean(utils)
+    result["loader_wait_s"] = sum(e.get("loader_wait_s", 0) for e in later)
+    if keep_log:
+        result["log"] = err
     return result
 
 
@@ -247,6 +254,8 @@ def summarise(runs, impls):
                       "accuracy": median([r["test_accuracy"] for r in mine]),
                       "pss": median([r["peak_pss_mib"] for r in mine]),
                       "device_mib": median([r.get("peak_device_mib") for r in mine]),
+                      "gpu_util": median([r.get("gpu_util_mean") for r in mine]),
+                      "loader_wait": median([r.get("loader_wait_s") for r in mine]),
                       "bound": bound, "of_bound": median([r["of_bound"] for r in mine])}
     return rows
 
@@ -262,20 +271,21 @@ def markdown(meta, args, summaries, impls):
              + (f"; gputrain overrides: {' '.join(args.gputrain_set)}" if args.gputrain_set else ""),
              "",
              "| workload | impl | steady samples/s | wall s | test acc | peak PSS MiB | peak device MiB "
-             "| compute bound samples/s | % of bound |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| compute bound samples/s | % of bound | GPU util % | loader wait s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, rows in summaries.items():
         for impl in impls:
             r = rows[impl]
             lines.append(f"| {name} | {impl} | {r['steady']:.0f} [{r['steady_min']:.0f}–{r['steady_max']:.0f}] "
                          f"| {r['wall']:.1f} | {100 * r['accuracy']:.2f}% | {r['pss']:.0f} "
-                         f"| {fmt(r['device_mib'], '.0f')} | {r['bound']:.0f} | {fmt(100 * r['of_bound'], '.0f')}% |")
+                         f"| {fmt(r['device_mib'], '.0f')} | {r['bound']:.0f} | {fmt(100 * r['of_bound'], '.0f')}% "
+                         f"| {fmt(r['gpu_util'], '.0f')} | {fmt(r['loader_wait'], '.2f')} |")
         g = rows["gputrain"]
         for impl in impls[:-1]:
             p = rows[impl]
             lines.append(f"| {name} | **gputrain / {impl}** | **{g['steady'] / p['steady']:.2f}×** "
                          f"| {p['wall'] / g['wall']:.2f}× faster | {100 * (g['accuracy'] - p['accuracy']):+.2f} pt "
-                         f"| {g['pss'] / p['pss']:.2f}× | | {g['bound'] / p['bound']:.2f}× | |")
+                         f"| {g['pss'] / p['pss']:.2f}× | | {g['bound'] / p['bound']:.2f}× | | | |")
     lines.append("")
     return "\n".join(lines)
 
