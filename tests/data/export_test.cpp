@@ -71,5 +71,23 @@ TEST(DatasetsExport, WritesTheSyntheticSetTheTrainerGenerates) {
   EXPECT_TRUE(std::filesystem::exists(dir / "out" / "train_inputs.npy"));
 }
 
+// The exported arrays train as `dataset: npy` to the very run the generated set gives.
+TEST(DatasetsExport, TheExportedSetTrainsAsNpyLikeTheGeneratedOne) {
+  TempDir dir;
+  const std::string config = std::string(GPUTRAIN_SOURCE_DIR) + "/configs/seed_mlp.yaml";
+  const auto exported =
+      gputrain::testing::run_gputrain({"datasets", "export", "--config", config, "--out", (dir / "npy").string()});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  auto train = [&](std::vector<std::string> sets) {
+    std::vector<std::string> args{"train", "--config", config, "--output", (dir / "runs").string()};
+    for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+    const auto r = gputrain::testing::run_gputrain(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::string summary = r.out.substr(r.out.rfind("{\"name\""));
+    return summary.substr(summary.find("\"train_loss\""));  // the losses and accuracy, not the run's name or time
+  };
+  EXPECT_EQ(train({"name=npy", "data.dataset=npy", "data.root=" + (dir / "npy").string()}), train({"name=generated"}));
+}
+
 }  // namespace
 }  // namespace gputrain::data

@@ -26,6 +26,7 @@ std::string default_data_root(DatasetName dataset) {
       return "/usr/share/datasets/fashion-mnist";
     case DatasetName::kMnist:
       return "datasets/mnist";
+    case DatasetName::kNpy:  // the user's own arrays: no default place
     case DatasetName::kRandom:
     case DatasetName::kSynthetic:
       break;

@@ -20,6 +20,10 @@ std::string npy_descr(torch::ScalarType type) {
       return "<f4";
     case torch::kInt64:
       return "<i8";
+    case torch::kInt32:
+      return "<i4";
+    case torch::kFloat64:
+      return "<f8";
     default:
       break;
   }

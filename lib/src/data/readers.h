@@ -13,6 +13,8 @@ DatasetInfo image_info(const std::string& name, const std::string& source, int64
 
 std::shared_ptr<const Dataset> read_cifar10(const std::string& root, Split split);
 std::shared_ptr<const Dataset> read_idx(config::DatasetName dataset, const std::string& root, Split split);
+// data.root: a directory of train_/test_ inputs/targets .npy files, or one .npz with those arrays.
+std::shared_ptr<const Dataset> read_npy(const std::string& root, Split split);
 std::shared_ptr<const Dataset> make_random(const config::DataConfig& config, Split split, uint64_t seed);
 std::shared_ptr<const Dataset> make_synthetic(const config::DataConfig& config, Split split, uint64_t seed);
 

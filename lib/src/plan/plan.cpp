@@ -126,6 +126,7 @@ json batch_section(const config::ExperimentConfig& c, const report::RunInfo& inf
 int64_t bytes_on_disk(const config::DataConfig& data) {
   if (data.dataset == config::DatasetName::kRandom || data.dataset == config::DatasetName::kSynthetic) return 0;
   std::error_code error;
+  if (fs::is_regular_file(data.root, error)) return static_cast<int64_t>(fs::file_size(data.root, error));  // an .npz
   int64_t bytes = 0;
   for (fs::recursive_directory_iterator it(data.root, error), end; !error && it != end; it.increment(error)) {
     if (it->is_regular_file(error)) bytes += static_cast<int64_t>(it->file_size(error));

@@ -17,7 +17,7 @@ namespace gputrain::config {
 enum class Switch { kOff, kOn, kAuto };
 
 // The choice keys' values. Each enum's table (below) holds its words.
-enum class DatasetName { kRandom, kSynthetic, kCifar10, kFashionMnist, kMnist };
+enum class DatasetName { kRandom, kSynthetic, kCifar10, kFashionMnist, kMnist, kNpy };
 enum class ModelName { kLinear, kMlp, kCifar10Cnn };
 enum class Activation { kRelu, kGelu, kTanh };
 enum class OptimizerName { kSgd, kAdam, kAdamW };
@@ -30,11 +30,12 @@ enum class MatmulPrecision { kAuto, kHighest, kHigh, kMedium };
 enum class StrategyName { kAuto, kSingle, kDp, kDdp };
 enum class DdpBackend { kAuto, kNccl, kGloo };
 
-inline constexpr ChoiceTable<DatasetName, 5> kDatasetNames{{{{"random", DatasetName::kRandom},
+inline constexpr ChoiceTable<DatasetName, 6> kDatasetNames{{{{"random", DatasetName::kRandom},
                                                              {"synthetic", DatasetName::kSynthetic},
                                                              {"cifar10", DatasetName::kCifar10},
                                                              {"fashion_mnist", DatasetName::kFashionMnist},
-                                                             {"mnist", DatasetName::kMnist}}}};
+                                                             {"mnist", DatasetName::kMnist},
+                                                             {"npy", DatasetName::kNpy}}}};
 inline constexpr ChoiceTable<ModelName, 3> kModelNames{
     {{{"linear", ModelName::kLinear}, {"mlp", ModelName::kMlp}, {"cifar10_cnn", ModelName::kCifar10Cnn}}}};
 inline constexpr ChoiceTable<Activation, 3> kActivations{

@@ -78,10 +78,14 @@ void visit(V& v, AugmentConfig& c) {
 template <class V>
 void visit(V& v, DataConfig& c) {
   v.field("dataset", c.dataset, Any{},
-          "`random` and `synthetic` are generated in memory; the others are read from `root`");
+          "`random` and `synthetic` are generated in memory; the others are read from `root`. `npy`: your own "
+          "arrays, `train_inputs`, `train_targets`, `test_inputs`, `test_targets` (what `gputrain datasets export` "
+          "writes): inputs float32/float64/integer of any sample shape (uint8 [C, H, W] or [H, W]: images), integer "
+          "targets [N] = classes, float targets [N] or [N, T] = regression");
   v.field("root", c.root, Any{},
           "where the data set lives; empty: cifar10 `datasets/cifar-10-batches-bin`, fashion_mnist "
-          "`/usr/share/datasets/fashion-mnist`, mnist `datasets/mnist`");
+          "`/usr/share/datasets/fashion-mnist`, mnist `datasets/mnist`; npy: a directory of the four .npy files or "
+          "one .npz holding them (required)");
   v.field("batch_size", c.batch_size, Min{1},
           "global batch per optimizer step, shared by accumulation, replicas and ranks (above)");
   v.field("micro_batch_size", c.micro_batch_size, Min{1},

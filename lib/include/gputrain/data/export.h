@@ -9,7 +9,7 @@
 
 namespace gputrain::data {
 
-// Writes `tensor` (contiguous, CPU; uint8, float32 or int64) as one .npy file
+// Writes `tensor` (contiguous, CPU; uint8, int32, int64, float32 or float64) as one .npy file
 // (format version 1.0, little-endian, C order). Throws DataError when it
 // cannot write.
 void write_npy(const std::filesystem::path& file, const torch::Tensor& tensor);

@@ -1,0 +1,272 @@
+// dataset: npy — the user's own arrays: train_inputs.npy, train_targets.npy,
+// test_inputs.npy and test_targets.npy in data.root (what `gputrain datasets
+// export` writes), or the same four arrays in one .npz (numpy.savez) named by
+// data.root. Inputs of any sample shape and dtype float32/float64, any integer
+// type or uint8; uint8 samples of [C, H, W] or [H, W] are images (normalize
+// and augment apply). Integer targets [N] are classes, float targets [N] or
+// [N, T] regression values.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <minizip/unzip.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <optional>
+#include <regex>
+
+#include "gputrain/common/error.h"
+#include "readers.h"
+
+namespace gputrain::data::detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kName = "npy";
+constexpr char kMagic[] = "\x93NUMPY";
+
+std::string array_name(Split split, const char* part) {
+  return fmt::format("{}_{}", split == Split::kTrain ? "train" : "test", part);
+}
+
+// One array's bytes, from a file or an .npz member, named for messages.
+struct NpyBytes {
+  std::string where;  // "DIR/train_inputs.npy" or "FILE.npz:train_inputs.npy"
+  std::string bytes;
+};
+
+struct DtypeInfo {
+  torch::ScalarType type;
+  int64_t size;
+};
+
+// NumPy's type strings that a data set may hold; '<' little-endian, '|' no order.
+std::optional<DtypeInfo> dtype_of(const std::string& descr) {
+  static const std::vector<std::pair<std::string, DtypeInfo>> kTypes{
+      {"|u1", {torch::kUInt8, 1}},   {"<u1", {torch::kUInt8, 1}},   {"|i1", {torch::kInt8, 1}},
+      {"<i1", {torch::kInt8, 1}},    {"<i2", {torch::kInt16, 2}},   {"<i4", {torch::kInt32, 4}},
+      {"<i8", {torch::kInt64, 8}},   {"<f4", {torch::kFloat32, 4}}, {"<f8", {torch::kFloat64, 8}},
+      {"<f2", {torch::kFloat16, 2}},
+  };
+  for (const auto& [name, info] : kTypes) {
+    if (name == descr) return info;
+  }
+  return std::nullopt;
+}
+
+// Parses the .npy format (versions 1 to 3) into a CPU tensor of its dtype and shape.
+torch::Tensor parse_npy(const NpyBytes& file) {
+  const std::string& b = file.bytes;
+  auto bad = [&](const std::string& what) {
+    return DataError(
+        fmt::format("{}: {}: {}. Write it with numpy.save (or `gputrain datasets export`).", kName, file.where, what));
+  };
+  if (b.size() < 10 || b.compare(0, 6, kMagic, 6) != 0) throw bad("not a .npy file (no \\x93NUMPY magic)");
+  const int major = static_cast<unsigned char>(b[6]);
+  std::size_t header_start = 10;
+  std::size_t header_length = static_cast<unsigned char>(b[8]) | static_cast<unsigned char>(b[9]) << 8;
+  if (major >= 2) {
+    if (b.size() < 12) throw bad("truncated header");
+    header_start = 12;
+    header_length = 0;
+    for (int i = 3; i >= 0; --i) header_length = header_length << 8 | static_cast<unsigned char>(b[8 + i]);
+  } else if (major != 1) {
+    throw bad(fmt::format("format version {} is not one of 1, 2, 3", major));
+  }
+  if (b.size() < header_start + header_length) throw bad("truncated header");
+  const std::string header = b.substr(header_start, header_length);
+
+  std::smatch m;
+  if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')"))) throw bad("no 'descr' in the header");
+  const std::string descr = m[1];
+  const std::optional<DtypeInfo> dtype = dtype_of(descr);
+  if (!dtype) {
+    throw bad(
+        fmt::format("dtype '{}' is not supported: use float32, float64, uint8 or a little-endian integer type "
+                    "(numpy: array.astype('<f4'))",
+                    descr));
+  }
+  if (std::regex_search(header, std::regex(R"('fortran_order'\s*:\s*True)"))) {
+    throw bad("stored in Fortran (column-major) order: save numpy.ascontiguousarray(array) instead");
+  }
+  if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))"))) throw bad("no 'shape' in the header");
+  std::vector<int64_t> shape;
+  const std::string dims = m[1];
+  const std::regex number(R"(\d+)");
+  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), number); it != std::sregex_iterator(); ++it) {
+    shape.push_back(std::stoll(it->str()));
+  }
+  if (shape.empty()) throw bad("a scalar, not an array of samples");
+  const int64_t elements = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+  const std::size_t data_start = header_start + header_length;
+  const auto expected = static_cast<std::size_t>(elements * dtype->size);
+  if (b.size() - data_start != expected) {
+    throw bad(fmt::format("shape ({}) of {} needs {} bytes of data, the file holds {}", fmt::join(shape, ", "), descr,
+                          expected, b.size() - data_start));
+  }
+  torch::Tensor tensor = torch::empty(shape, torch::TensorOptions().dtype(dtype->type));
+  std::memcpy(tensor.data_ptr(), b.data() + data_start, expected);
+  return tensor;
+}
+
+// Where the four arrays are: a directory of .npy files or one .npz.
+class NpySource {
+ public:
+  explicit NpySource(const std::string& root) : root_(root) {
+    if (root.empty()) {
+      throw DataError(
+          fmt::format("{}: data.root is empty: set it to a directory holding train_inputs.npy, "
+                      "train_targets.npy, test_inputs.npy and test_targets.npy, or to one .npz with those "
+                      "arrays",
+                      kName));
+    }
+    std::error_code error;
+    npz_ = fs::is_regular_file(root, error);
+    if (!npz_) require_directory(kName, root, "It must hold the .npy files, or be one .npz file.");
+  }
+
+  // The array `name` ("train_inputs"), or nullopt when absent.
+  std::optional<NpyBytes> read(const std::string& name) const {
+    return npz_ ? read_member(name + ".npy") : read_file(fs::path(root_) / (name + ".npy"));
+  }
+
+  std::string expected(const std::string& name) const {
+    return npz_ ? fmt::format("{} has no array '{}'", root_, name)
+                : fmt::format("{} is missing", (fs::path(root_) / (name + ".npy")).string());
+  }
+
+ private:
+  std::optional<NpyBytes> read_file(const fs::path& file) const {
+    if (!is_data_file(kName, file)) return std::nullopt;
+    std::ifstream in(file, std::ios::binary);
+    NpyBytes out{file.string(), std::string(std::istreambuf_iterator<char>(in), {})};
+    if (!in && !in.eof()) throw DataError(fmt::format("{}: cannot read {}", kName, file.string()));
+    return out;
+  }
+
+  std::optional<NpyBytes> read_member(const std::string& member) const {
+    unzFile zip = unzOpen64(root_.c_str());
+    if (zip == nullptr) {
+      throw DataError(
+          fmt::format("{}: {} is neither a directory nor an .npz (zip) file numpy.savez writes", kName, root_));
+    }
+    struct Closer {
+      unzFile zip;
+      ~Closer() { unzClose(zip); }
+    } closer{zip};
+    if (unzLocateFile(zip, member.c_str(), 1) != UNZ_OK) return std::nullopt;
+    unz_file_info64 info{};
+    NpyBytes out{fmt::format("{}:{}", root_, member), {}};
+    if (unzGetCurrentFileInfo64(zip, &info, nullptr, 0, nullptr, 0, nullptr, 0) != UNZ_OK ||
+        unzOpenCurrentFile(zip) != UNZ_OK) {
+      throw DataError(fmt::format("{}: {}: cannot open the member (a damaged .npz?)", kName, out.where));
+    }
+    out.bytes.resize(info.uncompressed_size);
+    std::size_t done = 0;
+    while (done < out.bytes.size()) {
+      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(out.bytes.size() - done, 1u << 30));
+      const int got = unzReadCurrentFile(zip, out.bytes.data() + done, chunk);
+      if (got <= 0) break;
+      done += static_cast<std::size_t>(got);
+    }
+    const bool checked = unzCloseCurrentFile(zip) == UNZ_OK;  // UNZ_CRCERROR on a damaged member
+    if (done != out.bytes.size() || !checked) {
+      throw DataError(
+          fmt::format("{}: {}: the member is truncated or fails its checksum (a damaged .npz?)", kName, out.where));
+    }
+    return out;
+  }
+
+  std::string root_;
+  bool npz_ = false;
+};
+
+NpyBytes require(const NpySource& source, const std::string& name) {
+  std::optional<NpyBytes> bytes = source.read(name);
+  if (!bytes) {
+    throw DataError(
+        fmt::format("{}: {}. The npy data set reads train_inputs, train_targets, test_inputs and "
+                    "test_targets (`gputrain datasets export` writes them).",
+                    kName, source.expected(name)));
+  }
+  return *bytes;
+}
+
+bool is_integer(torch::ScalarType type) { return c10::isIntegralType(type, /*includeBool=*/false); }
+
+// Labels must be whole classes 0..classes-1; the classes count comes from the
+// training and the test targets together, so both splits agree.
+int64_t count_classes(const NpySource& source) {
+  int64_t highest = 0;
+  for (Split split : {Split::kTrain, Split::kTest}) {
+    const std::optional<NpyBytes> bytes = source.read(array_name(split, "targets"));
+    if (!bytes) continue;
+    const torch::Tensor targets = parse_npy(*bytes);
+    if (!is_integer(targets.scalar_type()) || targets.numel() == 0) continue;
+    const torch::Tensor flat = targets.flatten().to(torch::kInt64);
+    const int64_t lowest = flat.min().item<int64_t>();
+    if (lowest < 0) {
+      const int64_t at = (flat < 0).nonzero()[0][0].item<int64_t>();
+      throw DataError(fmt::format("{}: {}: sample {} has label {}; class labels run from 0 to classes - 1", kName,
+                                  bytes->where, at, flat[at].item<int64_t>()));
+    }
+    highest = std::max(highest, flat.max().item<int64_t>());
+  }
+  return highest + 1;
+}
+
+}  // namespace
+
+std::shared_ptr<const Dataset> read_npy(const std::string& root, Split split) {
+  const NpySource source(root);
+  const NpyBytes input_bytes = require(source, array_name(split, "inputs"));
+  const NpyBytes target_bytes = require(source, array_name(split, "targets"));
+  torch::Tensor inputs = parse_npy(input_bytes);
+  torch::Tensor targets = parse_npy(target_bytes);
+  const int64_t samples = inputs.size(0);
+  if (targets.size(0) != samples) {
+    throw DataError(fmt::format("{}: {} holds {} samples but {} holds {}: inputs and targets must pair up", kName,
+                                input_bytes.where, samples, target_bytes.where, targets.size(0)));
+  }
+
+  DatasetInfo info;
+  info.name = kName;
+  info.source = root;
+  info.samples = samples;
+  // uint8 [N, C, H, W] or [N, H, W]: images, kept as bytes like CIFAR's; anything else: float32 features.
+  const bool images = inputs.scalar_type() == torch::kUInt8 && (inputs.dim() == 4 || inputs.dim() == 3);
+  if (images && inputs.dim() == 3) inputs = inputs.unsqueeze(1);
+  if (!images) inputs = inputs.to(torch::kFloat32);
+  if (inputs.dim() == 1) inputs = inputs.unsqueeze(1);
+  info.images = images;
+  info.input_shape = inputs.sizes().slice(1).vec();
+
+  if (is_integer(targets.scalar_type())) {
+    if (targets.dim() == 2 && targets.size(1) == 1) targets = targets.squeeze(1);
+    if (targets.dim() != 1) {
+      throw DataError(
+          fmt::format("{}: {}: integer targets are class labels, one per sample (shape [N]), not shape "
+                      "[{}]",
+                      kName, target_bytes.where, fmt::join(targets.sizes(), ", ")));
+    }
+    info.target_kind = TargetKind::kClasses;
+    info.classes = count_classes(source);
+    targets = targets.to(torch::kInt64);
+  } else {
+    if (targets.dim() == 1) targets = targets.unsqueeze(1);
+    if (targets.dim() != 2) {
+      throw DataError(fmt::format("{}: {}: float targets are regression values of shape [N] or [N, T], not [{}]", kName,
+                                  target_bytes.where, fmt::join(targets.sizes(), ", ")));
+    }
+    info.target_kind = TargetKind::kValues;
+    info.targets = targets.size(1);
+    targets = targets.to(torch::kFloat32);
+  }
+  return std::make_shared<TensorDataset>(std::move(info), inputs.contiguous(), targets.contiguous(),
+                                         std::vector<TensorDataset::Part>{{input_bytes.where, samples}});
+}
+
+}  // namespace gputrain::data::detail
