@@ -89,9 +89,11 @@ void route_signals_to_a_thread_of_their_own() {
   });
 }
 
+// The action for the signal thread, and as the process's disposition too: a
+// thread that unblocks the signals on its own still runs ours, never the
+// setup handler's "nothing was written" exit in the middle of training.
 void set_action(int signal, void (*action)(int)) {
   g_actions[signal].store(action);
-  if (g_routed.load()) return;
   struct sigaction next {};
   next.sa_handler = action;
   sigemptyset(&next.sa_mask);

@@ -62,6 +62,17 @@ TEST(Signals, ReachTheRunWhileEveryTrainingThreadBlocksThem) {
   EXPECT_TRUE(within_five_seconds([&] { return token.stop_requested(); }));
   EXPECT_EQ(stop_signal_name(), "SIGTERM");
   EXPECT_TRUE(blocks(SIGTERM)) << "this thread never took it";
+
+  // A thread that unblocks them on its own runs the run's action too, not the setup's exit.
+  struct sigaction current {};
+  sigaction(SIGTERM, nullptr, &current);
+  EXPECT_NE(current.sa_handler, SIG_DFL);
+  struct sigaction setup {};
+  install_setup_signal_handlers();
+  sigaction(SIGTERM, nullptr, &setup);
+  install_signal_handlers(config::OnSigint::kCheckpoint);
+  sigaction(SIGTERM, nullptr, &current);
+  EXPECT_NE(current.sa_handler, setup.sa_handler);
 }
 
 }  // namespace
