@@ -37,7 +37,6 @@ extern "C" void on_setup_signal(int) {
 // What each handled signal does: a handler, SIG_IGN or SIG_DFL. Read by the
 // signal thread, so it stays ours whatever a library installs meanwhile.
 std::array<std::atomic<void (*)(int)>, NSIG> g_actions{};
-std::atomic<bool> g_routed{false};
 
 // The signals gputrain handles are blocked in every thread of a training
 // process, and taken with sigwait by one thread that does nothing else, which
@@ -72,23 +71,6 @@ void take_signals() {
   }
 }
 
-void route_signals_to_a_thread_of_their_own() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (int signal : kHandled) {
-      struct sigaction current {};
-      sigaction(signal, nullptr, &current);
-      g_actions[signal].store(current.sa_handler);
-    }
-    sigset_t handled;
-    sigemptyset(&handled);
-    for (int signal : kHandled) sigaddset(&handled, signal);
-    pthread_sigmask(SIG_BLOCK, &handled, nullptr);  // before any thread starts: each inherits it
-    g_routed.store(true);
-    std::thread(take_signals).detach();
-  });
-}
-
 // The action for the signal thread, and as the process's disposition too: a
 // thread that unblocks the signals on its own still runs ours, never the
 // setup handler's "nothing was written" exit in the middle of training.
@@ -111,16 +93,25 @@ void install(int signal, void (*handler)(int)) {
 }  // namespace
 
 void install_setup_signal_handlers() {
-  for (int signal : kHandled) {
+  for (int signal : kHandled) {  // as the process started: SIGINT may be ignored (install keeps that)
     struct sigaction current {};
     sigaction(signal, nullptr, &current);
-    if (!g_routed.load()) g_actions[signal].store(current.sa_handler);
+    g_actions[signal].store(current.sa_handler);
   }
   install(SIGINT, on_setup_signal);
   install(SIGTERM, on_setup_signal);
 }
 
-void route_training_signals() { route_signals_to_a_thread_of_their_own(); }
+void route_training_signals() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    sigset_t handled;
+    sigemptyset(&handled);
+    for (int signal : kHandled) sigaddset(&handled, signal);
+    pthread_sigmask(SIG_BLOCK, &handled, nullptr);  // before any thread starts: each inherits it
+    std::thread(take_signals).detach();
+  });
+}
 
 train::StopToken& install_signal_handlers(config::OnSigint on_sigint) {
   if (on_sigint != config::OnSigint::kNone) {

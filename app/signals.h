@@ -25,7 +25,8 @@ namespace gputrain::app {
 void install_setup_signal_handlers();
 
 // From here on the signals above are taken by a thread of their own. Call it
-// before any other thread starts (CUDA's included): each inherits the block.
+// after install_setup_signal_handlers and before any other thread starts
+// (CUDA's included): each inherits the block.
 void route_training_signals();
 
 // Installs the handlers for the rest of the process and returns the token they set.

@@ -197,23 +197,26 @@ NpyBytes require(const NpySource& source, const std::string& name) {
 
 bool is_integer(torch::ScalarType type) { return c10::isIntegralType(type, /*includeBool=*/false); }
 
-// Labels must be whole classes 0..classes-1; the classes count comes from the
-// training and the test targets together, so both splits agree.
-int64_t count_classes(const NpySource& source) {
-  int64_t highest = 0;
-  for (Split split : {Split::kTrain, Split::kTest}) {
-    const std::optional<NpyBytes> bytes = source.read(array_name(split, "targets"));
-    if (!bytes) continue;
-    const torch::Tensor targets = parse_npy(*bytes);
-    if (!is_integer(targets.scalar_type()) || targets.numel() == 0) continue;
-    const torch::Tensor flat = targets.flatten().to(torch::kInt64);
-    const int64_t lowest = flat.min().item<int64_t>();
-    if (lowest < 0) {
-      const int64_t at = (flat < 0).nonzero()[0][0].item<int64_t>();
-      throw DataError(fmt::format("{}: {}: sample {} has label {}; class labels run from 0 to classes - 1", kName,
-                                  bytes->where, at, flat[at].item<int64_t>()));
-    }
-    highest = std::max(highest, flat.max().item<int64_t>());
+// The highest label in `labels` (integer, of the array at `where`); a negative one is an error.
+int64_t highest_label(const torch::Tensor& labels, const std::string& where) {
+  if (labels.numel() == 0) return -1;
+  const torch::Tensor flat = labels.flatten().to(torch::kInt64);
+  if (flat.min().item<int64_t>() < 0) {
+    const int64_t at = (flat < 0).nonzero()[0][0].item<int64_t>();
+    throw DataError(fmt::format("{}: {}: sample {} has label {}; class labels run from 0 to classes - 1", kName, where,
+                                at, flat[at].item<int64_t>()));
+  }
+  return flat.max().item<int64_t>();
+}
+
+// Labels must be whole classes 0..classes-1; the classes count comes from
+// this split's labels and the other split's together, so both splits agree.
+int64_t count_classes(const NpySource& source, Split split, const torch::Tensor& labels, const std::string& where) {
+  int64_t highest = highest_label(labels, where);
+  const Split other_split = split == Split::kTrain ? Split::kTest : Split::kTrain;
+  if (const std::optional<NpyBytes> other = source.read(array_name(other_split, "targets"))) {
+    const torch::Tensor other_labels = parse_npy(*other);
+    if (is_integer(other_labels.scalar_type())) highest = std::max(highest, highest_label(other_labels, other->where));
   }
   return highest + 1;
 }
@@ -253,7 +256,7 @@ std::shared_ptr<const Dataset> read_npy(const std::string& root, Split split) {
                       kName, target_bytes.where, fmt::join(targets.sizes(), ", ")));
     }
     info.target_kind = TargetKind::kClasses;
-    info.classes = count_classes(source);
+    info.classes = count_classes(source, split, targets, target_bytes.where);
     targets = targets.to(torch::kInt64);
   } else {
     if (targets.dim() == 1) targets = targets.unsqueeze(1);

@@ -32,13 +32,14 @@ Choice decide(config::Switch setting, const Choice& rule) {
 }  // namespace
 
 RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape) {
-  for (const auto& p : model->parameters()) facts.convolutional = facts.convolutional || p.dim() == 4;
   int64_t convolutions = 0;
-  facts.tensor_core_channels = facts.convolutional;
+  bool widths_fit = true;
   for (const auto& p : model->parameters()) {
     if (p.dim() != 4 || convolutions++ == 0) continue;  // weights [out, in, kh, kw]; the first reads the image
-    facts.tensor_core_channels = facts.tensor_core_channels && p.size(0) % 8 == 0 && p.size(1) % 8 == 0;
+    widths_fit = widths_fit && p.size(0) % 8 == 0 && p.size(1) % 8 == 0;
   }
+  facts.convolutional = convolutions > 0;
+  facts.tensor_core_channels = facts.convolutional && widths_fit;
   facts.micro_batch_macs = models::forward_macs(model, sample_shape) * facts.micro_batch;
   return facts;
 }
