@@ -23,6 +23,7 @@
 #include "gputrain/report/metrics_writer.h"
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_recorder.h"
+#include "gputrain/train/batch_solver.h"
 #include "gputrain/train/trainer.h"
 #include "logging_setup.h"
 #include "signals.h"
@@ -59,11 +60,20 @@ int launch_workers(const TrainArgs& args, const config::LoadedConfig& loaded, co
   }
   const device::DevicePlan devices =
       device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
-  parallel::check_local_workers(loaded, devices, *args.nproc);
+  const std::vector<parallel::StrategyPlan> ranks = parallel::check_local_workers(loaded, devices, *args.nproc);
   parallel::LauncherOptions options;
   options.nproc = *args.nproc;
   options.executable = std::filesystem::read_symlink("/proc/self/exe").string();
   options.arguments = worker_arguments(args);
+  // data.batch_size: auto is solved once, here, so that every worker runs the same batch.
+  config::LoadedConfig solved = loaded;
+  if (train::solve_batch(solved, ranks.front(), *args.nproc)) {
+    const config::DataConfig& data = solved.config.data;
+    options.arguments.insert(options.arguments.end(),
+                             {"--set", fmt::format("data.batch_size={}", *data.batch_size), "--set",
+                              fmt::format("train.accumulation_steps={}", solved.config.train.accumulation_steps),
+                              "--set", fmt::format("data.test_batch_size={}", data.test_batch_size)});
+  }
   options.environment = args.env.all;
   options.master_addr = launch.master_addr;
   if (args.env.master_port) options.master_port = launch.master_port;
@@ -92,6 +102,8 @@ TrainPlan plan_train(const TrainArgs& args) {
   if (args.nproc) return plan;  // the workers resolve their own devices
   plan.inventory = device::probe_devices(args.env.cuda_visible_devices);
   plan.devices = device::resolve_devices(plan.start.config, plan.inventory);
+  const parallel::StrategyPlan strategy = parallel::plan_strategy(plan.start.config, plan.devices, plan.launch);
+  train::solve_batch(plan.start.config, strategy, plan.launch.world_size);
   return plan;
 }
 

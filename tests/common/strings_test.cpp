@@ -26,6 +26,24 @@ TEST(Strings, JoinChoicesAndSplit) {
   EXPECT_EQ(trim("  x y \n"), "x y");
 }
 
+TEST(Strings, ByteSizesReadWithTheirUnitsAndPrintAsTheyScale) {
+  EXPECT_EQ(parse_bytes("4096"), 4096);
+  EXPECT_EQ(parse_bytes("512B"), 512);
+  EXPECT_EQ(parse_bytes("2GiB"), int64_t{2} << 30);
+  EXPECT_EQ(parse_bytes(" 512 MiB "), int64_t{512} << 20);
+  EXPECT_EQ(parse_bytes("1.5GB"), 1'500'000'000);
+  EXPECT_EQ(parse_bytes("1e9"), 1'000'000'000);
+  EXPECT_EQ(parse_bytes("3kb"), 3000);
+  for (const char* bad : {"", "lots", "12 parsecs", "0", "-1GiB", "nan", "1e30"}) {
+    EXPECT_FALSE(parse_bytes(bad).has_value()) << bad;
+  }
+  EXPECT_EQ(bytes_text(-1), "unknown");
+  EXPECT_EQ(bytes_text(512), "512 B");
+  EXPECT_EQ(bytes_text(1536), "1.5 KiB");
+  EXPECT_EQ(bytes_text(int64_t{3} << 20), "3.0 MiB");
+  EXPECT_EQ(bytes_text(int64_t{5} << 30), "5.00 GiB");
+}
+
 TEST(Strings, InvalidUtf8IsFoundAndEscaped) {
   EXPECT_EQ(invalid_utf8("plain ascii"), std::string_view::npos);
   EXPECT_EQ(invalid_utf8("r\xc3\xa9sum\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), std::string_view::npos);

@@ -105,6 +105,8 @@ ExperimentConfig with_changed(const std::string& key) {
   if (config.data.micro_batch_size) {
     config.data.batch_size = *config.data.micro_batch_size * config.train.accumulation_steps;
   }
+  if (config.train.target_batch > 0) config.data.batch_size = config.train.target_batch;
+  if (config.train.max_memory != "auto") config.train.max_memory = "1GiB";
   if (config.data.normalize.mean.size() != config.data.normalize.std.size()) {
     config.data.normalize.mean = {0.5};
     config.data.normalize.std = {0.5};

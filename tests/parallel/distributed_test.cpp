@@ -139,6 +139,46 @@ TEST(Ddp, UnevenSplitUnderTorchrunVariablesMatchesOneProcess) {
   expect_same_weights(config, dir / "one/ddp/model.pt", dir / "two/ddp/model.pt");
 }
 
+// data.batch_size: auto under --nproc: the launcher chooses once and every worker runs its choice.
+TEST(Ddp, AutoBatchUnderNprocIsChosenOnceAndTrainsLikeTheBatchSetByHand) {
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 2, 30));
+  const auto two =
+      run_gputrain({"train", "--config", config.string(), "--output", (dir / "two").string(), "--nproc", "2", "--set",
+                    "data.batch_size=auto", "--set", "train.target_batch=8", "--set", "train.max_memory=1GiB"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.err.find("data.batch_size: 8 (auto: micro-batch 4 x 1 accumulation step = 8 per optimizer step over "
+                         "2 processes"),
+            std::string::npos)
+      << two.err;
+  const auto one = run_gputrain({"train", "--config", config.string(), "--output", (dir / "one").string()});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  expect_same_weights(config, dir / "one/ddp/model.pt", dir / "two/ddp/model.pt");
+}
+
+// Under torchrun each rank resolves its own config: ranks whose batches differ
+// (a rank's --set, or auto measuring different devices) would step apart.
+TEST(Ddp, RanksRunningDifferentBatchesStopNamingTheirOwn) {
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 1, 30));
+  const std::vector<std::string> args{"train", "--config", config.string(), "--output", (dir / "run").string(),
+                                      "--set"};
+  const int port = free_port();
+  auto with = [&](const char* batch) {
+    std::vector<std::string> out = args;
+    out.push_back(batch);
+    return out;
+  };
+  GputrainProcess rank0(with("data.batch_size=8"), rank_env(0, 2, port));
+  GputrainProcess rank1(with("data.batch_size=4"), rank_env(1, 2, port));
+  const auto r1 = rank1.wait();
+  const auto r0 = rank0.wait();
+  EXPECT_EQ(r0.exit_code, 2) << r0.err;
+  EXPECT_EQ(r1.exit_code, 2) << r1.err;
+  EXPECT_NE(r0.err.find("the ranks run different batches; rank 0 has data.batch_size 8"), std::string::npos) << r0.err;
+  EXPECT_NE(r1.err.find("rank 1 has data.batch_size 4"), std::string::npos) << r1.err;
+}
+
 // torchrun's agent hosts the store itself (TORCHELASTIC_USE_AGENT_STORE).
 TEST(Ddp, RunsUnderTorchrun) {
   if (std::string(GPUTRAIN_TORCHRUN).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";

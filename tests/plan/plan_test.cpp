@@ -142,6 +142,33 @@ TEST_F(Plan, AConfigThatDoesNotLoadIsTheOneProblem) {
       << p.problems[0];
 }
 
+// MLP 8 -> 16 -> 3 under SGD with momentum: 3 x 195 x 4 = 2340 bytes of weights, gradients and momentum, and
+// 140 bytes of layer outputs per sample, so a budget of 5700 bytes holds a step of 24 samples but not of 32.
+TEST_F(Plan, AnAutoBatchShowsTheChoiceTrainWouldMake) {
+  const std::vector<std::string> autobatch{"data.batch_size=auto", "train.accumulation_steps=1",
+                                           "train.target_batch=96"};
+  std::vector<std::string> overrides = autobatch;
+  overrides.push_back("train.max_memory=5700");
+  const RunPlan p = plan(kMlp, overrides);
+  EXPECT_TRUE(p.problems.empty()) << p.problems.front();
+  const auto& batch = p.report["batch"];
+  EXPECT_EQ(batch["per_optimizer_step"], 96);
+  EXPECT_EQ(batch["micro_batch_size"], 24);
+  EXPECT_EQ(batch["accumulation_steps"], 4);
+  EXPECT_EQ(batch["stated_as"], "data.batch_size: auto");
+  EXPECT_NE(batch["chosen"].get<std::string>().find("micro-batch 24 x 4 accumulation steps = 96 per optimizer step"),
+            std::string::npos)
+      << batch["chosen"];
+  EXPECT_EQ(p.report["memory"]["activation_bytes"], 24 * 140);
+
+  overrides = autobatch;
+  overrides.push_back("train.max_memory=2000");
+  const RunPlan tight = plan(kMlp, overrides);
+  ASSERT_EQ(tight.problems.size(), 1u);
+  EXPECT_NE(tight.problems[0].find("data.batch_size: even a micro-batch of 1 sample does not fit"), std::string::npos)
+      << tight.problems[0];
+}
+
 TEST_F(Plan, MemoryBeyondWhatIsFreeIsAProblem) {
   PlanRequest request;
   request.config = write_text(dir_ / "exp.yaml", kMlp).string();
@@ -151,7 +178,7 @@ TEST_F(Plan, MemoryBeyondWhatIsFreeIsAProblem) {
   ASSERT_EQ(p.problems.size(), 1u);
   EXPECT_NE(p.problems[0].find("memory: one step needs about"), std::string::npos) << p.problems[0];
   EXPECT_NE(p.problems[0].find("on cpu"), std::string::npos);
-  EXPECT_NE(p.problems[0].find("more than its 0.0 MiB free"), std::string::npos) << p.problems[0];
+  EXPECT_NE(p.problems[0].find("more than its 1.0 KiB free"), std::string::npos) << p.problems[0];
 }
 
 }  // namespace

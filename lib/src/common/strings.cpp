@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <numeric>
+#include <utility>
 
 namespace gputrain {
 
@@ -69,6 +71,36 @@ std::string_view trim(std::string_view text) {
   if (first == std::string_view::npos) return {};
   const auto last = text.find_last_not_of(" \t\r\n");
   return text.substr(first, last - first + 1);
+}
+
+std::string bytes_text(int64_t bytes) {
+  if (bytes < 0) return "unknown";
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / 1024.0);
+  const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
+  return mib >= 1024.0 ? fmt::format("{:.2f} GiB", mib / 1024.0) : fmt::format("{:.1f} MiB", mib);
+}
+
+std::optional<int64_t> parse_bytes(std::string_view text) {
+  const std::string number(trim(text));
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(number, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::string unit(trim(std::string_view(number).substr(used)));
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
+  static const std::vector<std::pair<std::string, double>> kUnits{
+      {"", 1},      {"b", 1},        {"kb", 1e3},        {"mb", 1e6},           {"gb", 1e9},
+      {"tb", 1e12}, {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0}};
+  const auto unit_it =
+      std::find_if(kUnits.begin(), kUnits.end(), [&](const auto& known) { return known.first == unit; });
+  if (unit_it == kUnits.end()) return std::nullopt;
+  const double bytes = value * unit_it->second;
+  if (!(bytes >= 1) || bytes > 9e18) return std::nullopt;  // NaN, zero, negative or beyond int64
+  return static_cast<int64_t>(bytes);
 }
 
 namespace {

@@ -183,15 +183,15 @@ void resolve_batch_forms(LoadedConfig& loaded, std::optional<int64_t> processes)
   }
   // Both given: they must agree for the run's processes, or, before those are
   // known, for some whole number of them.
-  const bool agree = processes ? data.batch_size == per_process * *processes : data.batch_size % per_process == 0;
+  const bool agree = processes ? data.batch_size == per_process * *processes : *data.batch_size % per_process == 0;
   if (agree) return;
   const std::string makes =
       processes ? fmt::format("make a batch of {} per optimizer step", per_process * *processes)
-                : fmt::format("make {} per process, which {} does not divide into", per_process, data.batch_size);
+                : fmt::format("make {} per process, which {} does not divide into", per_process, *data.batch_size);
   throw ConfigError(given, "data.batch_size",
                     fmt::format("{} disagrees with data.micro_batch_size: {} per forward pass x {}{} {}; set only "
                                 "one of the two",
-                                data.batch_size, micro, count_of(accumulation, "accumulation step"),
+                                *data.batch_size, micro, count_of(accumulation, "accumulation step"),
                                 processes ? " x " + count_of(*processes, "process") : "", makes));
 }
 

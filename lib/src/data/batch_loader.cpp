@@ -14,7 +14,9 @@ namespace gputrain::data {
 LoaderOptions loader_options(const config::DataConfig& config, Split split, uint64_t seed) {
   const bool train = split == Split::kTrain;
   LoaderOptions options;
-  options.batch_size = !train && config.test_batch_size > 0 ? config.test_batch_size : config.batch_size;
+  // data.batch_size auto not yet chosen (`gputrain test` of such a config, a probe setting its own): the default.
+  const int64_t batch = config.batch_size.value_or(*config::DataConfig{}.batch_size);
+  options.batch_size = !train && config.test_batch_size > 0 ? config.test_batch_size : batch;
   // Evaluation sees every test sample once, in file order, unaugmented.
   options.shuffle = train && config.shuffle;
   options.drop_last = train && config.drop_last;

@@ -70,4 +70,12 @@ void reset_peak_memory(const torch::Device& device) {
 #endif
 }
 
+void release_cached_memory(const torch::Device& device) {
+#ifdef GPUTRAIN_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#else
+  (void)device;
+#endif
+}
+
 }  // namespace gputrain::device

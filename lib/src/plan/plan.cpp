@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
@@ -24,6 +25,7 @@
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_info.h"
 #include "gputrain/train/amp.h"
+#include "gputrain/train/batch_solver.h"
 #include "gputrain/train/builder.h"
 #include "gputrain/train/fast_paths.h"
 #include "gputrain/train/step_memory.h"
@@ -35,14 +37,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
-
-double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
-
-std::string bytes_text(int64_t bytes) {
-  if (bytes < 0) return "unknown";
-  if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", mib(bytes) / 1024.0);
-  return fmt::format("{:.1f} MiB", mib(bytes));
-}
 
 // Runs `part`; what it refuses becomes a problem. False when it refused.
 template <class Part>
@@ -108,7 +102,7 @@ json splits_json(const std::vector<parallel::ReplicaSplit>& splits) {
 }
 
 json batch_section(const config::ExperimentConfig& c, const report::RunInfo& info, int64_t processes) {
-  json batch{{"per_optimizer_step", c.data.batch_size},
+  json batch{{"per_optimizer_step", c.data.batch_size.value()},
              {"micro_batch_size", info.micro_batch / processes},
              {"accumulation_steps", c.train.accumulation_steps},
              {"processes", processes},
@@ -177,25 +171,9 @@ ModelFacts measure_model(const config::LoadedConfig& loaded, const std::shared_p
   device::with_resource_errors(
       fmt::format("measuring one step of the model ({}) on {}", config::word(c.model.name), device.str()),
       "Make the model smaller, or lower data.batch_size", [&] {
-        torch::manual_seed(c.seed);
-        const data::DatasetInfo& data = train_set->info();
-        torch::nn::Sequential model = train::build_model(c.model, data, device);
-        train::RunFacts run;
-        run.device = device;
-        run.single_device = strategy.kind == parallel::StrategyKind::kSingle;
-        run.micro_batch = info.micro_batch;
-        facts.fast = train::plan_fast_paths(c, train::with_model_facts(run, model, data.input_shape));
-        if (facts.fast.channels_last) train::to_channels_last(model);
-        auto optimizer = train::make_optimizer(train::resolved_optim(c.optim, facts.fast), model->parameters());
-        data::LoaderOptions options = data::loader_options(c.data, data::Split::kTrain, c.seed);
-        options.batch_size = facts.measured_rows;
-        options.num_workers = 0;
-        options.pin_memory = false;
-        data::HostLoader loader(train_set, options);
-        loader.start_epoch(0);
-        const data::Batch batch = *loader.next();
-        facts.memory = train::measure_step_memory(model, *optimizer, batch, train::build_loss(loaded, data, device),
-                                                  c.train.amp, facts.fast.channels_last);
+        train::StepProbe probe(loaded, train_set, strategy, info.micro_batch);
+        facts.fast = probe.fast();
+        facts.memory = probe.measure(facts.measured_rows);
       });
   return facts;
 }
@@ -334,15 +312,29 @@ RunPlan plan_run(const PlanRequest& request) {
   }
 
   const json outputs = outputs_section(plan, c, request.resume);
-  if (!train_set) {
+  std::optional<train::BatchChoice> batch_choice;
+  const bool batch_known = train_set && attempt(plan, [&] {
+                             batch_choice = train::solve_batch(measured, train_set, strategies.mine,
+                                                               strategies.launch.world_size, request.meminfo);
+                           });
+  if (!batch_known) {
     report["outputs"] = outputs;
     return plan;
+  }
+  if (batch_choice) {  // as train would choose it
+    loaded.config.data = measured.config.data;
+    loaded.config.train.accumulation_steps = measured.config.train.accumulation_steps;
+    loaded.sources = measured.sources;
   }
   train::TrainLayout layout =
       train::plan_layout(c, strategies.mine, strategies.launch.world_size, train_set->info().samples);
   const report::RunInfo info = report::describe_run(report::run_settings(c), layout);
   report["strategy"]["replicas"] = info.replicas;
   report["batch"] = batch_section(c, info, strategies.launch.world_size);
+  if (batch_choice) {
+    report["batch"]["stated_as"] = "data.batch_size: auto";
+    report["batch"]["chosen"] = batch_choice->describe();
+  }
 
   const int64_t in_memory = data::split_bytes(*train_set) + (test_set ? data::split_bytes(*test_set) : 0);
   const int64_t on_disk = bytes_on_disk(c.data);

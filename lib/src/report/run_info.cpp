@@ -49,7 +49,8 @@ std::string strategy_name(parallel::StrategyKind kind) {
 }
 
 RunSettings run_settings(const config::ExperimentConfig& config) {
-  return {config.name, config.train.amp, config.train.epochs, config.data.batch_size, config.train.accumulation_steps};
+  return {config.name, config.train.amp, config.train.epochs, config.data.batch_size.value(),
+          config.train.accumulation_steps};
 }
 
 RunInfo describe_run(const RunSettings& settings, const train::TrainLayout& layout) {

@@ -27,7 +27,7 @@ struct RunRecorder::State {
 
 RunRecorderOptions run_recorder_options(const config::ExperimentConfig& config) {
   return {run_settings(config), config.train.tensorboard, config.train.monitor_ms,
-          LoaderSettings{config.data.num_workers, config.data.batch_size}};
+          LoaderSettings{config.data.num_workers, config.data.batch_size.value()}};
 }
 
 RunRecorder::RunRecorder(const RunPaths& paths, const RunRecorderOptions& options, const train::TrainLayout& layout,

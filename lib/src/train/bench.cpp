@@ -67,12 +67,15 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
     throw UserError(fmt::format("data set '{}' has no labels, so there is no train step to time", info.name));
   }
   const LossSpec loss = build_loss(loaded, info, device);
-  const auto source = data::make_batch_loader(dataset, data::loader_options(c.data, data::Split::kTrain, c.seed),
+  // A forward pass takes one micro-batch, as in training.
+  config::DataConfig micro = c.data;
+  micro.batch_size = c.data.batch_size.value() / c.train.accumulation_steps;
+  const auto source = data::make_batch_loader(dataset, data::loader_options(micro, data::Split::kTrain, c.seed),
                                               c.data.device_cache, device);
   torch::nn::Sequential model = build_model(c.model, info, device);
   RunFacts facts;
   facts.device = device;
-  facts.micro_batch = c.data.batch_size;
+  facts.micro_batch = *micro.batch_size;
   const FastPaths fast = apply_fast_paths(c, model, info, facts);
   model->train();
   const auto optimizer = make_optimizer(resolved_optim(c.optim, fast), model->parameters());

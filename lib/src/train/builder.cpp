@@ -30,11 +30,39 @@ torch::Tensor class_weights(const config::LoadedConfig& loaded, const data::Data
   return torch::tensor(weights, torch::kFloat32).to(device);
 }
 
+// Every rank must step through the same batches: under torchrun,
+// data.batch_size: auto measured each rank's own device, and a rank's --set
+// can differ. A sum and a sum of squares equal n x and n x^2 only when all agree.
+void check_ranks_agree_on_batch(const config::LoadedConfig& loaded, parallel::Strategy& strategy,
+                                const parallel::LaunchInfo& launch) {
+  if (launch.world_size < 2) return;
+  const config::ExperimentConfig& c = loaded.config;
+  const std::vector<double> own{static_cast<double>(c.data.batch_size.value()),
+                                static_cast<double>(c.train.accumulation_steps),
+                                static_cast<double>(c.data.test_batch_size)};
+  std::vector<double> moments;
+  for (const double value : own) moments.insert(moments.end(), {value, value * value});
+  torch::Tensor sums = torch::tensor(moments, torch::kFloat64).to(strategy.device());
+  strategy.all_reduce_sum(sums);
+  sums = sums.cpu();
+  const auto n = static_cast<double>(launch.world_size);
+  for (std::size_t i = 0; i < own.size(); ++i) {
+    const auto index = static_cast<int64_t>(2 * i);
+    if (sums[index].item<double>() == n * own[i] && sums[index + 1].item<double>() == n * own[i] * own[i]) continue;
+    throw ConfigError(
+        loaded.sources.at("data.batch_size"), "data.batch_size",
+        fmt::format("the ranks run different batches; rank {} has data.batch_size {}, train.accumulation_steps {}, "
+                    "data.test_batch_size {}. Give every rank the same values (data.batch_size: auto measures each "
+                    "rank's own device under torchrun; `train --nproc` chooses once for all its workers)",
+                    launch.rank, *c.data.batch_size, c.train.accumulation_steps, c.data.test_batch_size));
+  }
+}
+
 // The eager step, or the CUDA graph where the fast paths chose it.
 std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, RunParts& run) {
   if (run.fast.cuda_graph)
     return make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device,
-                             c.data.batch_size);  // one micro-batch a step: cuda_graph_blocker saw to it
+                             c.data.batch_size.value());  // one micro-batch a step: cuda_graph_blocker saw to it
   EagerStepParts parts;
   parts.strategy = run.strategy.get();
   parts.model = run.model;
@@ -57,7 +85,7 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run) {
                                                                : "no labels");
   // Both forms, whichever the config stated (data.batch_size or data.micro_batch_size).
   spdlog::info("batch: {} per optimizer step = micro-batch {} x {}{}; {} per epoch",
-               count_of(c.data.batch_size, "sample"), c.data.batch_size / run.accumulation,
+               count_of(*c.data.batch_size, "sample"), *c.data.batch_size / run.accumulation,
                count_of(run.accumulation, "accumulation step"),
                run.world_size > 1 ? fmt::format(" (each of {} ranks takes its share)", run.world_size) : "",
                count_of(run.steps_per_epoch, "step"));
@@ -121,13 +149,14 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
   device::set_current_device(run.device);
   spdlog::info("strategy: {} ({})", run.strategy->describe(), run.plan.reason);
   run.world_size = launch.world_size;
+  check_ranks_agree_on_batch(loaded, *run.strategy, launch);
 
   run.amp = c.train.amp;
   check_amp_device(run.amp, run.device.type(), loaded.sources.at("train.amp"));
   run.scaler = std::make_unique<GradScaler>(GradScalerOptions().enabled(run.amp == AmpMode::kFp16));
   run.accumulation = c.train.accumulation_steps;  // the config checked that it divides the batch
   config::DataConfig micro = c.data;
-  micro.batch_size = c.data.batch_size / run.accumulation;
+  micro.batch_size = c.data.batch_size.value() / run.accumulation;
 
   torch::manual_seed(c.seed);
   run.train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed);
@@ -149,7 +178,7 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
                                  RunFacts facts;
                                  facts.device = run.device;
                                  facts.single_device = run.plan.kind == parallel::StrategyKind::kSingle;
-                                 facts.micro_batch = micro.batch_size;
+                                 facts.micro_batch = *micro.batch_size;
                                  run.fast = apply_fast_paths(c, run.model, info, facts);
                                  run.strategy->prepare(run.model);
                                  run.optimizer =

@@ -51,9 +51,10 @@ namespace {
 [[noreturn]] void rethrow_host_exhaustion_testing(const config::DataConfig& d) {
   const bool own = d.test_batch_size > 0;
   const char* key = own ? "data.test_batch_size" : "data.batch_size";
-  device::rethrow_as_resource_error(fmt::format("testing at {} {} with {} loader workers", key,
-                                                own ? d.test_batch_size : d.batch_size, d.num_workers),
-                                    fmt::format("Lower {}, data.num_workers, or the model's size", key));
+  device::rethrow_as_resource_error(
+      fmt::format("testing at {} {} with {} loader workers", key,
+                  data::loader_options(d, data::Split::kTest, 0).batch_size, d.num_workers),
+      fmt::format("Lower {}, data.num_workers, or the model's size", key));
 }
 
 }  // namespace

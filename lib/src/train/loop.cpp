@@ -30,7 +30,7 @@ std::optional<data::Batch> next_batch(data::BatchLoader& source) {
 // The host running out of memory or threads while training.
 [[noreturn]] void rethrow_host_exhaustion(const config::ExperimentConfig& c) {
   device::rethrow_as_resource_error(
-      fmt::format("training at data.batch_size {} with {} loader workers", c.data.batch_size, c.data.num_workers),
+      fmt::format("training at data.batch_size {} with {} loader workers", *c.data.batch_size, c.data.num_workers),
       "Lower data.batch_size (train.accumulation_steps splits a batch into smaller micro-batches), "
       "data.num_workers, or the model's size");
 }
@@ -100,7 +100,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   const State& s = *state_;
   OutOfMemoryContext context;
   context.device = failing_device(detail, s.run.device.str());
-  context.batch_size = s.config.data.batch_size;
+  context.batch_size = s.config.data.batch_size.value();
   context.accumulation_steps = s.run.accumulation;
   context.amp = s.run.amp != AmpMode::kOff;
   context.memory = device::memory_stats(torch::Device(context.device));

@@ -4,8 +4,10 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include "gputrain/data/host_loader.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/train/amp.h"
+#include "gputrain/train/builder.h"
 
 namespace gputrain::train {
 
@@ -69,6 +71,52 @@ StepMemory measure_step_memory(torch::nn::Sequential& model, torch::optim::Optim
   optimizer.step();
   memory.optimizer_state = optimizer_state_bytes(optimizer);
   return memory;
+}
+
+struct StepProbe::Parts {
+  const config::LoadedConfig& loaded;
+  std::shared_ptr<const data::Dataset> train_set;
+  torch::Device device;
+  torch::nn::Sequential model{nullptr};
+  FastPaths fast;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  LossSpec loss;
+};
+
+StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const data::Dataset> train_set,
+                     const parallel::StrategyPlan& strategy, int64_t micro_batch)
+    : parts_(std::make_unique<Parts>(
+          Parts{loaded, std::move(train_set), strategy.replicas.front(), nullptr, {}, {}, {}})) {
+  const config::ExperimentConfig& c = loaded.config;
+  Parts& p = *parts_;
+  torch::manual_seed(c.seed);
+  const data::DatasetInfo& data = p.train_set->info();
+  p.model = build_model(c.model, data, p.device);
+  RunFacts run;
+  run.device = p.device;
+  run.single_device = strategy.kind == parallel::StrategyKind::kSingle;
+  run.micro_batch = micro_batch;
+  p.fast = plan_fast_paths(c, with_model_facts(run, p.model, data.input_shape));
+  if (p.fast.channels_last) to_channels_last(p.model);
+  p.optimizer = make_optimizer(resolved_optim(c.optim, p.fast), p.model->parameters());
+  p.loss = build_loss(loaded, data, p.device);
+}
+
+StepProbe::~StepProbe() = default;
+
+const FastPaths& StepProbe::fast() const { return parts_->fast; }
+
+StepMemory StepProbe::measure(int64_t rows) {
+  Parts& p = *parts_;
+  const config::ExperimentConfig& c = p.loaded.config;
+  data::LoaderOptions options = data::loader_options(c.data, data::Split::kTrain, c.seed);
+  options.batch_size = rows;
+  options.num_workers = 0;
+  options.pin_memory = false;
+  data::HostLoader loader(p.train_set, options);
+  loader.start_epoch(0);
+  const data::Batch batch = *loader.next();
+  return measure_step_memory(p.model, *p.optimizer, batch, p.loss, c.train.amp, p.fast.channels_last);
 }
 
 }  // namespace gputrain::train

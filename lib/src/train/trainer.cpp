@@ -27,7 +27,7 @@ TrainLayout plan_layout(const config::ExperimentConfig& config, const parallel::
   l.world_size = world_size;
   l.train_samples = train_samples;
   const int64_t accumulation = config.train.accumulation_steps;
-  l.micro_batch = config.data.batch_size / accumulation;
+  l.micro_batch = config.data.batch_size.value() / accumulation;
   const int64_t rest = train_samples % l.micro_batch;
   l.last_micro_batch = rest == 0 || config.data.drop_last ? l.micro_batch : rest;
   data::LoaderOptions micro_batches;

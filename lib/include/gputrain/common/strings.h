@@ -1,6 +1,7 @@
 #pragma once
 // Small string helpers shared by every module (std only).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,13 @@ std::string join_choices(const std::vector<std::string>& words);
 
 // "unknown value 'sdg'; allowed: sgd, adam or adamw (did you mean 'sgd'?)"
 std::string unknown_choice(std::string_view value, const std::vector<std::string>& allowed);
+
+// "2GiB", "512 MiB", "1.5GB", "4096": bytes; nullopt when `text` is not a
+// positive size (units B, KB/MB/GB/TB in powers of 1000, KiB/MiB/GiB/TiB of 1024).
+std::optional<int64_t> parse_bytes(std::string_view text);
+
+// "512 B", "3.5 KiB", "12.3 MiB", "2.00 GiB"; "unknown" for a negative count.
+std::string bytes_text(int64_t bytes);
 
 std::vector<std::string> split(std::string_view text, char separator);
 

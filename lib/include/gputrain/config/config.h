@@ -94,10 +94,12 @@ struct AugmentConfig {
 // micro_batch_size states it the other way (the tutorials' loader batch): the
 // samples of one forward pass in each process, batch_size then being
 // micro_batch_size x accumulation_steps x processes (resolve_batch_forms).
+// batch_size auto (unset) is train.target_batch, the micro-batch and the
+// accumulation chosen by train::solve_batch before the run is built.
 struct DataConfig {
   DatasetName dataset = DatasetName::kCifar10;
   std::string root;  // resolved per dataset when empty
-  int64_t batch_size = 128;
+  std::optional<int64_t> batch_size = 128;
   std::optional<int64_t> micro_batch_size;
   int64_t test_batch_size = 0;  // 0: same as batch_size
   int64_t num_workers = 4;
@@ -155,6 +157,10 @@ struct TrainConfig {
   LossName loss = LossName::kAuto;
   AmpMode amp = AmpMode::kOff;
   int64_t accumulation_steps = 1;
+  // With data.batch_size auto: the global batch per optimizer step to reach; 0: none.
+  int64_t target_batch = 0;
+  // The memory budget of data.batch_size auto ("auto", or bytes: "2GiB", "512MiB", "1e9").
+  std::string max_memory = "auto";
   double grad_clip = 0.0;  // max global L2 norm; 0 = off
   int64_t log_every = 50;
   bool log_replicas = false;

@@ -15,6 +15,7 @@
 #include <limits>
 #include <string>
 
+#include "gputrain/common/strings.h"
 #include "gputrain/config/config.h"
 
 namespace gputrain::config {
@@ -87,7 +88,10 @@ void visit(V& v, DataConfig& c) {
           "`/usr/share/datasets/fashion-mnist`, mnist `datasets/mnist`; npy: a directory of the four .npy files or "
           "one .npz holding them (required)");
   v.field("batch_size", c.batch_size, Min{1},
-          "global batch per optimizer step, shared by accumulation, replicas and ranks (above)");
+          "global batch per optimizer step, shared by accumulation, replicas and ranks (above). `auto`: "
+          "`train.target_batch`, as the largest micro-batch whose training step fits in memory (one real step "
+          "measured per try; `train.max_memory`) times the fewest accumulation steps that make it; logged at run "
+          "start and shown by `gputrain plan`");
   v.field("micro_batch_size", c.micro_batch_size, Min{1},
           "the batch stated the tutorials' way: samples per forward pass in each process. `batch_size` is then "
           "`micro_batch_size` × `train.accumulation_steps` × processes (ranks; 1 without a launcher). Set one of "
@@ -166,7 +170,18 @@ void visit(V& v, TrainConfig& c) {
   v.field("epochs", c.epochs, Min{1}, "passes over the training split");
   v.field("loss", c.loss, Any{}, "`auto`: `cross_entropy` for class labels, `mse` for regression targets");
   v.field("amp", c.amp, Any{}, "mixed precision: `fp16` (CUDA, with a gradient scaler) or `bf16` autocast; `off`");
-  v.field("accumulation_steps", c.accumulation_steps, Min{1}, "micro-batches per optimizer step (above)");
+  v.field("accumulation_steps", c.accumulation_steps, Min{1},
+          "micro-batches per optimizer step (above); chosen by `data.batch_size: auto`");
+  v.field("target_batch", c.target_batch, Min{0},
+          "with `data.batch_size: auto`: the global batch per optimizer step (all processes) to reach; 0 = none");
+  v.field("max_memory", c.max_memory, Any{},
+          "with `data.batch_size: auto`: the memory one process's training step may take (weights, gradients, "
+          "optimizer state, activations), as bytes: `2GiB`, `512MiB`, `1.5GB`. `auto`: half of the host's "
+          "available memory shared by the processes on it (CPU); on CUDA the GPU's free memory, a step that runs out "
+          "of memory backing off to the next smaller micro-batch");
+  v.check("max_memory", c.max_memory == "auto" || parse_bytes(c.max_memory).has_value(), [&] {
+    return fmt::format("'{}' is not a size; write auto or bytes with a unit: 2GiB, 512MiB, 1.5GB", c.max_memory);
+  });
   v.field("grad_clip", c.grad_clip, at_least(0), "maximum global L2 norm of the gradients; 0 = off");
   v.field("log_every", c.log_every, Min{1}, "optimizer steps between log lines and metrics.jsonl records");
   v.field("log_replicas", c.log_replicas, Any{},
@@ -278,12 +293,29 @@ void visit(V& v, ExperimentConfig& c) {
   v.check("train.amp", !(c.train.amp == AmpMode::kFp16 && c.device == "cpu"),
           [] { return std::string(kFp16NeedsCuda); });
   // Here rather than when training starts, so that `gputrain config` refuses what `train` would.
-  v.check("data.batch_size", c.data.micro_batch_size || c.data.batch_size % c.train.accumulation_steps == 0, [&] {
-    return fmt::format(
-        "{} is not divisible by train.accumulation_steps ({}); batch_size is the batch per optimizer "
-        "step and each micro-batch takes an equal share",
-        c.data.batch_size, c.train.accumulation_steps);
+  v.check("data.batch_size",
+          c.data.micro_batch_size || !c.data.batch_size || *c.data.batch_size % c.train.accumulation_steps == 0, [&] {
+            return fmt::format(
+                "{} is not divisible by train.accumulation_steps ({}); batch_size is the batch per optimizer "
+                "step and each micro-batch takes an equal share",
+                c.data.batch_size.value_or(0), c.train.accumulation_steps);
+          });
+  v.check("data.batch_size", c.data.batch_size || c.train.target_batch > 0, [] {
+    return std::string(
+        "auto needs train.target_batch, the global batch per optimizer step to reach (e.g. "
+        "--set train.target_batch=1024)");
   });
+  v.check("data.micro_batch_size", c.data.batch_size || !c.data.micro_batch_size, [] {
+    return std::string("data.batch_size: auto chooses the micro-batch; set data.batch_size or this, not both");
+  });
+  v.check("train.accumulation_steps", c.data.batch_size || c.train.accumulation_steps == 1,
+          [] { return std::string("data.batch_size: auto chooses the accumulation steps; leave this key out"); });
+  v.check("train.target_batch",
+          c.train.target_batch == 0 || !c.data.batch_size || *c.data.batch_size == c.train.target_batch, [&] {
+            return fmt::format(
+                "{} disagrees with data.batch_size ({}); the target is for data.batch_size: auto, set one of the two",
+                c.train.target_batch, c.data.batch_size.value_or(0));
+          });
   v.section("dp", c.dp);
   v.section("ddp", c.ddp);
   v.section("checkpoint", c.checkpoint);

@@ -21,6 +21,9 @@ MemoryStats memory_stats(const torch::Device& device);
 // opens its context); -1 off CUDA.
 int64_t free_memory(const torch::Device& device);
 void reset_peak_memory(const torch::Device& device);
+// Gives the blocks the caching allocator holds unused back to the driver
+// (after running out of memory, so the next try starts clean); nothing off CUDA.
+void release_cached_memory(const torch::Device& device);
 // Bytes the kernel can give this process without swapping (MemAvailable in
 // /proc/meminfo, or the file the tests name); -1 when it cannot tell.
 int64_t host_available_memory(const std::string& meminfo = "/proc/meminfo");

@@ -3,10 +3,14 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/optim/optimizer.h>
 
+#include <memory>
 #include <string>
 
 #include "gputrain/config/config.h"
 #include "gputrain/data/batch_loader.h"
+#include "gputrain/data/dataset.h"
+#include "gputrain/parallel/strategy.h"
+#include "gputrain/train/fast_paths.h"
 #include "gputrain/train/optim.h"
 
 namespace gputrain::train {
@@ -28,6 +32,23 @@ struct StepMemory {
 // weights: use it on a model built for the measurement.
 StepMemory measure_step_memory(torch::nn::Sequential& model, torch::optim::Optimizer& optimizer,
                                const data::Batch& batch, const LossSpec& loss, config::AmpMode amp, bool channels_last);
+
+// The run's model, optimizer and loss as the run builds them (fast paths
+// resolved for micro-batches of `micro_batch` rows), on the strategy's first
+// device, to measure one training step of any number of rows of `train_set`.
+class StepProbe {
+ public:
+  StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const data::Dataset> train_set,
+            const parallel::StrategyPlan& strategy, int64_t micro_batch);
+  ~StepProbe();
+  const FastPaths& fast() const;
+  // One measured step on the first `rows` samples of an epoch.
+  StepMemory measure(int64_t rows);
+
+ private:
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
+};
 
 // Bytes of the state `optimizer` holds (SGD's momentum buffers, Adam's moments).
 int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
