@@ -96,12 +96,13 @@ TEST_F(FastPathRuns, CudaGraphOffCudaFallsBackToEagerSteps) {
                trained(cifar(plain({"optim.fused=true"}))), 0);
 }
 
-// auto decides, on this CPU: the device loader, the fused step, and the rest
-// off; the run is bitwise the run with those settings written out.
+// auto decides, on this CPU: the device loader, the fused step, channels-last
+// for the colour images, and the rest off; the run is bitwise the run with
+// those settings written out.
 TEST_F(FastPathRuns, AutoTrainsExactlyLikeTheSettingsItChose) {
   expect_equal(trained(cifar({})),
                trained(cifar({"data.device_cache=on", "optim.fused=on", "train.cuda_graph=off",
-                              "train.channels_last=off", "train.cudnn_benchmark=off", "train.threads=0"})),
+                              "train.channels_last=on", "train.cudnn_benchmark=off", "train.threads=0"})),
                0);
 }
 
@@ -203,10 +204,11 @@ TEST(ConfigureBackends, ThreadsGoBackToLibTorchsDefaultAfterARunThatSetThem) {
 }
 
 // The auto rules on made-up runs: no device is touched.
-RunFacts facts(torch::Device device, bool convolutional, int64_t micro_batch_macs) {
+RunFacts facts(torch::Device device, bool convolutional, int64_t micro_batch_macs, int64_t image_channels = 1) {
   RunFacts f;
   f.device = device;
   f.convolutional = convolutional;
+  f.image_channels = convolutional ? image_channels : 0;
   f.micro_batch_macs = micro_batch_macs;
   f.micro_batch = 128;
   return f;
@@ -224,7 +226,13 @@ TEST(FastPathPlan, OnTheCpuTheFusedStepAndThreadsByModelSize) {
   EXPECT_EQ(cnn.threads, 0);
   EXPECT_TRUE(has(cnn.decisions, "optim.fused: on (auto: fused sgd kernel available for cpu)")) << cnn.decisions[0];
   EXPECT_TRUE(has(cnn.decisions, "train.cuda_graph: off (auto: it needs CUDA and the run is on cpu)"));
-  EXPECT_TRUE(has(cnn.decisions, "train.channels_last: off (auto: no faster on cpu (measured))"));
+  EXPECT_TRUE(has(cnn.decisions,
+                  "train.channels_last: off (auto: single-channel images ran slower channels-last on cpu (measured))"));
+  const FastPaths colour = plan_fast_paths(c, facts(torch::Device(torch::kCPU), true, 36'000'000, 3));
+  EXPECT_TRUE(colour.channels_last);
+  EXPECT_TRUE(has(colour.decisions,
+                  "train.channels_last: on (auto: oneDNN's channels-last convolutions on 3-channel images (measured "
+                  "faster))"));
   EXPECT_TRUE(has(cnn.decisions, "train.cudnn_benchmark: off (auto: cuDNN does not run on cpu)"));
   EXPECT_TRUE(has(cnn.decisions,
                   "train.threads: LibTorch's default (auto: a micro-batch's forward pass is 36.0 M "
@@ -274,9 +282,11 @@ TEST(FastPathFacts, TensorCoreChannelsCountEveryConvolutionAfterTheFirst) {
     return with_model_facts(RunFacts{}, model, {3, 8, 8});
   };
   EXPECT_FALSE(conv_facts(6, 16).tensor_core_channels) << "the seed CNN: 6 input channels";
+  EXPECT_EQ(conv_facts(6, 16).image_channels, 3);
   EXPECT_TRUE(conv_facts(64, 128).tensor_core_channels) << "a ResNet's: the 3-channel image does not count";
   torch::nn::Sequential mlp(torch::nn::Linear(8, 16));
   EXPECT_FALSE(with_model_facts(RunFacts{}, mlp, {8}).tensor_core_channels);
+  EXPECT_EQ(with_model_facts(RunFacts{}, mlp, {8}).image_channels, 0);
 }
 
 TEST(FastPathPlan, ASettingWinsAndForeachTurnsAutoFusedOff) {

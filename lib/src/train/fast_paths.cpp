@@ -40,6 +40,7 @@ RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const st
   }
   facts.convolutional = convolutions > 0;
   facts.tensor_core_channels = facts.convolutional && widths_fit;
+  facts.image_channels = sample_shape.size() == 3 ? sample_shape.front() : 0;
   facts.micro_batch_macs = models::forward_macs(model, sample_shape) * facts.micro_batch;
   return facts;
 }
@@ -89,8 +90,12 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
   const Choice layout = decide(
       c.train.channels_last,
       !facts.convolutional ? Choice{false, "the model has no convolutions"}
-      : !cuda              ? Choice{false, fmt::format("no faster on {} (measured)", device_name)}
-      : !mixed             ? Choice{false, "tensor cores take channels-last convolutions under train.amp only"}
+      : !cuda && facts.image_channels >= 3
+          ? Choice{true, fmt::format("oneDNN's channels-last convolutions on {}-channel images (measured faster)",
+                                     facts.image_channels)}
+      : !cuda
+          ? Choice{false, fmt::format("single-channel images ran slower channels-last on {} (measured)", device_name)}
+      : !mixed ? Choice{false, "tensor cores take channels-last convolutions under train.amp only"}
       : !facts.tensor_core_channels
           ? Choice{false, "convolutions with channel counts that are not multiples of 8 ran slower channels-last"}
           : Choice{true, "convolutions under train.amp on tensor cores"});

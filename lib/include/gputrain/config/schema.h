@@ -206,9 +206,10 @@ void visit(V& v, TrainConfig& c) {
       "`class_weights`; otherwise the run logs why and steps eagerly. `auto`: on wherever those hold");
   v.field("channels_last", c.channels_last, Any{},
           "model weights and 4-D inputs in channels-last memory format (what cuDNN's tensor-core convolutions and "
-          "oneDNN prefer); inputs are reordered on the device. `auto`: on CUDA under `amp` for a model whose "
-          "convolutions after the first have channel counts that are multiples of 8 (tensor cores), else off (on the "
-          "CPU, and for the seed CNN's 6- and 16-channel layers on an H100, it measured slower)");
+          "oneDNN prefer); inputs are reordered on the device. `auto`: on the CPU for convolutions on images of 3 or "
+          "more channels (single-channel images measured slower); on CUDA under `amp` for a model whose "
+          "convolutions after the first have channel counts that are multiples of 8 (tensor cores), else off (the "
+          "seed CNN's 6- and 16-channel layers measured slower on an H100)");
   v.field("cudnn_benchmark", c.cudnn_benchmark, Any{},
           "cuDNN times its convolution algorithms for each new input shape and keeps the fastest (no effect off "
           "CUDA). `auto`: on CUDA for a model with convolutions");

@@ -30,6 +30,7 @@ struct RunFacts {
   // channels) has channel counts in and out that are multiples of 8, the
   // layout tensor cores take in fp16/bf16.
   bool tensor_core_channels = false;
+  int64_t image_channels = 0;    // the channels of [C, H, W] samples; 0 for other shapes
   int64_t micro_batch_macs = 0;  // multiply-adds of one micro-batch's forward pass
   int64_t micro_batch = 0;
 };
