@@ -3,6 +3,7 @@
 // chooses trained against the same settings written by hand.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
 #include "gputrain/data/dataset.h"
+#include "gputrain/device/memory.h"
 #include "gputrain/train/batch_solver.h"
 #include "gputrain/train/trainer.h"
 
@@ -199,6 +201,30 @@ TEST(BatchSolver, AStepThatFitsNoBudgetNamesTheKey) {
     EXPECT_NE(std::string(e.what()).find("auto.yaml:4:"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("does not fit"), std::string::npos) << e.what();
   }
+}
+
+// A budget beyond the GPU (10 TB) lets the estimate through, so the largest
+// micro-batches really run out of device memory and the solver backs off.
+TEST(BatchSolver, BacksOffFromARealOutOfMemoryOnTheGpu_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  config::LoadedConfig loaded = config::load_config_text(R"(
+seed: 5
+device: cuda
+data: {dataset: synthetic, samples: 1048576, test_samples: 8, features: 8, classes: 3, batch_size: auto,
+       num_workers: 0, pin_memory: false}
+model: {name: mlp, hidden: [32768]}
+optim: {name: sgd, lr: 0.1}
+train: {epochs: 1, target_batch: 1048576, max_memory: 10TB}
+)",
+                                                         "gpu.yaml");
+  parallel::StrategyPlan gpu;
+  gpu.replicas = {torch::Device(torch::kCUDA, 0)};
+  const std::optional<BatchChoice> choice = solve_batch(loaded, gpu, 1);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_LT(choice->micro_batch, 1048576) << choice->describe();
+  EXPECT_TRUE(mentions(choice->refused, "1048576 ran out of memory")) << choice->describe();
+  EXPECT_EQ(choice->micro_batch * choice->accumulation, 1048576);
+  EXPECT_LE(choice->step_bytes, device::memory_stats(gpu.replicas.front()).total);
 }
 
 TEST(BatchSolver, TheBatchKeysMustBeStatedOneWay) {
