@@ -197,12 +197,20 @@ TEST(Loss, AMismatchWithTheTargetsIsAConfigError) {
   EXPECT_EQ(config_error_key([] { resolve_loss(config::LossName::kCrossEntropy, false); }), "train.loss");
 }
 
+LossSpec spec(LossKind kind, torch::Tensor class_weights = {}, double label_smoothing = 0) {
+  LossSpec loss;
+  loss.kind = kind;
+  loss.class_weights = std::move(class_weights);
+  loss.label_smoothing = label_smoothing;
+  return loss;
+}
+
 TEST(Loss, CrossEntropySumIsTheMeanTimesN) {
   torch::manual_seed(0);
   const torch::Tensor outputs = torch::randn({6, 4});
   const torch::Tensor targets = torch::randint(4, {6});
   const torch::Tensor mean = torch::nn::functional::cross_entropy(outputs, targets);
-  EXPECT_TRUE(torch::allclose(loss_sum(LossKind::kCrossEntropy, outputs, targets), mean * 6));
+  EXPECT_TRUE(torch::allclose(loss_sum(spec(LossKind::kCrossEntropy), outputs, targets), mean * 6));
 }
 
 // Seed 002 weights its two classes [1, 3]: over N the weighted sum is PyTorch's weighted mean.
@@ -213,8 +221,30 @@ TEST(Loss, ClassWeightedSumOverNIsPyTorchsWeightedMean) {
   const torch::Tensor weights = torch::tensor({1.0, 3.0}, torch::kFloat32);
   namespace F = torch::nn::functional;
   const torch::Tensor pytorch = F::cross_entropy(outputs, targets, F::CrossEntropyFuncOptions().weight(weights));
-  EXPECT_TRUE(torch::allclose(loss_sum(LossKind::kCrossEntropy, outputs, targets, weights) / 6, pytorch));
-  EXPECT_FALSE(torch::allclose(loss_sum(LossKind::kCrossEntropy, outputs, targets) / 6, pytorch));
+  EXPECT_TRUE(torch::allclose(loss_sum(spec(LossKind::kCrossEntropy, weights), outputs, targets) / 6, pytorch));
+  EXPECT_FALSE(torch::allclose(loss_sum(spec(LossKind::kCrossEntropy), outputs, targets) / 6, pytorch));
+}
+
+// Each sample: (1 - e) x -log p[target] + e / C x the sum over classes of -log p[c], by hand.
+TEST(Loss, LabelSmoothingSpreadsEOverEveryClass) {
+  torch::manual_seed(2);
+  const torch::Tensor outputs = torch::randn({5, 4}, torch::kFloat64);
+  const torch::Tensor targets = torch::tensor({0, 3, 1, 1, 2}, torch::kInt64);
+  const double e = 0.2;
+  const torch::Tensor log_p = torch::log_softmax(outputs, 1);
+  double by_hand = 0;
+  for (int64_t i = 0; i < 5; ++i) {
+    const double own = -log_p[i][targets[i].item<int64_t>()].item<double>();
+    by_hand += (1 - e) * own + e / 4 * (-log_p[i].sum().item<double>());
+  }
+  EXPECT_NEAR(loss_sum(spec(LossKind::kCrossEntropy, {}, e), outputs, targets).item<double>(), by_hand, 1e-12);
+  EXPECT_GT(std::abs(loss_sum(spec(LossKind::kCrossEntropy), outputs, targets).item<double>() - by_hand), 1e-3);
+  // With class weights too: over N, PyTorch's CrossEntropyLoss(weight, label_smoothing) mean.
+  namespace F = torch::nn::functional;
+  const torch::Tensor weights = torch::tensor({1.0, 2.0, 0.5, 3.0}, torch::kFloat64);
+  const torch::Tensor pytorch =
+      F::cross_entropy(outputs, targets, F::CrossEntropyFuncOptions().weight(weights).label_smoothing(e));
+  EXPECT_TRUE(torch::allclose(loss_sum(spec(LossKind::kCrossEntropy, weights, e), outputs, targets) / 5, pytorch));
 }
 
 TEST(Loss, MseSumOverNIsPyTorchsMean) {
@@ -222,7 +252,7 @@ TEST(Loss, MseSumOverNIsPyTorchsMean) {
   for (const int64_t values : {1, 3}) {
     const torch::Tensor outputs = torch::randn({6, values});
     const torch::Tensor targets = torch::randn({6, values});
-    const torch::Tensor sum = loss_sum(LossKind::kMse, outputs, targets);
+    const torch::Tensor sum = loss_sum(spec(LossKind::kMse), outputs, targets);
     EXPECT_TRUE(torch::allclose(sum / 6, torch::nn::functional::mse_loss(outputs, targets))) << values;
     EXPECT_TRUE(torch::allclose(sum, (outputs - targets).pow(2).mean(1).sum())) << values;
   }
@@ -242,15 +272,15 @@ TEST(MeanBackward, SameGradientsAsDividingFirst) {
     const torch::Tensor targets = torch::randint(3, {n});
     divided->zero_grad();
     weighted->zero_grad();
-    (loss_sum(LossKind::kCrossEntropy, divided->forward(inputs), targets) / static_cast<double>(n)).backward();
-    backward_mean(loss_sum(LossKind::kCrossEntropy, weighted->forward(inputs), targets), n);
+    (loss_sum(spec(LossKind::kCrossEntropy), divided->forward(inputs), targets) / static_cast<double>(n)).backward();
+    backward_mean(loss_sum(spec(LossKind::kCrossEntropy), weighted->forward(inputs), targets), n);
     EXPECT_TRUE(torch::equal(weighted->weight.grad(), divided->weight.grad())) << n;
     EXPECT_TRUE(torch::equal(weighted->bias.grad(), divided->bias.grad())) << n;
   }
 }
 
 TEST(Loss, MseRefusesShapesThatWouldBroadcast) {
-  EXPECT_THROW(loss_sum(LossKind::kMse, torch::zeros({6, 1}), torch::zeros({6})), InternalError);
+  EXPECT_THROW(loss_sum(spec(LossKind::kMse), torch::zeros({6, 1}), torch::zeros({6})), InternalError);
 }
 
 }  // namespace

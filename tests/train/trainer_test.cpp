@@ -73,6 +73,26 @@ TEST(Trainer, ClassWeightsWeightTheLossAndMustFitTheClasses) {
   EXPECT_THROW(synthetic({"train.class_weights=[1, 0, 1]"}), ConfigError);
 }
 
+// At lr 1e-30 the float32 weights stay put: label smoothing changes the training loss
+// alone, the test loss being the plain cross-entropy.
+TEST(Trainer, LabelSmoothingSmoothsTheTrainingLossOnlyAndNeedsClasses) {
+  Recorder plain_events;
+  Recorder smoothed_events;
+  Trainer plain(synthetic({"train.epochs=1", "optim.lr=1e-30", "optim.momentum=0"}), cpu());
+  Trainer smoothed(synthetic({"train.epochs=1", "optim.lr=1e-30", "optim.momentum=0", "train.label_smoothing=0.3"}),
+                   cpu());
+  const TrainSummary a = plain.fit(plain_events);
+  const TrainSummary b = smoothed.fit(smoothed_events);
+  EXPECT_GT(std::abs(a.last_train.mean_loss() - b.last_train.mean_loss()), 1e-3);
+  EXPECT_EQ(a.last_test.loss_sum, b.last_test.loss_sum);
+  try {
+    Trainer regression(synthetic({"data.targets=2", "train.label_smoothing=0.1"}), cpu());
+    ADD_FAILURE() << "label smoothing of a regression was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "train.label_smoothing") << e.what();
+  }
+}
+
 TEST(Trainer, LayoutAndLoaderWaitAreReported) {
   // 250 samples in micro-batches of 32 / 2 = 16: 15 full ones and a last of 10.
   // The host loader: the device cache (auto on the CPU) makes batches without waiting.

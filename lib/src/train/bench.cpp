@@ -95,7 +95,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   };
   auto forward = [&](const torch::Tensor& inputs, const torch::Tensor& targets) {
     AutocastScope autocast(amp, device.type());
-    return loss_sum(loss.kind, model->forward(inputs), targets, loss.class_weights);
+    return loss_sum(loss, model->forward(inputs), targets);
   };
   MeanBackward backward_mean;  // as the trainer backpropagates
 
@@ -152,8 +152,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   // above cannot be timed inside one, but the step as training runs it can.
   std::unique_ptr<GraphedStep> graphed;
   if (fast.cuda_graph) {
-    graphed = std::make_unique<GraphedStep>(model, *optimizer, loss.kind, loss.classes > 0, fast.channels_last, device,
-                                            inputs.size(0));
+    graphed = std::make_unique<GraphedStep>(model, *optimizer, loss, fast.channels_last, device, inputs.size(0));
   }
   const data::Batch on_device_batch{inputs, targets, fixed.index};
   auto bound_step = [&] {

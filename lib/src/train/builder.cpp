@@ -136,6 +136,11 @@ LossSpec build_loss(const config::LoadedConfig& loaded, const data::DatasetInfo&
   }
   loss.classes = classification ? info.classes : 0;
   loss.class_weights = class_weights(loaded, info, device);
+  loss.label_smoothing = loaded.config.train.label_smoothing;
+  if (loss.label_smoothing > 0 && loss.kind != LossKind::kCrossEntropy) {
+    throw ConfigError(loaded.sources.at("train.label_smoothing"), "train.label_smoothing",
+                      "smooths class labels, but this run's loss is mse on real-valued targets; set it to 0");
+  }
   return loss;
 }
 

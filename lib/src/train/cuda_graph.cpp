@@ -42,13 +42,12 @@ StepSums on_current_stream(const StepSums& sums) {
 }  // namespace
 
 struct GraphedStep::State {
-  State(torch::nn::Sequential m, detail::SplitStep& s, LossKind l, bool c, bool cl, torch::Device d, int64_t b)
-      : model(std::move(m)), split(s), loss(l), classification(c), channels_last(cl), device(d), batch_size(b) {}
+  State(torch::nn::Sequential m, detail::SplitStep& s, LossSpec l, bool cl, torch::Device d, int64_t b)
+      : model(std::move(m)), split(s), loss(std::move(l)), channels_last(cl), device(d), batch_size(b) {}
 
   torch::nn::Sequential model;
   detail::SplitStep& split;  // the fused optimizer
-  LossKind loss;
-  bool classification;
+  LossSpec loss;
   bool channels_last;
   torch::Device device;
   int64_t batch_size;  // the captured shape's
@@ -75,7 +74,7 @@ struct GraphedStep::State {
       device::NvtxRange range("backward");
       backward_mean(total, x.size(0));
     }
-    return {total.detach(), classification ? outputs.detach().argmax(1).eq(y).sum() : torch::Tensor()};
+    return {total.detach(), loss.classes > 0 ? outputs.detach().argmax(1).eq(y).sum() : torch::Tensor()};
   }
 
   void launch() {
@@ -123,11 +122,11 @@ struct GraphedStep::State {
   }
 };
 
-GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, LossKind loss,
-                         bool classification, bool channels_last, torch::Device device, int64_t batch_size) {
+GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss,
+                         bool channels_last, torch::Device device, int64_t batch_size) {
   auto* split = dynamic_cast<detail::SplitStep*>(&optimizer);
   GPUTRAIN_CHECK(split != nullptr && device.is_cuda(), "GraphedStep needs a fused optimizer on CUDA");
-  state_ = std::make_unique<State>(std::move(model), *split, loss, classification, channels_last, device, batch_size);
+  state_ = std::make_unique<State>(std::move(model), *split, loss, channels_last, device, batch_size);
 }
 
 GraphedStep::~GraphedStep() = default;
@@ -171,7 +170,7 @@ StepSums GraphedStep::step(const data::Batch& batch) {
 
 struct GraphedStep::State {};
 
-GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, LossKind, bool, bool, torch::Device,
+GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, const LossSpec&, bool, torch::Device,
                          int64_t) {
   GPUTRAIN_CHECK(false, "GraphedStep needs a build of LibTorch with CUDA");
 }

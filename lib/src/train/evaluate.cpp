@@ -21,6 +21,9 @@ EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, pa
   const c10::DeviceType device_type = strategy.device().type();
   const bool classification = loss.classes > 0;
   const int64_t cells = loss.classes * loss.classes;
+  // The test loss is the plain cross-entropy, comparable between runs with and without train.label_smoothing.
+  LossSpec unsmoothed = loss;
+  unsmoothed.label_smoothing = 0;
   // Made before the loop: every rank sums it, also one that saw no rows.
   torch::Tensor confusion =
       classification ? torch::zeros({cells}, torch::TensorOptions().dtype(torch::kInt64).device(strategy.device()))
@@ -30,8 +33,8 @@ EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, pa
     const torch::Tensor targets = local.targets.to(strategy.device(), /*non_blocking=*/true);
     AutocastScope autocast(amp, device_type);
     const torch::Tensor outputs = strategy.forward(model, local.inputs);
-    sums.add(loss_sum(loss.kind, outputs, targets, loss.class_weights),
-             detail::correct_count(outputs, targets, classification), local.size());
+    sums.add(loss_sum(unsmoothed, outputs, targets), detail::correct_count(outputs, targets, classification),
+             local.size());
     if (classification && local.size() > 0) {
       confusion += torch::bincount(targets * loss.classes + outputs.argmax(1), {}, cells);
     }

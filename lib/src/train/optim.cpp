@@ -128,16 +128,13 @@ LossKind resolve_loss(config::LossName name, bool class_targets) {
   return class_targets ? LossKind::kCrossEntropy : LossKind::kMse;
 }
 
-torch::Tensor loss_sum(LossKind kind, const torch::Tensor& outputs, const torch::Tensor& targets,
-                       const torch::Tensor& class_weights) {
+torch::Tensor loss_sum(const LossSpec& loss, const torch::Tensor& outputs, const torch::Tensor& targets) {
   namespace F = torch::nn::functional;
-  if (kind == LossKind::kCrossEntropy) {
-    if (!class_weights.defined()) {
-      return F::cross_entropy(outputs, targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
-    }
-    const torch::Tensor weighted =
-        F::cross_entropy(outputs, targets, F::CrossEntropyFuncOptions().weight(class_weights).reduction(torch::kSum));
-    return weighted * (static_cast<double>(targets.size(0)) / class_weights.index_select(0, targets).sum());
+  if (loss.kind == LossKind::kCrossEntropy) {
+    auto options = F::CrossEntropyFuncOptions().reduction(torch::kSum).label_smoothing(loss.label_smoothing);
+    if (!loss.class_weights.defined()) return F::cross_entropy(outputs, targets, options);
+    const torch::Tensor weighted = F::cross_entropy(outputs, targets, options.weight(loss.class_weights));
+    return weighted * (static_cast<double>(targets.size(0)) / loss.class_weights.index_select(0, targets).sum());
   }
   // Equal shapes, checked: mse_loss would broadcast [N, 1] against [N] into [N, N].
   GPUTRAIN_CHECK(outputs.dim() >= 2 && outputs.sizes() == targets.sizes(),

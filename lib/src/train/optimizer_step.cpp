@@ -30,7 +30,7 @@ class EagerStep : public OptimizerStep {
         device::NvtxRange range("forward");
         AutocastScope autocast(p_.amp, device_.type());  // the forward pass and the loss
         outputs = p_.strategy->forward(p_.model, model_inputs(mb.inputs, device_, p_.channels_last));
-        batch_loss = loss_sum(p_.loss.kind, outputs, targets, p_.loss.class_weights);
+        batch_loss = loss_sum(p_.loss, outputs, targets);
       }
       // Averaging over the whole (global) group's size makes K micro-batches, or N
       // ranks, one step of their combined batch, and weights a short last group
@@ -77,7 +77,7 @@ class GraphStep : public OptimizerStep {
  public:
   GraphStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
             const torch::Device& device, int64_t batch_size)
-      : graphed_(std::move(model), optimizer, loss.kind, loss.classes > 0, channels_last, device, batch_size) {}
+      : graphed_(std::move(model), optimizer, loss, channels_last, device, batch_size) {}
 
   StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) override {
     const StepSums sums = graphed_.step(group.front());  // one micro-batch: cuda_graph_blocker saw to it

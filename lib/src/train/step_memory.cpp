@@ -56,8 +56,7 @@ StepMemory measure_step_memory(torch::nn::Sequential& model, torch::optim::Optim
       layer_outputs += bytes_of(outputs);
     }
   }
-  torch::Tensor total = batch.targets.defined() ? loss_sum(loss.kind, outputs.to(torch::kFloat32),
-                                                           batch.targets.to(device), loss.class_weights)
+  torch::Tensor total = batch.targets.defined() ? loss_sum(loss, outputs.to(torch::kFloat32), batch.targets.to(device))
                                                 : outputs.to(torch::kFloat32).sum();
   total.backward();
   if (device.is_cuda()) {

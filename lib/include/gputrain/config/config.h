@@ -166,6 +166,7 @@ struct TrainConfig {
   bool log_replicas = false;
   // Cross-entropy weight per class (PyTorch's CrossEntropyLoss(weight=...)); empty: all 1.
   std::vector<double> class_weights;
+  double label_smoothing = 0.0;  // cross-entropy targets 1 - e on the class, e / C on every class
   OnNan on_nan = OnNan::kStop;
   OnSigint on_sigint = OnSigint::kCheckpoint;
   // Fast paths; each auto rule is in train/fast_paths.h, and each falls back,

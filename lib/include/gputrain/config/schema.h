@@ -192,6 +192,10 @@ void visit(V& v, TrainConfig& c) {
           "`CrossEntropyLoss(weight=...)`: the batch's loss is the weighted mean, divided by the sum of its "
           "samples' weights. As many as the data set has "
           "classes; [] = all 1. Not with `train.cuda_graph`");
+  v.field("label_smoothing", c.label_smoothing, Range{0, 1},
+          "cross-entropy with label smoothing ε, as PyTorch's `CrossEntropyLoss(label_smoothing=ε)`: each "
+          "sample's target is 1 − ε on its class plus ε / classes on every class; 0 = off. The training loss only: "
+          "the test loss stays the plain cross-entropy, so runs with and without it compare. Classification only");
   v.field("on_nan", c.on_nan, Any{},
           "a non-finite loss: `stop` (exit 1, naming the step and the last checkpoint) or `skip` the batch (not with "
           "fp16, whose scaler skips such steps)");

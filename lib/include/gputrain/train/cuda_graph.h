@@ -30,8 +30,8 @@ class GraphedStep {
  public:
   // `optimizer` comes from make_optimizer with optim.fused; it must outlive this.
   // Batches of `batch_size` samples are captured; others run eagerly.
-  GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, LossKind loss, bool classification,
-              bool channels_last, torch::Device device, int64_t batch_size);
+  GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
+              torch::Device device, int64_t batch_size);
   ~GraphedStep();
   GraphedStep(const GraphedStep&) = delete;
   GraphedStep& operator=(const GraphedStep&) = delete;

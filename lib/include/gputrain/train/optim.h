@@ -61,6 +61,14 @@ enum class LossKind { kCrossEntropy, kMse };
 // ConfigError on train.loss.
 LossKind resolve_loss(config::LossName name, bool class_targets);
 
+// What a run's loss is computed from.
+struct LossSpec {
+  LossKind kind = LossKind::kCrossEntropy;
+  int64_t classes = 0;          // classification: the classes; 0 otherwise
+  torch::Tensor class_weights;  // train.class_weights on the device; undefined when none
+  double label_smoothing = 0;   // train.label_smoothing (cross_entropy only)
+};
+
 // Sum of the per-sample losses (callers divide), so accumulation and replicas
 // can weight by their real share of the batch.
 //   cross_entropy: sum over samples of -log softmax(outputs)[target]
@@ -73,16 +81,9 @@ LossKind resolve_loss(config::LossName name, bool class_targets);
 // With `class_weights` (cross_entropy only, one per class) each sample's loss
 // is weighted by its class's weight, and the sum scaled by N / (the sum of the
 // batch's weights): divided by N it is PyTorch's CrossEntropyLoss(weight=...)
-// with its weighted mean.
-torch::Tensor loss_sum(LossKind kind, const torch::Tensor& outputs, const torch::Tensor& targets,
-                       const torch::Tensor& class_weights = {});
-
-// What a run's loss is computed from.
-struct LossSpec {
-  LossKind kind = LossKind::kCrossEntropy;
-  int64_t classes = 0;          // classification: the classes; 0 otherwise
-  torch::Tensor class_weights;  // train.class_weights on the device; undefined when none
-};
+// with its weighted mean. With `label_smoothing` ε each sample's target is
+// 1 - ε on its class plus ε / C on every class, as CrossEntropyLoss(label_smoothing=ε).
+torch::Tensor loss_sum(const LossSpec& loss, const torch::Tensor& outputs, const torch::Tensor& targets);
 
 // Backpropagates a loss summed over samples as their mean: backward() from
 // the sum with 1/samples as its incoming gradient. Dividing the sum first
