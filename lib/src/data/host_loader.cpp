@@ -93,6 +93,9 @@ struct HostLoader::State {
   int64_t delivered = 0;             // batches returned by next()
   bool stopping = false;
   std::map<int64_t, Slot> ready;
+  // What a worker could not hand over as a Slot (the queue's own allocation
+  // failing when memory runs out): the next take() throws it.
+  std::exception_ptr worker_failure;
   std::vector<std::thread> workers;
 
   State(std::shared_ptr<const Dataset> data, LoaderOptions opts) : dataset(std::move(data)), options(std::move(opts)) {
@@ -122,6 +125,7 @@ struct HostLoader::State {
     claimed = first_batch;
     delivered = first_batch;
     stopping = false;
+    worker_failure = nullptr;
     try {
       for (int64_t w = 0; w < options.num_workers && batches > 0; ++w) workers.emplace_back([this] { work(); });
     } catch (...) {
@@ -145,7 +149,19 @@ struct HostLoader::State {
     delivered = batches;  // the epoch is over: next() returns nullopt until start()
   }
 
+  // An exception leaving a thread's function ends the process, so whatever
+  // escapes the loop is handed to the consumer instead.
   void work() {
+    try {
+      claim_and_make();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      worker_failure = std::current_exception();
+      ready_cv.notify_all();
+    }
+  }
+
+  void claim_and_make() {
     std::unique_lock<std::mutex> lock(mutex);
     while (true) {
       // Claim the next batch only while fewer than `prefetch` are claimed and not yet delivered.
@@ -162,7 +178,12 @@ struct HostLoader::State {
 
   Slot take() {
     std::unique_lock<std::mutex> lock(mutex);
-    ready_cv.wait(lock, [this] { return ready.count(delivered) > 0; });
+    ready_cv.wait(lock, [this] { return ready.count(delivered) > 0 || worker_failure; });
+    if (ready.count(delivered) == 0) {
+      Slot failed;
+      failed.error = worker_failure;
+      return failed;
+    }
     auto node = ready.extract(delivered++);
     lock.unlock();
     work_cv.notify_all();
