@@ -170,6 +170,8 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   BenchArgs bench_args;
   bench_args.env = env;
   auto* bench = add_bench_command(app, bench_args);
+  SweepArgs sweep_args;
+  auto* sweep = add_sweep_command(app, sweep_args);
 
   ReportArgs report_args;
   auto* report = app.add_subcommand("report", "write the HTML report of a run directory (also of an unfinished run)");
@@ -181,7 +183,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   } catch (const CLI::ParseError& e) {
     const std::string word = first_word(argc, argv);
     std::vector<std::string> names;
-    for (const CLI::App* command : {config, plan, info, train, test, export_command, datasets, report, bench}) {
+    for (const CLI::App* command : {config, plan, info, train, test, export_command, datasets, report, bench, sweep}) {
       names.push_back(command->get_name());
     }
     std::sort(names.begin(), names.end());
@@ -214,6 +216,10 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
     if (datasets->parsed()) return run_datasets(datasets_args);
     if (report->parsed()) return run_report(report_args);
     if (bench->parsed()) return run_bench(bench_args);
+    if (sweep->parsed()) {
+      sweep_args.log_level = log_level;
+      return run_sweep(sweep_args);
+    }
   } catch (const Error& e) {
     report_failure(spdlog::level::err, e.what());
     return static_cast<int>(e.code());

@@ -144,6 +144,17 @@ struct BenchArgs {
 CLI::App* add_bench_command(CLI::App& app, BenchArgs& args);
 int run_bench(const BenchArgs& args);
 
+struct SweepArgs {
+  std::string config;
+  std::vector<std::string> overrides;  // every run's
+  std::string seeds;                   // "0..4" or "0,3,7"
+  std::vector<std::string> vary;       // KEY=V1,V2,...
+  bool json = false;
+  std::string log_level;  // the runs'
+};
+CLI::App* add_sweep_command(CLI::App& app, SweepArgs& args);
+int run_sweep(const SweepArgs& args);
+
 struct ExportArgs {
   std::string checkpoint;  // a checkpoint or a model.pt
   std::string out;

@@ -204,7 +204,7 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
   if (!plan.primary) return 0;
   spdlog::info("finished {} ({}) in {:.1f} s; weights in {}", count_of(summary.epochs, "epoch"),
                count_of(summary.steps, "step"), summary.elapsed_s, dir.paths.weights.string());
-  dir.recorder->finish();
+  dir.recorder->finish(summary);
   result["weights"] = dir.paths.weights.string();
   result["report"] = dir.paths.report.string();
   if (summary.has_test) {
@@ -212,6 +212,14 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
     result["test_loss"] = summary.last_test.mean_loss();
     if (summary.last_test.classification) result["test_accuracy"] = summary.last_test.accuracy();
   }
+  if (config.train.target_accuracy > 0) {
+    result["target_accuracy"] = config.train.target_accuracy;
+    result["time_to_target_s"] = summary.target ? nlohmann::ordered_json(summary.target->train_s) : nullptr;
+    result["time_to_target_wall_s"] = summary.target ? nlohmann::ordered_json(summary.target->wall_s) : nullptr;
+    if (!summary.target)
+      spdlog::warn("train.target_accuracy ({:.2f}%) was not reached", 100 * config.train.target_accuracy);
+  }
+  if (!summary.ended_early.empty()) result["ended_early"] = summary.ended_early;
   std::cout << result.dump() << std::endl;
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "gputrain/common/error.h"
+#include "gputrain/report/run_info.h"
 #include "report/run_fixture.h"
 #include "support/temp_dir.h"
 
@@ -63,6 +64,24 @@ TEST(HtmlReport, FinishedRunHasEveryChartTableAndSection) {
   // Self-contained: nothing to fetch (the SVG namespace is a name, not a fetch).
   EXPECT_FALSE(std::regex_search(html, std::regex(R"((src|href)\s*=)")));
   EXPECT_EQ(count(html, "http"), count(html, "xmlns=\"http://www.w3.org/2000/svg\""));
+}
+
+TEST(HtmlReport, TheTargetAndAnEarlyEndAreInTheRunTable) {
+  TempDir dir;
+  testing::write_finished_run(dir.path());
+  const fs::path run_json = dir.path() / "run.json";
+  RunInfo info = read_run_info(run_json);
+  info.target_accuracy = 0.93;
+  write_run_info(run_json, info);
+  EXPECT_TRUE(has(report_of(dir.path()), "<td>93.00%, not reached</td>"));
+  train::TrainSummary summary;
+  summary.target = train::TargetReached{0.93, 0.9312, 2, 37, 4.5, 5.25};
+  summary.ended_early = "reached the target";
+  record_outcome(info, summary);
+  write_run_info(run_json, info);
+  const std::string html = report_of(dir.path());
+  EXPECT_TRUE(has(html, "93.00%, reached at epoch 2 (step 37) with 93.12%: 4.50 s of training (5.25 s wall)")) << html;
+  EXPECT_TRUE(has(html, "<td>ended early</td><td>reached the target</td>"));
 }
 
 TEST(HtmlReport, InterruptedRunIsShownAsFarAsItGot) {

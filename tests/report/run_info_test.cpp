@@ -48,6 +48,34 @@ TEST(RunInfo, DescribesStrategyAndSplitsAndRoundTrips) {
   EXPECT_THROW(read_run_info(dir / "missing.json"), UserError);
 }
 
+TEST(RunInfo, TheTargetReachedAndAnEarlyEndRoundTrip) {
+  RunSettings settings{"r", config::AmpMode::kOff, 3, 40, 1};
+  settings.target_accuracy = 0.93;
+  RunInfo info = describe_run(settings, train::TrainLayout{});
+  train::TrainSummary summary;
+  summary.target = train::TargetReached{0.93, 0.9312, 2, 37, 4.5, 5.25};
+  summary.ended_early = "test accuracy 93.12% reached train.target_accuracy";
+  record_outcome(info, summary);
+  end_run(info, "finished");
+  testing::TempDir dir;
+  write_run_info(dir / "run.json", info);
+  const RunInfo back = read_run_info(dir / "run.json");
+  EXPECT_DOUBLE_EQ(back.target_accuracy, 0.93);
+  ASSERT_TRUE(back.target.has_value());
+  EXPECT_EQ(back.target->epoch, 2);
+  EXPECT_EQ(back.target->step, 37);
+  EXPECT_DOUBLE_EQ(back.target->accuracy, 0.9312);
+  EXPECT_DOUBLE_EQ(back.target->train_s, 4.5);
+  EXPECT_DOUBLE_EQ(back.target->wall_s, 5.25);
+  EXPECT_EQ(back.ended_early, summary.ended_early);
+  const std::string json = testing::read_text(dir / "run.json");
+  EXPECT_NE(json.find("\"time_to_target_s\": 4.5"), std::string::npos) << json;
+
+  RunInfo unreached = describe_run(settings, train::TrainLayout{});
+  write_run_info(dir / "unreached.json", unreached);
+  EXPECT_FALSE(read_run_info(dir / "unreached.json").target.has_value());
+}
+
 TEST(RunInfo, SettingsComeFromTheConfig) {
   config::ExperimentConfig config;
   config.name = "from-config";

@@ -70,7 +70,7 @@ TEST(RunRecorder, StartsTheRecordAndWritesTheReportWhenTheRunFinishes) {
   }
   EXPECT_EQ(next.epochs, 1) << "events reach the observer behind the recorder";
   EXPECT_FALSE(fs::exists(run.paths.report));
-  recorder.finish();
+  recorder.finish(train::TrainSummary{});
   EXPECT_EQ(run.info()["status"], "finished");
   EXPECT_NE(testing::read_text(run.paths.report).find(R"(<span class="badge ok">finished</span>)"), std::string::npos);
 }
@@ -96,7 +96,8 @@ TEST(RunRecorder, AReportThatCannotBeWrittenIsOnlyLogged) {
   RunDir run;
   Recorder next;
   RunRecorder recorder(run.paths, recorder_options("nometrics"), cpu_layout(), device::DeviceInventory{}, next);
-  EXPECT_NO_THROW(recorder.finish());  // no metrics.jsonl: the report fails, the run's outcome stands
+  EXPECT_NO_THROW(
+      recorder.finish(train::TrainSummary{}));  // no metrics.jsonl: the report fails, the run's outcome stands
   EXPECT_EQ(run.info()["status"], "finished");
   EXPECT_FALSE(fs::exists(run.paths.report));
 }

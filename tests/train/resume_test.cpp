@@ -93,16 +93,17 @@ std::vector<std::vector<double>> tail(const std::vector<std::vector<double>>& al
   return out;
 }
 
-TEST_F(Resume, FromEveryCheckpointEndsBitwiseLikeTheUninterruptedRun) {
+// Trains `loaded` with checkpoints, then resumes from each one: every resumed
+// run ends with the same weights and reports the same metrics from there on.
+// Returns how many checkpoints there were.
+std::size_t expect_every_resume_bitwise(const config::LoadedConfig& loaded) {
   TempDir dir;
-  const auto loaded = run_config();
   Trainer full(loaded, cpu());
   Recorder whole;
   FitOptions options;
   options.checkpoint_dir = dir / "checkpoints";
   full.fit(whole, options);
   const auto checkpoints = checkpoint::list_checkpoints(dir / "checkpoints");
-  ASSERT_EQ(checkpoints.size(), 3u + 7u);  // 3 epoch ends, steps 4, 8, ..., 28
   for (const auto& path : checkpoints) {
     SCOPED_TRACE(path.filename().string());
     Trainer resumed(loaded, cpu());
@@ -113,6 +114,21 @@ TEST_F(Resume, FromEveryCheckpointEndsBitwiseLikeTheUninterruptedRun) {
     const auto got = values(rest);
     EXPECT_EQ(got, tail(values(whole), got));
   }
+  return checkpoints.size();
+}
+
+TEST_F(Resume, FromEveryCheckpointEndsBitwiseLikeTheUninterruptedRun) {
+  EXPECT_EQ(expect_every_resume_bitwise(run_config()), 3u + 7u);  // 3 epoch ends, steps 4, 8, ..., 28
+}
+
+// Checkpoints also keep the weight average, the early-stopping count and the
+// best weights, evaluations every 5 steps falling between checkpoints and on them.
+TEST_F(Resume, WithTheWeightAverageAndEarlyStoppingEndsBitwiseLikeTheUninterruptedRun) {
+  EXPECT_EQ(
+      expect_every_resume_bitwise(run_config({"train.ema.decay=0.8", "train.ema.every=3", "train.eval_every_steps=5",
+                                              "train.early_stopping.patience=50", "train.early_stopping.metric=loss",
+                                              "train.early_stopping.restore_best=true"})),
+      10u);
 }
 
 // A stop request ends the run at a step boundary with a checkpoint; resuming

@@ -8,28 +8,13 @@
 #include "gputrain/train/trainer.h"
 #include "support/temp_dir.h"
 #include "train/recorder.h"
+#include "train/synthetic_run.h"
 
 namespace gputrain::train {
 namespace {
 
-config::LoadedConfig synthetic(const std::vector<std::string>& overrides = {}) {
-  return config::load_config_text(R"(
-name: t
-seed: 3
-device: cpu
-data: {dataset: synthetic, samples: 256, test_samples: 128, features: 8, classes: 3, batch_size: 32,
-       num_workers: 0, pin_memory: false}
-model: {name: mlp, hidden: [16]}
-optim: {name: sgd, lr: 0.1, momentum: 0.9}
-train: {epochs: 4, log_every: 4}
-)",
-                                  "t.yaml", overrides);
-}
-
-device::DevicePlan cpu() { return device::DevicePlan{}; }
-
 TEST(Trainer, LossFallsAndEveryEventArrives) {
-  Trainer trainer(synthetic(), cpu());
+  Trainer trainer(synthetic_run(), cpu());
   Recorder recorder;
   const TrainSummary summary = trainer.fit(recorder);
   ASSERT_EQ(recorder.epochs.size(), 4u);
@@ -43,7 +28,7 @@ TEST(Trainer, LossFallsAndEveryEventArrives) {
 }
 
 TEST(Trainer, TestSplitIsCountedByClass) {
-  Trainer trainer(synthetic({"train.epochs=1"}), cpu());
+  Trainer trainer(synthetic_run({"train.epochs=1"}), cpu());
   Recorder recorder;
   const TrainSummary summary = trainer.fit(recorder);
   const std::vector<int64_t>& confusion = summary.last_test.confusion;
@@ -55,14 +40,14 @@ TEST(Trainer, TestSplitIsCountedByClass) {
 }
 
 TEST(Trainer, ClassWeightsWeightTheLossAndMustFitTheClasses) {
-  Trainer plain(synthetic({"train.epochs=1"}), cpu());
-  Trainer weighted(synthetic({"train.epochs=1", "train.class_weights=[1, 3, 1]"}), cpu());
+  Trainer plain(synthetic_run({"train.epochs=1"}), cpu());
+  Trainer weighted(synthetic_run({"train.epochs=1", "train.class_weights=[1, 3, 1]"}), cpu());
   Recorder quiet;
   const EvalResult a = plain.fit(quiet).last_test;
   const EvalResult b = weighted.fit(quiet).last_test;
   EXPECT_NE(a.loss_sum, b.loss_sum);
   try {
-    Trainer wrong(synthetic({"train.class_weights=[1, 3]"}), cpu());
+    Trainer wrong(synthetic_run({"train.class_weights=[1, 3]"}), cpu());
     ADD_FAILURE() << "two weights for three classes were accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("--set #1 (train.class_weights=[1, 3]): train.class_weights: 2 weights given "
@@ -70,7 +55,7 @@ TEST(Trainer, ClassWeightsWeightTheLossAndMustFitTheClasses) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(synthetic({"train.class_weights=[1, 0, 1]"}), ConfigError);
+  EXPECT_THROW(synthetic_run({"train.class_weights=[1, 0, 1]"}), ConfigError);
 }
 
 // At lr 1e-30 the float32 weights stay put: label smoothing changes the training loss
@@ -78,15 +63,15 @@ TEST(Trainer, ClassWeightsWeightTheLossAndMustFitTheClasses) {
 TEST(Trainer, LabelSmoothingSmoothsTheTrainingLossOnlyAndNeedsClasses) {
   Recorder plain_events;
   Recorder smoothed_events;
-  Trainer plain(synthetic({"train.epochs=1", "optim.lr=1e-30", "optim.momentum=0"}), cpu());
-  Trainer smoothed(synthetic({"train.epochs=1", "optim.lr=1e-30", "optim.momentum=0", "train.label_smoothing=0.3"}),
+  Trainer plain(synthetic_run({"train.epochs=1", "optim.lr=1e-30", "optim.momentum=0"}), cpu());
+  Trainer smoothed(synthetic_run({"train.epochs=1", "optim.lr=1e-30", "optim.momentum=0", "train.label_smoothing=0.3"}),
                    cpu());
   const TrainSummary a = plain.fit(plain_events);
   const TrainSummary b = smoothed.fit(smoothed_events);
   EXPECT_GT(std::abs(a.last_train.mean_loss() - b.last_train.mean_loss()), 1e-3);
   EXPECT_EQ(a.last_test.loss_sum, b.last_test.loss_sum);
   try {
-    Trainer regression(synthetic({"data.targets=2", "train.label_smoothing=0.1"}), cpu());
+    Trainer regression(synthetic_run({"data.targets=2", "train.label_smoothing=0.1"}), cpu());
     ADD_FAILURE() << "label smoothing of a regression was accepted";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "train.label_smoothing") << e.what();
@@ -96,8 +81,8 @@ TEST(Trainer, LabelSmoothingSmoothsTheTrainingLossOnlyAndNeedsClasses) {
 TEST(Trainer, LayoutAndLoaderWaitAreReported) {
   // 250 samples in micro-batches of 32 / 2 = 16: 15 full ones and a last of 10.
   // The host loader: the device cache (auto on the CPU) makes batches without waiting.
-  Trainer trainer(synthetic({"data.samples=250", "train.accumulation_steps=2", "train.epochs=1", "data.num_workers=1",
-                             "data.device_cache=off"}),
+  Trainer trainer(synthetic_run({"data.samples=250", "train.accumulation_steps=2", "train.epochs=1",
+                                 "data.num_workers=1", "data.device_cache=off"}),
                   cpu());
   const TrainLayout layout = trainer.layout();
   EXPECT_EQ(layout.strategy.kind, parallel::StrategyKind::kSingle);
@@ -113,14 +98,14 @@ TEST(Trainer, LayoutAndLoaderWaitAreReported) {
   const EpochMetrics& m = recorder.epochs[0];
   EXPECT_GT(m.loader_wait_s, 0.0) << "the first batch is always waited for";
   EXPECT_LE(m.loader_wait_s, m.epoch_s);
-  EXPECT_EQ(Trainer(synthetic({"data.samples=250", "data.drop_last=true"}), cpu()).layout().last_micro_batch, 32);
+  EXPECT_EQ(Trainer(synthetic_run({"data.samples=250", "data.drop_last=true"}), cpu()).layout().last_micro_batch, 32);
 }
 
 TEST(Trainer, SameSeedSameLosses) {
   Recorder a;
   Recorder b;
-  Trainer(synthetic(), cpu()).fit(a);
-  Trainer(synthetic(), cpu()).fit(b);
+  Trainer(synthetic_run(), cpu()).fit(a);
+  Trainer(synthetic_run(), cpu()).fit(b);
   ASSERT_EQ(a.steps.size(), b.steps.size());
   for (std::size_t i = 0; i < a.steps.size(); ++i) EXPECT_EQ(a.steps[i].loss, b.steps[i].loss) << i;
   EXPECT_EQ(a.epochs.back().test.loss_sum, b.epochs.back().test.loss_sum);
@@ -133,7 +118,7 @@ TEST(Trainer, AccumulationMatchesTheLargerBatch) {
   auto with = [&](const std::string& accumulation) {
     auto overrides = common;
     overrides.push_back(accumulation);
-    Trainer trainer(synthetic(overrides), cpu());
+    Trainer trainer(synthetic_run(overrides), cpu());
     Recorder recorder;
     trainer.fit(recorder);
     return trainer.model();
@@ -150,7 +135,7 @@ TEST(Trainer, BothBatchFormsGiveTheSameRun) {
   auto trained = [](const std::vector<std::string>& batch) {
     std::vector<std::string> overrides{"train.accumulation_steps=2", "train.epochs=1", "data.samples=100"};
     overrides.insert(overrides.end(), batch.begin(), batch.end());
-    Trainer trainer(synthetic(overrides), cpu());
+    Trainer trainer(synthetic_run(overrides), cpu());
     Recorder recorder;
     trainer.fit(recorder);
     EXPECT_EQ(trainer.layout().micro_batch, 16);
@@ -167,7 +152,7 @@ TEST(Trainer, BothBatchFormsGiveTheSameRun) {
 
 TEST(Trainer, BatchMustDivideIntoMicroBatches) {
   try {
-    Trainer trainer(synthetic({"data.batch_size=30", "train.accumulation_steps=4"}), cpu());
+    Trainer trainer(synthetic_run({"data.batch_size=30", "train.accumulation_steps=4"}), cpu());
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("--set #1 (data.batch_size=30): data.batch_size: 30 is not divisible"),
@@ -195,7 +180,7 @@ train: {epochs: 3, loss: mse}
 
 TEST(Trainer, SavedWeightsReproduceTheTestResult) {
   testing::TempDir dir;
-  const auto loaded = synthetic({"train.epochs=1"});
+  const auto loaded = synthetic_run({"train.epochs=1"});
   Trainer trainer(loaded, cpu());
   Recorder recorder;
   const TrainSummary summary = trainer.fit(recorder);
@@ -208,11 +193,11 @@ TEST(Trainer, SavedWeightsReproduceTheTestResult) {
 
 TEST(Trainer, ForeignOrCorruptWeightsAreCheckpointErrors) {
   testing::TempDir dir;
-  const auto loaded = synthetic();
+  const auto loaded = synthetic_run();
   EXPECT_THROW(evaluate_saved_weights(loaded, cpu(), (dir / "missing.pt").string()), CheckpointError);
   testing::write_text(dir / "junk.pt", "not a torch archive");
   EXPECT_THROW(evaluate_saved_weights(loaded, cpu(), (dir / "junk.pt").string()), CheckpointError);
-  Trainer other(synthetic({"model.hidden=[7]"}), cpu());
+  Trainer other(synthetic_run({"model.hidden=[7]"}), cpu());
   checkpoint::save_weights(other.model(), (dir / "other.pt").string());
   EXPECT_THROW(evaluate_saved_weights(loaded, cpu(), (dir / "other.pt").string()), CheckpointError);
 }

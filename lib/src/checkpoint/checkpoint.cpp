@@ -78,6 +78,13 @@ class Reader {
     }
     return v.toTensor();
   }
+  // An optional list of tensors; empty when the entry is absent (a checkpoint of a run without the feature).
+  std::vector<torch::Tensor> tensors(const std::string& key) const {
+    c10::IValue v;
+    if (!archive_.try_read(key, v)) return {};
+    if (!v.isTensorList()) fail(fmt::format("'{}' is not a list of tensors", key));
+    return v.toTensorVector();
+  }
   void sub_archive(const std::string& key, InputArchive& out) const {
     c10::IValue v = value(key);
     if (!v.isObject()) fail(fmt::format("'{}' is not an archive", key));
@@ -114,6 +121,17 @@ TrainingState read_state(InputArchive& archive, const std::string& name) {
     s.best_score = best.toDouble();
   }
   s.skipped_steps = r.count("skipped_steps");
+  s.ema = r.tensors("ema");
+  c10::IValue stop_best;
+  if (archive.try_read("stop_best", stop_best)) {
+    if (!stop_best.isDouble()) r.fail("'stop_best' is not a number");
+    s.stop_best = stop_best.toDouble();
+  }
+  c10::IValue evals;
+  if (archive.try_read("evals_since_best", evals)) s.evals_since_best = r.count("evals_since_best");
+  c10::IValue evaluated;
+  if (archive.try_read("evaluated_step", evaluated)) s.evaluated_step = r.count("evaluated_step");
+  s.best_weights = r.tensors("best_weights");
   s.config = r.text("config");
   s.torch_version = r.text("torch_version");
   s.gputrain_version = r.text("gputrain_version");
@@ -179,6 +197,11 @@ std::string encode(const TrainingState& state, const torch::nn::Module& model,
   root.write("rng_cuda", c10::List<at::Tensor>(state.rng.cuda));
   if (state.best_score) root.write("best_score", *state.best_score);
   root.write("skipped_steps", state.skipped_steps);
+  if (!state.ema.empty()) root.write("ema", c10::List<at::Tensor>(state.ema));
+  if (state.stop_best) root.write("stop_best", *state.stop_best);
+  root.write("evals_since_best", state.evals_since_best);
+  root.write("evaluated_step", state.evaluated_step);
+  if (!state.best_weights.empty()) root.write("best_weights", c10::List<at::Tensor>(state.best_weights));
   root.write("config", state.config);
   root.write("torch_version", device::torch_version());
   root.write("gputrain_version", device::version());

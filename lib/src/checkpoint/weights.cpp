@@ -75,7 +75,25 @@ void save_weights(const torch::nn::Sequential& model, const std::string& path) {
 void load_weights(torch::nn::Sequential& model, const std::string& path) {
   const std::string bytes = detail::read_file(path);
   if (is_sealed(bytes)) {
-    Checkpoint::parse(bytes, path).load_model(*model);
+    const Checkpoint checkpoint = Checkpoint::parse(bytes, path);
+    checkpoint.load_model(*model);
+    // A run with train.ema evaluated its weight average (parameters, then buffers): test that too.
+    if (const std::vector<torch::Tensor>& average = checkpoint.state().ema; !average.empty()) {
+      std::vector<torch::Tensor> tensors = model->parameters();
+      for (const torch::Tensor& buffer : model->buffers()) tensors.push_back(buffer);
+      if (average.size() != tensors.size()) {
+        throw CheckpointError(fmt::format("{}: its weight average (train.ema) holds {} tensors, the model has {}", path,
+                                          average.size(), tensors.size()));
+      }
+      torch::NoGradGuard no_grad;
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        if (average[i].sizes() != tensors[i].sizes()) {
+          throw CheckpointError(
+              fmt::format("{}: tensor {} of its weight average (train.ema) does not fit the model", path, i));
+        }
+        tensors[i].copy_(average[i]);
+      }
+    }
   } else {
     torch::serialize::InputArchive archive = weights_archive(bytes, path);
     detail::copy_weights(archive, *model, path);

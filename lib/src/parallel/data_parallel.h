@@ -35,6 +35,7 @@ class DataParallelStrategy : public Strategy {
   torch::Device device() const override { return devices_.front(); }
   torch::Tensor forward(torch::nn::Sequential& model, const torch::Tensor& inputs) override;
   void after_backward(torch::nn::Sequential& model) override;
+  void weights_changed() override { stale_ = true; }
 
  private:
   // The copies for devices_[1..], made on first use and refreshed when stale.

@@ -232,6 +232,15 @@ std::string run_section(const RunInfo& info) {
       {"batch size (per optimizer step)", std::to_string(info.batch_size)},
       {"accumulation steps", std::to_string(info.accumulation_steps)},
       {"steps per epoch", std::to_string(info.steps_per_epoch)}};
+  if (info.target_accuracy > 0) {
+    rows.push_back({"target accuracy",
+                    info.target ? fmt::format("{:.2f}%, reached at epoch {} (step {}) with {:.2f}%: {:.2f} s of "
+                                              "training ({:.2f} s wall)",
+                                              100 * info.target_accuracy, info.target->epoch, info.target->step,
+                                              100 * info.target->accuracy, info.target->train_s, info.target->wall_s)
+                                : fmt::format("{:.2f}%, not reached", 100 * info.target_accuracy)});
+  }
+  if (!info.ended_early.empty()) rows.push_back({"ended early", info.ended_early});
   if (!info.error.empty()) rows.insert(rows.begin() + 1, std::vector<std::string>{"error", info.error});
   return "<h2>Run</h2>" + table({"", ""}, rows, "keys");
 }

@@ -49,8 +49,12 @@ std::string strategy_name(parallel::StrategyKind kind) {
 }
 
 RunSettings run_settings(const config::ExperimentConfig& config) {
-  return {config.name, config.train.amp, config.train.epochs, config.data.batch_size.value(),
-          config.train.accumulation_steps};
+  return {config.name,
+          config.train.amp,
+          config.train.epochs,
+          config.data.batch_size.value(),
+          config.train.accumulation_steps,
+          config.train.target_accuracy};
 }
 
 RunInfo describe_run(const RunSettings& settings, const train::TrainLayout& layout) {
@@ -72,6 +76,7 @@ RunInfo describe_run(const RunSettings& settings, const train::TrainLayout& layo
   info.train_samples = layout.train_samples;
   info.batch_size = settings.batch_size;
   info.accumulation_steps = settings.accumulation_steps;
+  info.target_accuracy = settings.target_accuracy;
   info.micro_batch = layout.micro_batch;
   info.last_micro_batch = layout.last_micro_batch;
   if (layout.strategy.kind != parallel::StrategyKind::kSingle) {
@@ -86,6 +91,36 @@ void end_run(RunInfo& info, const std::string& status, const std::string& error)
   info.error = error;
   info.ended = local_time_now();
 }
+
+void record_outcome(RunInfo& info, const train::TrainSummary& summary) {
+  info.target = summary.target;
+  info.ended_early = summary.ended_early;
+}
+
+namespace {
+
+nlohmann::ordered_json target_json(const std::optional<train::TargetReached>& target) {
+  if (!target) return nullptr;
+  return {{"accuracy", target->accuracy},
+          {"epoch", target->epoch},
+          {"step", target->step},
+          {"time_to_target_s", target->train_s},
+          {"time_to_target_wall_s", target->wall_s}};
+}
+
+std::optional<train::TargetReached> target_from(const nlohmann::json& j, double target_accuracy) {
+  if (!j.is_object()) return std::nullopt;
+  train::TargetReached t;
+  t.target = target_accuracy;
+  t.accuracy = j.value("accuracy", 0.0);
+  t.epoch = j.value("epoch", int64_t{0});
+  t.step = j.value("step", int64_t{0});
+  t.train_s = j.value("time_to_target_s", 0.0);
+  t.wall_s = j.value("time_to_target_wall_s", 0.0);
+  return t;
+}
+
+}  // namespace
 
 void write_run_info(const std::filesystem::path& path, const RunInfo& info) {
   const nlohmann::ordered_json j{{"name", info.name},
@@ -107,7 +142,10 @@ void write_run_info(const std::filesystem::path& path, const RunInfo& info) {
                                  {"micro_batch", info.micro_batch},
                                  {"last_micro_batch", info.last_micro_batch},
                                  {"full_split", splits_json(info.full_split)},
-                                 {"last_split", splits_json(info.last_split)}};
+                                 {"last_split", splits_json(info.last_split)},
+                                 {"target_accuracy", info.target_accuracy},
+                                 {"target_reached", target_json(info.target)},
+                                 {"ended_early", info.ended_early}};
   write_atomically(path, j.dump(2) + "\n");
 }
 
@@ -143,6 +181,9 @@ RunInfo read_run_info(const std::filesystem::path& path) {
     info.last_micro_batch = j.value("last_micro_batch", info.last_micro_batch);
     info.full_split = splits_from(j.value("full_split", nlohmann::json()));
     info.last_split = splits_from(j.value("last_split", nlohmann::json()));
+    info.target_accuracy = j.value("target_accuracy", info.target_accuracy);
+    info.target = target_from(j.value("target_reached", nlohmann::json()), info.target_accuracy);
+    info.ended_early = j.value("ended_early", info.ended_early);
   } catch (const nlohmann::json::exception& e) {
     throw UserError(fmt::format("{}: a field has the wrong type ({})", path.string(), e.what()));
   }

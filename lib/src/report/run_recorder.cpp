@@ -55,7 +55,10 @@ RunRecorder::~RunRecorder() = default;
 
 train::TrainObserver& RunRecorder::observer() { return *state_->monitored; }
 
-void RunRecorder::finish() { end("finished", ""); }
+void RunRecorder::finish(const train::TrainSummary& summary) {
+  record_outcome(state_->info, summary);
+  end("finished", "");
+}
 
 void RunRecorder::interrupt(const std::string& why) { end("interrupted", why); }
 

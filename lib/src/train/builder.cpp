@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/device/host_resources.h"
@@ -144,6 +146,33 @@ LossSpec build_loss(const config::LoadedConfig& loaded, const data::DatasetInfo&
   return loss;
 }
 
+void check_evaluation_keys(const config::LoadedConfig& loaded, const data::DatasetInfo& info) {
+  const config::TrainConfig& t = loaded.config.train;
+  const bool classes = info.target_kind == data::TargetKind::kClasses;
+  auto refuse = [&](const std::string& key, const std::string& why) {
+    throw ConfigError(loaded.sources.at(key), key, why);
+  };
+  if (t.target_accuracy > 0 && !classes) {
+    refuse("train.target_accuracy",
+           fmt::format("is an accuracy, but data set '{}' has no classes; set it to 0", info.name));
+  }
+  if (t.early_stopping.metric == config::StopMetric::kAccuracy && !classes) {
+    refuse("train.early_stopping.metric",
+           fmt::format("data set '{}' has no classes to be accurate about; use loss (or auto)", info.name));
+  }
+  const TestTimeAugmentation tta = test_time_augmentation(t.tta);
+  if (!tta.enabled()) return;
+  const std::string key = t.tta.translate > 0 ? "train.tta.translate" : "train.tta.hflip";
+  if (info.input_shape.size() != 3) {
+    refuse(key, fmt::format("augments images, but data set '{}' has samples of shape [{}]; turn it off", info.name,
+                            fmt::join(info.input_shape, ", ")));
+  }
+  if (t.tta.translate >= std::min(info.input_shape[1], info.input_shape[2])) {
+    refuse("train.tta.translate", fmt::format("{} pixels shift the {}x{} images past their edge; use fewer",
+                                              t.tta.translate, info.input_shape[1], info.input_shape[2]));
+  }
+}
+
 RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
                    const parallel::LaunchInfo& launch) {
   const config::ExperimentConfig& c = loaded.config;
@@ -173,6 +202,8 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
     run.test_batches = data::make_batch_loader(run.test_set, data::loader_options(c.data, data::Split::kTest, c.seed),
                                                c.data.device_cache, run.device);
     run.loss = build_loss(loaded, info, run.device);
+    check_evaluation_keys(loaded, info);
+    run.tta = test_time_augmentation(c.train.tta);
   } else {
     class_weights(loaded, info, run.device);  // refuses weights for a data set without classes
   }

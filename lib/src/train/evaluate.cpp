@@ -1,6 +1,7 @@
 #include "gputrain/train/evaluate.h"
 
 #include <fmt/format.h>
+#include <torch/nn/functional/padding.h>
 
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
@@ -12,8 +13,40 @@
 
 namespace gputrain::train {
 
+TestTimeAugmentation test_time_augmentation(const config::TtaConfig& config) {
+  return {config.hflip, config.translate};
+}
+
+std::vector<torch::Tensor> tta_views(const torch::Tensor& images, const TestTimeAugmentation& tta) {
+  namespace F = torch::nn::functional;
+  using torch::indexing::Slice;
+  std::vector<torch::Tensor> views{images};
+  if (const int64_t t = tta.translate; t > 0) {
+    const int64_t h = images.size(2);
+    const int64_t w = images.size(3);
+    const torch::Tensor padded = F::pad(images, F::PadFuncOptions({t, t, t, t}).mode(torch::kReflect));
+    for (const auto& [dy, dx] : {std::pair{-t, 0L}, {t, 0L}, {0L, -t}, {0L, t}}) {
+      views.push_back(padded.index({Slice(), Slice(), Slice(t + dy, t + dy + h), Slice(t + dx, t + dx + w)}));
+    }
+  }
+  if (tta.hflip) {
+    const std::size_t unflipped = views.size();
+    for (std::size_t i = 0; i < unflipped; ++i) views.push_back(views[i].flip({3}));
+  }
+  return views;
+}
+
+torch::Tensor test_time_outputs(torch::nn::Sequential& model, parallel::Strategy& strategy, const torch::Tensor& inputs,
+                                const TestTimeAugmentation& tta) {
+  if (!tta.enabled()) return strategy.forward(model, inputs);
+  const std::vector<torch::Tensor> views = tta_views(inputs.to(strategy.device(), /*non_blocking=*/true), tta);
+  torch::Tensor sum = strategy.forward(model, views[0]).to(torch::kFloat32);
+  for (std::size_t i = 1; i < views.size(); ++i) sum += strategy.forward(model, views[i]);
+  return sum / static_cast<double>(views.size());
+}
+
 EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, parallel::Strategy& strategy,
-                    const LossSpec& loss, AmpMode amp) {
+                    const LossSpec& loss, AmpMode amp, const TestTimeAugmentation& tta) {
   torch::NoGradGuard no_grad;
   model->eval();
   detail::RunningSums sums;
@@ -32,7 +65,7 @@ EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, pa
     const data::Batch local = strategy.local_part(*batch);
     const torch::Tensor targets = local.targets.to(strategy.device(), /*non_blocking=*/true);
     AutocastScope autocast(amp, device_type);
-    const torch::Tensor outputs = strategy.forward(model, local.inputs);
+    const torch::Tensor outputs = test_time_outputs(model, strategy, local.inputs, tta);
     sums.add(loss_sum(unsmoothed, outputs, targets), detail::correct_count(outputs, targets, classification),
              local.size());
     if (classification && local.size() > 0) {
@@ -80,9 +113,10 @@ EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const devi
   checkpoint::load_weights(model, weights_path);
   model->to(strategy->device());
   const LossSpec loss = build_loss(loaded, info, strategy->device());
+  check_evaluation_keys(loaded, info);
   data::HostLoader batches(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
   check_amp_device(c.train.amp, strategy->device().type(), loaded.sources.at("train.amp"));
-  return evaluate(model, batches, *strategy, loss, c.train.amp);
+  return evaluate(model, batches, *strategy, loss, c.train.amp, test_time_augmentation(c.train.tta));
 } catch (const std::exception&) {
   rethrow_host_exhaustion_testing(loaded.config.data);
 }

@@ -50,19 +50,21 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   ObserverList observers;
   observers.add(&observer);
   observers.add(&epoch_log);
-  const auto run_start = Clock::now();
+  s.run_start = Clock::now();
+  s.eval_s = 0;
   TrainSummary summary;
   summary.epochs = s.epochs_done;
-  for (int64_t epoch = s.epochs_done + 1; epoch <= s.config.train.epochs && !s.stopping; ++epoch) {
+  const int64_t epochs = s.config.train.epochs;
+  for (int64_t epoch = s.epochs_done + 1; epoch <= epochs && !s.stopping && s.ended_early.empty(); ++epoch) {
     if (!s.run.labeled()) {
-      s.forward_only_epoch(epoch, observers, run_start);
+      s.forward_only_epoch(epoch, observers);
       if (!s.stopping) summary.epochs = s.epochs_done = epoch;
       continue;
     }
     device::reset_peak_memory(s.run.device);
     EpochMetrics m;
     m.epoch = epoch;
-    m.train = s.train_epoch(epoch, observers, run_start, m.epoch_s);
+    m.train = s.train_epoch(epoch, observers, m.epoch_s);
     if (s.stopping) break;
     m.loader_wait_s = s.run.train_batches->wait_seconds();
     m.step = s.step;
@@ -70,9 +72,14 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
     m.lr = s.run.schedule->lr_at(std::max<int64_t>(s.step - 1, 0));
     m.loss_scale = s.run.scaler->scale();
     m.skipped_steps = s.skipped_steps();
-    m.test = s.evaluate();
-    m.has_test = true;
-    m.elapsed_s = seconds_since(run_start);
+    if (s.evaluated_at == s.step && s.last_test.samples > 0) {  // train.eval_every_steps evaluated this step
+      m.test = s.last_test;
+      m.has_test = true;
+    } else if (epoch % s.config.train.eval_every == 0 || epoch == epochs) {
+      m.test = s.evaluate_and_judge(epoch);
+      m.has_test = true;
+    }
+    m.elapsed_s = seconds_since(s.run_start);
     if (s.run.device.is_cuda()) {
       const device::MemoryStats mem = device::memory_stats(s.run.device);
       m.cuda = true;
@@ -81,16 +88,21 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
       m.memory_peak = mem.peak_allocated;
     }
     observers.on_epoch(m);
-    s.end_epoch(epoch, m.test);
+    s.end_epoch(epoch, m.has_test ? &m.test : nullptr);
     summary.epochs = epoch;
     summary.last_train = m.train;
-    summary.last_test = m.test;
-    summary.has_test = true;
+    if (m.has_test) {
+      summary.last_test = m.test;
+      summary.has_test = true;
+    }
   }
+  if (!s.stopping && s.run.labeled()) s.final_weights();
   summary.steps = s.step;
-  summary.elapsed_s = seconds_since(run_start);
+  summary.elapsed_s = seconds_since(s.run_start);
   summary.stopped = s.stopping;
   summary.checkpoint = s.checkpointer->last_good();
+  summary.target = s.target;
+  summary.ended_early = s.ended_early;
   return summary;
 } catch (const c10::Error& e) {
   const std::string detail = first_line(e.what_without_backtrace());
@@ -110,8 +122,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   rethrow_host_exhaustion(state_->config);
 }
 
-EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start,
-                                       double& epoch_s) {
+EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, double& epoch_s) {
   run.model->train();
   run.train_batches->start_epoch(epoch - 1, batch);  // batch > 0 when resuming mid-epoch
   const auto epoch_start = Clock::now();
@@ -139,9 +150,9 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, C
     optimizer_step(group);
     group.clear();
     if (step % config.train.log_every == 0) log_interval();
-    after_step();  // after the log line, so that a checkpoint holds the interval as it continues
+    after_step(epoch);  // after the log line, so that a checkpoint holds the interval as it continues
   };
-  while (!stopping) {
+  while (!stopping && ended_early.empty()) {
     std::optional<data::Batch> next = next_batch(*run.train_batches);
     if (!next) break;
     progress.samples += next->size();
@@ -152,7 +163,7 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, C
     progress.epoch_elapsed_s = seconds_since(epoch_start);
     observer.on_progress(progress);
   }
-  if (!group.empty()) flush_group();  // the epoch's last, shorter group still steps
+  if (!group.empty() && ended_early.empty()) flush_group();  // the epoch's last, shorter group still steps
   if (stopping) return {};
   const EvalResult result = epoch_sums.collect(run.classification(), *run.strategy);
   epoch_s = seconds_since(epoch_start);
@@ -188,7 +199,7 @@ void Trainer::State::optimizer_step(const std::vector<data::Batch>& group) {
   }
 }
 
-void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start) {
+void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer) {
   torch::NoGradGuard no_grad;
   run.model->eval();
   run.train_batches->start_epoch(epoch - 1);
@@ -215,23 +226,81 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer, 
   observer.on_epoch(m);
 }
 
-void Trainer::State::after_step() {
+void Trainer::State::after_step(int64_t epoch) {
+  if (ema) ema->after_step(step, epoch);
+  // Before the checkpoint, which then holds what the evaluation changed (train.early_stopping's count).
+  const int64_t every = config.train.eval_every_steps;
+  if (every > 0 && step % every == 0) {
+    const EvalResult& test = evaluate_and_judge(epoch);
+    spdlog::info("step {} (epoch {}): {}", step, epoch, format_test_line(test));
+  }
   const detail::Checkpointer::Due due = checkpointer->due_after_step(step, agreed);
   if (due.checkpoint) save_checkpoint(/*regular=*/true, /*best=*/false);
   stopping = due.stop;
 }
 
-void Trainer::State::end_epoch(int64_t epoch, const EvalResult& test) {
+const EvalResult& Trainer::State::evaluate_and_judge(int64_t epoch) {
+  // A resumed run evaluating again the step its checkpoint was judged at (the epoch's end) judges it once.
+  const bool judged = evaluated_at == step;
+  const auto start = Clock::now();
+  last_test = evaluate();
+  eval_s += seconds_since(start);
+  evaluated_at = step;
+  if (judged) return last_test;
+  const StopVerdict verdict = stop_rules.judge(last_test);
+  const config::EarlyStoppingConfig& early = config.train.early_stopping;
+  if (verdict.improved && early.restore_best) {
+    const std::vector<torch::Tensor> scored = ema && ema->started() ? ema->state() : weights_and_buffers(*run.model);
+    best_weights.clear();
+    for (const torch::Tensor& t : scored) best_weights.push_back(t.detach().clone());
+  }
+  if (verdict.target_reached) {
+    const double wall_s = seconds_since(run_start);
+    target = TargetReached{config.train.target_accuracy, last_test.accuracy(), epoch, step, wall_s - eval_s, wall_s};
+    ended_early = fmt::format(
+        "test accuracy {:.2f}% reached train.target_accuracy ({:.2f}%) at step {}, epoch {}: {:.2f} s of "
+        "training, {:.2f} s wall",
+        100 * target->accuracy, 100 * target->target, step, epoch, target->train_s, target->wall_s);
+  } else if (verdict.patience_used_up) {
+    ended_early = fmt::format(
+        "early stopping at step {}, epoch {}: the test {} has not improved by more than {} for {} evaluations", step,
+        epoch, stop_rules.by_accuracy() ? "accuracy" : "loss", early.min_delta, early.patience);
+  }
+  if (!ended_early.empty()) spdlog::info("{}", ended_early);
+  return last_test;
+}
+
+void Trainer::State::end_epoch(int64_t epoch, const EvalResult* test) {
+  const bool complete = batch >= run.train_batches->batches_per_epoch();
   epochs_done = epoch;
   batch = 0;
   epoch_sums = detail::RunningSums{};
   interval = detail::RunningSums{};
-  const double score = run.classification() ? test.accuracy() : -test.mean_loss();
-  const bool improved = !best_score || score > *best_score;
-  if (improved) best_score = score;
-  const bool regular = checkpointer->due_at_epoch_end(epoch);
+  bool improved = false;
+  if (test != nullptr) {
+    const double score = run.classification() ? test->accuracy() : -test->mean_loss();
+    improved = !best_score || score > *best_score;
+    if (improved) best_score = score;
+  }
+  // An epoch an evaluation ended part-way is no place to resume from.
+  const bool regular = complete && checkpointer->due_at_epoch_end(epoch);
   const bool best = improved && checkpointer->keeps_best();
   if (regular || best) save_checkpoint(regular, best);
+}
+
+void Trainer::State::final_weights() {
+  torch::NoGradGuard no_grad;
+  if (config.train.early_stopping.restore_best && !best_weights.empty()) {
+    std::vector<torch::Tensor> model_tensors = weights_and_buffers(*run.model);
+    for (std::size_t i = 0; i < model_tensors.size(); ++i) model_tensors[i].detach().copy_(best_weights[i]);
+    spdlog::info("train.early_stopping.restore_best: the model ends with the weights that scored best");
+  } else if (ema && ema->started()) {
+    ema->copy_into_model();
+    spdlog::info("train.ema: the model ends with the weight average");
+  } else {
+    return;
+  }
+  run.strategy->weights_changed();
 }
 
 }  // namespace gputrain::train

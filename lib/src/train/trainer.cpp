@@ -12,8 +12,18 @@ namespace gputrain::train {
 Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
                  const parallel::LaunchInfo& launch)
     : state_(std::make_unique<State>()) {
-  state_->config = loaded.config;
-  state_->run = build_run(loaded, devices, launch);
+  State& s = *state_;
+  s.config = loaded.config;
+  s.run = build_run(loaded, devices, launch);
+  const config::TrainConfig& t = s.config.train;
+  if (t.ema.decay > 0) s.ema.emplace(*s.run.model, WeightAverageOptions{t.ema.decay, t.ema.start_epoch, t.ema.every});
+  StopRulesOptions rules;
+  rules.target_accuracy = t.target_accuracy;
+  rules.patience = t.early_stopping.patience;
+  rules.min_delta = t.early_stopping.min_delta;
+  rules.by_accuracy = t.early_stopping.metric == config::StopMetric::kAccuracy ||
+                      (t.early_stopping.metric == config::StopMetric::kAuto && s.run.classification());
+  s.stop_rules = StopRules(rules);
 }
 
 Trainer::~Trainer() = default;
@@ -46,7 +56,14 @@ TrainLayout Trainer::layout() const {
 }
 
 EvalResult Trainer::State::evaluate() {
-  const EvalResult result = train::evaluate(run.model, *run.test_batches, *run.strategy, run.loss, run.amp);
+  const bool averaged = ema && ema->started();
+  auto swap_average = [&] {
+    ema->swap_into_model();
+    run.strategy->weights_changed();
+  };
+  if (averaged) swap_average();
+  const EvalResult result = train::evaluate(run.model, *run.test_batches, *run.strategy, run.loss, run.amp, run.tta);
+  if (averaged) swap_average();
   run.model->train();
   return result;
 }
@@ -88,6 +105,13 @@ void Trainer::resume(const checkpoint::Checkpoint& checkpoint) {
   s.interval.restore(stored.interval_sums, *s.run.strategy);
   s.nan_skipped = stored.skipped_steps;
   s.best_score = stored.best_score;
+  if (s.ema) s.ema->load(stored.ema, checkpoint.name());
+  s.stop_rules.restore(stored.stop_best, stored.evals_since_best);
+  s.evaluated_at = stored.evaluated_step;
+  if (!stored.best_weights.empty()) {
+    s.best_weights = fitting_tensors(stored.best_weights, weights_and_buffers(*s.run.model),
+                                     "best weights (train.early_stopping.restore_best)", checkpoint.name());
+  }
   checkpoint::restore_rng(stored.rng);
   s.resumed_from = at;
   s.resumed_path = checkpoint.name();
@@ -102,6 +126,11 @@ void Trainer::State::save_checkpoint(bool regular, bool best) {
   state.rng = checkpoint::capture_rng();
   state.best_score = best_score;
   state.skipped_steps = nan_skipped;
+  if (ema) state.ema = ema->state();
+  state.stop_best = stop_rules.best();
+  state.evals_since_best = stop_rules.evals_since_best();
+  state.evaluated_step = evaluated_at;
+  state.best_weights = best_weights;
   state.config = config::dump_config(config);
   checkpointer->write(state, *run.model, *run.optimizer, regular, best);
 }

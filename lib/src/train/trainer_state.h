@@ -9,7 +9,9 @@
 
 #include "checkpointing.h"
 #include "gputrain/train/builder.h"
+#include "gputrain/train/stop_rules.h"
 #include "gputrain/train/trainer.h"
+#include "gputrain/train/weight_average.h"
 #include "running_sums.h"
 
 namespace gputrain::train {
@@ -31,14 +33,28 @@ struct Trainer::State {
   std::string resumed_path;
   std::unique_ptr<detail::Checkpointer> checkpointer;  // while fit() runs
   parallel::StepFlags agreed;                          // the last optimizer step's, agreed by every rank
-  bool stopping = false;
+  bool stopping = false;                               // a stop request (a signal): the run is interrupted
+  std::optional<WeightAverage> ema;                    // train.ema
+  StopRules stop_rules{{}};
+  std::vector<torch::Tensor> best_weights;  // train.early_stopping.restore_best: the weights that scored best
+  Clock::time_point run_start;
+  double eval_s = 0;         // spent evaluating since run_start
+  int64_t evaluated_at = 0;  // the step of the last evaluation (0: none); this process's result is last_test
+  EvalResult last_test;
+  std::optional<TargetReached> target;
+  std::string ended_early;  // an evaluation ended training: why
 
   // loop.cpp
   void optimizer_step(const std::vector<data::Batch>& group);
-  EvalResult train_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start, double& epoch_s);
-  void forward_only_epoch(int64_t epoch, TrainObserver& observer, Clock::time_point run_start);
-  void after_step();
-  void end_epoch(int64_t epoch, const EvalResult& test);
+  EvalResult train_epoch(int64_t epoch, TrainObserver& observer, double& epoch_s);
+  void forward_only_epoch(int64_t epoch, TrainObserver& observer);
+  void after_step(int64_t epoch);
+  // Evaluates (the weight average when there is one) and judges the result by
+  // train.target_accuracy and train.early_stopping.
+  const EvalResult& evaluate_and_judge(int64_t epoch);
+  void end_epoch(int64_t epoch, const EvalResult* test);
+  // The weights training ends with: the best (restore_best), or the average.
+  void final_weights();
   // trainer.cpp
   EvalResult evaluate();
   int64_t skipped_steps() const { return run.scaler->skipped_steps() + nan_skipped; }

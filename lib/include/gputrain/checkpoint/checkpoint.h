@@ -71,8 +71,16 @@ struct TrainingState {
   RngState rng;
   std::optional<double> best_score;  // best test score so far: accuracy, or -loss for regression
   int64_t skipped_steps = 0;         // steps skipped for a non-finite loss (train.on_nan: skip)
-  std::string config;                // config::dump_config of the run's config
-  std::string torch_version;         // of the writer; encode() fills both
+  // train.ema: the average's tensors (the model's parameters, then its buffers); empty before its first update.
+  std::vector<torch::Tensor> ema;
+  // train.early_stopping: the best score of its metric (higher is better), the
+  // evaluations since, and with restore_best the weights that scored it.
+  std::optional<double> stop_best;
+  int64_t evals_since_best = 0;
+  std::vector<torch::Tensor> best_weights;
+  int64_t evaluated_step = 0;  // the step of the last evaluation; 0: none
+  std::string config;          // config::dump_config of the run's config
+  std::string torch_version;   // of the writer; encode() fills both
   std::string gputrain_version;
 };
 

@@ -11,7 +11,8 @@ namespace gputrain::checkpoint {
 // archive format (Module::save).
 void save_weights(const torch::nn::Sequential& model, const std::string& path);
 
-// Loads weights into `model` from a model.pt or from a full checkpoint; throws
+// Loads weights into `model` from a model.pt or from a full checkpoint (its
+// train.ema weight average when it has one, as its evaluations used); throws
 // CheckpointError naming the file when it is missing, corrupt or for another model.
 void load_weights(torch::nn::Sequential& model, const std::string& path);
 

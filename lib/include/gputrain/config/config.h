@@ -29,6 +29,7 @@ enum class OnSigint { kCheckpoint, kStop, kNone };
 enum class MatmulPrecision { kAuto, kHighest, kHigh, kMedium };
 enum class StrategyName { kAuto, kSingle, kDp, kDdp };
 enum class DdpBackend { kAuto, kNccl, kGloo };
+enum class StopMetric { kAuto, kAccuracy, kLoss };
 
 inline constexpr ChoiceTable<DatasetName, 6> kDatasetNames{{{{"random", DatasetName::kRandom},
                                                              {"synthetic", DatasetName::kSynthetic},
@@ -63,6 +64,8 @@ inline constexpr ChoiceTable<StrategyName, 4> kStrategyNames{{{{"auto", Strategy
                                                                {"ddp", StrategyName::kDdp}}}};
 inline constexpr ChoiceTable<DdpBackend, 3> kDdpBackends{
     {{{"auto", DdpBackend::kAuto}, {"nccl", DdpBackend::kNccl}, {"gloo", DdpBackend::kGloo}}}};
+inline constexpr ChoiceTable<StopMetric, 3> kStopMetrics{
+    {{{"auto", StopMetric::kAuto}, {"accuracy", StopMetric::kAccuracy}, {"loss", StopMetric::kLoss}}}};
 
 // The table of each choice enum, found by overload (config::word(value) uses it).
 constexpr const auto& choices(DatasetName) { return kDatasetNames; }
@@ -77,6 +80,7 @@ constexpr const auto& choices(OnSigint) { return kOnSigint; }
 constexpr const auto& choices(MatmulPrecision) { return kMatmulPrecisions; }
 constexpr const auto& choices(StrategyName) { return kStrategyNames; }
 constexpr const auto& choices(DdpBackend) { return kDdpBackends; }
+constexpr const auto& choices(StopMetric) { return kStopMetrics; }
 
 struct NormalizeConfig {
   std::vector<double> mean;  // empty: no normalisation; else one value or one per channel
@@ -152,6 +156,26 @@ struct OptimConfig {
   Switch fused = Switch::kAuto;
 };
 
+// An exponential moving average of the weights, evaluated and saved in their place.
+struct EmaConfig {
+  double decay = 0.0;       // average = decay * average + (1 - decay) * weights; 0 = off
+  int64_t start_epoch = 1;  // the first epoch whose steps update it
+  int64_t every = 1;        // optimizer steps between updates
+};
+
+// Test-time augmentation: the logits of each view, averaged.
+struct TtaConfig {
+  bool hflip = false;     // also the mirrored image
+  int64_t translate = 0;  // also the image shifted by this many pixels in each of the four directions
+};
+
+struct EarlyStoppingConfig {
+  int64_t patience = 0;  // evaluations without improvement before stopping; 0 = off
+  double min_delta = 0.0;
+  StopMetric metric = StopMetric::kAuto;
+  bool restore_best = false;
+};
+
 struct TrainConfig {
   int64_t epochs = 10;
   LossName loss = LossName::kAuto;
@@ -167,6 +191,12 @@ struct TrainConfig {
   // Cross-entropy weight per class (PyTorch's CrossEntropyLoss(weight=...)); empty: all 1.
   std::vector<double> class_weights;
   double label_smoothing = 0.0;  // cross-entropy targets 1 - e on the class, e / C on every class
+  int64_t eval_every = 1;        // epochs between evaluations of the test split
+  int64_t eval_every_steps = 0;  // optimizer steps between evaluations; 0 = off
+  double target_accuracy = 0.0;  // stop once the test accuracy reaches it; 0 = off
+  EarlyStoppingConfig early_stopping;
+  EmaConfig ema;
+  TtaConfig tta;
   OnNan on_nan = OnNan::kStop;
   OnSigint on_sigint = OnSigint::kCheckpoint;
   // Fast paths; each auto rule is in train/fast_paths.h, and each falls back,

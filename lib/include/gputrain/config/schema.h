@@ -166,6 +166,41 @@ void visit(V& v, OptimConfig& c) {
 }
 
 template <class V>
+void visit(V& v, EarlyStoppingConfig& c) {
+  v.field("patience", c.patience, Min{0},
+          "stop after this many evaluations in a row without an improvement of the metric by more than "
+          "`min_delta`; 0 = off");
+  v.field("min_delta", c.min_delta, at_least(0),
+          "the smallest change that counts as an improvement (accuracy as a fraction, or loss)");
+  v.field("metric", c.metric, Any{},
+          "`accuracy` (classification) or `loss`, both of the test split; `auto`: accuracy for classification, "
+          "loss otherwise");
+  v.field("restore_best", c.restore_best, Any{},
+          "when training ends, stopped early or not, the model (and `model.pt`) gets the weights that scored best "
+          "(the averaged ones under `train.ema`)");
+}
+
+template <class V>
+void visit(V& v, EmaConfig& c) {
+  v.field("decay", c.decay, Range{0, 1},
+          "keep an exponential moving average of the weights and buffers, `average = decay × average + (1 − decay) "
+          "× weights` (PyTorch's `AveragedModel` with `get_ema_multi_avg_fn(decay)` and `use_buffers=True`), "
+          "begun as a copy of the weights at its first update. Every evaluation, `model.pt` and `best.ckpt` use "
+          "it; checkpoints keep it, so a resumed run is exact. 0 = off; 0.99 to 0.9999 is usual");
+  v.field("start_epoch", c.start_epoch, Min{1},
+          "the first epoch whose steps update the average; evaluations before it use the weights themselves");
+  v.field("every", c.every, Min{1}, "optimizer steps between updates (counted from the run's first step)");
+}
+
+template <class V>
+void visit(V& v, TtaConfig& c) {
+  v.field("hflip", c.hflip, Any{}, "evaluation also sees each image mirrored left to right; the logits are averaged");
+  v.field("translate", c.translate, Min{0},
+          "evaluation also sees each image shifted by this many pixels up, down, left and right (zero fill); the "
+          "logits of all views (with `hflip`, of each of them mirrored too) are averaged. 0 = off; images only");
+}
+
+template <class V>
 void visit(V& v, TrainConfig& c) {
   v.field("epochs", c.epochs, Min{1}, "passes over the training split");
   v.field("loss", c.loss, Any{}, "`auto`: `cross_entropy` for class labels, `mse` for regression targets");
@@ -196,6 +231,18 @@ void visit(V& v, TrainConfig& c) {
           "cross-entropy with label smoothing ε, as PyTorch's `CrossEntropyLoss(label_smoothing=ε)`: each "
           "sample's target is 1 − ε on its class plus ε / classes on every class; 0 = off. The training loss only: "
           "the test loss stays the plain cross-entropy, so runs with and without it compare. Classification only");
+  v.field("eval_every", c.eval_every, Min{1},
+          "epochs between evaluations of the test split; the last epoch is always evaluated");
+  v.field("eval_every_steps", c.eval_every_steps, Min{0},
+          "also evaluate every N optimizer steps (for `target_accuracy` and `early_stopping` within an epoch); 0 = "
+          "off");
+  v.field("target_accuracy", c.target_accuracy, Range{0, 1, false, false},
+          "stop as soon as an evaluation reaches this test accuracy (a fraction: 0.93 for 93%); the summary line, "
+          "run.json and the report give `time_to_target_s` (training time, evaluations left out) and "
+          "`time_to_target_wall_s`. 0 = off; classification only");
+  v.section("early_stopping", c.early_stopping);
+  v.section("ema", c.ema);
+  v.section("tta", c.tta);
   v.field("on_nan", c.on_nan, Any{},
           "a non-finite loss: `stop` (exit 1, naming the step and the last checkpoint) or `skip` the batch (not with "
           "fp16, whose scaler skips such steps)");

@@ -80,6 +80,9 @@ class Strategy {
   // all-reduces the gradients (summed: each rank's loss is already weighted by
   // its share of the global batch); dp sums its replicas' into the model's.
   virtual void after_backward(torch::nn::Sequential& model) { (void)model; }
+  // The model's weights were replaced outside an optimizer step (train.ema's
+  // average swapped in for an evaluation, or back): dp refreshes its copies.
+  virtual void weights_changed() {}
   // Sums `values` across processes in place (ddp), for metrics.
   virtual void all_reduce_sum(torch::Tensor& values) { (void)values; }
   // Whether `local` is true on any process: every rank calls it at the same

@@ -4,6 +4,7 @@
 // that crashed (its status then stays "running").
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct RunInfo {
   // dp and ddp: how a full micro-batch and the epoch's last one are shared.
   std::vector<parallel::ReplicaSplit> full_split;
   std::vector<parallel::ReplicaSplit> last_split;
+  double target_accuracy = 0;                  // train.target_accuracy; 0: none
+  std::optional<train::TargetReached> target;  // when it was reached
+  std::string ended_early;                     // why an evaluation ended training before `epochs`
 };
 
 // What run.json records of the run's settings.
@@ -44,6 +48,7 @@ struct RunSettings {
   int64_t epochs = 0;
   int64_t batch_size = 0;  // per optimizer step
   int64_t accumulation_steps = 1;
+  double target_accuracy = 0;
 };
 RunSettings run_settings(const config::ExperimentConfig& config);
 
@@ -54,6 +59,8 @@ std::string strategy_name(parallel::StrategyKind kind);
 RunInfo describe_run(const RunSettings& settings, const train::TrainLayout& layout);
 // Sets how the run ended (finished, failed or interrupted), and when.
 void end_run(RunInfo& info, const std::string& status, const std::string& error = "");
+// What a finished run's summary adds: the target reached, and why it ended early.
+void record_outcome(RunInfo& info, const train::TrainSummary& summary);
 
 // Written atomically (temporary file, then rename); throws Error when it cannot be.
 void write_run_info(const std::filesystem::path& path, const RunInfo& info);

@@ -41,7 +41,7 @@ class RunRecorder {
   // Record how the run ended in run.json and write report.html. They never
   // throw (a report that cannot be written is only logged), so they cannot
   // hide how the run itself ended.
-  void finish();
+  void finish(const train::TrainSummary& summary);
   // Status "interrupted" for an Error with exit code 130, else "failed"; the
   // error's message goes into run.json and the report.
   void fail(const std::exception& error);

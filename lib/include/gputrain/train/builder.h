@@ -13,6 +13,7 @@
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/train/amp.h"
+#include "gputrain/train/evaluate.h"
 #include "gputrain/train/fast_paths.h"
 #include "gputrain/train/optim.h"
 #include "gputrain/train/optimizer_step.h"
@@ -36,6 +37,11 @@ config::OptimConfig resolved_optim(const config::OptimConfig& config, const Fast
 // a ConfigError points at the key in the file.
 LossSpec build_loss(const config::LoadedConfig& loaded, const data::DatasetInfo& info, const torch::Device& device);
 
+// The evaluation keys the data set must suit: train.target_accuracy and an
+// accuracy-based train.early_stopping need classes, train.tta images larger
+// than its translation. ConfigError on the key otherwise.
+void check_evaluation_keys(const config::LoadedConfig& loaded, const data::DatasetInfo& info);
+
 // Everything a training run is made of, before any step has run.
 struct RunParts {
   parallel::StrategyPlan plan;
@@ -56,6 +62,7 @@ struct RunParts {
   std::unique_ptr<GradScaler> scaler;
   std::unique_ptr<OptimizerStep> step;  // eager, or a CUDA graph where train.cuda_graph can apply
   FastPaths fast;
+  TestTimeAugmentation tta;
 
   bool labeled() const { return test_batches != nullptr; }
   bool classification() const { return loss.classes > 0; }

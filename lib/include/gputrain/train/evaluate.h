@@ -14,10 +14,29 @@
 
 namespace gputrain::train {
 
+// train.tta: the views of each test image whose logits are averaged.
+struct TestTimeAugmentation {
+  bool hflip = false;
+  int64_t translate = 0;  // pixels
+  bool enabled() const { return hflip || translate > 0; }
+};
+TestTimeAugmentation test_time_augmentation(const config::TtaConfig& config);
+
+// The views of images [N, C, H, W]: the images, shifted by `translate` pixels
+// up, down, left and right (the edge mirrored in, as airbench's reflect
+// padding), and with hflip each of those mirrored: 1, 2, 5 or 10 views.
+std::vector<torch::Tensor> tta_views(const torch::Tensor& images, const TestTimeAugmentation& tta);
+
+// The model's outputs for `inputs`: with `tta` enabled, the mean (in float32)
+// of its outputs for every view.
+torch::Tensor test_time_outputs(torch::nn::Sequential& model, parallel::Strategy& strategy, const torch::Tensor& inputs,
+                                const TestTimeAugmentation& tta);
+
 // One pass over `batches` in eval mode under no-grad; leaves the model in
 // eval mode. Classification also counts the confusion matrix, on the device.
+// With `tta` enabled the outputs are the mean of the views' outputs.
 EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, parallel::Strategy& strategy,
-                    const LossSpec& loss, AmpMode amp);
+                    const LossSpec& loss, AmpMode amp, const TestTimeAugmentation& tta = {});
 
 // `gputrain test`: builds the test split and the model, loads `weights_path`
 // (a model.pt or a checkpoint) into it and evaluates. Throws CheckpointError for weights that do not fit.

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gputrain/checkpoint/checkpoint.h"
@@ -18,6 +19,16 @@
 
 namespace gputrain::train {
 
+// train.target_accuracy reached: when, and how long it took.
+struct TargetReached {
+  double target = 0;
+  double accuracy = 0;  // of the evaluation that reached it
+  int64_t epoch = 0;    // 1-based; the epoch it was reached in
+  int64_t step = 0;
+  double train_s = 0;  // since training began, evaluations left out
+  double wall_s = 0;   // since training began
+};
+
 struct TrainSummary {
   int64_t epochs = 0;
   int64_t steps = 0;
@@ -25,8 +36,10 @@ struct TrainSummary {
   EvalResult last_test;
   bool has_test = false;
   double elapsed_s = 0;
-  bool stopped = false;    // on a StopToken request, before train.epochs
-  std::string checkpoint;  // the newest checkpoint written or resumed from; "" when none
+  bool stopped = false;                 // on a StopToken request, before train.epochs
+  std::string checkpoint;               // the newest checkpoint written or resumed from; "" when none
+  std::optional<TargetReached> target;  // train.target_accuracy, when reached
+  std::string ended_early;              // why an evaluation ended training before train.epochs; "" when none
 };
 
 struct FitOptions {
