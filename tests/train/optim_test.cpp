@@ -7,6 +7,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "gputrain/common/error.h"
@@ -176,6 +177,44 @@ TEST(LrSchedule, ApplySetsEveryParamGroup) {
   lr.apply(optimizer, 50);
   ASSERT_EQ(optimizer.param_groups().size(), 2u);
   for (auto& group : optimizer.param_groups()) EXPECT_DOUBLE_EQ(group.options().get_lr(), 0.05);
+}
+
+TEST(LrSchedule, LinearWarmupDecayRisesHoldsAndFalls) {
+  config::OptimConfig config = schedule(config::SchedulerName::kLinearWarmupDecay);
+  config.warmup_fraction = 0.2;    // 20 of 100 steps
+  config.cooldown_fraction = 0.3;  // 30
+  const LrSchedule lr(config, 10, 100);
+  EXPECT_DOUBLE_EQ(lr.lr_at(0), 0.1 / 20);  // the first step's is not 0
+  EXPECT_DOUBLE_EQ(lr.lr_at(9), 0.1 * 10 / 20);
+  EXPECT_DOUBLE_EQ(lr.lr_at(19), 0.1);  // the warm-up's last step
+  EXPECT_DOUBLE_EQ(lr.lr_at(20), 0.1);
+  EXPECT_DOUBLE_EQ(lr.lr_at(70), 0.1);  // the cool-down's first step, 30 before the end
+  EXPECT_DOUBLE_EQ(lr.lr_at(71), 0.1 * 29 / 30);
+  EXPECT_DOUBLE_EQ(lr.lr_at(85), 0.1 * 15 / 30);
+  EXPECT_DOUBLE_EQ(lr.lr_at(99), 0.1 / 30);  // the last step's is not 0 either
+  EXPECT_NEAR(lr.lr_at(100), 0.0, 1e-15);    // 0 once the run has ended
+}
+
+TEST(LrSchedule, LinearWarmupDecayMakesTrianglesAndAConstant) {
+  config::OptimConfig config = schedule(config::SchedulerName::kLinearWarmupDecay);
+  config.warmup_fraction = 0.5;
+  config.cooldown_fraction = 0.5;
+  const LrSchedule even(config, 5, 10);
+  for (int64_t s = 0; s < 10; ++s) {
+    EXPECT_DOUBLE_EQ(even.lr_at(s), 0.1 * static_cast<double>(std::min(s + 1, 10 - s)) / 5) << "step " << s;
+  }
+  config.warmup_fraction = 0.3;
+  config.cooldown_fraction = 0.7;
+  const LrSchedule lopsided(config, 5, 10);
+  EXPECT_DOUBLE_EQ(lopsided.lr_at(0), 0.1 / 3);
+  EXPECT_DOUBLE_EQ(lopsided.lr_at(2), 0.1);
+  EXPECT_DOUBLE_EQ(lopsided.lr_at(3), 0.1);
+  EXPECT_DOUBLE_EQ(lopsided.lr_at(4), 0.1 * 6 / 7);
+  EXPECT_DOUBLE_EQ(lopsided.lr_at(9), 0.1 / 7);
+  config.warmup_fraction = 0;
+  config.cooldown_fraction = 0;
+  const LrSchedule constant(config, 5, 10);
+  for (int64_t s = 0; s < 10; ++s) EXPECT_DOUBLE_EQ(constant.lr_at(s), 0.1) << "step " << s;
 }
 
 TEST(Loss, AutoFollowsTheTargets) {

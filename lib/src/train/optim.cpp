@@ -91,6 +91,14 @@ double LrSchedule::scheduled(int64_t step) const {
       if (s <= peak) return anneal(initial, lr, s / peak);
       return anneal(lr, final_lr, std::min(1.0, (s - peak) / (total - 1 - peak)));
     }
+    case config::SchedulerName::kLinearWarmupDecay: {
+      const double rise = config_.warmup_fraction * total;
+      const double fall = config_.cooldown_fraction * total;
+      double factor = 1;
+      if (rise > 0) factor = std::min(factor, (s + 1) / rise);
+      if (fall > 0) factor = std::min(factor, (total - s) / fall);
+      return lr * std::max(0.0, factor);
+    }
   }
   return lr;
 }

@@ -150,10 +150,33 @@ void visit(V& v, OptimConfig& c) {
           [&] { return fmt::format("needs two values [beta1, beta2] (got {})", c.betas.size()); });
   v.field("eps", c.eps, above(0), "Adam and AdamW: added to the denominator");
   v.field("scheduler", c.scheduler, Any{},
-          "`step` (× `gamma` every `step_size` epochs), `cosine` or `onecycle` over the run's steps, or `none`");
+          "`step` (× `gamma` every `step_size` epochs), `cosine` or `onecycle` over the run's steps, "
+          "`linear_warmup_decay` (up over `warmup_fraction`, flat, down to 0 over `cooldown_fraction`), or `none`");
   v.field("step_size", c.step_size, Min{1}, "`step`: epochs between decays");
   v.field("gamma", c.gamma, Range{0, 1, true, false}, "`step`: decay factor");
-  v.field("warmup_steps", c.warmup_steps, Min{0}, "linear warm-up in optimizer steps before the schedule");
+  v.field("warmup_steps", c.warmup_steps, Min{0},
+          "linear warm-up in optimizer steps before the schedule (not with `linear_warmup_decay`, which has its own)");
+  v.check("warmup_steps", c.warmup_steps == 0 || c.scheduler != SchedulerName::kLinearWarmupDecay, [] {
+    return std::string(
+        "linear_warmup_decay warms up by itself over optim.warmup_fraction; set that instead of warmup_steps");
+  });
+  v.field("warmup_fraction", c.warmup_fraction, Range{0, 1, false, false},
+          "`linear_warmup_decay`: the share of the run's optimizer steps over which the lr rises linearly to `lr`, "
+          "from `lr` / (fraction × steps) at the first step");
+  v.field("cooldown_fraction", c.cooldown_fraction, Range{0, 1, false, false},
+          "`linear_warmup_decay`: the share of the run's optimizer steps at its end over which the lr falls "
+          "linearly to 0 at the end of the run. The two fractions sum to at most 1: 1 makes a triangle, both 0 a "
+          "constant lr");
+  const bool trapezoid = c.scheduler == SchedulerName::kLinearWarmupDecay;
+  const auto ignored = [&] {
+    return fmt::format("only applies to optim.scheduler: linear_warmup_decay (the scheduler is {})", word(c.scheduler));
+  };
+  v.check("warmup_fraction", trapezoid || c.warmup_fraction == 0, ignored);
+  v.check("cooldown_fraction", trapezoid || c.cooldown_fraction == 0, ignored);
+  v.check("cooldown_fraction", c.warmup_fraction + c.cooldown_fraction <= 1, [&] {
+    return fmt::format("optim.warmup_fraction + optim.cooldown_fraction must be <= 1 (got {} + {})", c.warmup_fraction,
+                       c.cooldown_fraction);
+  });
   v.field("foreach", c.foreach, Any{},
           "as PyTorch's `foreach=`: the step runs as a few `_foreach_*` multi-tensor kernels over all parameters "
           "instead of a loop of small ops per parameter. Same update up to rounding, same state in checkpoints");

@@ -20,8 +20,9 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfi
                                                         std::vector<torch::Tensor> parameters);
 
 // The learning rate at optimizer step `step` (0-based) of `total_steps`, per
-// optim.scheduler (none | step | cosine | onecycle) after optim.warmup_steps of
-// linear warm-up. `steps_per_epoch` turns optim.step_size (epochs) into steps.
+// optim.scheduler (none | step | cosine | onecycle | linear_warmup_decay)
+// after optim.warmup_steps of linear warm-up. `steps_per_epoch` turns
+// optim.step_size (epochs) into steps.
 //
 // With lr = optim.lr, T = total_steps, W = warmup_steps, E = steps_per_epoch:
 //   lr_at(s)  = warm(s) * f(s),  warm(s) = (s + 1) / W for s < W, else 1
@@ -39,6 +40,17 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfi
 //               s <= P: f(s) = anneal(a, lr, s / P)
 //               s >  P: f(s) = anneal(lr, z, min(1, (s - P) / (T - 1 - P)))
 //             so f(0) = lr / 25, f(P) = lr where P is whole, f(T - 1) = z.
+//   linear_warmup_decay: with a = optim.warmup_fraction, c = optim.cooldown_fraction
+//             (a + c <= 1), a trapezoid, the speed records' schedule:
+//             f(s) = lr * max(0, min(1, (s + 1) / (a * T), (T - s) / (c * T)))
+//             leaving out the term of a fraction that is 0. It rises from
+//             lr / (a * T) at the first step to lr at s = a * T - 1, holds, and
+//             from s = T - c * T falls by lr / (c * T) a step to lr / (c * T) at
+//             the last step, reaching 0 at T, when the run has ended (as
+//             cosine does; airbench and modded-nanogpt count alike): no step
+//             runs at lr 0. a + c = 1 makes a triangle, a = c = 0 a constant lr.
+//             optim.warmup_steps is refused with it (config/schema.h): the two
+//             warm-ups would multiply.
 class LrSchedule {
  public:
   LrSchedule(const config::OptimConfig& config, int64_t steps_per_epoch, int64_t total_steps);
