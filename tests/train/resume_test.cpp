@@ -93,9 +93,11 @@ std::vector<std::vector<double>> tail(const std::vector<std::vector<double>>& al
   return out;
 }
 
-TEST_F(Resume, FromEveryCheckpointEndsBitwiseLikeTheUninterruptedRun) {
+// Runs `loaded` through, then resumes from each of its checkpoints that
+// `wanted` picks (by its index among the 10) and expects the same ending.
+template <typename Wanted>
+void resume_from_checkpoints(const config::LoadedConfig& loaded, Wanted wanted) {
   TempDir dir;
-  const auto loaded = run_config();
   Trainer full(loaded, cpu());
   Recorder whole;
   FitOptions options;
@@ -103,7 +105,9 @@ TEST_F(Resume, FromEveryCheckpointEndsBitwiseLikeTheUninterruptedRun) {
   full.fit(whole, options);
   const auto checkpoints = checkpoint::list_checkpoints(dir / "checkpoints");
   ASSERT_EQ(checkpoints.size(), 3u + 7u);  // 3 epoch ends, steps 4, 8, ..., 28
-  for (const auto& path : checkpoints) {
+  for (std::size_t i = 0; i < checkpoints.size(); ++i) {
+    if (!wanted(i)) continue;
+    const auto& path = checkpoints[i];
     SCOPED_TRACE(path.filename().string());
     Trainer resumed(loaded, cpu());
     resumed.resume(checkpoint::Checkpoint::read(path));
@@ -112,6 +116,25 @@ TEST_F(Resume, FromEveryCheckpointEndsBitwiseLikeTheUninterruptedRun) {
     expect_same_weights(resumed.model(), full.model());
     const auto got = values(rest);
     EXPECT_EQ(got, tail(values(whole), got));
+  }
+}
+
+TEST_F(Resume, FromEveryCheckpointEndsBitwiseLikeTheUninterruptedRun) {
+  resume_from_checkpoints(run_config(), [](std::size_t) { return true; });
+}
+
+// Two parameter groups (decayed weights; biases without decay at lr × 8)
+// under the trapezoid schedule (30 steps: 6 up, 15 down), in the fused and
+// the plain step: each group's state and options come back from a checkpoint
+// in the warm-up (step 4), mid-epoch at full lr (12) and in the cool-down (28).
+TEST_F(Resume, WithParameterGroupsEndsBitwiseLikeTheUninterruptedRun) {
+  for (const std::string fused : {"true", "false"}) {
+    SCOPED_TRACE("optim.fused=" + fused);
+    resume_from_checkpoints(
+        run_config({"optim.fused=" + fused, "optim.weight_decay=0.01", "optim.no_decay_bias_norm=true",
+                    "optim.bias_lr_multiplier=8", "optim.scheduler=linear_warmup_decay", "optim.warmup_fraction=0.2",
+                    "optim.cooldown_fraction=0.5"}),
+        [](std::size_t i) { return i == 0 || i == 3 || i == 8; });
   }
 }
 

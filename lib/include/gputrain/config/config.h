@@ -140,6 +140,10 @@ struct OptimConfig {
   double lr = 0.01;
   double momentum = 0.0;
   double weight_decay = 0.0;
+  // Parameter groups (train/optim.h has the rules): no weight decay on
+  // tensors of dim <= 1, and the lr of parameters named *bias scaled.
+  bool no_decay_bias_norm = false;
+  double bias_lr_multiplier = 1.0;
   bool nesterov = false;
   std::vector<double> betas{0.9, 0.999};
   double eps = 1e-8;

@@ -143,6 +143,13 @@ void visit(V& v, OptimConfig& c) {
   v.field("lr", c.lr, above(0), "learning rate (the schedule's peak)");
   v.field("momentum", c.momentum, Range{0, 1}, "SGD momentum");
   v.field("weight_decay", c.weight_decay, at_least(0), "L2 penalty (decoupled for adamw)");
+  v.field("no_decay_bias_norm", c.no_decay_bias_norm, Any{},
+          "no weight decay on every parameter of at most one dimension: the biases, and the weights and biases of "
+          "normalisation layers (BatchNorm, LayerNorm, GroupNorm), as timm's and nanoGPT's parameter groups do; "
+          "the others keep `weight_decay`. Logged at run start");
+  v.field("bias_lr_multiplier", c.bias_lr_multiplier, above(0),
+          "the learning rate of every parameter whose name ends in `bias` (normalisation weights excluded) is the "
+          "schedule's × this, as airbench scales its biases'; the logged lr stays the schedule's. Logged at run start");
   v.field("nesterov", c.nesterov, Any{}, "SGD with Nesterov momentum");
   v.check("nesterov", !c.nesterov || c.momentum > 0, [] { return std::string("needs optim.momentum > 0"); });
   v.field("betas", c.betas, Range{0, 1}, "Adam and AdamW: [beta1, beta2]");
