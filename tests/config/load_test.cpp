@@ -125,6 +125,19 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
       {"optim: {nesterov: true}", "optim.nesterov", "needs optim.momentum > 0"},
       {"train: {monitor_ms: 5}", "train.monitor_ms", "must be 0 (off) or >= 10 (got 5)"},
       {"optim: {foreach: true, fused: true}", "optim.fused", "set at most one"},
+      {"optim: {bias_lr_multiplier: 0}", "optim.bias_lr_multiplier", "must be > 0 (got 0)"},
+      {"optim: {scheduler: linear_warmup_decay, warmup_fraction: 1.5}", "optim.warmup_fraction",
+       "must be in [0, 1] (got 1.5)"},
+      {"optim: {scheduler: linear_warmup_decay, cooldown_fraction: -0.1}", "optim.cooldown_fraction",
+       "must be in [0, 1] (got -0.1)"},
+      {"optim: {scheduler: linear_warmup_decay, warmup_fraction: 0.6, cooldown_fraction: 0.5}",
+       "optim.cooldown_fraction", "optim.warmup_fraction + optim.cooldown_fraction must be <= 1 (got 0.6 + 0.5)"},
+      {"optim: {scheduler: cosine, warmup_fraction: 0.2}", "optim.warmup_fraction",
+       "only applies to optim.scheduler: linear_warmup_decay (the scheduler is cosine)"},
+      {"optim: {cooldown_fraction: 0.2}", "optim.cooldown_fraction",
+       "only applies to optim.scheduler: linear_warmup_decay (the scheduler is none)"},
+      {"optim: {scheduler: linear_warmup_decay, warmup_steps: 10}", "optim.warmup_steps",
+       "linear_warmup_decay warms up by itself over optim.warmup_fraction; set that instead of warmup_steps"},
       {"train: {threads: -1}", "train.threads", "must be >= 0 (got -1)"},
       {"checkpoint: {dir: /tmp/elsewhere}", "checkpoint.dir", "a relative path without '..'"},
       {"checkpoint: {dir: ../../out}", "checkpoint.dir", "a relative path without '..'"},
@@ -138,6 +151,34 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
     EXPECT_EQ(e.where().origin, "exp.yaml") << c.yaml;
     EXPECT_EQ(e.where().line, 1) << c.yaml;
   }
+}
+
+// Issue 21: parameter groups and the trapezoid schedule, each off by default.
+TEST(ConfigLoad, OptimGroupAndTrapezoidKeysParse) {
+  const OptimConfig defaults = load_config_text("", "x").config.optim;
+  EXPECT_FALSE(defaults.no_decay_bias_norm);
+  EXPECT_EQ(defaults.bias_lr_multiplier, 1.0);
+  EXPECT_EQ(defaults.warmup_fraction, 0.0);
+  EXPECT_EQ(defaults.cooldown_fraction, 0.0);
+  const OptimConfig set = load_config_text(
+                              "optim: {no_decay_bias_norm: true, bias_lr_multiplier: 64, scheduler: "
+                              "linear_warmup_decay, warmup_fraction: 0.7, cooldown_fraction: 0.3}\n",
+                              "x")
+                              .config.optim;
+  EXPECT_TRUE(set.no_decay_bias_norm);
+  EXPECT_EQ(set.bias_lr_multiplier, 64.0);
+  EXPECT_EQ(set.scheduler, SchedulerName::kLinearWarmupDecay);
+  EXPECT_EQ(set.warmup_fraction, 0.7);
+  EXPECT_EQ(set.cooldown_fraction, 0.3);
+  // A triangle: the fractions sum to 1.
+  EXPECT_NO_THROW(
+      load_config_text("optim: {scheduler: linear_warmup_decay, warmup_fraction: 0.1, "
+                       "cooldown_fraction: 0.9}\n",
+                       "x"));
+  const ConfigError e = config_error("optim:\n  scheduler: linear_warmup_decay\n  warmup_fraction: 0.8\n",
+                                     {"optim.cooldown_fraction=0.4"});
+  EXPECT_EQ(e.key(), "optim.cooldown_fraction");
+  EXPECT_NE(std::string(e.what()).find("--set #1"), std::string::npos) << e.what();
 }
 
 TEST(ConfigLoad, UnknownEnumWordListsAllowedAndSuggests) {

@@ -102,6 +102,9 @@ ExperimentConfig with_changed(const std::string& key) {
   visit(perturber, config);
   // Keys whose valid values depend on another key.
   if (config.optim.nesterov) config.optim.momentum = 0.9;
+  if (config.optim.warmup_fraction > 0 || config.optim.cooldown_fraction > 0) {
+    config.optim.scheduler = SchedulerName::kLinearWarmupDecay;
+  }
   if (config.data.micro_batch_size) {
     config.data.batch_size = *config.data.micro_batch_size * config.train.accumulation_steps;
   }

@@ -85,10 +85,25 @@ TEST_F(FastPathRuns, ChannelsLastTrainsLikeContiguous) {
   expect_equal(trained(cifar(plain({"train.channels_last=true"}))), trained(cifar(plain())), 1e-4);
 }
 
+// Parameter groups with their own weight decay and lr (optim.no_decay_bias_norm,
+// optim.bias_lr_multiplier) under a schedule that changes the lr every step.
+std::vector<std::string> with_groups(std::vector<std::string> overrides) {
+  overrides.insert(overrides.end(),
+                   {"optim.weight_decay=0.01", "optim.no_decay_bias_norm=true", "optim.bias_lr_multiplier=8",
+                    "optim.scheduler=linear_warmup_decay", "optim.warmup_fraction=0.3", "optim.cooldown_fraction=0.5"});
+  return overrides;
+}
+
 TEST_F(FastPathRuns, ForeachAndFusedOptimizersTrainLikeTheLoop) {
-  const auto loop = trained(cifar(plain()));
-  expect_equal(trained(cifar(plain({"optim.foreach=true"}))), loop, 1e-4);
-  expect_equal(trained(cifar(plain({"optim.fused=true"}))), loop, 1e-4);
+  for (const bool groups : {false, true}) {
+    SCOPED_TRACE(groups ? "parameter groups" : "one group");
+    auto config = [&](std::vector<std::string> overrides) {
+      return cifar(groups ? with_groups(plain(std::move(overrides))) : plain(std::move(overrides)));
+    };
+    const auto loop = trained(config({}));
+    expect_equal(trained(config({"optim.foreach=true"})), loop, 1e-4);
+    expect_equal(trained(config({"optim.fused=true"})), loop, 1e-4);
+  }
 }
 
 TEST_F(FastPathRuns, CudaGraphOffCudaFallsBackToEagerSteps) {
@@ -142,6 +157,8 @@ TEST_F(FastPathRuns, CudaGraphTrainsLikeEagerSteps_CUDA) {
     return trained(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)));
   };
   expect_equal(on_gpu({"train.cuda_graph=true"}), on_gpu({}), 1e-4);
+  // Each group's lr is a device tensor the graph reads, rewritten every step by the schedule.
+  expect_equal(on_gpu(with_groups({"train.cuda_graph=true"})), on_gpu(with_groups({"train.cuda_graph=false"})), 1e-4);
 }
 
 // 40 images in batches of 16 leave a last batch of 8 each epoch: it runs

@@ -7,7 +7,10 @@
 #include <torch/optim/sgd.h>
 #include <torch/serialize.h>
 
+#include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "gputrain/train/optim.h"
 
@@ -30,13 +33,23 @@ config::OptimConfig make(config::OptimizerName name, double lr, double momentum,
   return c;
 }
 
+// Three parameter groups: decayed tensors, an undecayed norm weight, undecayed biases at lr × 4.
+config::OptimConfig grouped(config::OptimConfig c) {
+  c.no_decay_bias_norm = true;
+  c.bias_lr_multiplier = 4;
+  return c;
+}
+
 std::vector<Case> cases() {
   return {{"sgd", make(config::OptimizerName::kSgd, 0.1, 0, 0)},
           {"sgd momentum", make(config::OptimizerName::kSgd, 0.05, 0.9, 0)},
           {"sgd nesterov decay", make(config::OptimizerName::kSgd, 0.05, 0.9, 1e-2, true)},
+          {"sgd nesterov decay groups", grouped(make(config::OptimizerName::kSgd, 0.05, 0.9, 1e-2, true))},
           {"adam", make(config::OptimizerName::kAdam, 1e-2, 0, 0)},
           {"adam decay", make(config::OptimizerName::kAdam, 1e-2, 0, 1e-2)},
-          {"adamw decay", make(config::OptimizerName::kAdamW, 1e-2, 0, 5e-2)}};
+          {"adam decay groups", grouped(make(config::OptimizerName::kAdam, 1e-2, 0, 1e-2))},
+          {"adamw decay", make(config::OptimizerName::kAdamW, 1e-2, 0, 5e-2)},
+          {"adamw decay groups", grouped(make(config::OptimizerName::kAdamW, 1e-2, 0, 5e-2))}};
 }
 
 config::OptimConfig with_kernel(config::OptimConfig c, const std::string& kernel) {
@@ -45,11 +58,21 @@ config::OptimConfig with_kernel(config::OptimConfig c, const std::string& kernel
   return c;
 }
 
-// Three parameters of different shapes (one 4-D, like a convolution's weight).
+// Four parameters of different shapes (one 4-D, like a convolution's
+// weight), named as a model would name them (kNames).
 std::vector<torch::Tensor> parameters() {
   auto gen = at::detail::createCPUGenerator(5);
   return {torch::randn({4, 3}, gen).requires_grad_(), torch::randn({3}, gen).requires_grad_(),
-          torch::randn({2, 2, 3, 3}, gen).requires_grad_()};
+          torch::randn({2, 2, 3, 3}, gen).requires_grad_(), torch::randn({5}, gen).requires_grad_()};
+}
+const std::vector<std::string> kNames{"fc.weight", "fc.bias", "conv.weight", "norm.weight"};
+
+// make_optimizer over `params` in the groups `c` asks for.
+std::unique_ptr<torch::optim::Optimizer> optimizer_for(const config::OptimConfig& c,
+                                                       const std::vector<torch::Tensor>& params) {
+  torch::OrderedDict<std::string, torch::Tensor> named;
+  for (std::size_t i = 0; i < params.size(); ++i) named.insert(kNames.at(i), params[i]);
+  return make_optimizer(c, param_groups(c, named));
 }
 
 // `steps` steps with gradients from a fixed generator and a learning rate that
@@ -81,10 +104,10 @@ void expect_close(const std::vector<torch::Tensor>& a, const std::vector<torch::
 TEST(MultiTensorOptimizers, SameUpdateAsLibTorchsLoop) {
   for (const Case& c : cases()) {
     auto expected = parameters();
-    run(*make_optimizer(c.config, expected), expected, 6, 9, /*skip=*/2);
+    run(*optimizer_for(c.config, expected), expected, 6, 9, /*skip=*/2);
     for (const std::string kernel : {"foreach", "fused"}) {
       auto params = parameters();
-      run(*make_optimizer(with_kernel(c.config, kernel), params), params, 6, 9, /*skip=*/2);
+      run(*optimizer_for(with_kernel(c.config, kernel), params), params, 6, 9, /*skip=*/2);
       expect_close(params, expected, c.label + " " + kernel);
     }
   }
@@ -92,9 +115,9 @@ TEST(MultiTensorOptimizers, SameUpdateAsLibTorchsLoop) {
 
 TEST(MultiTensorOptimizers, AreLibTorchsOptimizerTypes) {
   auto params = parameters();
-  const auto sgd = make_optimizer(with_kernel(make(config::OptimizerName::kSgd, 0.1, 0.9, 0), "fused"), params);
-  const auto adam = make_optimizer(with_kernel(make(config::OptimizerName::kAdam, 0.1, 0, 0), "foreach"), params);
-  const auto adamw = make_optimizer(with_kernel(make(config::OptimizerName::kAdamW, 0.1, 0, 0), "fused"), params);
+  const auto sgd = optimizer_for(with_kernel(make(config::OptimizerName::kSgd, 0.1, 0.9, 0), "fused"), params);
+  const auto adam = optimizer_for(with_kernel(make(config::OptimizerName::kAdam, 0.1, 0, 0), "foreach"), params);
+  const auto adamw = optimizer_for(with_kernel(make(config::OptimizerName::kAdamW, 0.1, 0, 0), "fused"), params);
   EXPECT_NE(dynamic_cast<torch::optim::SGD*>(sgd.get()), nullptr);
   EXPECT_NE(dynamic_cast<torch::optim::Adam*>(adam.get()), nullptr);
   EXPECT_NE(dynamic_cast<torch::optim::AdamW*>(adamw.get()), nullptr);
@@ -104,7 +127,7 @@ TEST(MultiTensorOptimizers, AreLibTorchsOptimizerTypes) {
 TEST(MultiTensorOptimizers, StateRoundTripsThroughLibTorchsOptimizer) {
   for (const Case& c : cases()) {
     auto fast_params = parameters();
-    const auto fast = make_optimizer(with_kernel(c.config, "fused"), fast_params);
+    const auto fast = optimizer_for(with_kernel(c.config, "fused"), fast_params);
     run(*fast, fast_params, 3, 11);
     std::stringstream saved;
     {
@@ -114,11 +137,13 @@ TEST(MultiTensorOptimizers, StateRoundTripsThroughLibTorchsOptimizer) {
     }
     std::vector<torch::Tensor> plain_params;
     for (const auto& p : fast_params) plain_params.push_back(p.detach().clone().requires_grad_());
-    const auto plain = make_optimizer(c.config, plain_params);
+    const auto plain = optimizer_for(c.config, plain_params);
     torch::serialize::InputArchive archive;
     archive.load_from(saved);
     plain->load(archive);
-    for (auto& group : plain->param_groups()) group.options().set_lr(fast->param_groups()[0].options().get_lr());
+    for (std::size_t g = 0; g < plain->param_groups().size(); ++g) {
+      plain->param_groups()[g].options().set_lr(fast->param_groups().at(g).options().get_lr());
+    }
     run(*fast, fast_params, 2, 12);
     run(*plain, plain_params, 2, 12);
     expect_close(fast_params, plain_params, c.label);

@@ -2,12 +2,18 @@
 
 #include <gtest/gtest.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gputrain/common/error.h"
 
@@ -52,7 +58,7 @@ TEST(MakeOptimizer, SgdGetsItsHyperparameters) {
   config.weight_decay = 1e-4;
   config.nesterov = true;
   torch::nn::Linear layer(3, 1);
-  const auto optimizer = make_optimizer(config, layer->parameters());
+  const auto optimizer = make_optimizer(config, param_groups(config, layer->named_parameters()));
   ASSERT_NE(dynamic_cast<torch::optim::SGD*>(optimizer.get()), nullptr);
   const auto& options = options_of<torch::optim::SGDOptions>(*optimizer);
   EXPECT_DOUBLE_EQ(options.lr(), 0.05);
@@ -69,7 +75,7 @@ void expect_adam_hyperparameters(config::OptimizerName name) {
   config.eps = 1e-6;
   config.weight_decay = 0.05;
   torch::nn::Linear layer(3, 1);
-  const auto optimizer = make_optimizer(config, layer->parameters());
+  const auto optimizer = make_optimizer(config, param_groups(config, layer->named_parameters()));
   ASSERT_NE(dynamic_cast<Optimizer*>(optimizer.get()), nullptr) << name;
   const auto& options = options_of<Options>(*optimizer);
   EXPECT_DOUBLE_EQ(options.lr(), 3e-4);
@@ -92,7 +98,7 @@ TEST(MakeOptimizer, OneStepOfEachChangesTheWeights) {
     torch::manual_seed(0);
     torch::nn::Linear layer(3, 1);
     const torch::Tensor before = layer->weight.detach().clone();
-    const auto optimizer = make_optimizer(optim(name), layer->parameters());
+    const auto optimizer = make_optimizer(optim(name), param_groups(optim(name), layer->named_parameters()));
     optimizer->zero_grad();
     layer->forward(torch::randn({4, 3})).pow(2).sum().backward();
     optimizer->step();
@@ -104,7 +110,8 @@ TEST(MakeOptimizer, RejectsBadBetas) {
   torch::nn::Linear layer(3, 1);
   config::OptimConfig config = optim(config::OptimizerName::kAdam);
   config.betas = {0.9};
-  EXPECT_EQ(config_error_key([&] { make_optimizer(config, layer->parameters()); }), "optim.betas");
+  EXPECT_EQ(config_error_key([&] { make_optimizer(config, param_groups(config, layer->named_parameters())); }),
+            "optim.betas");
 }
 
 TEST(LrSchedule, NoneIsConstant) {
@@ -176,6 +183,177 @@ TEST(LrSchedule, ApplySetsEveryParamGroup) {
   lr.apply(optimizer, 50);
   ASSERT_EQ(optimizer.param_groups().size(), 2u);
   for (auto& group : optimizer.param_groups()) EXPECT_DOUBLE_EQ(group.options().get_lr(), 0.05);
+}
+
+TEST(LrSchedule, LinearWarmupDecayRisesHoldsAndFalls) {
+  config::OptimConfig config = schedule(config::SchedulerName::kLinearWarmupDecay);
+  config.warmup_fraction = 0.2;    // 20 of 100 steps
+  config.cooldown_fraction = 0.3;  // 30
+  const LrSchedule lr(config, 10, 100);
+  EXPECT_DOUBLE_EQ(lr.lr_at(0), 0.1 / 20);  // the first step's is not 0
+  EXPECT_DOUBLE_EQ(lr.lr_at(9), 0.1 * 10 / 20);
+  EXPECT_DOUBLE_EQ(lr.lr_at(19), 0.1);  // the warm-up's last step
+  EXPECT_DOUBLE_EQ(lr.lr_at(20), 0.1);
+  EXPECT_DOUBLE_EQ(lr.lr_at(70), 0.1);  // the cool-down's first step, 30 before the end
+  EXPECT_DOUBLE_EQ(lr.lr_at(71), 0.1 * 29 / 30);
+  EXPECT_DOUBLE_EQ(lr.lr_at(85), 0.1 * 15 / 30);
+  EXPECT_DOUBLE_EQ(lr.lr_at(99), 0.1 / 30);  // the last step's is not 0 either
+  EXPECT_NEAR(lr.lr_at(100), 0.0, 1e-15);    // 0 once the run has ended
+}
+
+TEST(LrSchedule, LinearWarmupDecayMakesTrianglesAndAConstant) {
+  config::OptimConfig config = schedule(config::SchedulerName::kLinearWarmupDecay);
+  config.warmup_fraction = 0.5;
+  config.cooldown_fraction = 0.5;
+  const LrSchedule even(config, 5, 10);
+  for (int64_t s = 0; s < 10; ++s) {
+    EXPECT_DOUBLE_EQ(even.lr_at(s), 0.1 * static_cast<double>(std::min(s + 1, 10 - s)) / 5) << "step " << s;
+  }
+  config.warmup_fraction = 0.3;
+  config.cooldown_fraction = 0.7;
+  const LrSchedule lopsided(config, 5, 10);
+  EXPECT_DOUBLE_EQ(lopsided.lr_at(0), 0.1 / 3);
+  EXPECT_DOUBLE_EQ(lopsided.lr_at(2), 0.1);
+  EXPECT_DOUBLE_EQ(lopsided.lr_at(3), 0.1);
+  EXPECT_DOUBLE_EQ(lopsided.lr_at(4), 0.1 * 6 / 7);
+  EXPECT_DOUBLE_EQ(lopsided.lr_at(9), 0.1 / 7);
+  config.warmup_fraction = 0;
+  config.cooldown_fraction = 0;
+  const LrSchedule constant(config, 5, 10);
+  for (int64_t s = 0; s < 10; ++s) EXPECT_DOUBLE_EQ(constant.lr_at(s), 0.1) << "step " << s;
+}
+
+// Linear 3 -> 4, LayerNorm, Linear 4 -> 2: two weight matrices, a norm weight and three biases.
+torch::nn::Sequential net() {
+  return torch::nn::Sequential(torch::nn::Linear(3, 4), torch::nn::LayerNorm(torch::nn::LayerNormOptions({4})),
+                               torch::nn::Linear(4, 2));
+}
+
+config::OptimConfig grouped(bool no_decay_bias_norm, double bias_lr_multiplier) {
+  config::OptimConfig config;
+  config.lr = 0.1;
+  config.weight_decay = 5e-4;
+  config.no_decay_bias_norm = no_decay_bias_norm;
+  config.bias_lr_multiplier = bias_lr_multiplier;
+  return config;
+}
+
+// Each group as the names its tensors have in `model`.
+std::vector<std::vector<std::string>> names(const torch::nn::Module& model, const std::vector<ParamGroup>& groups) {
+  std::vector<std::vector<std::string>> out;
+  for (const ParamGroup& group : groups) {
+    out.emplace_back();
+    for (const torch::Tensor& p : group.params) {
+      for (const auto& item : model.named_parameters()) {
+        if (item.value().is_same(p)) out.back().push_back(item.key());
+      }
+    }
+  }
+  return out;
+}
+
+TEST(ParamGroups, SplitByDimensionAndName) {
+  using Names = std::vector<std::vector<std::string>>;
+  const auto model = net();
+  const auto all = model->named_parameters();
+  const auto none = param_groups(grouped(false, 1), all);
+  EXPECT_EQ(names(*model, none), (Names{{"0.weight", "0.bias", "1.weight", "1.bias", "2.weight", "2.bias"}}));
+  EXPECT_DOUBLE_EQ(none[0].weight_decay, 5e-4);
+  EXPECT_DOUBLE_EQ(none[0].lr_multiplier, 1);
+
+  const auto no_decay = param_groups(grouped(true, 1), all);
+  EXPECT_EQ(names(*model, no_decay), (Names{{"0.weight", "2.weight"}, {"0.bias", "1.weight", "1.bias", "2.bias"}}));
+  EXPECT_EQ(describe(no_decay),
+            "2 parameter groups: 2 tensors with weight decay 0.0005, lr × 1; 4 tensors of dim <= 1 without weight "
+            "decay, lr × 1");
+
+  const auto bias_lr = param_groups(grouped(false, 64), all);
+  EXPECT_EQ(names(*model, bias_lr), (Names{{"0.weight", "1.weight", "2.weight"}, {"0.bias", "1.bias", "2.bias"}}));
+  EXPECT_EQ(describe(bias_lr),
+            "2 parameter groups: 3 tensors with weight decay 0.0005, lr × 1; 3 biases with weight decay 0.0005, lr "
+            "× 64");
+
+  const auto both = param_groups(grouped(true, 64), all);
+  EXPECT_EQ(names(*model, both), (Names{{"0.weight", "2.weight"}, {"1.weight"}, {"0.bias", "1.bias", "2.bias"}}));
+  EXPECT_EQ(describe(both),
+            "3 parameter groups: 2 tensors with weight decay 0.0005, lr × 1; 1 tensor of dim <= 1 without weight "
+            "decay, lr × 1; 3 biases without weight decay, lr × 64");
+  EXPECT_EQ(lr_multipliers(both), (std::vector<double>{1, 1, 64}));
+}
+
+template <typename Options>
+void expect_group_options(torch::optim::Optimizer& optimizer, const std::vector<std::pair<double, double>>& lr_decay,
+                          const std::string& label) {
+  ASSERT_EQ(optimizer.param_groups().size(), lr_decay.size()) << label;
+  for (std::size_t g = 0; g < lr_decay.size(); ++g) {
+    const auto& options = static_cast<const Options&>(optimizer.param_groups()[g].options());
+    EXPECT_DOUBLE_EQ(options.lr(), lr_decay[g].first) << label << " group " << g;
+    EXPECT_DOUBLE_EQ(options.weight_decay(), lr_decay[g].second) << label << " group " << g;
+  }
+}
+
+TEST(ParamGroups, OptimizerGroupsCarryTheirDecayAndLr) {
+  const auto model = net();
+  const std::vector<std::pair<double, double>> expected{{0.1, 5e-4}, {0.1, 0}, {6.4, 0}};
+  for (const bool fused : {false, true}) {
+    config::OptimConfig config = grouped(true, 64);
+    config.fused = fused ? config::Switch::kOn : config::Switch::kOff;
+    const auto groups = param_groups(config, model->named_parameters());
+    const std::string label = fused ? "fused" : "plain";
+    config.name = config::OptimizerName::kSgd;
+    expect_group_options<torch::optim::SGDOptions>(*make_optimizer(config, groups), expected, "sgd " + label);
+    config.name = config::OptimizerName::kAdam;
+    expect_group_options<torch::optim::AdamOptions>(*make_optimizer(config, groups), expected, "adam " + label);
+    config.name = config::OptimizerName::kAdamW;
+    expect_group_options<torch::optim::AdamWOptions>(*make_optimizer(config, groups), expected, "adamw " + label);
+  }
+}
+
+// w <- w - lr * (g + wd * w) for the weight; b <- b - lr * g for the bias.
+TEST(ParamGroups, OneSgdStepDecaysTheWeightButNotTheBias) {
+  for (const std::string kernel : {"plain", "foreach", "fused"}) {
+    torch::nn::Linear layer(2, 1);
+    config::OptimConfig config = optim(config::OptimizerName::kSgd);
+    config.lr = 0.5;
+    config.weight_decay = 0.1;
+    config.no_decay_bias_norm = true;
+    config.foreach = kernel == "foreach";
+    config.fused = kernel == "fused" ? config::Switch::kOn : config::Switch::kOff;
+    const auto optimizer = make_optimizer(config, param_groups(config, layer->named_parameters()));
+    {
+      torch::NoGradGuard no_grad;
+      layer->weight.copy_(torch::tensor({{1.0F, -2.0F}}));
+      layer->bias.copy_(torch::tensor({3.0F}));
+    }
+    layer->weight.mutable_grad() = torch::tensor({{0.5F, 0.25F}});
+    layer->bias.mutable_grad() = torch::tensor({1.0F});
+    optimizer->step();
+    EXPECT_TRUE(torch::allclose(layer->weight.detach(), torch::tensor({{1 - 0.5F * 0.6F, -2 - 0.5F * 0.05F}})))
+        << kernel << ": " << layer->weight;
+    EXPECT_TRUE(torch::allclose(layer->bias.detach(), torch::tensor({2.5F}))) << kernel << ": " << layer->bias;
+  }
+}
+
+TEST(LrSchedule, BiasLrMultiplierScalesEveryStepOfTheSchedule) {
+  const auto model = net();
+  for (const auto name : {config::SchedulerName::kCosine, config::SchedulerName::kLinearWarmupDecay}) {
+    config::OptimConfig config = grouped(true, 64);
+    config.scheduler = name;
+    config.warmup_fraction = 0.1;
+    config.cooldown_fraction = 0.5;
+    const auto groups = param_groups(config, model->named_parameters());
+    const auto optimizer = make_optimizer(config, groups);
+    const LrSchedule lr(config, 10, 100, lr_multipliers(groups));
+    for (const int64_t step : {0, 5, 9, 30, 50, 75, 99}) {
+      lr.apply(*optimizer, step);
+      const auto& applied = optimizer->param_groups();
+      ASSERT_EQ(applied.size(), 3u);
+      EXPECT_GT(lr.lr_at(step), 0) << name << " step " << step;
+      EXPECT_DOUBLE_EQ(applied[0].options().get_lr(), lr.lr_at(step)) << name << " step " << step;
+      EXPECT_DOUBLE_EQ(applied[1].options().get_lr(), lr.lr_at(step)) << name << " step " << step;
+      EXPECT_DOUBLE_EQ(applied[2].options().get_lr(), 64 * lr.lr_at(step)) << name << " step " << step;
+    }
+  }
 }
 
 TEST(Loss, AutoFollowsTheTargets) {

@@ -93,10 +93,10 @@ std::vector<std::vector<double>> tail(const std::vector<std::vector<double>>& al
   return out;
 }
 
-// Trains `loaded` with checkpoints, then resumes from each one: every resumed
-// run ends with the same weights and reports the same metrics from there on.
-// Returns how many checkpoints there were.
-std::size_t expect_every_resume_bitwise(const config::LoadedConfig& loaded) {
+// Runs `loaded` through, then resumes from each of its checkpoints that
+// `wanted` picks (by its index among the 10) and expects the same ending.
+template <typename Wanted>
+void resume_from_checkpoints(const config::LoadedConfig& loaded, Wanted wanted) {
   TempDir dir;
   Trainer full(loaded, cpu());
   Recorder whole;
@@ -104,7 +104,10 @@ std::size_t expect_every_resume_bitwise(const config::LoadedConfig& loaded) {
   options.checkpoint_dir = dir / "checkpoints";
   full.fit(whole, options);
   const auto checkpoints = checkpoint::list_checkpoints(dir / "checkpoints");
-  for (const auto& path : checkpoints) {
+  ASSERT_EQ(checkpoints.size(), 3u + 7u);  // 3 epoch ends, steps 4, 8, ..., 28
+  for (std::size_t i = 0; i < checkpoints.size(); ++i) {
+    if (!wanted(i)) continue;
+    const auto& path = checkpoints[i];
     SCOPED_TRACE(path.filename().string());
     Trainer resumed(loaded, cpu());
     resumed.resume(checkpoint::Checkpoint::read(path));
@@ -114,21 +117,34 @@ std::size_t expect_every_resume_bitwise(const config::LoadedConfig& loaded) {
     const auto got = values(rest);
     EXPECT_EQ(got, tail(values(whole), got));
   }
-  return checkpoints.size();
 }
 
-TEST_F(Resume, FromEveryCheckpointEndsBitwiseLikeTheUninterruptedRun) {
-  EXPECT_EQ(expect_every_resume_bitwise(run_config()), 3u + 7u);  // 3 epoch ends, steps 4, 8, ..., 28
-}
+bool every(std::size_t) { return true; }
+
+TEST_F(Resume, FromEveryCheckpointEndsBitwiseLikeTheUninterruptedRun) { resume_from_checkpoints(run_config(), every); }
 
 // Checkpoints also keep the weight average, the early-stopping count and the
 // best weights, evaluations every 5 steps falling between checkpoints and on them.
 TEST_F(Resume, WithTheWeightAverageAndEarlyStoppingEndsBitwiseLikeTheUninterruptedRun) {
-  EXPECT_EQ(
-      expect_every_resume_bitwise(run_config({"train.ema.decay=0.8", "train.ema.every=3", "train.eval_every_steps=5",
-                                              "train.early_stopping.patience=50", "train.early_stopping.metric=loss",
-                                              "train.early_stopping.restore_best=true"})),
-      10u);
+  resume_from_checkpoints(run_config({"train.ema.decay=0.8", "train.ema.every=3", "train.eval_every_steps=5",
+                                      "train.early_stopping.patience=50", "train.early_stopping.metric=loss",
+                                      "train.early_stopping.restore_best=true"}),
+                          every);
+}
+
+// Two parameter groups (decayed weights; biases without decay at lr × 8)
+// under the trapezoid schedule (30 steps: 6 up, 15 down), in the fused and
+// the plain step: each group's state and options come back from a checkpoint
+// in the warm-up (step 4), mid-epoch at full lr (12) and in the cool-down (28).
+TEST_F(Resume, WithParameterGroupsEndsBitwiseLikeTheUninterruptedRun) {
+  for (const std::string fused : {"true", "false"}) {
+    SCOPED_TRACE("optim.fused=" + fused);
+    resume_from_checkpoints(
+        run_config({"optim.fused=" + fused, "optim.weight_decay=0.01", "optim.no_decay_bias_norm=true",
+                    "optim.bias_lr_multiplier=8", "optim.scheduler=linear_warmup_decay", "optim.warmup_fraction=0.2",
+                    "optim.cooldown_fraction=0.5"}),
+        [](std::size_t i) { return i == 0 || i == 3 || i == 8; });
+  }
 }
 
 // A stop request ends the run at a step boundary with a checkpoint; resuming

@@ -252,8 +252,8 @@ void Checkpoint::load_optimizer(torch::optim::Optimizer& optimizer, const torch:
     optimizer.load(archive);
   } catch (const c10::Error& e) {
     throw CheckpointError(
-        fmt::format("{}: the optimizer state does not fit the optimizer (optim.name or the model "
-                    "changed?): {}",
+        fmt::format("{}: the optimizer state does not fit the optimizer (optim.name, its parameter groups "
+                    "(optim.no_decay_bias_norm, optim.bias_lr_multiplier) or the model changed?): {}",
                     name_, detail::torch_message(e)));
   }
 }

@@ -78,7 +78,8 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   facts.micro_batch = *micro.batch_size;
   const FastPaths fast = apply_fast_paths(c, model, info, facts);
   model->train();
-  const auto optimizer = make_optimizer(resolved_optim(c.optim, fast), model->parameters());
+  const auto optimizer =
+      make_optimizer(resolved_optim(c.optim, fast), param_groups(c.optim, model->named_parameters()));
 
   int64_t epoch = 0;
   source->start_epoch(epoch);

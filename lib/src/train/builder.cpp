@@ -77,7 +77,7 @@ std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, Run
   return make_eager_step(parts);
 }
 
-void log_run(const config::ExperimentConfig& c, const RunParts& run) {
+void log_run(const config::ExperimentConfig& c, const RunParts& run, const std::vector<ParamGroup>& groups) {
   const data::DatasetInfo& info = run.train_set->info();
   spdlog::info("data: {} from {}: {} training samples{}, input {}, {}", info.name, info.source, info.samples,
                run.test_set ? fmt::format(", {} test samples", run.test_set->info().samples) : "",
@@ -102,6 +102,7 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run) {
                !run.labeled()                             ? "none (forward passes only)"
                : run.loss.kind == LossKind::kCrossEntropy ? "cross_entropy"
                                                           : "mse");
+  if (c.optim.no_decay_bias_norm || c.optim.bias_lr_multiplier != 1) spdlog::info("optim: {}", describe(groups));
 }
 
 }  // namespace
@@ -208,6 +209,7 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
     class_weights(loaded, info, run.device);  // refuses weights for a data set without classes
   }
 
+  std::vector<ParamGroup> groups;
   device::with_resource_errors(fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)),
                                "Make the model smaller (fewer or narrower layers under model:)", [&] {
                                  run.model = build_model(c.model, info, run.device);
@@ -217,13 +219,14 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
                                  facts.micro_batch = *micro.batch_size;
                                  run.fast = apply_fast_paths(c, run.model, info, facts);
                                  run.strategy->prepare(run.model);
-                                 run.optimizer =
-                                     make_optimizer(resolved_optim(c.optim, run.fast), run.model->parameters());
+                                 groups = param_groups(c.optim, run.model->named_parameters());
+                                 run.optimizer = make_optimizer(resolved_optim(c.optim, run.fast), groups);
                                });
   run.step = build_step(c, run);
   run.steps_per_epoch = (run.train_batches->batches_per_epoch() + run.accumulation - 1) / run.accumulation;
-  run.schedule = std::make_unique<LrSchedule>(c.optim, run.steps_per_epoch, run.steps_per_epoch * c.train.epochs);
-  log_run(c, run);
+  run.schedule = std::make_unique<LrSchedule>(c.optim, run.steps_per_epoch, run.steps_per_epoch * c.train.epochs,
+                                              lr_multipliers(groups));
+  log_run(c, run, groups);
   return run;
 }
 

@@ -73,8 +73,9 @@ class DeviceValue {
 // parameters of a group at once.
 class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
  public:
-  MultiTensorSGD(std::vector<torch::Tensor> params, const torch::optim::SGDOptions& options, StepKernel kernel)
-      : SGD(std::move(params), options), kernel_(kernel) {}
+  MultiTensorSGD(std::vector<torch::optim::OptimizerParamGroup> groups, const torch::optim::SGDOptions& options,
+                 StepKernel kernel)
+      : SGD(std::move(groups), options), kernel_(kernel) {}
 
   torch::Tensor step(LossClosure closure = nullptr) override { return step_with(*this, closure); }
 
@@ -183,8 +184,8 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
 template <typename Base, typename Options, typename State, bool kDecoupled>
 class MultiTensorAdam final : public Base, public SplitStep {
  public:
-  MultiTensorAdam(std::vector<torch::Tensor> params, const Options& options, StepKernel kernel)
-      : Base(std::move(params), options), kernel_(kernel) {}
+  MultiTensorAdam(std::vector<torch::optim::OptimizerParamGroup> groups, const Options& options, StepKernel kernel)
+      : Base(std::move(groups), options), kernel_(kernel) {}
 
   torch::Tensor step(LossClosure closure = nullptr) override { return step_with(*this, closure); }
 
@@ -314,24 +315,24 @@ class MultiTensorAdam final : public Base, public SplitStep {
 
 }  // namespace
 
-std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_sgd(std::vector<torch::Tensor> params,
+std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_sgd(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                                const torch::optim::SGDOptions& options,
                                                                StepKernel kernel) {
-  return std::make_unique<MultiTensorSGD>(std::move(params), options, kernel);
+  return std::make_unique<MultiTensorSGD>(std::move(groups), options, kernel);
 }
 
-std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adam(std::vector<torch::Tensor> params,
+std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adam(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                                 const torch::optim::AdamOptions& options,
                                                                 StepKernel kernel) {
   using Adam = MultiTensorAdam<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState, false>;
-  return std::make_unique<Adam>(std::move(params), options, kernel);
+  return std::make_unique<Adam>(std::move(groups), options, kernel);
 }
 
-std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adamw(std::vector<torch::Tensor> params,
+std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adamw(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                                  const torch::optim::AdamWOptions& options,
                                                                  StepKernel kernel) {
   using AdamW = MultiTensorAdam<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>;
-  return std::make_unique<AdamW>(std::move(params), options, kernel);
+  return std::make_unique<AdamW>(std::move(groups), options, kernel);
 }
 
 }  // namespace gputrain::train::detail

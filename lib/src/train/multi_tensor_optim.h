@@ -4,7 +4,8 @@
 // _fused_sgd_ / _fused_adam_ / _fused_adamw_ kernels, which exist on the CPU
 // and on CUDA) instead of LibTorch's loop of small ops per parameter.
 //
-// Each derives from LibTorch's optimizer and keeps its options and per-
+// Each derives from LibTorch's optimizer and keeps its parameter groups (each
+// stepped with its own options: one kernel launch per group), options and per-
 // parameter state (SGDParamState, AdamParamState, AdamWParamState), so the
 // learning-rate schedule, save/load and checkpoints treat it as the original;
 // the update is the same up to rounding.
@@ -34,13 +35,13 @@ class SplitStep {
   virtual void launch_step() = 0;
 };
 
-std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_sgd(std::vector<torch::Tensor> params,
+std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_sgd(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                                const torch::optim::SGDOptions& options,
                                                                StepKernel kernel);
-std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adam(std::vector<torch::Tensor> params,
+std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adam(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                                 const torch::optim::AdamOptions& options,
                                                                 StepKernel kernel);
-std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adamw(std::vector<torch::Tensor> params,
+std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adamw(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                                  const torch::optim::AdamWOptions& options,
                                                                  StepKernel kernel);
 

@@ -97,7 +97,7 @@ StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const d
   run.micro_batch = micro_batch;
   p.fast = plan_fast_paths(c, with_model_facts(run, p.model, data.input_shape));
   if (p.fast.channels_last) to_channels_last(p.model);
-  p.optimizer = make_optimizer(resolved_optim(c.optim, p.fast), p.model->parameters());
+  p.optimizer = make_optimizer(resolved_optim(c.optim, p.fast), param_groups(c.optim, p.model->named_parameters()));
   p.loss = build_loss(loaded, data, p.device);
 }
 

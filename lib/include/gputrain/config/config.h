@@ -21,7 +21,7 @@ enum class DatasetName { kRandom, kSynthetic, kCifar10, kFashionMnist, kMnist, k
 enum class ModelName { kLinear, kMlp, kCifar10Cnn };
 enum class Activation { kRelu, kGelu, kTanh };
 enum class OptimizerName { kSgd, kAdam, kAdamW };
-enum class SchedulerName { kNone, kStep, kCosine, kOneCycle };
+enum class SchedulerName { kNone, kStep, kCosine, kOneCycle, kLinearWarmupDecay };
 enum class LossName { kAuto, kCrossEntropy, kMse };
 enum class AmpMode { kOff, kFp16, kBf16 };
 enum class OnNan { kStop, kSkip };
@@ -43,10 +43,12 @@ inline constexpr ChoiceTable<Activation, 3> kActivations{
     {{{"relu", Activation::kRelu}, {"gelu", Activation::kGelu}, {"tanh", Activation::kTanh}}}};
 inline constexpr ChoiceTable<OptimizerName, 3> kOptimizerNames{
     {{{"sgd", OptimizerName::kSgd}, {"adam", OptimizerName::kAdam}, {"adamw", OptimizerName::kAdamW}}}};
-inline constexpr ChoiceTable<SchedulerName, 4> kSchedulerNames{{{{"none", SchedulerName::kNone},
-                                                                 {"step", SchedulerName::kStep},
-                                                                 {"cosine", SchedulerName::kCosine},
-                                                                 {"onecycle", SchedulerName::kOneCycle}}}};
+inline constexpr ChoiceTable<SchedulerName, 5> kSchedulerNames{
+    {{{"none", SchedulerName::kNone},
+      {"step", SchedulerName::kStep},
+      {"cosine", SchedulerName::kCosine},
+      {"onecycle", SchedulerName::kOneCycle},
+      {"linear_warmup_decay", SchedulerName::kLinearWarmupDecay}}}};
 inline constexpr ChoiceTable<LossName, 3> kLossNames{
     {{{"auto", LossName::kAuto}, {"cross_entropy", LossName::kCrossEntropy}, {"mse", LossName::kMse}}}};
 inline constexpr ChoiceTable<AmpMode, 3> kAmpModes{
@@ -142,6 +144,10 @@ struct OptimConfig {
   double lr = 0.01;
   double momentum = 0.0;
   double weight_decay = 0.0;
+  // Parameter groups (train/optim.h has the rules): no weight decay on
+  // tensors of dim <= 1, and the lr of parameters named *bias scaled.
+  bool no_decay_bias_norm = false;
+  double bias_lr_multiplier = 1.0;
   bool nesterov = false;
   std::vector<double> betas{0.9, 0.999};
   double eps = 1e-8;
@@ -149,6 +155,9 @@ struct OptimConfig {
   int64_t step_size = 1;     // step: epochs between decays
   double gamma = 0.1;        // step: decay factor
   int64_t warmup_steps = 0;  // linear warm-up before the schedule
+  // linear_warmup_decay: its rise and its fall, as fractions of the run's optimizer steps.
+  double warmup_fraction = 0.0;
+  double cooldown_fraction = 0.0;
   // How the step runs, as PyTorch's foreach= and fused= (at most one): a few
   // multi-tensor kernels over all parameters instead of a loop of small ops
   // per parameter. Same update, same state in checkpoints. auto: fused unless foreach.

@@ -143,6 +143,13 @@ void visit(V& v, OptimConfig& c) {
   v.field("lr", c.lr, above(0), "learning rate (the schedule's peak)");
   v.field("momentum", c.momentum, Range{0, 1}, "SGD momentum");
   v.field("weight_decay", c.weight_decay, at_least(0), "L2 penalty (decoupled for adamw)");
+  v.field("no_decay_bias_norm", c.no_decay_bias_norm, Any{},
+          "no weight decay on every parameter of at most one dimension: the biases, and the weights and biases of "
+          "normalisation layers (BatchNorm, LayerNorm, GroupNorm), as timm's and nanoGPT's parameter groups do; "
+          "the others keep `weight_decay`. Logged at run start");
+  v.field("bias_lr_multiplier", c.bias_lr_multiplier, above(0),
+          "the learning rate of every parameter whose name ends in `bias` (normalisation weights excluded) is the "
+          "schedule's × this, as airbench scales its biases'; the logged lr stays the schedule's. Logged at run start");
   v.field("nesterov", c.nesterov, Any{}, "SGD with Nesterov momentum");
   v.check("nesterov", !c.nesterov || c.momentum > 0, [] { return std::string("needs optim.momentum > 0"); });
   v.field("betas", c.betas, Range{0, 1}, "Adam and AdamW: [beta1, beta2]");
@@ -150,10 +157,33 @@ void visit(V& v, OptimConfig& c) {
           [&] { return fmt::format("needs two values [beta1, beta2] (got {})", c.betas.size()); });
   v.field("eps", c.eps, above(0), "Adam and AdamW: added to the denominator");
   v.field("scheduler", c.scheduler, Any{},
-          "`step` (× `gamma` every `step_size` epochs), `cosine` or `onecycle` over the run's steps, or `none`");
+          "`step` (× `gamma` every `step_size` epochs), `cosine` or `onecycle` over the run's steps, "
+          "`linear_warmup_decay` (up over `warmup_fraction`, flat, down to 0 over `cooldown_fraction`), or `none`");
   v.field("step_size", c.step_size, Min{1}, "`step`: epochs between decays");
   v.field("gamma", c.gamma, Range{0, 1, true, false}, "`step`: decay factor");
-  v.field("warmup_steps", c.warmup_steps, Min{0}, "linear warm-up in optimizer steps before the schedule");
+  v.field("warmup_steps", c.warmup_steps, Min{0},
+          "linear warm-up in optimizer steps before the schedule (not with `linear_warmup_decay`, which has its own)");
+  v.check("warmup_steps", c.warmup_steps == 0 || c.scheduler != SchedulerName::kLinearWarmupDecay, [] {
+    return std::string(
+        "linear_warmup_decay warms up by itself over optim.warmup_fraction; set that instead of warmup_steps");
+  });
+  v.field("warmup_fraction", c.warmup_fraction, Range{0, 1, false, false},
+          "`linear_warmup_decay`: the share of the run's optimizer steps over which the lr rises linearly to `lr`, "
+          "from `lr` / (fraction × steps) at the first step");
+  v.field("cooldown_fraction", c.cooldown_fraction, Range{0, 1, false, false},
+          "`linear_warmup_decay`: the share of the run's optimizer steps at its end over which the lr falls "
+          "linearly to 0 at the end of the run. The two fractions sum to at most 1: 1 makes a triangle, both 0 a "
+          "constant lr");
+  const bool trapezoid = c.scheduler == SchedulerName::kLinearWarmupDecay;
+  const auto ignored = [&] {
+    return fmt::format("only applies to optim.scheduler: linear_warmup_decay (the scheduler is {})", word(c.scheduler));
+  };
+  v.check("warmup_fraction", trapezoid || c.warmup_fraction == 0, ignored);
+  v.check("cooldown_fraction", trapezoid || c.cooldown_fraction == 0, ignored);
+  v.check("cooldown_fraction", c.warmup_fraction + c.cooldown_fraction <= 1, [&] {
+    return fmt::format("optim.warmup_fraction + optim.cooldown_fraction must be <= 1 (got {} + {})", c.warmup_fraction,
+                       c.cooldown_fraction);
+  });
   v.field("foreach", c.foreach, Any{},
           "as PyTorch's `foreach=`: the step runs as a few `_foreach_*` multi-tensor kernels over all parameters "
           "instead of a loop of small ops per parameter. Same update up to rounding, same state in checkpoints");

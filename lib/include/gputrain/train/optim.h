@@ -2,26 +2,59 @@
 // Optimizers, learning-rate schedules and losses from the config.
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
+#include <torch/ordered_dict.h>
 #include <torch/types.h>
 
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gputrain/config/config.h"
 
 namespace gputrain::train {
 
-// sgd (lr, momentum, weight_decay, nesterov) | adam | adamw (betas, eps, weight_decay).
+// One parameter group of the optimizer: its tensors and how they are updated.
+struct ParamGroup {
+  std::vector<torch::Tensor> params;
+  double weight_decay = 0;
+  double lr_multiplier = 1;  // the group's lr is the schedule's × this
+  std::string what;          // for the log: "4 tensors of dim <= 1"
+};
+
+// The model's parameters in groups, in at most four, in this order (empty ones left out):
+//   tensors             weight decay optim.weight_decay, lr × 1
+//   tensors of dim <= 1 no weight decay,                  lr × 1
+//   biases              weight decay optim.weight_decay, lr × optim.bias_lr_multiplier
+//   biases              no weight decay,                  lr × optim.bias_lr_multiplier
+// A parameter gets no weight decay when optim.no_decay_bias_norm is on and it
+// has at most one dimension: biases, and the weights and biases of BatchNorm,
+// LayerNorm and GroupNorm (timm's and nanoGPT's rule). It is a bias
+// when optim.bias_lr_multiplier is not 1 and its name ends in "bias" (a
+// normalisation layer's weight is not). With both keys at their defaults
+// there is one group, as before them. Each keeps the model's order, so the same
+// config makes the same groups, which checkpoints rely on.
+std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
+                                     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters);
+
+// "2 parameter groups: 4 tensors with weight decay 0.0005, lr × 1; 4 biases without weight decay, lr × 64"
+std::string describe(const std::vector<ParamGroup>& groups);
+
+// The multipliers of `groups`, in order, as LrSchedule takes them.
+std::vector<double> lr_multipliers(const std::vector<ParamGroup>& groups);
+
+// sgd (lr, momentum, weight_decay, nesterov) | adam | adamw (betas, eps, weight_decay)
+// over `groups`, each with its own weight decay and lr × multiplier.
 // adamw is torch::optim::AdamW (decoupled decay) with optim.weight_decay as
 // given, so its default is the config's 0, not PyTorch's 1e-2. optim.fused
 // must be resolved first (resolved_optim in builder.h): auto runs as off here.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
-                                                        std::vector<torch::Tensor> parameters);
+                                                        const std::vector<ParamGroup>& groups);
 
 // The learning rate at optimizer step `step` (0-based) of `total_steps`, per
-// optim.scheduler (none | step | cosine | onecycle) after optim.warmup_steps of
-// linear warm-up. `steps_per_epoch` turns optim.step_size (epochs) into steps.
+// optim.scheduler (none | step | cosine | onecycle | linear_warmup_decay)
+// after optim.warmup_steps of linear warm-up. `steps_per_epoch` turns
+// optim.step_size (epochs) into steps.
 //
 // With lr = optim.lr, T = total_steps, W = warmup_steps, E = steps_per_epoch:
 //   lr_at(s)  = warm(s) * f(s),  warm(s) = (s + 1) / W for s < W, else 1
@@ -39,11 +72,26 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfi
 //               s <= P: f(s) = anneal(a, lr, s / P)
 //               s >  P: f(s) = anneal(lr, z, min(1, (s - P) / (T - 1 - P)))
 //             so f(0) = lr / 25, f(P) = lr where P is whole, f(T - 1) = z.
+//   linear_warmup_decay: with a = optim.warmup_fraction, c = optim.cooldown_fraction
+//             (a + c <= 1), a trapezoid, the speed records' schedule:
+//             f(s) = lr * max(0, min(1, (s + 1) / (a * T), (T - s) / (c * T)))
+//             leaving out the term of a fraction that is 0. It rises from
+//             lr / (a * T) at the first step to lr at s = a * T - 1, holds, and
+//             from s = T - c * T falls by lr / (c * T) a step to lr / (c * T) at
+//             the last step, reaching 0 at T, when the run has ended (as
+//             cosine does; airbench and modded-nanogpt count alike): no step
+//             runs at lr 0. a + c = 1 makes a triangle, a = c = 0 a constant lr.
+//             optim.warmup_steps is refused with it (config/schema.h): the two
+//             warm-ups would multiply.
+// A parameter group's lr is lr_at(s) × its ParamGroup::lr_multiplier.
 class LrSchedule {
  public:
-  LrSchedule(const config::OptimConfig& config, int64_t steps_per_epoch, int64_t total_steps);
+  // `lr_multipliers`: one per parameter group of the optimizers apply() sets
+  // (lr_multipliers(groups)); empty: every group at lr_at(step).
+  LrSchedule(const config::OptimConfig& config, int64_t steps_per_epoch, int64_t total_steps,
+             std::vector<double> lr_multipliers = {});
   double lr_at(int64_t step) const;
-  // Sets every parameter group of `optimizer` to lr_at(step).
+  // Sets parameter group g of `optimizer` to lr_at(step) × its multiplier.
   void apply(torch::optim::Optimizer& optimizer, int64_t step) const;
 
  private:
@@ -52,6 +100,7 @@ class LrSchedule {
   config::OptimConfig config_;
   int64_t steps_per_epoch_;
   int64_t total_steps_;
+  std::vector<double> lr_multipliers_;
 };
 
 enum class LossKind { kCrossEntropy, kMse };
