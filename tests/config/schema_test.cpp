@@ -109,6 +109,8 @@ ExperimentConfig with_changed(const std::string& key) {
     config.data.batch_size = *config.data.micro_batch_size * config.train.accumulation_steps;
   }
   if (config.train.target_batch > 0) config.data.batch_size = config.train.target_batch;
+  if (config.data.augment.reflect) config.data.augment.random_crop = 2;
+  if (config.data.augment.alternating_flip) config.data.augment.hflip = true;
   if (config.train.max_memory != "auto") config.train.max_memory = "1GiB";
   if (config.data.normalize.mean.size() != config.data.normalize.std.size()) {
     config.data.normalize.mean = {0.5};

@@ -55,11 +55,29 @@ LoaderOptions augmented() {
   return options;
 }
 
+// augmented() with reflect padding and/or the alternating flip.
+std::vector<LoaderOptions> augmentations() {
+  std::vector<LoaderOptions> all;
+  for (const bool reflect : {false, true}) {
+    for (const bool alternating : {false, true}) {
+      LoaderOptions options = augmented();
+      options.reflect = reflect;
+      options.alternating_flip = alternating;
+      all.push_back(options);
+    }
+  }
+  return all;
+}
+
 TEST(DeviceLoader, SameImageBatchesAsHostLoader) {
   const auto dataset = image_dataset(100, 3, 10);
-  HostLoader stream(dataset, augmented());
-  DeviceLoader cache(dataset, augmented(), torch::kCPU);
-  expect_same_batches(stream, cache, 3);
+  for (const LoaderOptions& options : augmentations()) {
+    SCOPED_TRACE(::testing::Message() << "reflect " << options.reflect << ", alternating_flip "
+                                      << options.alternating_flip);
+    HostLoader stream(dataset, options);
+    DeviceLoader cache(dataset, options, torch::kCPU);
+    expect_same_batches(stream, cache, 3);
+  }
 }
 
 TEST(DeviceLoader, SameBatchesForFeaturesAndWithoutTheLastShortBatch) {
@@ -126,11 +144,15 @@ TEST(DeviceLoader, MakeBatchLoaderPicksAsSetAndTheDeviceLoaderUnderAutoOnTheCpu)
 TEST(DeviceLoader, SameImageBatchesOnTheGpu_CUDA) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const auto dataset = image_dataset(100, 3, 10);
-  HostLoader stream(dataset, augmented());
-  DeviceLoader cache(dataset, augmented(), torch::Device(torch::kCUDA, 0));
-  cache.start_epoch(0);
-  EXPECT_TRUE(cache.next()->inputs.is_cuda());
-  expect_same_batches(stream, cache, 2, 1e-6);
+  for (const LoaderOptions& options : augmentations()) {
+    SCOPED_TRACE(::testing::Message() << "reflect " << options.reflect << ", alternating_flip "
+                                      << options.alternating_flip);
+    HostLoader stream(dataset, options);
+    DeviceLoader cache(dataset, options, torch::Device(torch::kCUDA, 0));
+    cache.start_epoch(0);
+    EXPECT_TRUE(cache.next()->inputs.is_cuda());
+    expect_same_batches(stream, cache, 2, 1e-6);
+  }
 }
 
 TEST(DeviceCacheFit, TheSplitMayTakeHalfTheFreeMemory) {

@@ -240,10 +240,13 @@ TEST(HostLoader, NormalisationMustFitTheChannels) {
 }
 
 // Every augmented image is its source shifted by (dy, dx) in [-pad, pad] and
-// perhaps mirrored, with zeros coming in from the padding.
-bool is_crop_of(const torch::Tensor& out, const torch::Tensor& source, int64_t pad) {
+// perhaps mirrored, with zeros coming in from the padding, or with `reflect`
+// the edge mirrored as torch's reflection padding does.
+bool is_crop_of(const torch::Tensor& out, const torch::Tensor& source, int64_t pad, bool reflect) {
   const int64_t height = source.size(1), width = source.size(2);
-  const torch::Tensor padded = torch::constant_pad_nd(source, {pad, pad, pad, pad}, 0);
+  const torch::Tensor padded =
+      reflect ? torch::reflection_pad2d(source.to(torch::kFloat32), {pad, pad, pad, pad}).to(torch::kUInt8)
+              : torch::constant_pad_nd(source, {pad, pad, pad, pad}, 0);
   for (bool flip : {false, true}) {
     for (int64_t dy = 0; dy <= 2 * pad; ++dy) {
       for (int64_t dx = 0; dx <= 2 * pad; ++dx) {
@@ -256,10 +259,12 @@ bool is_crop_of(const torch::Tensor& out, const torch::Tensor& source, int64_t p
   return false;
 }
 
-TEST(HostLoader, AugmentationIsDeterministicAndOnlyCropsAndMirrors) {
+void expect_only_crops_and_mirrors(bool reflect) {
+  SCOPED_TRACE(reflect ? "reflect padding" : "zero padding");
   const auto dataset = image_dataset(64, 3, 8);
   LoaderOptions options = options_with(16, 0, /*shuffle=*/true, /*seed=*/9);
   options.random_crop = 2;
+  options.reflect = reflect;
   options.hflip = true;
   auto epoch_batches = [&](int64_t workers, int64_t epoch) {
     LoaderOptions o = options;
@@ -285,7 +290,7 @@ TEST(HostLoader, AugmentationIsDeterministicAndOnlyCropsAndMirrors) {
       bool found = false;
       for (int64_t s = 0; s < dataset->info().samples && !found; ++s) {
         if (dataset->targets()[s].item<int64_t>() != a[i].targets[k].item<int64_t>()) continue;
-        found = is_crop_of(bytes[k], dataset->inputs()[s], 2);
+        found = is_crop_of(bytes[k], dataset->inputs()[s], 2, reflect);
         any_change |= found && !torch::equal(bytes[k], dataset->inputs()[s]);
       }
       EXPECT_TRUE(found) << "batch " << i << " sample " << k;
@@ -295,6 +300,42 @@ TEST(HostLoader, AugmentationIsDeterministicAndOnlyCropsAndMirrors) {
   EXPECT_TRUE(epochs_differ);
 }
 
+TEST(HostLoader, AugmentationIsDeterministicAndOnlyCropsAndMirrors) {
+  expect_only_crops_and_mirrors(/*reflect=*/false);
+  expect_only_crops_and_mirrors(/*reflect=*/true);
+}
+
+// Each image in file order, whole epochs in one batch: mirrored or not.
+std::vector<bool> mirrored_in(const std::shared_ptr<const TensorDataset>& dataset, const LoaderOptions& options,
+                              int64_t epoch) {
+  HostLoader stream(dataset, options);
+  stream.start_epoch(epoch);
+  const torch::Tensor bytes = (stream.next()->inputs * 255.0).round().to(torch::kUInt8);
+  std::vector<bool> mirrored;
+  for (int64_t k = 0; k < bytes.size(0); ++k) {
+    const torch::Tensor source = dataset->inputs()[k];
+    EXPECT_TRUE(torch::equal(bytes[k], source) || torch::equal(bytes[k], source.flip({2}))) << k;
+    mirrored.push_back(!torch::equal(bytes[k], source));
+  }
+  return mirrored;
+}
+
+TEST(HostLoader, AlternatingFlipMirrorsEachImageInEveryOtherEpoch) {
+  const auto dataset = image_dataset(64, 1, 6);
+  LoaderOptions options = options_with(64, 0);
+  options.hflip = true;
+  options.alternating_flip = true;
+  const std::vector<bool> first = mirrored_in(dataset, options, 0);
+  const std::vector<bool> second = mirrored_in(dataset, options, 1);
+  const auto half = std::count(first.begin(), first.end(), true);
+  EXPECT_GT(half, 16);
+  EXPECT_LT(half, 48);
+  for (std::size_t k = 0; k < first.size(); ++k) EXPECT_NE(first[k], second[k]) << "image " << k;
+  EXPECT_EQ(mirrored_in(dataset, options, 2), first);
+  options.seed = 5;
+  EXPECT_NE(mirrored_in(dataset, options, 0), first) << "the seed picks the half";
+}
+
 TEST(LoaderOptions, TestSplitIsPlainAndUsesTheTestBatchSize) {
   config::DataConfig config;
   config.batch_size = 32;
@@ -302,16 +343,18 @@ TEST(LoaderOptions, TestSplitIsPlainAndUsesTheTestBatchSize) {
   config.shuffle = true;
   config.drop_last = true;
   config.augment.random_crop = 4;
+  config.augment.reflect = true;
   config.augment.hflip = true;
+  config.augment.alternating_flip = true;
   config.normalize = {{0.5}, {0.5}};
   const LoaderOptions train = loader_options(config, Split::kTrain, 3);
   EXPECT_EQ(train.batch_size, 32);
-  EXPECT_TRUE(train.shuffle && train.drop_last && train.hflip);
+  EXPECT_TRUE(train.shuffle && train.drop_last && train.hflip && train.reflect && train.alternating_flip);
   EXPECT_EQ(train.random_crop, 4);
   EXPECT_EQ(train.seed, 3u);
   const LoaderOptions test = loader_options(config, Split::kTest, 3);
   EXPECT_EQ(test.batch_size, 100);
-  EXPECT_FALSE(test.shuffle || test.drop_last || test.hflip);
+  EXPECT_FALSE(test.shuffle || test.drop_last || test.hflip || test.reflect || test.alternating_flip);
   EXPECT_EQ(test.random_crop, 0);
   EXPECT_EQ(test.mean, std::vector<double>{0.5});
   config.test_batch_size = 0;

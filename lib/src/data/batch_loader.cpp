@@ -28,7 +28,9 @@ LoaderOptions loader_options(const config::DataConfig& config, Split split, uint
   options.std = config.normalize.std;
   if (train) {
     options.random_crop = config.augment.random_crop;
+    options.reflect = config.augment.reflect;
     options.hflip = config.augment.hflip;
+    options.alternating_flip = config.augment.alternating_flip;
   }
   return options;
 }

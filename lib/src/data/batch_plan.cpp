@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "gputrain/common/error.h"
@@ -14,6 +15,7 @@ namespace {
 // Seed sub-streams: the permutation of an epoch, the augmentation of a batch.
 constexpr uint64_t kShuffleStream = 1;
 constexpr uint64_t kAugmentStream = 2;
+constexpr uint64_t kFlipStream = 3;
 
 ConfigError option_error(const std::string& key, const std::string& problem) { return ConfigError({}, key, problem); }
 
@@ -44,6 +46,12 @@ std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const
                          fmt::format("applies to image data sets only; {} has feature vectors", info.name));
     }
     return {};
+  }
+  const int64_t side = std::min(info.input_shape.at(1), info.input_shape.at(2));
+  if (options.reflect && options.random_crop >= side) {
+    throw option_error("data.augment.random_crop",
+                       fmt::format("mirrors at most {} pixels of the {}x{} images' edge (data.augment.reflect); got {}",
+                                   side - 1, info.input_shape.at(1), info.input_shape.at(2), options.random_crop));
   }
   const auto channels = static_cast<std::size_t>(info.input_shape.at(0));
   if (!options.mean.empty() && options.mean.size() != 1 && options.mean.size() != channels) {
@@ -85,9 +93,15 @@ std::vector<Placement> draw_placements(const LoaderOptions& options, int64_t epo
       at.dy = static_cast<int64_t>(rng.below(2 * pad + 1) - pad);
       at.dx = static_cast<int64_t>(rng.below(2 * pad + 1) - pad);
     }
-    if (options.hflip) at.flip = (rng.next() & 1) != 0;
+    if (options.hflip && !options.alternating_flip) at.flip = (rng.next() & 1) != 0;
   }
   return placements;
+}
+
+bool alternating_flip(const LoaderOptions& options, int64_t row, int64_t epoch) {
+  const bool first =
+      (SplitMix64(derive_seed(derive_seed(options.seed, kFlipStream), static_cast<uint64_t>(row))).next() & 1) != 0;
+  return first != (epoch % 2 == 1);
 }
 
 void throw_bad_label(const Dataset& dataset, int64_t row, int64_t label) {

@@ -33,9 +33,20 @@ std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const
 std::vector<int64_t> epoch_order(const LoaderOptions& options, int64_t samples, int64_t epoch);
 
 // The augmentation of batch `index` of `epoch`, one placement per sample; all
-// zero when augmentation is off. The draws depend on the seed, the epoch and
+// zero when augmentation is off. With alternating_flip the flips are not drawn
+// here (they belong to samples, not batch positions: alternating_flip()). The draws depend on the seed, the epoch and
 // the batch index only, never on who makes the batch.
 std::vector<Placement> draw_placements(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count);
+
+// data.augment.alternating_flip: whether sample `row` is mirrored in `epoch`.
+// A seeded bit per sample picks the half mirrored in even epochs; odd epochs
+// mirror the other half.
+bool alternating_flip(const LoaderOptions& options, int64_t row, int64_t epoch);
+
+// Where a crop reads position `i` of an axis of `size` when it falls outside
+// (data.augment.reflect): the edge mirrored, without repeating it (-1 -> 1,
+// size -> size - 2), as torch's reflection padding does.
+inline int64_t reflected(int64_t i, int64_t size) { return i < 0 ? -i : i >= size ? 2 * size - 2 - i : i; }
 
 // A DataError naming sample `row` of `dataset`, whose label is out of range.
 [[noreturn]] void throw_bad_label(const Dataset& dataset, int64_t row, int64_t label);

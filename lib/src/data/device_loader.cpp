@@ -23,7 +23,8 @@ struct DeviceLoader::State {
   torch::Tensor shift;
   int64_t batches = 0;
   int64_t epoch = -1;
-  torch::Tensor order;  // the epoch's sample order, int64 on `device`
+  torch::Tensor order;        // the epoch's sample order, int64 on `device`
+  torch::Tensor first_flips;  // alternating_flip: bool per sample, mirrored in even epochs
   int64_t delivered = 0;
 
   State(std::shared_ptr<const Dataset> data, LoaderOptions opts, torch::Device on)
@@ -45,6 +46,11 @@ struct DeviceLoader::State {
       shift = at::tensor(shifts).view({1, channels, 1, 1}).to(device);
     }
     batches = batch_count(options, info.samples);
+    if (options.alternating_flip) {
+      std::vector<int64_t> flips;
+      for (int64_t row = 0; row < info.samples; ++row) flips.push_back(detail::alternating_flip(options, row, 0));
+      first_flips = to_device(flips).to(torch::kBool);
+    }
   }
 
   void check_labels() const {
@@ -70,16 +76,18 @@ struct DeviceLoader::State {
   torch::Tensor images(const torch::Tensor& rows, int64_t index) const {
     torch::Tensor x = inputs.index_select(0, rows);
     if (options.random_crop > 0 || options.hflip)
-      x = place(x, detail::draw_placements(options, epoch, index, x.size(0)));
+      x = place(x, detail::draw_placements(options, epoch, index, x.size(0)), rows);
     return x.to(torch::kFloat32).mul_(scale).add_(shift);
   }
 
   // Crops and mirrors each image by one gather: output pixel (y, x) of image b
   // reads the zero-padded input at (y + dy + pad, (flip ? W - 1 - x : x) + dx + pad),
-  // as HostLoader's write_image does pixel by pixel.
-  torch::Tensor place(const torch::Tensor& x, const std::vector<detail::Placement>& placements) const {
+  // as HostLoader's write_image does pixel by pixel; with data.augment.reflect
+  // the input itself at detail::reflected positions, as write_reflected_image does.
+  torch::Tensor place(const torch::Tensor& x, const std::vector<detail::Placement>& placements,
+                      const torch::Tensor& rows) const {
     const int64_t count = x.size(0), channels = x.size(1), height = x.size(2), width = x.size(3);
-    const int64_t pad = options.random_crop;
+    const int64_t pad = options.reflect ? 0 : options.random_crop;
     std::vector<int64_t> draws;  // [3, B]: dy + pad, dx + pad, flip
     draws.reserve(static_cast<std::size_t>(3 * count));
     for (const auto& p : placements) draws.push_back(p.dy + pad);
@@ -89,13 +97,27 @@ struct DeviceLoader::State {
     const auto index_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
     const torch::Tensor ys = at::arange(height, index_options).view({1, height});
     const torch::Tensor xs = at::arange(width, index_options).view({1, width});
-    const torch::Tensor flip = on_device[2].view({count, 1}).to(torch::kBool);
-    const torch::Tensor rows = ys + on_device[0].view({count, 1});
-    const torch::Tensor cols = at::where(flip, (width - 1) - xs, xs) + on_device[1].view({count, 1});
-    const torch::Tensor padded = pad > 0 ? at::constant_pad_nd(x, {pad, pad, pad, pad}, 0) : x;
-    return padded.index({at::arange(count, index_options).view({count, 1, 1, 1}),
+    torch::Tensor flip = on_device[2].view({count, 1}).to(torch::kBool);
+    if (options.alternating_flip) {
+      const torch::Tensor first = first_flips.index_select(0, rows).view({count, 1});
+      flip = epoch % 2 == 1 ? first.logical_not() : first;
+    }
+    torch::Tensor from_rows = ys + on_device[0].view({count, 1});
+    torch::Tensor from_cols = at::where(flip, (width - 1) - xs, xs) + on_device[1].view({count, 1});
+    if (options.reflect) {
+      from_rows = reflected(from_rows, height);
+      from_cols = reflected(from_cols, width);
+    }
+    const torch::Tensor source = pad > 0 ? at::constant_pad_nd(x, {pad, pad, pad, pad}, 0) : x;
+    return source.index({at::arange(count, index_options).view({count, 1, 1, 1}),
                          at::arange(channels, index_options).view({1, channels, 1, 1}),
-                         rows.view({count, 1, height, 1}), cols.view({count, 1, 1, width})});
+                         from_rows.view({count, 1, height, 1}), from_cols.view({count, 1, 1, width})});
+  }
+
+  // detail::reflected, element-wise.
+  static torch::Tensor reflected(const torch::Tensor& i, int64_t size) {
+    const torch::Tensor folded = i.abs();
+    return at::where(folded >= size, 2 * size - 2 - folded, folded);
   }
 };
 

@@ -28,6 +28,25 @@ struct ImageShape {
   int64_t channels, height, width;
 };
 
+// write_image under data.augment.reflect: output pixel (y, x) reads source
+// (reflected(y + dy), reflected(x' + dx)) with x' = W - 1 - x when mirrored.
+void write_reflected_image(const uint8_t* src, float* dst, ImageShape shape, const ChannelMap* maps, Placement at) {
+  const int64_t height = shape.height, width = shape.width, plane = height * width;
+  std::vector<int64_t> columns(static_cast<std::size_t>(width));
+  for (int64_t x = 0; x < width; ++x) {
+    columns[static_cast<std::size_t>(x)] = detail::reflected((at.flip ? width - 1 - x : x) + at.dx, width);
+  }
+  for (int64_t c = 0; c < shape.channels; ++c, src += plane, dst += plane) {
+    const float scale = maps[c].scale, shift = maps[c].shift;
+    for (int64_t y = 0; y < height; ++y) {
+      const uint8_t* in = src + detail::reflected(y + at.dy, height) * width;
+      float* out = dst + y * width;
+      for (int64_t x = 0; x < width; ++x)
+        out[x] = static_cast<float>(in[columns[static_cast<std::size_t>(x)]]) * scale + shift;
+    }
+  }
+}
+
 // One image, uint8 [C, H, W] -> float [C, H, W], cropped and mirrored per
 // `at`; pixels from the padding are 0 bytes before normalisation.
 void write_image(const uint8_t* src, float* dst, ImageShape shape, const ChannelMap* maps, Placement at) {
@@ -258,10 +277,12 @@ struct HostLoader::State {
     torch::Tensor out = torch::empty({count, shape.channels, shape.height, shape.width}, output(torch::kFloat32));
     const uint8_t* from = dataset->inputs().const_data_ptr<uint8_t>();
     float* to = out.data_ptr<float>();
-    const std::vector<Placement> placements = detail::draw_placements(options, epoch, index, count);
+    std::vector<Placement> placements = detail::draw_placements(options, epoch, index, count);
+    const auto write = options.reflect ? write_reflected_image : write_image;
     for (int64_t i = 0; i < count; ++i) {
-      write_image(from + rows[i] * sample, to + i * sample, shape, maps.data(),
-                  placements[static_cast<std::size_t>(i)]);
+      Placement& at = placements[static_cast<std::size_t>(i)];
+      if (options.alternating_flip) at.flip = detail::alternating_flip(options, rows[i], epoch);
+      write(from + rows[i] * sample, to + i * sample, shape, maps.data(), at);
     }
     return out;
   }

@@ -91,7 +91,9 @@ struct NormalizeConfig {
 
 struct AugmentConfig {
   int64_t random_crop = 0;  // padding in pixels; 0 = off
+  bool reflect = false;     // the padding mirrors the image's edge instead of zeros
   bool hflip = false;
+  bool alternating_flip = false;  // hflip mirrors each image in every other epoch (airbench)
 };
 
 // Batch semantics: batch_size is the number of samples per optimizer step

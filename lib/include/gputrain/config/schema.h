@@ -73,7 +73,18 @@ template <class V>
 void visit(V& v, AugmentConfig& c) {
   v.field("random_crop", c.random_crop, Min{0},
           "zero padding in pixels, then a random crop back to size (training only); 0 = off");
+  v.field("reflect", c.reflect, Any{},
+          "`random_crop` pads with the image's edge mirrored (torchvision's `padding_mode=\"reflect\"`, airbench's "
+          "translate) instead of zeros");
+  v.check("reflect", !c.reflect || c.random_crop > 0,
+          [] { return std::string("pads for data.augment.random_crop, which is 0; set it too"); });
   v.field("hflip", c.hflip, Any{}, "random horizontal flips (training only)");
+  v.field("alternating_flip", c.alternating_flip, Any{},
+          "with `hflip`: a random half of the images is mirrored in the first epoch, and every image is mirrored in "
+          "every other epoch from then on (the airbench paper's alternating flip: each image is seen both ways "
+          "within two epochs, which random flips leave to chance)");
+  v.check("alternating_flip", !c.alternating_flip || c.hflip,
+          [] { return std::string("is a way of flipping; set data.augment.hflip: true too"); });
 }
 
 template <class V>

@@ -32,7 +32,9 @@ struct LoaderOptions {
   std::vector<double> mean;  // per-channel normalisation (images); empty: none
   std::vector<double> std;
   int64_t random_crop = 0;  // padding in pixels (images, train only); 0: off
+  bool reflect = false;     // the padding mirrors the edge instead of being 0 bytes
   bool hflip = false;
+  bool alternating_flip = false;  // with hflip: each image mirrored in every other epoch
 };
 
 // LoaderOptions from the config for one split: augmentation only for training,
