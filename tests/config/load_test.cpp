@@ -453,6 +453,20 @@ TEST(ConfigSemantics, UnknownKeyBelowASetCitesTheSet) {
   EXPECT_NE(std::string(e.what()).find("unknown key"), std::string::npos);
 }
 
+// yaml-cpp 0.7's LoadAll never returns on these (its parser hands back the
+// same empty document forever); found by the config fuzzer.
+TEST(ConfigSemantics, AStrayCommaIsMalformedYamlNotAHang) {
+  for (const char* text : {",\n", ",[0seeel: {hidden: xmodelim: {lr: abc,[0]}\n", "  ,  \n"}) {
+    try {
+      load_config_text(text, "comma.yaml");
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("comma.yaml:1:"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("malformed YAML"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Issue 17 #12: one YAML document per file; merge keys said to be unsupported.
 TEST(ConfigSemantics, MultipleDocumentsAndMergeKeysAreRefused) {
   try {

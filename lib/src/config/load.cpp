@@ -1,13 +1,16 @@
 #include "gputrain/config/load.h"
 
 #include <fmt/format.h>
-#include <yaml-cpp/depthguard.h>  // YAML::DeepRecursion, not included by yaml.h
+#include <yaml-cpp/depthguard.h>    // YAML::DeepRecursion, not included by yaml.h
+#include <yaml-cpp/eventhandler.h>  // nor YAML::EventHandler
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "gputrain/common/strings.h"
 #include "node_reader.h"
@@ -66,17 +69,69 @@ void reject_merge_keys(const YAML::Node& node, const std::string& origin) {
   }
 }
 
-YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
-  if (text.size() > kMaxConfigBytes) throw too_large(origin);
-  try {
-    std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    if (documents.size() > 1) {
+// Where each document of a stream starts, without building it. yaml-cpp
+// 0.7's LoadAll never returns on a stray ',' (jbeder/yaml-cpp#1040, fixed in
+// 0.8 by #1319): the parser hands back the same empty document again and
+// again without consuming the token, allocating a node each time.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override { first_node_.reset(); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark, /*null=*/true); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override { node(mark); }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(mark);
+  }
+  void OnMapEnd() override {}
+
+  // The first node of the document just handled, and whether it was a bare null.
+  std::optional<YAML::Mark> first_node() const { return first_node_; }
+  bool bare_null() const { return bare_null_; }
+
+ private:
+  void node(const YAML::Mark& mark, bool null = false) {
+    if (first_node_) {
+      bare_null_ = false;
+      return;
+    }
+    first_node_ = mark;
+    bare_null_ = null;
+  }
+  std::optional<YAML::Mark> first_node_;
+  bool bare_null_ = false;
+};
+
+// ParserException for a stream of more than one document, or one the parser stalls in.
+void check_one_document(const std::string& text, const std::string& origin) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts starts;
+  std::optional<YAML::Mark> previous_null;
+  for (int documents = 0; parser.HandleNextDocument(starts);) {
+    const std::optional<YAML::Mark> at = starts.first_node();
+    if (at && starts.bare_null() && previous_null && previous_null->pos == at->pos) {
+      throw YAML::ParserException(*at, "the parser cannot read on from here (a ',' outside [...] or {...}?)");
+    }
+    previous_null = starts.bare_null() ? at : std::nullopt;
+    if (++documents == 2 && at) {
       throw UserError(
           fmt::format("{}: a second YAML document begins here; an experiment file is one document, so "
                       "remove the '---' line and what follows, or put it in a file of its own",
-                      detail::mark_from(documents[1].Mark(), origin).str()));
+                      detail::mark_from(*at, origin).str()));
     }
-    YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
+  }
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
+  if (text.size() > kMaxConfigBytes) throw too_large(origin);
+  try {
+    check_one_document(text, origin);
+    YAML::Node root = YAML::Load(text);
     reject_merge_keys(root, origin);
     return root;
   } catch (const YAML::DeepRecursion& e) {
