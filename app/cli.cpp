@@ -127,6 +127,11 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
                      "the config train --resume would continue with: 'auto' (with --config) or a checkpoint file; "
                      "its keys then come from the checkpoint, --set on top");
 
+  ModelArgs model_args;
+  auto* model = app.add_subcommand(
+      "model", "print the configured model's layers: each output shape, parameter count and forward FLOPs per sample");
+  add_config_options(model, model_args.config, model_args.overrides);
+
   PlanArgs plan_args;
   plan_args.env = env;
   auto* plan = add_plan_command(app, plan_args);
@@ -183,7 +188,8 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   } catch (const CLI::ParseError& e) {
     const std::string word = first_word(argc, argv);
     std::vector<std::string> names;
-    for (const CLI::App* command : {config, plan, info, train, test, export_command, datasets, report, bench, sweep}) {
+    for (const CLI::App* command :
+         {config, model, plan, info, train, test, export_command, datasets, report, bench, sweep}) {
       names.push_back(command->get_name());
     }
     std::sort(names.begin(), names.end());
@@ -211,6 +217,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
     if (test->parsed()) return run_test(test_args);
     if (export_command->parsed()) return run_export(export_args);
     if (config->parsed()) return run_config(config_args);
+    if (model->parsed()) return run_model(model_args);
     if (plan->parsed()) return run_plan(plan_args);
     if (info->parsed()) return run_info(info_args);
     if (datasets->parsed()) return run_datasets(datasets_args);

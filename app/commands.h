@@ -70,6 +70,13 @@ struct ConfigArgs {
 };
 int run_config(const ConfigArgs& args);
 
+// `model`: the configured model's layers, output shapes, parameters and FLOPs.
+struct ModelArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+};
+int run_model(const ModelArgs& args);
+
 // `plan`: what train would decide and every problem that would stop it.
 struct PlanArgs {
   std::string config;

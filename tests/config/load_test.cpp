@@ -189,9 +189,9 @@ TEST(ConfigLoad, UnknownEnumWordListsAllowedAndSuggests) {
   const ConfigError e = config_error("train:\n  amp: fp61\n");
   EXPECT_STREQ(e.what(),
                "exp.yaml:2:8: train.amp: unknown value 'fp61'; allowed: off, fp16 or bf16 (did you mean 'fp16'?)");
-  EXPECT_STREQ(
-      config_error("model: {name: mpl}").what(),
-      "exp.yaml:1:15: model.name: unknown value 'mpl'; allowed: linear, mlp or cifar10_cnn (did you mean 'mlp'?)");
+  EXPECT_STREQ(config_error("model: {name: mpl}").what(),
+               "exp.yaml:1:15: model.name: unknown value 'mpl'; allowed: linear, mlp, cifar10_cnn or layers (did you "
+               "mean 'mlp'?)");
 }
 
 TEST(ConfigLoad, WrongTypesSayWhatWasExpected) {

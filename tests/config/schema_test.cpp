@@ -46,6 +46,23 @@ std::vector<std::string> declared_keys() {
   return keys;
 }
 
+// A network with a layer of each kind of value: integers, reals, booleans, names and nested lists.
+std::vector<LayerConfig> every_kind_of_layer() {
+  const auto layer = [](LayerType type, std::map<std::string, double> values = {}, std::string name = "") {
+    LayerConfig layer;
+    layer.type = type;
+    layer.values = std::move(values);
+    layer.name = std::move(name);
+    return layer;
+  };
+  LayerConfig residual = layer(LayerType::kResidual, {}, "block");
+  residual.layers = {layer(LayerType::kConv2d, {{"out_channels", 4}, {"kernel", 3}, {"stride", 2}, {"bias", 0}}),
+                     layer(LayerType::kBatchnorm, {{"momentum", 0.25}})};
+  residual.shortcut = {layer(LayerType::kConv2d, {{"out_channels", 4}, {"kernel", 1}, {"stride", 2}})};
+  return {residual, layer(LayerType::kLeakyRelu, {{"negative_slope", 0.5}}), layer(LayerType::kFlatten),
+          layer(LayerType::kLinear, {}, "head")};
+}
+
 // Gives the key named `target` a valid value other than the one it has.
 class Perturber {
  public:
@@ -71,6 +88,7 @@ class Perturber {
   static void change(Switch& value) { value = value == Switch::kOn ? Switch::kOff : Switch::kOn; }
   static void change(std::optional<int64_t>& value) { value = value.value_or(0) + 3; }
   static void change(GpuSelection& value) { value = {false, {0}}; }
+  static void change(std::vector<LayerConfig>& value) { value = every_kind_of_layer(); }
   static void change(std::vector<int64_t>& value) { value.push_back(7); }
   static void change(std::vector<double>& value) {
     if (value.empty())
@@ -102,6 +120,10 @@ ExperimentConfig with_changed(const std::string& key) {
   visit(perturber, config);
   // Keys whose valid values depend on another key.
   if (config.optim.nesterov) config.optim.momentum = 0.9;
+  if (!config.model.layers.empty()) config.model.name = ModelName::kLayers;
+  if (config.model.name == ModelName::kLayers && config.model.layers.empty()) {
+    config.model.layers = every_kind_of_layer();
+  }
   if (config.optim.warmup_fraction > 0 || config.optim.cooldown_fraction > 0) {
     config.optim.scheduler = SchedulerName::kLinearWarmupDecay;
   }
@@ -165,6 +187,7 @@ TEST(ConfigSchema, EveryChoiceWordParsesToItsValue) {
   round_trips(kMatmulPrecisions);
   round_trips(kStrategyNames);
   round_trips(kDdpBackends);
+  round_trips(kLayerTypes);
 }
 
 // An unknown word is caught where the file says it, for every choice key.

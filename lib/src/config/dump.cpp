@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "gputrain/config/layer_keys.h"
 #include "gputrain/config/load.h"
 #include "gputrain/config/schema.h"
 
@@ -61,6 +62,40 @@ class Dumper {
     } else {
       emit(gpus.indices);
     }
+  }
+  // A block list of flow mappings, one line per layer; a residual's lists nest inside its mapping.
+  void emit(const std::vector<LayerConfig>& layers) {
+    if (layers.empty()) out_ << YAML::Flow;
+    out_ << YAML::BeginSeq;
+    for (const LayerConfig& layer : layers) emit(layer);
+    out_ << YAML::EndSeq;
+  }
+  void emit(const LayerConfig& layer) {
+    out_ << YAML::Flow << YAML::BeginMap << YAML::Key << "type" << YAML::Value << word(layer.type);
+    if (!layer.name.empty()) out_ << YAML::Key << "name" << YAML::Value << layer.name;
+    for (const LayerKey& declared : layer_type_info(layer.type).keys) {
+      const auto given = layer.values.find(declared.key);
+      if (given == layer.values.end()) continue;
+      out_ << YAML::Key << declared.key << YAML::Value;
+      switch (declared.kind) {
+        case LayerValueKind::kInteger:
+          out_ << static_cast<int64_t>(given->second);
+          break;
+        case LayerValueKind::kBoolean:
+          out_ << (given->second != 0);
+          break;
+        case LayerValueKind::kReal:
+          emit(given->second);
+          break;
+      }
+    }
+    for (const auto& [key, list] : {std::pair{"layers", &layer.layers}, std::pair{"shortcut", &layer.shortcut}}) {
+      if (list->empty()) continue;
+      out_ << YAML::Key << key << YAML::Value << YAML::BeginSeq;
+      for (const LayerConfig& inner : *list) emit(inner);
+      out_ << YAML::EndSeq;
+    }
+    out_ << YAML::EndMap;
   }
   template <typename E, typename = std::enable_if_t<std::is_enum_v<E>>>
   void emit(E value) {

@@ -2,6 +2,7 @@
 #include <fmt/ranges.h>
 
 #include "gputrain/common/strings.h"
+#include "gputrain/config/layer_keys.h"
 #include "gputrain/config/load.h"
 #include "gputrain/config/schema.h"
 
@@ -41,6 +42,7 @@ class KeyTable {
   static std::string shown(Switch value) { return value == Switch::kAuto ? "auto" : shown(value == Switch::kOn); }
   static std::string shown(const std::optional<int64_t>& value) { return value ? shown(*value) : "auto"; }
   static std::string shown(const GpuSelection& gpus) { return gpus.all ? "all" : shown(gpus.indices); }
+  static std::string shown(const LayerConfig& layer) { return word(layer.type); }
   template <typename T>
   static std::string shown(const std::vector<T>& values) {
     std::vector<std::string> items;
@@ -63,6 +65,7 @@ class KeyTable {
   }
   static std::string values(double, const Range& constraint) { return describe(constraint); }
   static std::string values(const std::vector<double>&, const Any&) { return "list of numbers"; }
+  static std::string values(const std::vector<LayerConfig>&, const Any&) { return "list of layers"; }
   template <typename T, typename C>
   static std::string values(const std::vector<T>&, const C& constraint) {
     return "list, each " + describe(constraint);
@@ -84,7 +87,8 @@ std::string key_table() {
   ExperimentConfig defaults;
   KeyTable table;
   visit(table, defaults);
-  return "| key | default | values | meaning |\n|---|---|---|---|\n" + table.rows();
+  return "| key | default | values | meaning |\n|---|---|---|---|\n" + table.rows() +
+         "\nLayer types of `model.layers`:\n\n" + layer_type_table();
 }
 
 }  // namespace gputrain::config

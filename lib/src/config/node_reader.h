@@ -38,6 +38,8 @@ class NodeReader {
   void read(const std::string& key, std::optional<int64_t>& value);
   void read(const std::string& key, uint64_t& value);      // an integer >= 0
   void read(const std::string& key, GpuSelection& value);  // all | an index | a list of them
+  // model.layers: a list of layer mappings, checked against config/layer_keys.h (layer_reader.cpp).
+  void read(const std::string& key, std::vector<LayerConfig>& value);
   // A choice: one of the words of the enum's table.
   template <typename E, typename = std::enable_if_t<std::is_enum_v<E>>>
   void read(const std::string& key, E& value) {

@@ -1,13 +1,17 @@
 #include "gputrain/models/factory.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/utils.h>
 
+#include <algorithm>
+#include <array>
 #include <sstream>
 
 #include "layers.h"
+#include "residual.h"
 
 namespace gputrain::models {
 
@@ -48,6 +52,8 @@ torch::nn::Sequential make_model(const config::ModelConfig& config, const ModelS
       return detail::make_mlp(config, shape);
     case config::ModelName::kCifar10Cnn:
       return detail::make_cifar_cnn(config, shape);
+    case config::ModelName::kLayers:
+      return detail::make_declared(config, shape);
   }
   config::unhandled(config.name);
 }
@@ -58,7 +64,48 @@ int64_t parameter_count(const torch::nn::Module& model) {
   return count;
 }
 
-int64_t forward_macs(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape) {
+namespace {
+// Forwards `x` through `layers`, a row per layer; a residual recurses into its branches.
+void trace(torch::nn::Sequential& layers, const std::string& prefix, int depth, torch::Tensor& x,
+           std::vector<LayerRow>& rows) {
+  const auto children = layers->named_children();
+  for (std::size_t i = 0; i < layers->size(); ++i) {
+    const std::string name = prefix + children[i].key();
+    const torch::nn::Module& module = *children[i].value();
+    LayerRow row{name, pretty(module), {}, parameter_count(module), 0, depth};
+    if (auto* residual = layers->ptr(i)->as<detail::ResidualImpl>()) {
+      const std::size_t at = rows.size();
+      rows.push_back(row);
+      torch::Tensor branch = x;
+      trace(residual->layers, name + ".layers.", depth + 1, branch, rows);
+      torch::Tensor shortcut = x;
+      if (!residual->shortcut.is_empty()) trace(residual->shortcut, name + ".shortcut.", depth + 1, shortcut, rows);
+      x = branch + shortcut;
+      for (std::size_t inner = at + 1; inner < rows.size(); ++inner) {
+        if (rows[inner].depth == depth + 1) rows[at].macs += rows[inner].macs;
+      }
+      rows[at].output_shape = x.sizes().slice(1).vec();
+      continue;
+    }
+    x = (layers->begin() + static_cast<std::ptrdiff_t>(i))->forward(x);
+    if (const auto* linear = module.as<torch::nn::LinearImpl>()) {
+      row.macs = linear->weight.numel() * (x.numel() / x.size(-1));
+    } else if (const auto* conv = module.as<torch::nn::Conv2dImpl>()) {
+      row.macs = conv->weight.numel() * x.size(-2) * x.size(-1);  // each output pixel: one pass over the kernel
+    }
+    row.output_shape = x.sizes().slice(1).vec();
+    rows.push_back(row);
+  }
+}
+
+std::string grouped(int64_t value) {
+  std::string digits = std::to_string(value);
+  for (int at = static_cast<int>(digits.size()) - 3; at > 0; at -= 3) digits.insert(static_cast<std::size_t>(at), ",");
+  return digits;
+}
+}  // namespace
+
+std::vector<LayerRow> trace_layers(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape) {
   const auto parameters = model->parameters();
   const torch::Device device = parameters.empty() ? torch::Device(torch::kCPU) : parameters.front().device();
   std::vector<int64_t> shape{1};
@@ -67,22 +114,54 @@ int64_t forward_macs(torch::nn::Sequential& model, const std::vector<int64_t>& s
   model->eval();
   torch::NoGradGuard no_grad;
   torch::Tensor x = torch::zeros(shape, torch::TensorOptions().device(device));
+  std::vector<LayerRow> rows;
+  trace(model, "", 0, x, rows);
+  model->train(training);
+  return rows;
+}
+
+int64_t forward_macs(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape) {
   int64_t macs = 0;
-  for (auto& layer : *model) {
-    x = layer.forward(x);
-    if (const auto* linear = layer.ptr()->as<torch::nn::LinearImpl>()) {
-      macs += linear->weight.numel() * (x.numel() / x.size(-1));
-    } else if (const auto* conv = layer.ptr()->as<torch::nn::Conv2dImpl>()) {
-      macs += conv->weight.numel() * x.size(-2) * x.size(-1);  // each output pixel: one pass over the kernel
+  for (const auto& row : trace_layers(model, sample_shape)) {
+    if (row.depth == 0) macs += row.macs;
+  }
+  return macs;
+}
+
+std::string layer_table(const std::vector<LayerRow>& rows) {
+  std::vector<std::array<std::string, 5>> cells{{"layer", "module", "output", "params", "FLOPs"}};
+  int64_t parameters = 0;
+  int64_t macs = 0;
+  for (const auto& row : rows) {
+    cells.push_back({std::string(2 * static_cast<std::size_t>(row.depth), ' ') + row.name, row.module,
+                     fmt::format("{}", fmt::join(row.output_shape, "x")), grouped(row.parameters),
+                     grouped(2 * row.macs)});
+    if (row.depth == 0) {
+      parameters += row.parameters;
+      macs += row.macs;
     }
   }
-  model->train(training);
-  return macs;
+  cells.push_back({"total", "", "", grouped(parameters), grouped(2 * macs)});
+  std::array<std::size_t, 5> widths{};
+  for (const auto& line : cells) {
+    for (std::size_t column = 0; column < widths.size(); ++column) {
+      widths[column] = std::max(widths[column], line[column].size());
+    }
+  }
+  std::string text;
+  for (const auto& line : cells) {
+    text += fmt::format("{:<{}}  {:<{}}  {:>{}}  {:>{}}  {:>{}}\n", line[0], widths[0], line[1], widths[1], line[2],
+                        widths[2], line[3], widths[3], line[4], widths[4]);
+  }
+  return text + fmt::format("forward FLOPs per sample: {} ({:.3g} M); parameters: {} ({:.3g} MiB as float32)\n",
+                            grouped(2 * macs), 2.0 * static_cast<double>(macs) / 1e6, grouped(parameters),
+                            4.0 * static_cast<double>(parameters) / (1024.0 * 1024.0));
 }
 
 std::vector<std::string> layer_summary(const torch::nn::Sequential& model) {
   std::vector<std::string> lines;
-  for (const auto& layer : model->named_children()) {
+  for (const auto& layer : model->named_modules("", /*include_self=*/false)) {
+    if (layer.value()->as<torch::nn::SequentialImpl>()) continue;  // a residual's branch: its layers follow
     lines.push_back(
         fmt::format("{}: {} {} params", layer.key(), pretty(*layer.value()), parameter_count(*layer.value())));
   }

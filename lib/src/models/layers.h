@@ -30,5 +30,7 @@ void flatten_if_needed(torch::nn::Sequential& model, const ModelShape& shape);
 torch::nn::Sequential make_linear(const config::ModelConfig& config, const ModelShape& shape);
 torch::nn::Sequential make_mlp(const config::ModelConfig& config, const ModelShape& shape);
 torch::nn::Sequential make_cifar_cnn(const config::ModelConfig& config, const ModelShape& shape);
+// model.layers (declared.cpp).
+torch::nn::Sequential make_declared(const config::ModelConfig& config, const ModelShape& shape);
 
 }  // namespace gputrain::models::detail

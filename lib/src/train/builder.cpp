@@ -114,6 +114,15 @@ torch::nn::Sequential build_model(const config::ModelConfig& config, const data:
   return model;
 }
 
+std::string describe_model(const config::ExperimentConfig& config) {
+  const auto train_set = data::make_dataset(config.data, data::Split::kTrain, config.seed);
+  const data::DatasetInfo& info = train_set->info();
+  torch::nn::Sequential model = build_model(config.model, info, torch::kCPU);
+  return fmt::format("model {} for {} samples shaped {} ({} outputs)\n", config::word(config.model.name), info.name,
+                     fmt::join(info.input_shape, "x"), models::model_shape(info, config.model).outputs) +
+         models::layer_table(models::trace_layers(model, info.input_shape));
+}
+
 FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
                            const data::DatasetInfo& info, RunFacts facts) {
   FastPaths fast = plan_fast_paths(config, with_model_facts(facts, model, info.input_shape));

@@ -3,6 +3,7 @@
 // field per key, named exactly as the key. Defaults here are the defaults a
 // user gets; `gputrain config` prints them all. No torch, no YAML here.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,7 +19,7 @@ enum class Switch { kOff, kOn, kAuto };
 
 // The choice keys' values. Each enum's table (below) holds its words.
 enum class DatasetName { kRandom, kSynthetic, kCifar10, kFashionMnist, kMnist, kNpy };
-enum class ModelName { kLinear, kMlp, kCifar10Cnn };
+enum class ModelName { kLinear, kMlp, kCifar10Cnn, kLayers };
 enum class Activation { kRelu, kGelu, kTanh };
 enum class OptimizerName { kSgd, kAdam, kAdamW };
 enum class SchedulerName { kNone, kStep, kCosine, kOneCycle, kLinearWarmupDecay };
@@ -30,6 +31,23 @@ enum class MatmulPrecision { kAuto, kHighest, kHigh, kMedium };
 enum class StrategyName { kAuto, kSingle, kDp, kDdp };
 enum class DdpBackend { kAuto, kNccl, kGloo };
 enum class StopMetric { kAuto, kAccuracy, kLoss };
+enum class LayerType {
+  kConv2d,
+  kBatchnorm,
+  kLayernorm,
+  kRelu,
+  kGelu,
+  kSilu,
+  kTanh,
+  kLeakyRelu,
+  kMaxpool,
+  kAvgpool,
+  kAdaptiveAvgpool,
+  kFlatten,
+  kLinear,
+  kDropout,
+  kResidual
+};
 
 inline constexpr ChoiceTable<DatasetName, 6> kDatasetNames{{{{"random", DatasetName::kRandom},
                                                              {"synthetic", DatasetName::kSynthetic},
@@ -37,8 +55,10 @@ inline constexpr ChoiceTable<DatasetName, 6> kDatasetNames{{{{"random", DatasetN
                                                              {"fashion_mnist", DatasetName::kFashionMnist},
                                                              {"mnist", DatasetName::kMnist},
                                                              {"npy", DatasetName::kNpy}}}};
-inline constexpr ChoiceTable<ModelName, 3> kModelNames{
-    {{{"linear", ModelName::kLinear}, {"mlp", ModelName::kMlp}, {"cifar10_cnn", ModelName::kCifar10Cnn}}}};
+inline constexpr ChoiceTable<ModelName, 4> kModelNames{{{{"linear", ModelName::kLinear},
+                                                         {"mlp", ModelName::kMlp},
+                                                         {"cifar10_cnn", ModelName::kCifar10Cnn},
+                                                         {"layers", ModelName::kLayers}}}};
 inline constexpr ChoiceTable<Activation, 3> kActivations{
     {{{"relu", Activation::kRelu}, {"gelu", Activation::kGelu}, {"tanh", Activation::kTanh}}}};
 inline constexpr ChoiceTable<OptimizerName, 3> kOptimizerNames{
@@ -68,6 +88,21 @@ inline constexpr ChoiceTable<DdpBackend, 3> kDdpBackends{
     {{{"auto", DdpBackend::kAuto}, {"nccl", DdpBackend::kNccl}, {"gloo", DdpBackend::kGloo}}}};
 inline constexpr ChoiceTable<StopMetric, 3> kStopMetrics{
     {{{"auto", StopMetric::kAuto}, {"accuracy", StopMetric::kAccuracy}, {"loss", StopMetric::kLoss}}}};
+inline constexpr ChoiceTable<LayerType, 15> kLayerTypes{{{{"conv2d", LayerType::kConv2d},
+                                                          {"batchnorm", LayerType::kBatchnorm},
+                                                          {"layernorm", LayerType::kLayernorm},
+                                                          {"relu", LayerType::kRelu},
+                                                          {"gelu", LayerType::kGelu},
+                                                          {"silu", LayerType::kSilu},
+                                                          {"tanh", LayerType::kTanh},
+                                                          {"leaky_relu", LayerType::kLeakyRelu},
+                                                          {"maxpool", LayerType::kMaxpool},
+                                                          {"avgpool", LayerType::kAvgpool},
+                                                          {"adaptive_avgpool", LayerType::kAdaptiveAvgpool},
+                                                          {"flatten", LayerType::kFlatten},
+                                                          {"linear", LayerType::kLinear},
+                                                          {"dropout", LayerType::kDropout},
+                                                          {"residual", LayerType::kResidual}}}};
 
 // The table of each choice enum, found by overload (config::word(value) uses it).
 constexpr const auto& choices(DatasetName) { return kDatasetNames; }
@@ -83,6 +118,7 @@ constexpr const auto& choices(MatmulPrecision) { return kMatmulPrecisions; }
 constexpr const auto& choices(StrategyName) { return kStrategyNames; }
 constexpr const auto& choices(DdpBackend) { return kDdpBackends; }
 constexpr const auto& choices(StopMetric) { return kStopMetrics; }
+constexpr const auto& choices(LayerType) { return kLayerTypes; }
 
 struct NormalizeConfig {
   std::vector<double> mean;  // empty: no normalisation; else one value or one per channel
@@ -132,8 +168,26 @@ struct DataConfig {
   int64_t targets = 0;  // > 0: a regression task with this many real-valued targets
 };
 
+// One entry of model.layers. Each type's keys, their kinds, ranges and
+// defaults are declared once in config/layer_keys.h; `values` holds those the
+// file gives (integers and booleans as numbers), so a dump writes back only them.
+struct LayerConfig {
+  LayerType type = LayerType::kRelu;
+  std::string name;  // "": the type's prefix and a count (conv1, fc2, ...)
+  std::map<std::string, double> values;
+  std::vector<LayerConfig> layers;    // residual: the branch whose output is added to its input
+  std::vector<LayerConfig> shortcut;  // residual: what the input passes through first; empty: nothing
+  // Where it was declared ("model.layers[4].layers[1]" and its file position), for errors about its shape.
+  std::string path;
+  SourceMark mark;
+};
+// Same declaration: type, name, values and nested layers; not where it was read.
+bool operator==(const LayerConfig& a, const LayerConfig& b);
+inline bool operator!=(const LayerConfig& a, const LayerConfig& b) { return !(a == b); }
+
 struct ModelConfig {
   ModelName name = ModelName::kCifar10Cnn;
+  std::vector<LayerConfig> layers;      // name: layers
   std::optional<int64_t> in_features;   // unset: from the data set
   std::optional<int64_t> out_features;  // unset: from the data set
   std::vector<int64_t> hidden{64};

@@ -140,7 +140,16 @@ void visit(V& v, DataConfig& c) {
 
 template <class V>
 void visit(V& v, ModelConfig& c) {
-  v.field("name", c.name, Any{}, "`linear`, the MLP, or the seed tutorial's CIFAR-10 Net");
+  v.field("name", c.name, Any{},
+          "`linear`, the MLP, the seed tutorial's CIFAR-10 Net, or `layers`: the network `model.layers` declares");
+  v.field("layers", c.layers, Any{},
+          "`name: layers`: the network as a list of layers, each `{type: conv2d, out_channels: 64, kernel: 3}` or "
+          "a type's word (`relu`); input sizes follow the data set. Types and their keys: the table below");
+  v.check("layers", (c.name == ModelName::kLayers) == !c.layers.empty(), [&] {
+    return c.layers.empty() ? std::string("is empty, but model.name is `layers`: declare the network here")
+                            : fmt::format("declares a network, but model.name is `{}`; write `name: layers` to use it",
+                                          word(c.name));
+  });
   v.field("in_features", c.in_features, Min{1}, "input size; `auto`: from the data set");
   v.field("out_features", c.out_features, Min{1}, "output size; `auto`: the data set's classes or targets");
   v.field("hidden", c.hidden, Min{1}, "MLP hidden widths");

@@ -6,6 +6,8 @@
 //   linear:      [flatten,] fc
 //   mlp:         [flatten,] fc1, act1, [drop1,] ... fcN (one block per model.hidden width)
 //   cifar10_cnn: conv1, relu1, pool1, conv2, relu2, pool2, flatten, fc1, relu3, fc2, relu4, fc3
+//   layers:      model.layers as declared; unnamed layers are their type's prefix and a count (conv1, fc2),
+//                a residual's branches nest as res1.layers.* and res1.shortcut.*
 #include <torch/nn/modules/container/sequential.h>
 
 #include <string>
@@ -33,14 +35,30 @@ torch::nn::Sequential make_model(const config::ModelConfig& config, const ModelS
 
 int64_t parameter_count(const torch::nn::Module& model);
 
-// Multiply-adds of one sample's forward pass through the Linear and Conv2d
-// layers, which hold nearly all of a step's arithmetic. Traced with a zero
-// sample of `sample_shape` on the model's device, in eval mode under no-grad,
-// so no random number is drawn and the model's mode is restored.
+// One layer of a traced forward pass: `gputrain model`'s table and the plan's arithmetic.
+struct LayerRow {
+  std::string name;                   // the state-dict path: "conv1", "res1.layers.conv2"
+  std::string module;                 // "Conv2d(3, 64, kernel_size=[3, 3], ...)"
+  std::vector<int64_t> output_shape;  // one sample's
+  int64_t parameters = 0;
+  int64_t macs = 0;  // multiply-adds per sample: Linear and Conv2d, which hold nearly all of a step's arithmetic
+  int depth = 0;     // 1 inside a residual's branches, 2 inside a nested one, ...
+};
+
+// Traced with a zero sample of `sample_shape` on the model's device, in eval
+// mode under no-grad, so no random number is drawn and the model's mode is
+// restored. A residual's row sums its branches, whose rows follow it.
+std::vector<LayerRow> trace_layers(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape);
+
+// Multiply-adds of one sample's forward pass (the top-level rows of trace_layers).
 int64_t forward_macs(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape);
 
-// One line per layer: name, the module's pretty print without "torch::nn::", its
-// parameter count; e.g. "conv1: Conv2d(3, 6, kernel_size=[5, 5], stride=[1, 1]) 456 params".
+// The rows as an aligned text table with totals: parameters and forward FLOPs (2 per multiply-add) per sample.
+std::string layer_table(const std::vector<LayerRow>& rows);
+
+// One line per layer (a residual's branches included): name, the module's
+// pretty print without "torch::nn::", its parameter count; e.g.
+// "conv1: Conv2d(3, 6, kernel_size=[5, 5], stride=[1, 1]) 456 params".
 std::vector<std::string> layer_summary(const torch::nn::Sequential& model);
 
 }  // namespace gputrain::models

@@ -27,6 +27,10 @@ torch::nn::Sequential build_model(const config::ModelConfig& config, const data:
 // Builds `model` for the run: resolves the fast paths (fast_paths.h) from what
 // the model and the data are, logs each decision, puts the model in
 // channels-last format when chosen and sets the process-wide backends.
+// `gputrain model`: the configured model built on the CPU for the training
+// split's sample shape, each layer's output shape, parameters and FLOPs.
+std::string describe_model(const config::ExperimentConfig& config);
+
 FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
                            const data::DatasetInfo& info, RunFacts facts);
 

@@ -1,0 +1,123 @@
+#include "gputrain/config/layer_keys.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+namespace gputrain::config {
+
+namespace {
+constexpr auto kInt = LayerValueKind::kInteger;
+constexpr auto kReal = LayerValueKind::kReal;
+constexpr auto kBool = LayerValueKind::kBoolean;
+constexpr Range kAnyBool{0, 1, false, false};
+
+const std::vector<LayerTypeInfo>& layer_types() {
+  const std::vector<LayerKey> pool_keys{
+      {"kernel", kInt, Range{1}, 2, false, "square window side"},
+      {"stride", kInt, Range{1}, std::nullopt, false, "step between windows; default: the kernel"},
+      {"padding", kInt, Range{0}, 0, false, "padding on each side; at most half the kernel"}};
+  static const std::vector<LayerTypeInfo> kTypes{
+      {LayerType::kConv2d,
+       "conv",
+       {{"out_channels", kInt, Range{1}, std::nullopt, true, "output channels"},
+        {"kernel", kInt, Range{1}, std::nullopt, true, "square kernel side"},
+        {"stride", kInt, Range{1}, 1, false, "step between windows"},
+        {"padding", kInt, Range{0}, 0, false, "zeros added on each side"},
+        {"groups", kInt, Range{1}, 1, false, "channel groups; must divide input and output channels"},
+        {"bias", kBool, kAnyBool, 1, false, "add a learned bias (false before a batchnorm)"}},
+       "2-D convolution of CxHxW samples"},
+      {LayerType::kBatchnorm,
+       "bn",
+       {{"momentum", kReal, Range{0, 1, false, false}, 0.1, false, "running statistics' update weight"},
+        {"eps", kReal, above(0), 1e-5, false, "added to the variance"}},
+       "batch normalisation over channels: BatchNorm2d on CxHxW samples, BatchNorm1d on features"},
+      {LayerType::kLayernorm,
+       "ln",
+       {{"eps", kReal, above(0), 1e-5, false, "added to the variance"}},
+       "layer normalisation over each sample's whole shape, with a learned scale and shift"},
+      {LayerType::kRelu, "relu", {}, "max(0, x)"},
+      {LayerType::kGelu, "gelu", {}, "GELU (exact erf form)"},
+      {LayerType::kSilu, "silu", {}, "x * sigmoid(x)"},
+      {LayerType::kTanh, "tanh", {}, "tanh(x)"},
+      {LayerType::kLeakyRelu,
+       "leaky_relu",
+       {{"negative_slope", kReal, at_least(0), 0.01, false, "slope below zero"}},
+       "x, or negative_slope * x below zero"},
+      {LayerType::kMaxpool, "pool", pool_keys, "max over each window of CxHxW samples"},
+      {LayerType::kAvgpool, "avgpool", pool_keys, "mean over each window of CxHxW samples (zero padding counted)"},
+      {LayerType::kAdaptiveAvgpool,
+       "gap",
+       {{"output_size", kInt, Range{1}, 1, false, "output side: 1 averages each channel to one value"}},
+       "mean pooling to a fixed output side, whatever the input's"},
+      {LayerType::kFlatten, "flatten", {}, "one feature vector per sample"},
+      {LayerType::kLinear,
+       "fc",
+       {{"out_features", kInt, Range{1}, std::nullopt, false,
+         "output width; may be left out on the last layer, which then gives the data set's classes or targets"},
+        {"bias", kBool, kAnyBool, 1, false, "add a learned bias"}},
+       "fully connected layer over a sample's features (its last dimension)"},
+      {LayerType::kDropout,
+       "drop",
+       {{"p", kReal, Range{0, 1}, 0.5, false, "probability of zeroing each value (training only)"}},
+       "dropout"},
+      {LayerType::kResidual,
+       "res",
+       {},
+       "`layers` (a list of layers, required) whose output is added to the input, or to the input passed "
+       "through `shortcut` (a list of layers) when given; the two must give the same shape"},
+  };
+  return kTypes;
+}
+
+std::string shown_default(const LayerKey& key) {
+  if (key.required) return "required";
+  if (!key.fallback) return "derived";
+  if (key.kind == LayerValueKind::kBoolean) return *key.fallback != 0 ? "true" : "false";
+  return fmt::format("{}", *key.fallback);
+}
+}  // namespace
+
+const LayerTypeInfo& layer_type_info(LayerType type) {
+  for (const auto& info : layer_types()) {
+    if (info.type == type) return info;
+  }
+  unhandled(type);
+}
+
+std::optional<double> layer_value(const LayerConfig& layer, const std::string& key) {
+  if (const auto given = layer.values.find(key); given != layer.values.end()) return given->second;
+  for (const auto& declared : layer_type_info(layer.type).keys) {
+    if (declared.key == key) return declared.fallback;
+  }
+  throw InternalError(fmt::format("layer type {} has no key '{}'", word(layer.type), key));
+}
+
+int64_t layer_integer(const LayerConfig& layer, const std::string& key) {
+  const auto value = layer_value(layer, key);
+  if (!value) throw InternalError(fmt::format("{} ({}) has no value for '{}'", layer.path, word(layer.type), key));
+  return static_cast<int64_t>(std::llround(*value));
+}
+
+std::string layer_type_table() {
+  std::string rows = "| type | keys (default) | what it does |\n|---|---|---|\n";
+  for (const auto& info : layer_types()) {
+    std::vector<std::string> keys;
+    for (const auto& key : info.keys) {
+      keys.push_back(fmt::format("`{}` ({}): {}", key.key, shown_default(key), key.doc));
+    }
+    if (info.type == LayerType::kResidual) keys = {"`layers` (required)", "`shortcut` ([])"};
+    rows += fmt::format("| `{}` | {} | {}; default names {}1, {}2, ... |\n", word(info.type),
+                        keys.empty() ? "—" : fmt::format("{}", fmt::join(keys, "<br>")), info.doc, info.prefix,
+                        info.prefix);
+  }
+  return rows;
+}
+
+bool operator==(const LayerConfig& a, const LayerConfig& b) {
+  return a.type == b.type && a.name == b.name && a.values == b.values && a.layers == b.layers &&
+         a.shortcut == b.shortcut;
+}
+
+}  // namespace gputrain::config

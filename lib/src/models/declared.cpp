@@ -1,0 +1,237 @@
+// model.layers: the network the config declares, its shapes inferred from
+// the data set's sample shape, each mismatch blamed on the layer that has it.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/modules/pooling.h>
+
+#include <functional>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "gputrain/common/error.h"
+#include "gputrain/config/layer_keys.h"
+#include "layers.h"
+#include "residual.h"
+
+namespace gputrain::models::detail {
+
+namespace {
+
+using config::LayerConfig;
+using config::LayerType;
+using Shape = std::vector<int64_t>;  // one sample's
+
+std::string shape_text(const Shape& shape) {
+  const int64_t values = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+  if (shape.size() == 1) return fmt::format("{} features", values);
+  if (shape.size() == 3) return fmt::format("{}x{}x{} images (CxHxW)", shape[0], shape[1], shape[2]);
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// The side of a window's output: how many windows of `kernel` fit at `stride` in `side` padded by `padding`.
+int64_t windows(int64_t side, int64_t kernel, int64_t stride, int64_t padding) {
+  return (side + 2 * padding - kernel) / stride + 1;
+}
+
+class DeclaredNetwork {
+ public:
+  explicit DeclaredNetwork(int64_t outputs) : outputs_(outputs) {}
+
+  // The layers of one list, `shape` updated to what the last gives. `last`:
+  // the list ends the network, so its last linear may leave out out_features.
+  torch::nn::Sequential build(const std::vector<LayerConfig>& layers, Shape& shape, bool ends_network) {
+    torch::nn::Sequential sequential = named_sequential();
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const LayerConfig& layer = layers[i];
+      const bool last = ends_network && i + 1 == layers.size();
+      torch::nn::AnyModule module = make(layer, shape, last);
+      const std::string name = layer.name.empty() ? default_name(layer, names) : layer.name;
+      if (!names.insert(name).second) {
+        fail(layer, fmt::format("the name '{}' is taken by an earlier layer of this list; layer names are "
+                                "checkpoint keys and must differ",
+                                name));
+      }
+      sequential->push_back(name, std::move(module));
+    }
+    return sequential;
+  }
+
+ private:
+  [[noreturn]] static void fail(const LayerConfig& layer, const std::string& problem) {
+    throw ConfigError(layer.mark, fmt::format("{} ({})", layer.path, config::word(layer.type)), problem);
+  }
+
+  std::string default_name(const LayerConfig& layer, const std::set<std::string>& taken) {
+    const std::string prefix = config::layer_type_info(layer.type).prefix;
+    std::string name;
+    do {
+      name = prefix + std::to_string(++counts_[prefix]);
+    } while (taken.count(name));
+    return name;
+  }
+
+  static void require_images(const LayerConfig& layer, const Shape& shape) {
+    if (shape.size() != 3) {
+      fail(layer, fmt::format("needs images (CxHxW) but gets {}; it belongs before the flatten", shape_text(shape)));
+    }
+  }
+
+  // A window's output side, or an error when the window does not fit.
+  static int64_t window_side(const LayerConfig& layer, int64_t side, int64_t kernel, int64_t stride, int64_t padding) {
+    if (side + 2 * padding < kernel) {
+      fail(layer, fmt::format("kernel {} does not fit its {}x{} input padded by {}", kernel, side, side, padding));
+    }
+    return windows(side, kernel, stride, padding);
+  }
+
+  torch::nn::AnyModule make(const LayerConfig& layer, Shape& shape, bool last) {
+    using config::layer_integer;
+    switch (layer.type) {
+      case LayerType::kConv2d: {
+        require_images(layer, shape);
+        const int64_t out = layer_integer(layer, "out_channels");
+        const int64_t kernel = layer_integer(layer, "kernel");
+        const int64_t stride = layer_integer(layer, "stride");
+        const int64_t padding = layer_integer(layer, "padding");
+        const int64_t groups = layer_integer(layer, "groups");
+        if (shape[0] % groups != 0 || out % groups != 0) {
+          fail(layer, fmt::format("groups {} must divide its input channels ({}) and out_channels ({})", groups,
+                                  shape[0], out));
+        }
+        auto options = torch::nn::Conv2dOptions(shape[0], out, kernel)
+                           .stride(stride)
+                           .padding(padding)
+                           .groups(groups)
+                           .bias(layer_integer(layer, "bias") != 0);
+        shape = {out, window_side(layer, shape[1], kernel, stride, padding),
+                 window_side(layer, shape[2], kernel, stride, padding)};
+        return torch::nn::AnyModule(torch::nn::Conv2d(options));
+      }
+      case LayerType::kBatchnorm: {
+        const double momentum = *config::layer_value(layer, "momentum");
+        const double eps = *config::layer_value(layer, "eps");
+        if (shape.size() == 3) {
+          return torch::nn::AnyModule(
+              torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(shape[0]).momentum(momentum).eps(eps)));
+        }
+        if (shape.size() == 1 || shape.size() == 2) {
+          return torch::nn::AnyModule(
+              torch::nn::BatchNorm1d(torch::nn::BatchNorm1dOptions(shape[0]).momentum(momentum).eps(eps)));
+        }
+        fail(layer, fmt::format("normalises images (CxHxW) or features, not {}", shape_text(shape)));
+      }
+      case LayerType::kLayernorm:
+        return torch::nn::AnyModule(
+            torch::nn::LayerNorm(torch::nn::LayerNormOptions(shape).eps(*config::layer_value(layer, "eps"))));
+      case LayerType::kRelu:
+        return torch::nn::AnyModule(torch::nn::ReLU());
+      case LayerType::kGelu:
+        return torch::nn::AnyModule(torch::nn::GELU());
+      case LayerType::kSilu:
+        return torch::nn::AnyModule(torch::nn::SiLU());
+      case LayerType::kTanh:
+        return torch::nn::AnyModule(torch::nn::Tanh());
+      case LayerType::kLeakyRelu:
+        return torch::nn::AnyModule(torch::nn::LeakyReLU(
+            torch::nn::LeakyReLUOptions().negative_slope(*config::layer_value(layer, "negative_slope"))));
+      case LayerType::kMaxpool:
+      case LayerType::kAvgpool: {
+        require_images(layer, shape);
+        const int64_t kernel = layer_integer(layer, "kernel");
+        const int64_t stride = config::layer_value(layer, "stride") ? layer_integer(layer, "stride") : kernel;
+        const int64_t padding = layer_integer(layer, "padding");
+        if (2 * padding > kernel) {
+          fail(layer, fmt::format("padding {} is more than half its kernel ({})", padding, kernel));
+        }
+        shape = {shape[0], window_side(layer, shape[1], kernel, stride, padding),
+                 window_side(layer, shape[2], kernel, stride, padding)};
+        if (layer.type == LayerType::kMaxpool) {
+          return torch::nn::AnyModule(
+              torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(kernel).stride(stride).padding(padding)));
+        }
+        return torch::nn::AnyModule(
+            torch::nn::AvgPool2d(torch::nn::AvgPool2dOptions(kernel).stride(stride).padding(padding)));
+      }
+      case LayerType::kAdaptiveAvgpool: {
+        require_images(layer, shape);
+        const int64_t side = layer_integer(layer, "output_size");
+        shape = {shape[0], side, side};
+        return torch::nn::AnyModule(torch::nn::AdaptiveAvgPool2d(torch::nn::AdaptiveAvgPool2dOptions(side)));
+      }
+      case LayerType::kFlatten:
+        shape = {std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>())};
+        return torch::nn::AnyModule(torch::nn::Flatten());
+      case LayerType::kLinear: {
+        if (shape.size() >= 3) {
+          fail(layer,
+               fmt::format("gets {}; put {{type: flatten}} before it to make them {} features", shape_text(shape),
+                           std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>())));
+        }
+        int64_t out = outputs_;
+        if (config::layer_value(layer, "out_features")) {
+          out = layer_integer(layer, "out_features");
+        } else if (!last) {
+          fail(layer,
+               "needs out_features; only the network's last layer may leave it out (it then gives the data "
+               "set's classes or targets)");
+        }
+        const int64_t in = shape.back();
+        shape.back() = out;
+        return torch::nn::AnyModule(
+            torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(layer_integer(layer, "bias") != 0)));
+      }
+      case LayerType::kDropout:
+        return torch::nn::AnyModule(torch::nn::Dropout(*config::layer_value(layer, "p")));
+      case LayerType::kResidual: {
+        Shape branch_shape = shape;
+        torch::nn::Sequential branch = build(layer.layers, branch_shape, false);
+        Shape shortcut_shape = shape;
+        torch::nn::Sequential shortcut(nullptr);
+        if (!layer.shortcut.empty()) shortcut = build(layer.shortcut, shortcut_shape, false);
+        if (branch_shape != shortcut_shape) {
+          if (layer.shortcut.empty()) {
+            fail(layer, fmt::format("its layers give {} but its input is {}; they are added, so add a `shortcut` "
+                                    "list that gives the same shape (e.g. a conv2d with kernel 1)",
+                                    shape_text(branch_shape), shape_text(shape)));
+          }
+          fail(layer, fmt::format("its layers give {} but its shortcut gives {}; they are added, so they must agree",
+                                  shape_text(branch_shape), shape_text(shortcut_shape)));
+        }
+        shape = branch_shape;
+        return torch::nn::AnyModule(Residual(branch, shortcut));
+      }
+    }
+    config::unhandled(layer.type);
+  }
+
+  int64_t outputs_;
+  std::map<std::string, int> counts_;  // per default-name prefix, across nested lists
+};
+
+}  // namespace
+
+torch::nn::Sequential make_declared(const config::ModelConfig& config, const ModelShape& shape) {
+  checked_inputs(config, shape);  // only to check model.in_features
+  const int64_t wanted = outputs(config, shape);
+  DeclaredNetwork network(wanted);
+  Shape sample = shape.input_shape;
+  torch::nn::Sequential model = network.build(config.layers, sample, true);
+  if (sample != Shape{wanted}) {
+    const LayerConfig& last = config.layers.back();
+    throw ConfigError(last.mark, fmt::format("{} ({})", last.path, config::word(last.type)),
+                      fmt::format("the network ends with {} per sample, but the data set needs {} outputs (its "
+                                  "classes or targets); end with a linear layer (out_features may be left out)",
+                                  shape_text(sample), wanted));
+  }
+  return model;
+}
+
+}  // namespace gputrain::models::detail

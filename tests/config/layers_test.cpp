@@ -1,0 +1,132 @@
+// model.layers as the reader takes it: shorthand, nesting, the dump's round
+// trip, and each error naming the layer at its file position.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gputrain/common/error.h"
+#include "gputrain/config/layer_keys.h"
+#include "gputrain/config/load.h"
+
+namespace gputrain::config {
+namespace {
+
+ModelConfig model_of(const std::string& layers) {
+  return load_config_text("model:\n  name: layers\n  layers:\n" + layers, "x.yaml").config.model;
+}
+
+// what() of the error that loading `layers` gives.
+std::string error_of(const std::string& layers) {
+  try {
+    model_of(layers);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted:\n" << layers;
+  return "";
+}
+
+TEST(LayerConfig, ReadsTypesKeysNamesAndNestedBranches) {
+  const ModelConfig model = model_of(
+      "    - {type: conv2d, out_channels: 8, kernel: 3, padding: 1, bias: false}\n"
+      "    - relu\n"
+      "    - type: residual\n"
+      "      name: block\n"
+      "      layers: [{type: conv2d, out_channels: 16, kernel: 3, stride: 2, padding: 1}, {type: batchnorm, "
+      "momentum: 0.2}]\n"
+      "      shortcut: [{type: conv2d, out_channels: 16, kernel: 1, stride: 2}]\n"
+      "    - {type: dropout, p: 0.25}\n");
+  ASSERT_EQ(model.layers.size(), 4u);
+  EXPECT_EQ(model.layers[0].type, LayerType::kConv2d);
+  EXPECT_EQ(layer_integer(model.layers[0], "out_channels"), 8);
+  EXPECT_EQ(layer_integer(model.layers[0], "stride"), 1);  // the default
+  EXPECT_EQ(layer_integer(model.layers[0], "bias"), 0);
+  EXPECT_EQ(model.layers[1].type, LayerType::kRelu);
+  const LayerConfig& block = model.layers[2];
+  EXPECT_EQ(block.name, "block");
+  ASSERT_EQ(block.layers.size(), 2u);
+  EXPECT_DOUBLE_EQ(*layer_value(block.layers[1], "momentum"), 0.2);
+  EXPECT_EQ(block.layers[1].path, "model.layers[2].layers[1]");
+  EXPECT_EQ(block.layers[1].mark.line, 8);  // the flow list's line
+  ASSERT_EQ(block.shortcut.size(), 1u);
+  EXPECT_DOUBLE_EQ(*layer_value(model.layers[3], "p"), 0.25);
+  LayerConfig pool;
+  pool.type = LayerType::kMaxpool;
+  EXPECT_FALSE(layer_value(pool, "stride").has_value());  // derived: the kernel
+}
+
+TEST(LayerConfig, DumpWritesBackWhatTheFileGave) {
+  const auto loaded = load_config_text(
+      "model:\n  name: layers\n  layers:\n    - {type: linear, out_features: 32, name: hidden}\n    - gelu\n"
+      "    - {type: residual, layers: [{type: linear, out_features: 32}]}\n    - linear\n",
+      "x.yaml");
+  const std::string dumped = dump_config(loaded.config);
+  EXPECT_NE(dumped.find("{type: linear, name: hidden, out_features: 32}"), std::string::npos) << dumped;
+  EXPECT_NE(dumped.find("{type: residual, layers: [{type: linear, out_features: 32}]}"), std::string::npos) << dumped;
+  EXPECT_EQ(load_config_text(dumped, "dumped.yaml").config.model.layers, loaded.config.model.layers);
+}
+
+TEST(LayerConfig, ErrorsNameTheLayerAtItsPosition) {
+  EXPECT_EQ(error_of("    - relu\n    - {type: conv, out_channels: 4}\n"),
+            "x.yaml:5:14: model.layers[1]: unknown layer type: unknown value 'conv'; allowed: conv2d, batchnorm, "
+            "layernorm, relu, gelu, silu, tanh, leaky_relu, maxpool, avgpool, adaptive_avgpool, flatten, linear, "
+            "dropout or residual (did you mean 'conv2d'?)");
+  EXPECT_EQ(error_of("    - relu\n    - relu\n    - {type: linear, out_feature: 4}\n"),
+            "x.yaml:6:22: model.layers[2] (linear): unknown key `out_feature` (did you mean `out_features`?); "
+            "linear takes type, name, out_features or bias");
+  EXPECT_EQ(error_of("    - {type: conv2d, out_channels: 4}\n"),
+            "x.yaml:4:7: model.layers[0] (conv2d): needs `kernel` (square kernel side)");
+  EXPECT_EQ(error_of("    - {type: conv2d, out_channels: 0, kernel: 3}\n"),
+            "x.yaml:4:36: model.layers[0] (conv2d): `out_channels` must be >= 1 (got '0')");
+  EXPECT_EQ(error_of("    - {type: conv2d, out_channels: 2.5, kernel: 3}\n"),
+            "x.yaml:4:36: model.layers[0] (conv2d): `out_channels` must be an integer (got '2.5')");
+  EXPECT_EQ(error_of("    - {type: dropout, p: 1}\n"),
+            "x.yaml:4:26: model.layers[0] (dropout): `p` must be in [0, 1) (got '1')");
+  EXPECT_EQ(error_of("    - {type: linear, bias: maybe}\n"),
+            "x.yaml:4:28: model.layers[0] (linear): `bias` must be true or false (got 'maybe')");
+  EXPECT_EQ(error_of("    - {type: relu, name: 1st}\n"),
+            "x.yaml:4:26: model.layers[0] (relu): `name` must be letters, digits and '_', not starting with a digit "
+            "(got '1st')");
+  EXPECT_EQ(error_of("    - {type: residual}\n"),
+            "x.yaml:4:7: model.layers[0] (residual): needs `layers`: the list whose output is added to the "
+            "residual's input");
+  EXPECT_EQ(error_of("    - {type: residual, layers: [{type: linear, size: 3}]}\n"),
+            "x.yaml:4:48: model.layers[0].layers[0] (linear): unknown key `size`; linear takes type, name, "
+            "out_features or bias");
+  EXPECT_EQ(error_of("    - {out_features: 3}\n"),
+            "x.yaml:4:7: model.layers[0]: has no `type`; one of conv2d, batchnorm, layernorm, relu, gelu, silu, tanh, "
+            "leaky_relu, maxpool, avgpool, adaptive_avgpool, flatten, linear, dropout or residual");
+  EXPECT_EQ(error_of("    - {type: relu, type: gelu}\n"), "x.yaml:4:20: model.layers[0] (relu): `type` is given twice");
+}
+
+TEST(LayerConfig, TheNameAndTheListGoTogether) {
+  try {
+    load_config_text("model:\n  layers: [relu]\n", "x.yaml");
+    ADD_FAILURE() << "layers without name: layers was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "x.yaml:2:11: model.layers: declares a network, but model.name is `cifar10_cnn`; write `name: layers` "
+              "to use it");
+  }
+  EXPECT_THROW(load_config_text("model:\n  name: layers\n", "x.yaml"), ConfigError);
+  EXPECT_THROW(load_config_text("model:\n  name: layers\n  layers: []\n", "x.yaml"), ConfigError);
+}
+
+TEST(LayerConfig, SetGivesAWholeListAndErrorsPointAtIt) {
+  const auto loaded = load_config_text("model: {name: layers}\n", "x.yaml",
+                                       {"model.layers=[flatten, {type: linear, out_features: 3}]"});
+  ASSERT_EQ(loaded.config.model.layers.size(), 2u);
+  try {
+    load_config_text("model: {name: layers}\n", "x.yaml", {"model.layers=[{type: linear, out_features: -1}]"});
+    ADD_FAILURE() << "out_features -1 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--set #1 (model.layers=[{type: linear, out_features: -1}]): model.layers[0] "
+                                          "(linear): `out_features` must be >= 1",
+                                          0),
+              0u)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gputrain::config

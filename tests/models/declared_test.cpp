@@ -1,0 +1,210 @@
+// model.layers built: shapes inferred from the data set, errors about shapes
+// on the layer at fault, the built-ins' parameters and names reproduced, and
+// residual branches that trace, clone and replicate like any layer.
+#include <gtest/gtest.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/parallel/data_parallel.h>
+
+#include <filesystem>
+
+#include "gputrain/common/error.h"
+#include "gputrain/config/load.h"
+#include "gputrain/models/factory.h"
+
+namespace gputrain::models {
+namespace {
+
+config::ModelConfig declared(const std::string& layers) {
+  return config::load_config_text("model:\n  name: layers\n  layers:\n" + layers, "x.yaml").config.model;
+}
+
+std::string shape_error(const std::string& layers, const ModelShape& shape) {
+  try {
+    make_model(declared(layers), shape);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "built:\n" << layers;
+  return "";
+}
+
+config::ModelConfig shipped(const std::string& name) {
+  const auto path = std::filesystem::path(GPUTRAIN_SOURCE_DIR) / "configs" / name;
+  return config::load_config(path.string()).config.model;
+}
+
+// Name and shape of every parameter and buffer: what a checkpoint holds.
+std::vector<std::pair<std::string, std::vector<int64_t>>> state_of(const torch::nn::Module& model) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> state;
+  for (const auto& entry : model.named_parameters()) state.emplace_back(entry.key(), entry.value().sizes().vec());
+  for (const auto& entry : model.named_buffers()) state.emplace_back(entry.key(), entry.value().sizes().vec());
+  return state;
+}
+
+TEST(DeclaredModel, InfersInputSizesAndEndsWithTheDataSetsOutputs) {
+  auto model = make_model(declared("    - {type: conv2d, out_channels: 8, kernel: 3, padding: 1}\n"
+                                   "    - {type: batchnorm}\n    - gelu\n    - maxpool\n"
+                                   "    - {type: adaptive_avgpool, output_size: 2}\n    - flatten\n"
+                                   "    - {type: linear, out_features: 16}\n    - {type: layernorm}\n    - silu\n"
+                                   "    - {type: dropout, p: 0.1}\n    - linear\n"),
+                          {{3, 12, 12}, 7});
+  EXPECT_EQ(model->named_children().keys(),
+            (std::vector<std::string>{"conv1", "bn1", "gelu1", "pool1", "gap1", "flatten1", "fc1", "ln1", "silu1",
+                                      "drop1", "fc2"}));
+  EXPECT_EQ(model->named_parameters()["fc1.weight"].sizes().vec(), (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(model->forward(torch::randn({5, 3, 12, 12})).sizes().vec(), (std::vector<int64_t>{5, 7}));
+}
+
+TEST(DeclaredModel, ShapeErrorsNameTheLayerThatDoesNotFit) {
+  EXPECT_EQ(shape_error("    - {type: linear, out_features: 4}\n    - linear\n", {{1, 28, 28}, 10}),
+            "x.yaml:4:7: model.layers[0] (linear): gets 1x28x28 images (CxHxW); put {type: flatten} before it to "
+            "make them 784 features");
+  EXPECT_EQ(
+      shape_error("    - flatten\n    - {type: conv2d, out_channels: 4, kernel: 3}\n    - linear\n", {{1, 28, 28}, 10}),
+      "x.yaml:5:7: model.layers[1] (conv2d): needs images (CxHxW) but gets 784 features; it belongs before the "
+      "flatten");
+  EXPECT_EQ(
+      shape_error("    - {type: conv2d, out_channels: 4, kernel: 9}\n    - flatten\n    - linear\n", {{1, 6, 6}, 10}),
+      "x.yaml:4:7: model.layers[0] (conv2d): kernel 9 does not fit its 6x6 input padded by 0");
+  EXPECT_EQ(shape_error("    - {type: conv2d, out_channels: 4, kernel: 3, groups: 2}\n    - flatten\n    - linear\n",
+                        {{3, 8, 8}, 10}),
+            "x.yaml:4:7: model.layers[0] (conv2d): groups 2 must divide its input channels (3) and out_channels (4)");
+  EXPECT_EQ(shape_error("    - flatten\n    - linear\n    - linear\n", {{1, 4, 4}, 10}),
+            "x.yaml:5:7: model.layers[1] (linear): needs out_features; only the network's last layer may leave it "
+            "out (it then gives the data set's classes or targets)");
+  EXPECT_EQ(shape_error("    - {type: conv2d, out_channels: 4, kernel: 3}\n", {{1, 4, 4}, 10}),
+            "x.yaml:4:7: model.layers[0] (conv2d): the network ends with 4x2x2 images (CxHxW) per sample, but the "
+            "data set needs 10 outputs (its classes or targets); end with a linear layer (out_features may be left "
+            "out)");
+  EXPECT_EQ(shape_error("    - {type: residual, layers: [{type: conv2d, out_channels: 8, kernel: 3, padding: 1}]}\n"
+                        "    - flatten\n    - linear\n",
+                        {{4, 6, 6}, 10}),
+            "x.yaml:4:7: model.layers[0] (residual): its layers give 8x6x6 images (CxHxW) but its input is 4x6x6 "
+            "images (CxHxW); they are added, so add a `shortcut` list that gives the same shape (e.g. a conv2d with "
+            "kernel 1)");
+  EXPECT_EQ(shape_error("    - {name: a, type: relu}\n    - {name: a, type: tanh}\n    - flatten\n    - linear\n",
+                        {{1, 2, 2}, 3}),
+            "x.yaml:5:7: model.layers[1] (tanh): the name 'a' is taken by an earlier layer of this list; layer names "
+            "are checkpoint keys and must differ");
+}
+
+// configs/cifar10_layers.yaml and fashion_mnist_layers.yaml declare the
+// built-in models: same parameters under the same names, so checkpoints of
+// either load into the other, and the same initial weights from one seed.
+TEST(DeclaredModel, TheBuiltInsAreExpressibleWithTheSameCheckpointKeys) {
+  const std::vector<std::tuple<std::string, std::string, ModelShape>> pairs{
+      {"cifar10.yaml", "cifar10_layers.yaml", {{3, 32, 32}, 10}},
+      {"fashion_mnist.yaml", "fashion_mnist_layers.yaml", {{1, 28, 28}, 10}}};
+  for (const auto& [builtin_file, declared_file, shape] : pairs) {
+    torch::manual_seed(3);
+    auto builtin = make_model(shipped(builtin_file), shape);
+    torch::manual_seed(3);
+    auto twin = make_model(shipped(declared_file), shape);
+    EXPECT_EQ(state_of(*twin), state_of(*builtin)) << declared_file;
+    EXPECT_EQ(parameter_count(*twin), parameter_count(*builtin)) << declared_file;
+    EXPECT_EQ(twin->named_children().keys(), builtin->named_children().keys()) << declared_file;
+    for (const auto& entry : builtin->named_parameters()) {
+      EXPECT_TRUE(torch::equal(entry.value(), twin->named_parameters()[entry.key()])) << entry.key();
+    }
+  }
+}
+
+// Each shipped config that declares its layers builds for its data set's samples.
+TEST(DeclaredModel, EveryShippedNetworkBuildsForItsDataSet) {
+  int seen = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::path(GPUTRAIN_SOURCE_DIR) / "configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    const config::ExperimentConfig c = config::load_config(entry.path().string()).config;
+    if (c.model.name != config::ModelName::kLayers) continue;
+    ++seen;
+    const ModelShape shape =
+        c.data.dataset == config::DatasetName::kCifar10 ? ModelShape{{3, 32, 32}, 10} : ModelShape{{1, 28, 28}, 10};
+    auto model = make_model(c.model, shape);
+    model->eval();
+    EXPECT_EQ(model->forward(torch::zeros({2, shape.input_shape[0], shape.input_shape[1], shape.input_shape[2]}))
+                  .sizes()
+                  .vec(),
+              (std::vector<int64_t>{2, 10}))
+        << entry.path();
+  }
+  EXPECT_GE(seen, 4);
+}
+
+const char* const kResidualNet =
+    "    - {type: conv2d, out_channels: 4, kernel: 3, padding: 1, bias: false}\n"
+    "    - batchnorm\n"
+    "    - type: residual\n"
+    "      layers: [{type: conv2d, out_channels: 8, kernel: 3, stride: 2, padding: 1}, relu]\n"
+    "      shortcut: [{type: conv2d, out_channels: 8, kernel: 1, stride: 2}]\n"
+    "    - {type: residual, layers: [{type: conv2d, out_channels: 8, kernel: 3, padding: 1}]}\n"
+    "    - flatten\n"
+    "    - linear\n";
+
+TEST(DeclaredModel, ResidualBranchesNestUnderTheirNames) {
+  auto model = make_model(declared(kResidualNet), {{2, 6, 6}, 5});
+  const auto names = model->named_parameters().keys();
+  for (const char* name : {"conv1.weight", "bn1.weight", "res1.layers.conv2.weight", "res1.shortcut.conv3.bias",
+                           "res2.layers.conv4.weight", "fc1.weight"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  }
+  // res1 adds its branch to its 1x1-convolved input; res2 to its input itself.
+  torch::NoGradGuard no_grad;
+  model->eval();
+  const torch::Tensor x = torch::randn({3, 2, 6, 6});
+  const torch::Tensor stem =
+      model[1]->as<torch::nn::BatchNorm2dImpl>()->forward(model[0]->as<torch::nn::Conv2dImpl>()->forward(x));
+  auto named = model->named_modules();
+  const auto branch = [&](const std::string& name, const torch::Tensor& in) {
+    return std::dynamic_pointer_cast<torch::nn::SequentialImpl>(named[name])->forward(in);
+  };
+  const torch::Tensor after1 = branch("res1.layers", stem) + branch("res1.shortcut", stem);
+  const torch::Tensor after2 = branch("res2.layers", after1) + after1;
+  const torch::Tensor expected = model[5]->as<torch::nn::LinearImpl>()->forward(after2.flatten(1));
+  EXPECT_TRUE(torch::allclose(model->forward(x), expected));
+}
+
+TEST(DeclaredModel, TracesShapesParametersAndFlopsThroughBranches) {
+  auto model = make_model(declared(kResidualNet), {{2, 6, 6}, 5});
+  const auto rows = trace_layers(model, {2, 6, 6});
+  std::vector<std::string> names;
+  for (const auto& row : rows) names.push_back(row.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"conv1", "bn1", "res1", "res1.layers.conv2", "res1.layers.relu1",
+                                             "res1.shortcut.conv3", "res2", "res2.layers.conv4", "flatten1", "fc1"}));
+  EXPECT_EQ(rows[2].output_shape, (std::vector<int64_t>{8, 3, 3}));
+  EXPECT_EQ(rows[2].depth, 0);
+  EXPECT_EQ(rows[3].depth, 1);
+  // conv1 72 weights x 36 pixels; conv2 288 x 9; conv3 32 x 9; conv4 576 x 9; fc1 360.
+  EXPECT_EQ(rows[0].macs, 72 * 36);
+  EXPECT_EQ(rows[2].macs, 288 * 9 + 32 * 9);
+  EXPECT_EQ(forward_macs(model, {2, 6, 6}), 72 * 36 + 288 * 9 + 32 * 9 + 576 * 9 + 360);
+  int64_t top_parameters = 0;
+  for (const auto& row : rows) top_parameters += row.depth == 0 ? row.parameters : 0;
+  EXPECT_EQ(top_parameters, parameter_count(*model));
+  const std::string table = layer_table(rows);
+  EXPECT_NE(table.find("  res1.layers.conv2"), std::string::npos) << table;
+  EXPECT_NE(table.find("forward FLOPs per sample: 22,032"), std::string::npos) << table;
+}
+
+TEST(DeclaredModel, ClonesAndReplicasKeepTheBranchesAndTheirWeights) {
+  auto model = make_model(declared(kResidualNet), {{2, 6, 6}, 5});
+  auto copy = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model->clone());
+  ASSERT_TRUE(copy);
+  EXPECT_EQ(copy->named_parameters().keys(), model->named_parameters().keys());
+  for (const auto& entry : model->named_parameters()) {
+    EXPECT_TRUE(torch::equal(entry.value(), copy->named_parameters()[entry.key()])) << entry.key();
+    EXPECT_NE(entry.value().data_ptr(), copy->named_parameters()[entry.key()].data_ptr()) << entry.key();
+  }
+  torch::NoGradGuard no_grad;
+  model->eval();
+  copy->eval();
+  const torch::Tensor x = torch::randn({2, 2, 6, 6});
+  EXPECT_TRUE(torch::equal(model->forward(x), copy->forward(x)));
+  const auto replicas = torch::nn::parallel::replicate(model, {torch::Device(torch::kCPU), torch::Device(torch::kCPU)});
+  EXPECT_EQ(replicas.size(), 2u);
+}
+
+}  // namespace
+}  // namespace gputrain::models
