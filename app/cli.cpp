@@ -165,6 +165,19 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
                    "optional) or <run dir>/model.pt (with --config)")
       ->required();
 
+  PredictArgs predict_args;
+  predict_args.env = env;
+  auto* predict = app.add_subcommand(
+      "predict", "apply saved weights to your own samples (.npy, or .csv for `dataset: csv`): one CSV row each");
+  add_config_options(predict, predict_args.config, predict_args.overrides, /*required=*/false);
+  predict
+      ->add_option("--checkpoint", predict_args.checkpoint,
+                   "a checkpoint file (which holds its config) or <run dir>/model.pt (with --config)")
+      ->required();
+  predict->add_option("--input", predict_args.input, "the samples: a .npy of inputs or a .csv of the table's columns")
+      ->required();
+  predict->add_option("--out", predict_args.out, "the CSV file to write (default: standard output)");
+
   ExportArgs export_args;
   auto* export_command =
       app.add_subcommand("export", "write a checkpoint's weights as a state_dict that Python's torch.load reads");
@@ -189,7 +202,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
     const std::string word = first_word(argc, argv);
     std::vector<std::string> names;
     for (const CLI::App* command :
-         {config, model, plan, info, train, test, export_command, datasets, report, bench, sweep}) {
+         {config, model, plan, info, train, test, predict, export_command, datasets, report, bench, sweep}) {
       names.push_back(command->get_name());
     }
     std::sort(names.begin(), names.end());
@@ -215,6 +228,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
       return run_train(train_args);
     }
     if (test->parsed()) return run_test(test_args);
+    if (predict->parsed()) return run_predict(predict_args);
     if (export_command->parsed()) return run_export(export_args);
     if (config->parsed()) return run_config(config_args);
     if (model->parsed()) return run_model(model_args);

@@ -14,23 +14,21 @@
 
 namespace gputrain::app {
 
-namespace {
-// --config, or the config a checkpoint file holds (with --set on top).
-config::LoadedConfig test_config(const TestArgs& args) {
-  if (!args.config.empty()) return config::load_config(args.config, args.overrides);
+config::LoadedConfig weights_config(const std::string& config, const std::string& checkpoint,
+                                    const std::vector<std::string>& overrides) {
+  if (!config.empty()) return config::load_config(config, overrides);
   // (A missing file is left to the checkpoint reader, which says so.)
-  if (std::filesystem::is_regular_file(args.checkpoint) && !checkpoint::is_checkpoint_file(args.checkpoint)) {
+  if (std::filesystem::is_regular_file(checkpoint) && !checkpoint::is_checkpoint_file(checkpoint)) {
     throw UserError(
         fmt::format("{} holds weights only, not the config they were trained with: give --config (the "
-                    "run's config.yaml), or test a checkpoint file, which holds its config",
-                    args.checkpoint));
+                    "run's config.yaml), or use a checkpoint file, which holds its config",
+                    checkpoint));
   }
-  return checkpoint::resolve_resume(args.checkpoint, std::nullopt, args.overrides).config;
+  return checkpoint::resolve_resume(checkpoint, std::nullopt, overrides).config;
 }
-}  // namespace
 
 int run_test(const TestArgs& args) {
-  const config::LoadedConfig loaded = test_config(args);
+  const config::LoadedConfig loaded = weights_config(args.config, args.checkpoint, args.overrides);
   const device::DevicePlan devices =
       device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
   spdlog::info("device: {} ({})", devices.primary().str(), devices.reason);

@@ -29,7 +29,8 @@ std::string default_data_root(DatasetName dataset) {
       return "/usr/share/datasets/fashion-mnist";
     case DatasetName::kMnist:
       return "datasets/mnist";
-    case DatasetName::kNpy:  // the user's own arrays: no default place
+    case DatasetName::kNpy:  // the user's own arrays and tables: no default place
+    case DatasetName::kCsv:
     case DatasetName::kRandom:
     case DatasetName::kSynthetic:
       break;

@@ -84,6 +84,8 @@ std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Sp
             return detail::read_idx(config.dataset, root, split);
           case config::DatasetName::kNpy:
             return detail::read_npy(root, split);
+          case config::DatasetName::kCsv:
+            return detail::read_csv(root, config.target_column, split);
           case config::DatasetName::kRandom:
             return detail::make_random(config, split, seed);
           case config::DatasetName::kSynthetic:

@@ -16,6 +16,7 @@
 #include <numeric>
 #include <optional>
 #include <regex>
+#include <sstream>
 
 #include "gputrain/common/error.h"
 #include "readers.h"
@@ -223,6 +224,23 @@ int64_t count_classes(const NpySource& source, Split split, const torch::Tensor&
 
 }  // namespace
 
+torch::Tensor as_samples(torch::Tensor inputs, bool& images) {
+  // uint8 [N, C, H, W] or [N, H, W]: images, kept as bytes like CIFAR's; anything else: float32 features.
+  images = inputs.scalar_type() == torch::kUInt8 && (inputs.dim() == 4 || inputs.dim() == 3);
+  if (images && inputs.dim() == 3) inputs = inputs.unsqueeze(1);
+  if (!images) inputs = inputs.to(torch::kFloat32);
+  if (inputs.dim() == 1) inputs = inputs.unsqueeze(1);
+  return inputs.contiguous();
+}
+
+torch::Tensor read_npy_file(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw DataError(fmt::format("{}: {}: cannot be opened for reading", kName, file));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return parse_npy(NpyBytes{file, bytes.str()});
+}
+
 std::shared_ptr<const Dataset> read_npy(const std::string& root, Split split) {
   const NpySource source(root);
   const NpyBytes input_bytes = require(source, array_name(split, "inputs"));
@@ -239,12 +257,7 @@ std::shared_ptr<const Dataset> read_npy(const std::string& root, Split split) {
   info.name = kName;
   info.source = root;
   info.samples = samples;
-  // uint8 [N, C, H, W] or [N, H, W]: images, kept as bytes like CIFAR's; anything else: float32 features.
-  const bool images = inputs.scalar_type() == torch::kUInt8 && (inputs.dim() == 4 || inputs.dim() == 3);
-  if (images && inputs.dim() == 3) inputs = inputs.unsqueeze(1);
-  if (!images) inputs = inputs.to(torch::kFloat32);
-  if (inputs.dim() == 1) inputs = inputs.unsqueeze(1);
-  info.images = images;
+  inputs = as_samples(inputs, info.images);
   info.input_shape = inputs.sizes().slice(1).vec();
 
   if (is_integer(targets.scalar_type())) {

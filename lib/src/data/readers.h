@@ -15,6 +15,16 @@ std::shared_ptr<const Dataset> read_cifar10(const std::string& root, Split split
 std::shared_ptr<const Dataset> read_idx(config::DatasetName dataset, const std::string& root, Split split);
 // data.root: a directory of train_/test_ inputs/targets .npy files, or one .npz with those arrays.
 std::shared_ptr<const Dataset> read_npy(const std::string& root, Split split);
+// The samples of an npy array as the data sets hold them: uint8 [N, C, H, W]
+// images (also from [N, H, W]), else float32 features ([N] becomes [N, 1]).
+torch::Tensor as_samples(torch::Tensor inputs, bool& images);
+// One .npy file as a tensor of its dtype and shape.
+torch::Tensor read_npy_file(const std::string& file);
+// data.root: a directory of train.csv and test.csv; `target_column` empty: the last column.
+std::shared_ptr<const Dataset> read_csv(const std::string& root, const std::string& target_column, Split split);
+// The features of `file`, a table with the training table's columns (data.root's train.csv),
+// the target's column left out or kept (then ignored); float32 [N, F].
+torch::Tensor read_csv_features(const std::string& file, const std::string& root, const std::string& target_column);
 std::shared_ptr<const Dataset> make_random(const config::DataConfig& config, Split split, uint64_t seed);
 std::shared_ptr<const Dataset> make_synthetic(const config::DataConfig& config, Split split, uint64_t seed);
 

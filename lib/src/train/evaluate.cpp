@@ -95,6 +95,17 @@ namespace {
 
 }  // namespace
 
+SavedModel load_saved_model(const config::ModelConfig& config, const data::DatasetInfo& info,
+                            const device::DevicePlan& devices, const std::string& weights_path, const char* purpose) {
+  parallel::StrategyPlan single;
+  single.replicas = {devices.primary()};
+  single.reason = purpose;
+  SavedModel saved{parallel::make_strategy(single, {}), models::make_model(config, models::model_shape(info, config))};
+  checkpoint::load_weights(saved.model, weights_path);
+  saved.model->to(saved.strategy->device());
+  return saved;
+}
+
 // A function-try-block, as Trainer::fit is: the host running out of memory or
 // threads says which keys to lower.
 EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
@@ -105,13 +116,7 @@ EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const devi
   if (info.target_kind == data::TargetKind::kNone) {
     throw UserError(fmt::format("data set '{}' has no labels, so there is nothing to test", info.name));
   }
-  parallel::StrategyPlan single;
-  single.replicas = {devices.primary()};
-  single.reason = "testing saved weights";
-  const auto strategy = parallel::make_strategy(single, {});
-  torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
-  checkpoint::load_weights(model, weights_path);
-  model->to(strategy->device());
+  auto [strategy, model] = load_saved_model(c.model, info, devices, weights_path, "testing saved weights");
   const LossSpec loss = build_loss(loaded, info, strategy->device());
   check_evaluation_keys(loaded, info);
   data::HostLoader batches(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));

@@ -18,7 +18,7 @@ namespace gputrain::config {
 enum class Switch { kOff, kOn, kAuto };
 
 // The choice keys' values. Each enum's table (below) holds its words.
-enum class DatasetName { kRandom, kSynthetic, kCifar10, kFashionMnist, kMnist, kNpy };
+enum class DatasetName { kRandom, kSynthetic, kCifar10, kFashionMnist, kMnist, kNpy, kCsv };
 enum class ModelName { kLinear, kMlp, kCifar10Cnn, kLayers };
 enum class Activation { kRelu, kGelu, kTanh };
 enum class OptimizerName { kSgd, kAdam, kAdamW };
@@ -49,12 +49,13 @@ enum class LayerType {
   kResidual
 };
 
-inline constexpr ChoiceTable<DatasetName, 6> kDatasetNames{{{{"random", DatasetName::kRandom},
+inline constexpr ChoiceTable<DatasetName, 7> kDatasetNames{{{{"random", DatasetName::kRandom},
                                                              {"synthetic", DatasetName::kSynthetic},
                                                              {"cifar10", DatasetName::kCifar10},
                                                              {"fashion_mnist", DatasetName::kFashionMnist},
                                                              {"mnist", DatasetName::kMnist},
-                                                             {"npy", DatasetName::kNpy}}}};
+                                                             {"npy", DatasetName::kNpy},
+                                                             {"csv", DatasetName::kCsv}}}};
 inline constexpr ChoiceTable<ModelName, 4> kModelNames{{{{"linear", ModelName::kLinear},
                                                          {"mlp", ModelName::kMlp},
                                                          {"cifar10_cnn", ModelName::kCifar10Cnn},
@@ -142,7 +143,8 @@ struct AugmentConfig {
 // accumulation chosen by train::solve_batch before the run is built.
 struct DataConfig {
   DatasetName dataset = DatasetName::kCifar10;
-  std::string root;  // resolved per dataset when empty
+  std::string root;           // resolved per dataset when empty
+  std::string target_column;  // csv: the target's column name; empty: the last column
   std::optional<int64_t> batch_size = 128;
   std::optional<int64_t> micro_batch_size;
   int64_t test_batch_size = 0;  // 0: same as batch_size

@@ -93,11 +93,14 @@ void visit(V& v, DataConfig& c) {
           "`random` and `synthetic` are generated in memory; the others are read from `root`. `npy`: your own "
           "arrays, `train_inputs`, `train_targets`, `test_inputs`, `test_targets` (what `gputrain datasets export` "
           "writes): inputs float32/float64/integer of any sample shape (uint8 [C, H, W] or [H, W]: images), integer "
-          "targets [N] = classes, float targets [N] or [N, T] = regression");
+          "targets [N] = classes, float targets [N] or [N, T] = regression. `csv`: `train.csv` and `test.csv` with a "
+          "header row, numeric feature columns and the target in `target_column`: integers or text labels = "
+          "classes (labels numbered in sorted order and logged), other numbers = regression");
   v.field("root", c.root, Any{},
           "where the data set lives; empty: cifar10 `datasets/cifar-10-batches-bin`, fashion_mnist "
           "`/usr/share/datasets/fashion-mnist`, mnist `datasets/mnist`; npy: a directory of the four .npy files or "
-          "one .npz holding them (required)");
+          "one .npz holding them (required); csv: the directory of train.csv and test.csv (required)");
+  v.field("target_column", c.target_column, Any{}, "`csv`: the name of the target's column; empty: the last column");
   v.field("batch_size", c.batch_size, Min{1},
           "global batch per optimizer step, shared by accumulation, replicas and ranks (above). `auto`: "
           "`train.target_batch`, as the largest micro-batch whose training step fits in memory (one real step "

@@ -27,9 +27,10 @@ struct DatasetInfo {
   int64_t samples = 0;               // in this split
   std::vector<int64_t> input_shape;  // per sample: {3, 32, 32}, {1, 28, 28} or {features}
   TargetKind target_kind = TargetKind::kClasses;
-  int64_t classes = 0;  // kClasses only
-  int64_t targets = 0;  // kValues only: values per sample
-  bool images = false;  // uint8 pixels (normalize/augment apply)
+  int64_t classes = 0;                   // kClasses only
+  std::vector<std::string> class_names;  // kClasses read from text labels (csv): index -> label; else empty
+  int64_t targets = 0;                   // kValues only: values per sample
+  bool images = false;                   // uint8 pixels (normalize/augment apply)
 };
 
 // Storage of one split. Images stay uint8 ([N, C, H, W]); features float32 ([N, F]).

@@ -2,6 +2,7 @@
 // Evaluation passes: the test split after each epoch, and `gputrain test` on saved weights.
 #include <torch/nn/modules/container/sequential.h>
 
+#include <memory>
 #include <string>
 
 #include "gputrain/config/config.h"
@@ -37,6 +38,16 @@ torch::Tensor test_time_outputs(torch::nn::Sequential& model, parallel::Strategy
 // With `tta` enabled the outputs are the mean of the views' outputs.
 EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, parallel::Strategy& strategy,
                     const LossSpec& loss, AmpMode amp, const TestTimeAugmentation& tta = {});
+
+// Saved weights on `devices`' primary device, for `test` and `predict`: the
+// model for `info`'s samples with the weights of `weights_path` (a model.pt or
+// a checkpoint); a CheckpointError for weights that do not fit.
+struct SavedModel {
+  std::unique_ptr<parallel::Strategy> strategy;  // one replica: the primary device
+  torch::nn::Sequential model;
+};
+SavedModel load_saved_model(const config::ModelConfig& config, const data::DatasetInfo& info,
+                            const device::DevicePlan& devices, const std::string& weights_path, const char* purpose);
 
 // `gputrain test`: builds the test split and the model, loads `weights_path`
 // (a model.pt or a checkpoint) into it and evaluates. Throws CheckpointError for weights that do not fit.

@@ -1,0 +1,73 @@
+#include "gputrain/train/predict.h"
+
+#include <fmt/format.h>
+
+#include "gputrain/common/error.h"
+#include "gputrain/data/host_loader.h"
+#include "gputrain/data/prediction_inputs.h"
+#include "gputrain/train/evaluate.h"
+
+namespace gputrain::train {
+
+namespace {
+std::vector<std::string> class_labels(const data::DatasetInfo& info) {
+  if (!info.class_names.empty()) return info.class_names;
+  std::vector<std::string> labels;
+  for (int64_t c = 0; c < info.classes; ++c) labels.push_back(std::to_string(c));
+  return labels;
+}
+
+// A CSV field: quoted when it holds a comma, a quote or a line break.
+std::string field(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+}  // namespace
+
+void predict(const config::LoadedConfig& loaded, const device::DevicePlan& devices, const std::string& weights_path,
+             const std::string& input_path, std::ostream& out) {
+  const config::ExperimentConfig& c = loaded.config;
+  const auto train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed);
+  const data::DatasetInfo& info = train_set->info();
+  if (info.target_kind == data::TargetKind::kNone) {
+    throw UserError(fmt::format("data set '{}' has no labels: its model predicts nothing to report", info.name));
+  }
+  const data::PredictionInputs inputs = data::read_prediction_inputs(input_path, c.data, info);
+  auto [strategy, model] = load_saved_model(c.model, info, devices, weights_path, "predicting");
+  model->eval();
+  torch::NoGradGuard no_grad;
+
+  const bool classification = info.target_kind == data::TargetKind::kClasses;
+  const std::vector<std::string> labels = class_labels(info);
+  std::string header = "sample,prediction";
+  if (classification) {
+    for (const auto& label : labels) header += "," + field("p_" + label);
+  } else if (info.targets > 1) {
+    header = "sample";
+    for (int64_t t = 0; t < info.targets; ++t) header += fmt::format(",value_{}", t);
+  } else {
+    header = "sample,value";
+  }
+  out << header << "\n";
+
+  data::HostLoader batches(inputs.dataset, data::loader_options(c.data, data::Split::kTest, c.seed));
+  batches.start_epoch(0);
+  std::size_t sample = 0;
+  while (auto batch = batches.next()) {
+    torch::Tensor outputs = strategy->forward(model, batch->inputs).to(torch::kCPU, torch::kFloat32);
+    if (classification) outputs = torch::softmax(outputs, 1);
+    const auto rows = outputs.accessor<float, 2>();
+    for (int64_t row = 0; row < outputs.size(0); ++row, ++sample) {
+      std::string line = field(inputs.names.at(sample));
+      if (classification) {
+        line += "," + field(labels.at(static_cast<std::size_t>(outputs[row].argmax().item<int64_t>())));
+      }
+      for (int64_t column = 0; column < outputs.size(1); ++column) line += fmt::format(",{:.6g}", rows[row][column]);
+      out << line << "\n";
+    }
+  }
+}
+
+}  // namespace gputrain::train

@@ -1,0 +1,105 @@
+// `gputrain predict` end to end: a model trained on a csv table and on npy
+// arrays applied to new samples, and inputs that do not match the model.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "gputrain/data/export.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::testing {
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+class Predict : public ::testing::Test {
+ protected:
+  // Trains `model` on the data in `data` for one epoch; returns the checkpoint of its end.
+  std::string train(const std::string& data, const std::string& model = "{name: mlp, hidden: [8]}") {
+    const auto config = write_text(dir_ / "p.yaml", "name: p\ndevice: cpu\ndata: " + data + "\nmodel: " + model +
+                                                        "\noptim: {name: sgd, lr: 0.1}\ntrain: {epochs: 1, "
+                                                        "tensorboard: false}\noutput: {dir: " +
+                                                        (dir_ / "runs").string() + "}\n");
+    const ProcessResult r = run_gputrain({"train", "--config", config.string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return (dir_ / "runs" / "p" / "checkpoints" / "best.ckpt").string();
+  }
+  TempDir dir_;
+};
+
+TEST_F(Predict, ATableGetsItsLabelsAndProbabilitiesPerRow) {
+  std::filesystem::create_directories(dir_ / "table");
+  std::string train_rows = "x,y,kind\n";
+  for (int i = 0; i < 12; ++i)
+    train_rows += std::to_string(i) + "," + std::to_string(i % 3) + (i % 2 ? ",odd\n" : ",even\n");
+  write_text(dir_ / "table" / "train.csv", train_rows);
+  write_text(dir_ / "table" / "test.csv", "x,y,kind\n1,1,odd\n2,2,even\n");
+  const std::string checkpoint = train("{dataset: csv, root: " + (dir_ / "table").string() +
+                                       ", target_column: kind, batch_size: 4, num_workers: 0}");
+  write_text(dir_ / "new.csv", "x,y\n3,0\n4,1\n5,2\n");
+  const ProcessResult r = run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "new.csv").string(),
+                                        "--out", (dir_ / "preds.csv").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(dir_ / "preds.csv");
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto lines = lines_of(text.str());
+  ASSERT_EQ(lines.size(), 4u) << text.str();
+  EXPECT_EQ(lines[0], "sample,prediction,p_even,p_odd");
+  for (std::size_t row = 1; row < lines.size(); ++row) {
+    EXPECT_EQ(lines[row].rfind(std::to_string(row - 1) + ",", 0), 0u) << lines[row];
+    EXPECT_TRUE(lines[row].find(",even,") != std::string::npos || lines[row].find(",odd,") != std::string::npos)
+        << lines[row];
+  }
+  // The target's column may stay; other columns must match the training table's.
+  write_text(dir_ / "with_target.csv", "x,y,kind\n3,0,odd\n");
+  EXPECT_EQ(
+      run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "with_target.csv").string()}).exit_code,
+      0);
+  write_text(dir_ / "wrong.csv", "x,z\n3,0\n");
+  const ProcessResult wrong =
+      run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "wrong.csv").string()});
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_NE(wrong.err.find("has the columns x, z, but the model was trained on"), std::string::npos) << wrong.err;
+}
+
+TEST_F(Predict, ArraysMustHaveTheTrainingSamplesShape) {
+  std::filesystem::create_directories(dir_ / "arrays");
+  data::write_npy(dir_ / "arrays" / "train_inputs.npy", torch::rand({16, 1, 4, 4}).mul(255).to(torch::kUInt8));
+  data::write_npy(dir_ / "arrays" / "train_targets.npy", torch::arange(16, torch::kInt64).remainder(2));
+  data::write_npy(dir_ / "arrays" / "test_inputs.npy", torch::rand({4, 1, 4, 4}).mul(255).to(torch::kUInt8));
+  data::write_npy(dir_ / "arrays" / "test_targets.npy", torch::arange(4, torch::kInt64).remainder(2));
+  const std::string checkpoint =
+      train("{dataset: npy, root: " + (dir_ / "arrays").string() +
+                ", batch_size: 4, num_workers: 0, normalize: {mean: "
+                "[0.5], std: [0.25]}}",
+            "{name: layers, layers: [{type: conv2d, out_channels: 2, kernel: 3}, relu, flatten, linear]}");
+  data::write_npy(dir_ / "new.npy", torch::rand({5, 4, 4}).mul(255).to(torch::kUInt8));  // [N, H, W]: one channel
+  const ProcessResult r = run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "new.npy").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 6u) << r.out;
+  EXPECT_EQ(lines[0], "sample,prediction,p_0,p_1");
+  data::write_npy(dir_ / "wide.npy", torch::zeros({2, 1, 5, 5}, torch::kUInt8));
+  const ProcessResult wide =
+      run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "wide.npy").string()});
+  EXPECT_EQ(wide.exit_code, 2);
+  EXPECT_NE(wide.err.find("holds uint8 image samples of [1, 5, 5], but the model was trained on uint8 images of "
+                          "[1, 4, 4]"),
+            std::string::npos)
+      << wide.err;
+  const ProcessResult text =
+      run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "p.yaml").string()});
+  EXPECT_EQ(text.exit_code, 2);
+  EXPECT_NE(text.err.find("give a .npy of inputs or a .csv"), std::string::npos) << text.err;
+}
+
+}  // namespace
+}  // namespace gputrain::testing
