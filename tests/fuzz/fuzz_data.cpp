@@ -37,10 +37,16 @@ void load_or_data_error(config::DatasetName dataset, const std::filesystem::path
   const torch::Tensor& targets = set->targets();
   std::vector<int64_t> shape{info.samples};
   shape.insert(shape.end(), info.input_shape.begin(), info.input_shape.end());
-  if (info.samples < 1 || inputs.sizes() != torch::IntArrayRef(shape) || targets.dim() != 1 ||
-      targets.size(0) != info.samples) {
-    fail("the data set's tensors disagree with its info");
+  if (info.samples < 1 || inputs.sizes() != torch::IntArrayRef(shape)) {
+    fail("the data set's inputs disagree with its info");
   }
+  if (info.target_kind == data::TargetKind::kValues) {  // csv regression: [N, targets] float32
+    if (targets.sizes() != torch::IntArrayRef({info.samples, info.targets}) || !targets.isfinite().all().item<bool>()) {
+      fail("the regression targets disagree with the data set's info");
+    }
+    return;
+  }
+  if (targets.dim() != 1 || targets.size(0) != info.samples) fail("the labels disagree with the data set's info");
   if (targets.min().item<int64_t>() < 0 || targets.max().item<int64_t>() >= info.classes) {
     fail("a label is outside 0..classes-1");
   }
