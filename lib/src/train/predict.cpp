@@ -58,11 +58,12 @@ void predict(const config::LoadedConfig& loaded, const device::DevicePlan& devic
   while (auto batch = batches.next()) {
     torch::Tensor outputs = strategy->forward(model, batch->inputs).to(torch::kCPU, torch::kFloat32);
     if (classification) outputs = torch::softmax(outputs, 1);
+    const torch::Tensor best = classification ? outputs.argmax(1) : torch::Tensor();  // one op per batch, not per row
     const auto rows = outputs.accessor<float, 2>();
     for (int64_t row = 0; row < outputs.size(0); ++row, ++sample) {
       std::string line = field(inputs.names.at(sample));
       if (classification) {
-        line += "," + field(labels.at(static_cast<std::size_t>(outputs[row].argmax().item<int64_t>())));
+        line += "," + field(labels.at(static_cast<std::size_t>(best.data_ptr<int64_t>()[row])));
       }
       for (int64_t column = 0; column < outputs.size(1); ++column) line += fmt::format(",{:.6g}", rows[row][column]);
       out << line << "\n";
