@@ -8,6 +8,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "gputrain/config/load.h"
 #include "gputrain/data/generate.h"
@@ -172,6 +173,29 @@ TEST_F(FastPathRuns, CudaGraphRunsTheShortLastBatchEagerly_CUDA) {
     return trained(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)));
   };
   expect_equal(on_gpu({"train.cuda_graph=true"}), on_gpu({"train.cuda_graph=false"}), 1e-4);
+}
+
+// Each epoch's short last batch runs eagerly on the graph's side stream. Taking
+// a new stream from the pool for each once grew the allocator's memory every
+// epoch (it keeps freed blocks per stream; cuBLAS keeps a workspace per stream).
+// 40 epochs cycle through all 32 streams of the pool.
+TEST_F(FastPathRuns, CudaGraphShortBatchesKeepMemoryFlat_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  struct MemoryPerEpoch : TrainObserver {
+    std::vector<int64_t> allocated, reserved;
+    void on_epoch(const EpochMetrics& m) override {
+      allocated.push_back(m.memory_allocated);
+      reserved.push_back(m.memory_reserved);
+    }
+  };
+  const auto loaded = cifar({"device=cuda", "optim.fused=true", "train.cuda_graph=true", "train.epochs=40"});
+  Trainer trainer(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)));
+  MemoryPerEpoch memory;
+  trainer.fit(memory);
+  ASSERT_EQ(memory.allocated.size(), 40U);
+  constexpr int64_t kSlack = int64_t{4} << 20;  // a cuBLAS workspace alone is 32 MiB or more
+  EXPECT_LT(std::abs(memory.allocated.back() - memory.allocated[4]), kSlack) << memory.allocated[4];
+  EXPECT_LT(std::abs(memory.reserved.back() - memory.reserved[4]), kSlack) << memory.reserved[4];
 }
 
 // auto on a GPU turns every fast path it can on (device cache, fused step,
