@@ -67,7 +67,8 @@ done
 strip --strip-unneeded "$DIR"/lib/*.so* 2>/dev/null || true
 
 cp -r configs "$DIR/configs"
-cp scripts/bench/run.py scripts/bench/reference.py scripts/bench/fast_paths.py "$DIR/scripts/bench/"
+cp scripts/bench/run.py scripts/bench/reference.py scripts/bench/fast_paths.py scripts/bench/reference_fast.py \
+  scripts/bench/time_to_target.py "$DIR/scripts/bench/"
 cp scripts/gpu/prove.sh scripts/gpu/summarize.py "$DIR/"
 {
   echo "gputrain GPU proof bundle, made $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
