@@ -6,6 +6,7 @@
 #include <torch/cuda.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -279,6 +280,14 @@ TEST(FastPathPlan, OnTheCpuTheFusedStepAndThreadsByModelSize) {
                   "train.threads: LibTorch's default (auto: a micro-batch's forward pass is 36.0 M "
                   "multiply-adds)"));
 
+  RunFacts wide_after_the_image = facts(torch::Device(torch::kCPU), true, 36'000'000);
+  wide_after_the_image.image_conv_share = 0.0095;
+  const FastPaths residual = plan_fast_paths(c, wide_after_the_image);
+  EXPECT_TRUE(residual.channels_last);
+  EXPECT_TRUE(has(residual.decisions,
+                  "train.channels_last: on (auto: the convolution reading the 1-channel images is 0.9% of the work; "
+                  "the rest runs faster channels-last on cpu (measured))"));
+
   const FastPaths mlp = plan_fast_paths(c, facts(torch::Device(torch::kCPU), false, 45'056));
   EXPECT_EQ(mlp.threads, 1);
   EXPECT_TRUE(has(mlp.decisions, "train.channels_last: off (auto: the model has no convolutions)"));
@@ -327,7 +336,19 @@ TEST(FastPathFacts, TensorCoreChannelsCountEveryConvolutionAfterTheFirst) {
   EXPECT_TRUE(conv_facts(64, 128).tensor_core_channels) << "a ResNet's: the 3-channel image does not count";
   torch::nn::Sequential mlp(torch::nn::Linear(8, 16));
   EXPECT_FALSE(with_model_facts(RunFacts{}, mlp, {8}).tensor_core_channels);
+  EXPECT_EQ(with_model_facts(RunFacts{}, mlp, {8}).image_conv_share, 1) << "no convolution reads an image";
   EXPECT_EQ(with_model_facts(RunFacts{}, mlp, {8}).image_channels, 0);
+}
+
+// The seed Fashion-MNIST CNN's convolutions: the first (1 -> 6, 5x5 on 28x28)
+// does 86,400 of the 240,000 multiply-adds; with a pool between them.
+TEST(FastPathFacts, ImageConvShareIsTheFirstConvolutionsPartOfTheForwardPass) {
+  torch::nn::Sequential seed_cnn(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 6, 5)), torch::nn::MaxPool2d(2),
+                                 torch::nn::Conv2d(torch::nn::Conv2dOptions(6, 16, 5)));
+  EXPECT_DOUBLE_EQ(with_model_facts(RunFacts{}, seed_cnn, {1, 28, 28}).image_conv_share, 86'400.0 / 240'000);
+  torch::nn::Sequential widening(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 24, 3).padding(1)),
+                                 torch::nn::Conv2d(torch::nn::Conv2dOptions(24, 64, 3).padding(1)));
+  EXPECT_NEAR(with_model_facts(RunFacts{}, widening, {1, 28, 28}).image_conv_share, 1.0 / 65, 1e-12);
 }
 
 TEST(FastPathPlan, ASettingWinsAndForeachTurnsAutoFusedOff) {

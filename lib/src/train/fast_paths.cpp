@@ -41,7 +41,14 @@ RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const st
   facts.convolutional = convolutions > 0;
   facts.tensor_core_channels = facts.convolutional && widths_fit;
   facts.image_channels = sample_shape.size() == 3 ? sample_shape.front() : 0;
-  facts.micro_batch_macs = models::forward_macs(model, sample_shape) * facts.micro_batch;
+  int64_t macs = 0;
+  int64_t image_conv_macs = -1;
+  for (const models::LayerRow& row : models::trace_layers(model, sample_shape)) {
+    if (row.depth == 0) macs += row.macs;
+    if (image_conv_macs < 0 && row.module.rfind("Conv2d", 0) == 0) image_conv_macs = row.macs;
+  }
+  facts.micro_batch_macs = macs * facts.micro_batch;
+  facts.image_conv_share = macs > 0 && image_conv_macs >= 0 ? static_cast<double>(image_conv_macs) / macs : 1;
   return facts;
 }
 
@@ -93,6 +100,10 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
       : !cuda && facts.image_channels >= 3
           ? Choice{true, fmt::format("oneDNN's channels-last convolutions on {}-channel images (measured faster)",
                                      facts.image_channels)}
+      : !cuda && facts.image_conv_share < kImageConvShareForChannelsLast
+          ? Choice{true, fmt::format("the convolution reading the {}-channel images is {:.1f}% of the work; the rest "
+                                     "runs faster channels-last on {} (measured)",
+                                     facts.image_channels, 100 * facts.image_conv_share, device_name)}
       : !cuda
           ? Choice{false, fmt::format("single-channel images ran slower channels-last on {} (measured)", device_name)}
       : !mixed ? Choice{false, "tensor cores take channels-last convolutions under train.amp only"}

@@ -311,7 +311,8 @@ void visit(V& v, TrainConfig& c) {
   v.field("channels_last", c.channels_last, Any{},
           "model weights and 4-D inputs in channels-last memory format (what cuDNN's tensor-core convolutions and "
           "oneDNN prefer); inputs are reordered on the device. `auto`: on the CPU for convolutions on images of 3 or "
-          "more channels (single-channel images measured slower); on CUDA under `amp` for a model whose "
+          "more channels, or on fewer when the convolution reading them is under 10% of the forward pass (a "
+          "single-channel one measured slow channels-last); on CUDA under `amp` for a model whose "
           "convolutions after the first have channel counts that are multiples of 8 (tensor cores), else off (the "
           "seed CNN's 6- and 16-channel layers measured slower on an H100)");
   v.field("cudnn_benchmark", c.cudnn_benchmark, Any{},

@@ -21,6 +21,12 @@ namespace gputrain::train {
 // two threads 1.1x faster (configs/README.md).
 inline constexpr int64_t kSmallModelMacs = 1'000'000;
 
+// On the CPU, images of fewer than 3 channels go channels-last only when the
+// convolution reading them is under this share of the forward pass: the seed
+// Fashion-MNIST CNN (36% of its convolutions' work) ran slower channels-last,
+// configs/fashion_mnist_fast.yaml's residual network (1%) 1.19x faster (configs/README.md).
+inline constexpr double kImageConvShareForChannelsLast = 0.1;
+
 // What the auto rules decide from, known once the model is built.
 struct RunFacts {
   torch::Device device{torch::kCPU};
@@ -30,7 +36,10 @@ struct RunFacts {
   // channels) has channel counts in and out that are multiples of 8, the
   // layout tensor cores take in fp16/bf16.
   bool tensor_core_channels = false;
-  int64_t image_channels = 0;    // the channels of [C, H, W] samples; 0 for other shapes
+  int64_t image_channels = 0;  // the channels of [C, H, W] samples; 0 for other shapes
+  // The convolution that reads the image: its share of one sample's forward
+  // multiply-adds (oneDNN runs a 1-channel convolution slowly channels-last).
+  double image_conv_share = 1;
   int64_t micro_batch_macs = 0;  // multiply-adds of one micro-batch's forward pass
   int64_t micro_batch = 0;
 };
