@@ -105,8 +105,10 @@ struct DatasetsArgs {
   std::optional<int64_t> train;  // unset: the real set's size
   std::optional<int64_t> test;
   uint64_t seed = 0;
-  bool gzip = false;   // idx only
-  bool force = false;  // make-*: overwrite an existing set
+  bool gzip = false;                // idx only
+  bool force = false;               // make-*: overwrite an existing set
+  std::string file_format = "npy";  // export: npy, png or jpeg
+  int quality = 95;                 // export --format jpeg
 };
 // Adds `datasets` and its make-* subcommands to `app`, filling `args`.
 CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args);

@@ -10,7 +10,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 packages=(cmake ninja-build g++ clang clang-format libclang-rt-14-dev llvm pkg-config libyaml-cpp-dev libspdlog-dev
-          libfmt-dev libcli11-dev libgtest-dev zlib1g-dev libminizip-dev nlohmann-json3-dev libgloo-dev libtcmalloc-minimal4 dataset-fashion-mnist
+          libfmt-dev libcli11-dev libgtest-dev zlib1g-dev libminizip-dev libpng-dev libjpeg62-turbo-dev nlohmann-json3-dev libgloo-dev libtcmalloc-minimal4 dataset-fashion-mnist
           chromium)
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3 python3-venv)
 

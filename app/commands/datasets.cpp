@@ -25,9 +25,14 @@ CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args) {
   }
   idx->add_flag("--gzip", args.gzip, "gzip-compress the files (.gz), as the official downloads are");
   auto* exporter = datasets->add_subcommand(
-      "export", "write both splits of the config's data set as NumPy .npy files ({train,test}_{inputs,targets}.npy)");
+      "export",
+      "write both splits of the config's data set as NumPy .npy files ({train,test}_{inputs,targets}.npy), or its "
+      "images as {train,test}/<class>/<index>.png|jpg folders (what `dataset: image_folder` reads)");
   add_config_options(exporter, args.config, args.overrides);
   exporter->add_option("--out", args.out, "directory to write (created if needed)")->required();
+  exporter->add_option("--format", args.file_format, "npy (default), png or jpeg")
+      ->check(CLI::IsMember({"npy", "png", "jpeg"}));
+  exporter->add_option("--quality", args.quality, "JPEG quality, 1-100 (default: 95)")->check(CLI::Range(1, 100));
   cifar->callback([&args] { args.format = "cifar"; });
   idx->callback([&args] { args.format = "idx"; });
   exporter->callback([&args] { args.format = "export"; });
@@ -37,9 +42,18 @@ CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args) {
 int run_datasets(const DatasetsArgs& args) {
   if (args.format == "export") {
     const config::ExperimentConfig c = config::load_config(args.config, args.overrides).config;
+    config::DataConfig source = c.data;
+    const bool npy = args.file_format == "npy";
+    if (npy) source.cache = config::ImageCache::kMemory;  // an .npy is written from the split in memory
     for (const data::Split split : {data::Split::kTrain, data::Split::kTest}) {
-      const auto dataset = data::make_dataset(c.data, split, c.seed);
-      data::export_npy(*dataset, args.out, split);
+      const auto dataset = data::make_dataset(source, split, c.seed);
+      if (npy) {
+        data::export_npy(*dataset, args.out, split);
+      } else {
+        data::export_images(*dataset, args.out, split,
+                            args.file_format == "png" ? data::ImageFormat::kPng : data::ImageFormat::kJpeg,
+                            args.quality);
+      }
       spdlog::info("wrote the {} {} samples of {} to {}", dataset->info().samples,
                    split == data::Split::kTrain ? "training" : "test", dataset->info().name, args.out);
     }

@@ -98,7 +98,39 @@ TEST_F(Predict, ArraysMustHaveTheTrainingSamplesShape) {
   const ProcessResult text =
       run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "p.yaml").string()});
   EXPECT_EQ(text.exit_code, 2);
-  EXPECT_NE(text.err.find("give a .npy of inputs or a .csv"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("a .npy of inputs or a .csv"), std::string::npos) << text.err;
+}
+
+TEST_F(Predict, ImagesAndImageFoldersGetOneRowPerFile) {
+  const std::string idx = (dir_ / "idx").string(), images = (dir_ / "images").string();
+  ASSERT_EQ(run_gputrain({"datasets", "make-idx", "--out", idx, "--train", "40", "--test", "10"}).exit_code, 0);
+  write_text(dir_ / "idx.yaml", "data: {dataset: fashion_mnist, root: " + idx + "}\n");
+  const ProcessResult exported = run_gputrain(
+      {"datasets", "export", "--config", (dir_ / "idx.yaml").string(), "--format", "png", "--out", images});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  const std::string checkpoint =
+      train("{dataset: image_folder, root: " + images + ", image_size: 14, batch_size: 10, num_workers: 0}");
+
+  const auto first = *std::filesystem::directory_iterator(dir_ / "images" / "test" / "3");
+  const ProcessResult one = run_gputrain({"predict", "--checkpoint", checkpoint, "--input", first.path().string()});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto rows = lines_of(one.out);
+  ASSERT_EQ(rows.size(), 2u) << one.out;
+  EXPECT_EQ(rows[0], "sample,prediction,p_0,p_1,p_2,p_3,p_4,p_5,p_6,p_7,p_8,p_9");
+  EXPECT_EQ(rows[1].rfind(first.path().filename().string() + ",", 0), 0u) << rows[1];
+
+  const ProcessResult all =
+      run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "images" / "test").string()});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const auto lines = lines_of(all.out);
+  ASSERT_EQ(lines.size(), 11u) << all.out;
+  EXPECT_EQ(lines[1].rfind("0/", 0), 0u) << lines[1];  // the path within the folder, folders in sorted order
+
+  write_text(dir_ / "broken.png", "not a png");
+  const ProcessResult broken =
+      run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "broken.png").string()});
+  EXPECT_EQ(broken.exit_code, 2);
+  EXPECT_NE(broken.err.find("broken.png: not a readable PNG"), std::string::npos) << broken.err;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/data/dataset.h"
 #include "support/temp_dir.h"
+#include "test_datasets.h"
 
 namespace gputrain::data {
 namespace {
@@ -30,13 +31,8 @@ class CsvData : public ::testing::Test {
     config.target_column = target_column;
     return config;
   }
-  std::string error(const config::DataConfig& config, Split split = Split::kTrain) const {
-    try {
-      make_dataset(config, split, 0);
-    } catch (const DataError& e) {
-      return e.what();
-    }
-    return "no DataError";
+  static std::string error(const config::DataConfig& config, Split split = Split::kTrain) {
+    return testing::make_dataset_error(config, split);
   }
   std::string file(const std::string& name) const { return (dir_.path() / name).string(); }
 

@@ -6,9 +6,20 @@
 
 #include <memory>
 
+#include "gputrain/common/error.h"
 #include "gputrain/data/tensor_dataset.h"
 
 namespace gputrain::data::testing {
+
+// What make_dataset throws for `config` as a DataError, or "no DataError".
+inline std::string make_dataset_error(const config::DataConfig& config, Split split = Split::kTrain) {
+  try {
+    make_dataset(config, split, 0);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "no DataError";
+}
 
 // `n` samples whose one feature is their own index. Targets: index % classes
 // (kClasses), 2 x index (kValues, one per sample) or none.

@@ -31,6 +31,7 @@ std::string default_data_root(DatasetName dataset) {
       return "datasets/mnist";
     case DatasetName::kNpy:  // the user's own arrays and tables: no default place
     case DatasetName::kCsv:
+    case DatasetName::kImageFolder:
     case DatasetName::kRandom:
     case DatasetName::kSynthetic:
       break;

@@ -45,7 +45,7 @@ double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0
 
 int64_t split_bytes(const Dataset& dataset) {
   const int64_t targets = dataset.targets().defined() ? static_cast<int64_t>(dataset.targets().nbytes()) : 0;
-  return static_cast<int64_t>(dataset.inputs().nbytes()) + targets;
+  return (dataset.resident() ? static_cast<int64_t>(dataset.inputs().nbytes()) : 0) + targets;
 }
 
 std::string device_cache_blocker(int64_t split_bytes, int64_t free_bytes, const torch::Device& device) {
@@ -54,9 +54,20 @@ std::string device_cache_blocker(int64_t split_bytes, int64_t free_bytes, const 
                      device.str(), gib(free_bytes));
 }
 
-DeviceCacheChoice choose_device_cache(config::Switch setting, int64_t split_bytes, int64_t free_bytes,
-                                      const torch::Device& device, const std::string& split) {
+DeviceCacheChoice choose_device_cache(config::Switch setting, const Dataset& dataset, int64_t free_bytes,
+                                      const torch::Device& device) {
   if (setting == config::Switch::kOff) return {false, "set"};
+  const std::string& split = dataset.info().name;
+  if (!dataset.resident()) {
+    if (setting == config::Switch::kOn) {
+      throw DataError(
+          fmt::format("data.device_cache: true needs {}'s images in memory, but data.cache is none; set "
+                      "data.cache: memory, or data.device_cache: auto",
+                      split));
+    }
+    return {false, "auto: data.cache is none, so the images are decoded per batch"};
+  }
+  const int64_t split_bytes = data::split_bytes(dataset);
   const std::string blocker = device_cache_blocker(split_bytes, free_bytes, device);
   if (setting == config::Switch::kOn) {
     if (!blocker.empty()) {
@@ -78,8 +89,7 @@ DeviceCacheChoice choose_device_cache(config::Switch setting, int64_t split_byte
 std::unique_ptr<BatchLoader> make_batch_loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
                                                config::Switch device_cache, torch::Device device) {
   const int64_t free_bytes = device_cache == config::Switch::kOff ? -1 : device::free_memory(device);
-  const DeviceCacheChoice cache =
-      choose_device_cache(device_cache, split_bytes(*dataset), free_bytes, device, dataset->info().name);
+  const DeviceCacheChoice cache = choose_device_cache(device_cache, *dataset, free_bytes, device);
   // Once per split (training and test): the sample count says which.
   spdlog::info("data.device_cache: {} for {} ({})", cache.on ? "on" : "off",
                count_of(dataset->info().samples, "sample"), cache.why);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "formats.h"
@@ -14,6 +15,13 @@ namespace gputrain::data {
 
 std::string Dataset::describe_sample(int64_t index) const {
   return fmt::format("{} sample {} ({})", info().name, index, info().source);
+}
+
+void Dataset::read_image(int64_t index, uint8_t* out) const {
+  GPUTRAIN_CHECK(info().images && resident(), "read_image on {}, which holds no images in memory", info().name);
+  const torch::Tensor& all = inputs();
+  const int64_t bytes = all.numel() / all.size(0);
+  std::memcpy(out, all.const_data_ptr<uint8_t>() + index * bytes, static_cast<std::size_t>(bytes));
 }
 
 std::string TensorDataset::describe_sample(int64_t index) const {
@@ -86,6 +94,8 @@ std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Sp
             return detail::read_npy(root, split);
           case config::DatasetName::kCsv:
             return detail::read_csv(root, config.target_column, split);
+          case config::DatasetName::kImageFolder:
+            return detail::read_image_folder(config, split);
           case config::DatasetName::kRandom:
             return detail::make_random(config, split, seed);
           case config::DatasetName::kSynthetic:
@@ -93,6 +103,11 @@ std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Sp
         }
         config::unhandled(config.dataset);
       });
+}
+
+config::DataConfig for_description(config::DataConfig config) {
+  config.cache = config::ImageCache::kNone;
+  return config;
 }
 
 }  // namespace gputrain::data

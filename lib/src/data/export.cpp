@@ -2,9 +2,15 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
+#include "image_files.h"
 
 namespace gputrain::data {
 
@@ -61,6 +67,59 @@ void export_npy(const Dataset& dataset, const std::filesystem::path& dir, Split 
   const std::string prefix = split == Split::kTrain ? "train" : "test";
   write_npy(dir / (prefix + "_inputs.npy"), dataset.inputs());
   if (dataset.targets().defined()) write_npy(dir / (prefix + "_targets.npy"), dataset.targets());
+}
+
+void export_images(const Dataset& dataset, const std::filesystem::path& dir, Split split, ImageFormat format,
+                   int jpeg_quality) {
+  namespace fs = std::filesystem;
+  const DatasetInfo& info = dataset.info();
+  if (!info.images || info.target_kind != TargetKind::kClasses) {
+    throw DataError(fmt::format("datasets export: {} holds no labelled images; write it with --format npy", info.name));
+  }
+  const std::vector<int64_t>& s = info.input_shape;
+  const detail::ImageShape shape{s.at(0), s.at(1), s.at(2)};
+  if (shape.channels != 1 && shape.channels != 3) {
+    throw DataError(fmt::format("datasets export: {}'s images have {} channels; PNG and JPEG hold 1 or 3", info.name,
+                                shape.channels));
+  }
+  const std::string split_name = split == Split::kTrain ? "train" : "test";
+  const fs::path target = dir / split_name;
+  std::error_code error;
+  if (fs::exists(target, error)) {
+    throw DataError(fmt::format("datasets export: {} exists; remove it or give another --out", target.string()));
+  }
+  const fs::path partial = dir / fmt::format(".{}.partial-{}", split_name, ::getpid());
+  fs::remove_all(partial, error);
+  const auto digits = [](int64_t n) { return std::to_string(std::max<int64_t>(n - 1, 0)).size(); };
+  std::vector<std::string> classes = info.class_names;
+  for (int64_t c = static_cast<int64_t>(classes.size()); c < info.classes; ++c) {
+    classes.push_back(fmt::format("{:0{}}", c, digits(info.classes)));
+  }
+  for (const std::string& name : classes) {
+    fs::create_directories(partial / name, error);
+    if (error) throw DataError(fmt::format("cannot create {}: {}", (partial / name).string(), error.message()));
+  }
+  const char* extension = format == ImageFormat::kPng ? ".png" : ".jpg";
+  const int64_t* labels = dataset.targets().const_data_ptr<int64_t>();
+  std::vector<uint8_t> pixels(static_cast<std::size_t>(shape.bytes()));
+  try {
+    for (int64_t i = 0; i < info.samples; ++i) {
+      dataset.read_image(i, pixels.data());
+      const std::string bytes = format == ImageFormat::kPng ? detail::encode_png(pixels.data(), shape)
+                                                            : detail::encode_jpeg(pixels.data(), shape, jpeg_quality);
+      const fs::path file = partial / classes.at(static_cast<std::size_t>(labels[i])) /
+                            fmt::format("{:0{}}{}", i, digits(info.samples), extension);
+      std::ofstream out(file, std::ios::binary);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      if (!out.flush()) throw UserError(fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
+    }
+  } catch (...) {
+    fs::remove_all(partial, error);
+    throw;
+  }
+  fs::rename(partial, target, error);
+  if (error)
+    throw DataError(fmt::format("cannot rename {} to {}: {}", partial.string(), target.string(), error.message()));
 }
 
 }  // namespace gputrain::data

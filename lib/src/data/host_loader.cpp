@@ -16,17 +16,15 @@
 #include "batch_plan.h"
 #include "gputrain/common/error.h"
 #include "gputrain/device/host_resources.h"
+#include "image_files.h"
 
 namespace gputrain::data {
 
 namespace {
 
 using detail::ChannelMap;
+using detail::ImageShape;
 using detail::Placement;
-
-struct ImageShape {
-  int64_t channels, height, width;
-};
 
 // write_image under data.augment.reflect: output pixel (y, x) reads source
 // (reflected(y + dy), reflected(x' + dx)) with x' = W - 1 - x when mirrored.
@@ -121,8 +119,10 @@ struct HostLoader::State {
     GPUTRAIN_CHECK(dataset != nullptr, "HostLoader needs a data set");
     const DatasetInfo& info = dataset->info();
     maps = detail::checked_channel_maps(options, info);
-    GPUTRAIN_CHECK(dataset->inputs().is_contiguous() && dataset->inputs().size(0) == info.samples &&
-                       dataset->inputs().scalar_type() == (info.images ? torch::kUInt8 : torch::kFloat32),
+    GPUTRAIN_CHECK(dataset->resident()
+                       ? dataset->inputs().is_contiguous() && dataset->inputs().size(0) == info.samples &&
+                             dataset->inputs().scalar_type() == (info.images ? torch::kUInt8 : torch::kFloat32)
+                       : info.images,
                    "data set {} stores inputs that are not contiguous {} [{}, ...]", info.name,
                    info.images ? "uint8" : "float32", info.samples);
     if (options.pin_memory) {
@@ -275,14 +275,17 @@ struct HostLoader::State {
     const ImageShape shape{s.at(0), s.at(1), s.at(2)};
     const int64_t sample = shape.channels * shape.height * shape.width;
     torch::Tensor out = torch::empty({count, shape.channels, shape.height, shape.width}, output(torch::kFloat32));
-    const uint8_t* from = dataset->inputs().const_data_ptr<uint8_t>();
+    // Images not held in memory are decoded here, in the worker, one at a time.
+    const uint8_t* from = dataset->resident() ? dataset->inputs().const_data_ptr<uint8_t>() : nullptr;
+    std::vector<uint8_t> decoded(from ? 0 : static_cast<std::size_t>(sample));
     float* to = out.data_ptr<float>();
     std::vector<Placement> placements = detail::draw_placements(options, epoch, index, count);
     const auto write = options.reflect ? write_reflected_image : write_image;
     for (int64_t i = 0; i < count; ++i) {
       Placement& at = placements[static_cast<std::size_t>(i)];
       if (options.alternating_flip) at.flip = detail::alternating_flip(options, rows[i], epoch);
-      write(from + rows[i] * sample, to + i * sample, shape, maps.data(), at);
+      if (!from) dataset->read_image(rows[i], decoded.data());
+      write(from ? from + rows[i] * sample : decoded.data(), to + i * sample, shape, maps.data(), at);
     }
     return out;
   }

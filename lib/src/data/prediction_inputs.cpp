@@ -7,6 +7,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/data/tensor_dataset.h"
+#include "image_files.h"
 #include "readers.h"
 
 namespace gputrain::data {
@@ -20,7 +21,27 @@ PredictionInputs read_prediction_inputs(const std::string& path, const config::D
   const std::string extension = std::filesystem::path(path).extension().string();
   torch::Tensor inputs;
   bool images = false;
-  if (extension == ".npy") {
+  std::vector<std::string> names;
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error) || detail::is_image_file(path)) {
+    if (!train.images) {
+      throw DataError(fmt::format("predict: {} holds images, but the model was trained on {} features", path,
+                                  shape_text(train.input_shape)));
+    }
+    const bool folder = std::filesystem::is_directory(path, error);
+    const std::vector<std::filesystem::path> files =
+        folder ? detail::list_images(path) : std::vector<std::filesystem::path>{path};
+    if (files.empty()) throw DataError(fmt::format("predict: {} holds no .png, .jpg or .jpeg images", path));
+    if (!folder && !detail::is_data_file("predict", files.front())) {
+      throw DataError(fmt::format("predict: {} does not exist", path));
+    }
+    // Decoded to the training images' channels and size, as image_folder decodes its own.
+    inputs = detail::decode_images(files, train.input_shape, config);
+    images = true;
+    for (const auto& file : files) {
+      names.push_back(folder ? std::filesystem::relative(file, path).generic_string() : file.filename().string());
+    }
+  } else if (extension == ".npy") {
     inputs = detail::as_samples(detail::read_npy_file(path), images);
   } else if (extension == ".csv") {
     if (config.dataset != config::DatasetName::kCsv) {
@@ -31,8 +52,10 @@ PredictionInputs read_prediction_inputs(const std::string& path, const config::D
     }
     inputs = detail::read_csv_features(path, config.root, config.target_column);
   } else {
-    throw DataError(fmt::format("predict: {}: give a .npy of inputs or a .csv (for `dataset: csv`), not '{}'", path,
-                                extension.empty() ? "a file without extension" : extension));
+    throw DataError(
+        fmt::format("predict: {}: give an image (.png, .jpg, .jpeg) or a folder of them, a .npy of inputs "
+                    "or a .csv (for `dataset: csv`), not '{}'",
+                    path, extension.empty() ? "a file without extension" : extension));
   }
   const std::vector<int64_t> shape = inputs.sizes().slice(1).vec();
   if (shape != train.input_shape || images != train.images) {
@@ -48,7 +71,9 @@ PredictionInputs read_prediction_inputs(const std::string& path, const config::D
                                          ? torch::zeros({samples, train.targets}, torch::kFloat32)
                                          : torch::zeros({samples}, torch::kInt64);
   PredictionInputs out;
-  for (int64_t i = 0; i < samples; ++i) out.names.push_back(std::to_string(i));
+  if (names.empty())
+    for (int64_t i = 0; i < samples; ++i) names.push_back(std::to_string(i));
+  out.names = std::move(names);
   out.dataset = std::make_shared<TensorDataset>(std::move(info), inputs, placeholders,
                                                 std::vector<TensorDataset::Part>{{path, samples}});
   return out;

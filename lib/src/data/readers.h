@@ -25,6 +25,15 @@ std::shared_ptr<const Dataset> read_csv(const std::string& root, const std::stri
 // The features of `file`, a table with the training table's columns (data.root's train.csv),
 // the target's column left out or kept (then ignored); float32 [N, F].
 torch::Tensor read_csv_features(const std::string& file, const std::string& root, const std::string& target_column);
+// data.root: train/<class>/*.png|jpg|jpeg and test/<class>/... (or data.test_root), decoded per data.image_size,
+// data.channels and data.cache.
+std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& config, Split split);
+// The image files under `dir` and its folders, sorted by path.
+std::vector<std::filesystem::path> list_images(const std::filesystem::path& dir);
+// `files` decoded as image_folder decodes the training split of `config`, whose samples are [C, H, W] `shape`:
+// uint8 [N, C, H, W], decoded on all hardware threads.
+torch::Tensor decode_images(const std::vector<std::filesystem::path>& files, const std::vector<int64_t>& shape,
+                            const config::DataConfig& config);
 std::shared_ptr<const Dataset> make_random(const config::DataConfig& config, Split split, uint64_t seed);
 std::shared_ptr<const Dataset> make_synthetic(const config::DataConfig& config, Split split, uint64_t seed);
 

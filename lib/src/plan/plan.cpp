@@ -351,8 +351,7 @@ RunPlan plan_run(const PlanRequest& request) {
     attempt(plan, [&] {
       const torch::Device device = strategies.mine.replicas.front();
       const data::DeviceCacheChoice cache = data::choose_device_cache(
-          c.data.device_cache, data::split_bytes(*train_set), device.is_cuda() ? device::free_memory(device) : -1,
-          device, train_set->info().name);
+          c.data.device_cache, *train_set, device.is_cuda() ? device::free_memory(device) : -1, device);
       fast.push_back(fmt::format("data.device_cache: {} ({})", cache.on ? "on" : "off", cache.why));
     });
     report["fast_paths"] = fast;

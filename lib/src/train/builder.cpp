@@ -115,7 +115,7 @@ torch::nn::Sequential build_model(const config::ModelConfig& config, const data:
 }
 
 std::string describe_model(const config::ExperimentConfig& config) {
-  const auto train_set = data::make_dataset(config.data, data::Split::kTrain, config.seed);
+  const auto train_set = data::make_dataset(data::for_description(config.data), data::Split::kTrain, config.seed);
   const data::DatasetInfo& info = train_set->info();
   torch::nn::Sequential model = build_model(config.model, info, torch::kCPU);
   return fmt::format("model {} for {} samples shaped {} ({} outputs)\n", config::word(config.model.name), info.name,

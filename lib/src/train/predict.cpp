@@ -29,7 +29,7 @@ std::string field(const std::string& text) {
 void predict(const config::LoadedConfig& loaded, const device::DevicePlan& devices, const std::string& weights_path,
              const std::string& input_path, std::ostream& out) {
   const config::ExperimentConfig& c = loaded.config;
-  const auto train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed);
+  const auto train_set = data::make_dataset(data::for_description(c.data), data::Split::kTrain, c.seed);
   const data::DatasetInfo& info = train_set->info();
   if (info.target_kind == data::TargetKind::kNone) {
     throw UserError(fmt::format("data set '{}' has no labels: its model predicts nothing to report", info.name));

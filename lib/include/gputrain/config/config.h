@@ -18,7 +18,8 @@ namespace gputrain::config {
 enum class Switch { kOff, kOn, kAuto };
 
 // The choice keys' values. Each enum's table (below) holds its words.
-enum class DatasetName { kRandom, kSynthetic, kCifar10, kFashionMnist, kMnist, kNpy, kCsv };
+enum class DatasetName { kRandom, kSynthetic, kCifar10, kFashionMnist, kMnist, kNpy, kCsv, kImageFolder };
+enum class ImageCache { kAuto, kMemory, kNone };
 enum class ModelName { kLinear, kMlp, kCifar10Cnn, kLayers };
 enum class Activation { kRelu, kGelu, kTanh };
 enum class OptimizerName { kSgd, kAdam, kAdamW };
@@ -49,13 +50,16 @@ enum class LayerType {
   kResidual
 };
 
-inline constexpr ChoiceTable<DatasetName, 7> kDatasetNames{{{{"random", DatasetName::kRandom},
+inline constexpr ChoiceTable<DatasetName, 8> kDatasetNames{{{{"random", DatasetName::kRandom},
                                                              {"synthetic", DatasetName::kSynthetic},
                                                              {"cifar10", DatasetName::kCifar10},
                                                              {"fashion_mnist", DatasetName::kFashionMnist},
                                                              {"mnist", DatasetName::kMnist},
                                                              {"npy", DatasetName::kNpy},
-                                                             {"csv", DatasetName::kCsv}}}};
+                                                             {"csv", DatasetName::kCsv},
+                                                             {"image_folder", DatasetName::kImageFolder}}}};
+inline constexpr ChoiceTable<ImageCache, 3> kImageCaches{
+    {{{"auto", ImageCache::kAuto}, {"memory", ImageCache::kMemory}, {"none", ImageCache::kNone}}}};
 inline constexpr ChoiceTable<ModelName, 4> kModelNames{{{{"linear", ModelName::kLinear},
                                                          {"mlp", ModelName::kMlp},
                                                          {"cifar10_cnn", ModelName::kCifar10Cnn},
@@ -107,6 +111,7 @@ inline constexpr ChoiceTable<LayerType, 15> kLayerTypes{{{{"conv2d", LayerType::
 
 // The table of each choice enum, found by overload (config::word(value) uses it).
 constexpr const auto& choices(DatasetName) { return kDatasetNames; }
+constexpr const auto& choices(ImageCache) { return kImageCaches; }
 constexpr const auto& choices(ModelName) { return kModelNames; }
 constexpr const auto& choices(Activation) { return kActivations; }
 constexpr const auto& choices(OptimizerName) { return kOptimizerNames; }
@@ -145,6 +150,11 @@ struct DataConfig {
   DatasetName dataset = DatasetName::kCifar10;
   std::string root;           // resolved per dataset when empty
   std::string target_column;  // csv: the target's column name; empty: the last column
+  // image_folder: root/train/<class>/*.png|jpg|jpeg and the test split's folders
+  std::string test_root;   // empty: root/test
+  int64_t image_size = 0;  // > 0: every image resized to image_size x image_size; 0: as stored (all alike)
+  int64_t channels = 0;    // 1 (grey) or 3 (RGB); 0: 1 when every image is grey, else 3
+  ImageCache cache = ImageCache::kAuto;  // decoded images kept in memory, or decoded per batch
   std::optional<int64_t> batch_size = 128;
   std::optional<int64_t> micro_batch_size;
   int64_t test_batch_size = 0;  // 0: same as batch_size

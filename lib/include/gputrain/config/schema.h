@@ -95,12 +95,29 @@ void visit(V& v, DataConfig& c) {
           "writes): inputs float32/float64/integer of any sample shape (uint8 [C, H, W] or [H, W]: images), integer "
           "targets [N] = classes, float targets [N] or [N, T] = regression. `csv`: `train.csv` and `test.csv` with a "
           "header row, numeric feature columns and the target in `target_column`: integers or text labels = "
-          "classes (labels numbered in sorted order and logged), other numbers = regression");
+          "classes (labels numbered in sorted order and logged), other numbers = regression. `image_folder`: "
+          "`root/train/<class>/*.png|jpg|jpeg` and `root/test/<class>/...` (or `test_root`); classes are the "
+          "training folders in sorted order (logged with their indices); other files are skipped");
   v.field("root", c.root, Any{},
           "where the data set lives; empty: cifar10 `datasets/cifar-10-batches-bin`, fashion_mnist "
           "`/usr/share/datasets/fashion-mnist`, mnist `datasets/mnist`; npy: a directory of the four .npy files or "
-          "one .npz holding them (required); csv: the directory of train.csv and test.csv (required)");
+          "one .npz holding them (required); csv: the directory of train.csv and test.csv (required); image_folder: "
+          "the directory holding `train/` and `test/` (required)");
   v.field("target_column", c.target_column, Any{}, "`csv`: the name of the target's column; empty: the last column");
+  v.field("test_root", c.test_root, Any{},
+          "`image_folder`: the test split's directory of class folders; empty: `root/test`");
+  v.field("image_size", c.image_size, Min{0},
+          "`image_folder`: every image resized (bilinear, antialiased) to image_size × image_size; 0: kept as "
+          "stored, which then must be one size throughout");
+  v.field("channels", c.channels, Min{0},
+          "`image_folder`: 1 (grey) or 3 (RGB), converted as decoded; 0: as the first training image (1 when grey, "
+          "else 3)");
+  v.check("channels", c.channels == 0 || c.channels == 1 || c.channels == 3,
+          [] { return std::string("must be 1 (grey), 3 (RGB) or 0 (from the images)"); });
+  v.field("cache", c.cache, Any{},
+          "`image_folder`: `memory` decodes every image once, at start (all threads), and keeps the uint8 pixels; "
+          "`none` decodes each batch's images in the loader's worker threads, every epoch. `auto`: memory when "
+          "the decoded split takes at most a quarter of the host's available memory, else none; logged at start");
   v.field("batch_size", c.batch_size, Min{1},
           "global batch per optimizer step, shared by accumulation, replicas and ranks (above). `auto`: "
           "`train.target_batch`, as the largest micro-batch whose training step fits in memory (one real step "

@@ -70,18 +70,18 @@ class BatchLoader {
 // (always off CUDA, where the cache holds the data set's own tensors).
 std::string device_cache_blocker(int64_t split_bytes, int64_t free_bytes, const torch::Device& device);
 
-// The bytes a split takes in memory: its inputs and targets.
+// The bytes a split takes in memory: its inputs (when resident) and targets.
 int64_t split_bytes(const Dataset& dataset);
 
-// data.device_cache resolved for a split of `split_bytes` on `device` with
-// `free_bytes` free (-1: unknown, off CUDA): on or off, and why. Throws
-// DataError for `on` with a split that does not fit (`split` names it).
+// data.device_cache resolved for `dataset` on `device` with `free_bytes`
+// free (-1: unknown, off CUDA): on or off, and why (off for images decoded per
+// batch). Throws DataError for `on` with a split that does not fit or is not in memory.
 struct DeviceCacheChoice {
   bool on = false;
   std::string why;  // "set", or "auto: ..."
 };
-DeviceCacheChoice choose_device_cache(config::Switch setting, int64_t split_bytes, int64_t free_bytes,
-                                      const torch::Device& device, const std::string& split);
+DeviceCacheChoice choose_device_cache(config::Switch setting, const Dataset& dataset, int64_t free_bytes,
+                                      const torch::Device& device);
 
 // data.device_cache: on, a DeviceLoader on `device` (the training device,
 // whatever it is), or a DataError when the split does not fit; off, a

@@ -1,7 +1,7 @@
 #pragma once
 // Data sets: raw samples kept in one contiguous block, described to the model
 // builder by DatasetInfo. Implementations: cifar10, fashion_mnist, mnist,
-// random, synthetic (see make_dataset).
+// npy, csv, image_folder, random, synthetic (see make_dataset).
 #include <torch/types.h>
 
 #include <cstdint>
@@ -38,11 +38,17 @@ class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual const DatasetInfo& info() const = 0;
-  virtual const torch::Tensor& inputs() const = 0;   // the whole split, contiguous, CPU
+  virtual const torch::Tensor& inputs() const = 0;   // the whole split, contiguous, CPU (if resident)
   virtual const torch::Tensor& targets() const = 0;  // undefined for TargetKind::kNone
   // Where sample `index` comes from, for error messages: the data set, the
   // file and the record in it where there is one.
   virtual std::string describe_sample(int64_t index) const;
+  // Whether inputs() holds the split. Images decoded on demand (image_folder
+  // under data.cache: none) leave it undefined: read_image gives each sample.
+  virtual bool resident() const { return true; }
+  // Sample `index`'s uint8 [C, H, W] pixels, written to `out`; a DataError
+  // naming the sample when they cannot be read. Resident sets copy them from inputs().
+  virtual void read_image(int64_t index, uint8_t* out) const;
 };
 
 // Builds the dataset `config.dataset` for `split`, reading files under
@@ -50,5 +56,9 @@ class Dataset {
 // `seed` (the test split differs from the train split). Throws DataError
 // naming the file and what is wrong.
 std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed);
+
+// `config` for a caller that needs the samples' description (DatasetInfo),
+// not their pixels: image_folder then decodes nothing up front (data.cache: none).
+config::DataConfig for_description(config::DataConfig config);
 
 }  // namespace gputrain::data

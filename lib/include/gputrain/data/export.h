@@ -2,7 +2,8 @@
 // A data set's tensors as NumPy .npy files, so that a Python script can train
 // on exactly the samples gputrain generates (scripts/bench/reference.py on the
 // synthetic set): <dir>/<split>_inputs.npy and, when labelled,
-// <dir>/<split>_targets.npy, with <split> "train" or "test".
+// <dir>/<split>_targets.npy, with <split> "train" or "test". Image sets also
+// as a folder of PNG or JPEG files per class.
 #include <filesystem>
 
 #include "gputrain/data/dataset.h"
@@ -16,5 +17,16 @@ void write_npy(const std::filesystem::path& file, const torch::Tensor& tensor);
 
 // Creates `dir` if needed and writes the split's inputs and targets.
 void export_npy(const Dataset& dataset, const std::filesystem::path& dir, Split split);
+
+enum class ImageFormat { kPng, kJpeg };
+
+// Writes an image split as <dir>/<split>/<class>/<index>.png (or .jpg of
+// `jpeg_quality`): the layout `dataset: image_folder` reads, its classes in
+// the same order (class_names where the set has them, else the indices,
+// zero-padded so that they sort as numbers) and each class's images in the
+// split's order. The split is written to a temporary folder beside it and
+// renamed into place when whole; an existing <dir>/<split> is refused.
+void export_images(const Dataset& dataset, const std::filesystem::path& dir, Split split, ImageFormat format,
+                   int jpeg_quality);
 
 }  // namespace gputrain::data

@@ -1,0 +1,297 @@
+#include "image_files.h"
+
+// clang-format off: jpeglib.h needs stdio.h (FILE) first.
+#include <jerror.h>
+#include <jpeglib.h>
+#include <cstdio>
+// clang-format on
+#include <fmt/format.h>
+#include <png.h>
+#include <torch/nn/functional/upsampling.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <csetjmp>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gputrain/common/error.h"
+
+namespace gputrain::data::detail {
+
+namespace {
+
+std::string lower_extension(const std::filesystem::path& file) {
+  std::string extension = file.extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension;
+}
+
+bool is_png(const std::filesystem::path& file) { return lower_extension(file) == ".png"; }
+
+std::string read_bytes(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes;
+  if (in) bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) throw DataError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
+  return bytes;
+}
+
+// Stored pixels, interleaved [H, W, C], as the decoders give them.
+struct Decoded {
+  std::vector<uint8_t> pixels;
+  int64_t height = 0, width = 0, channels = 0;
+};
+
+// --- PNG, through libpng's simplified API (it converts palettes, 16 bits, alpha and grey/RGB itself).
+
+ImageShape png_header(const std::filesystem::path& file, const std::string& bytes) {
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&image, bytes.data(), bytes.size())) {
+    throw DataError(fmt::format("{}: not a readable PNG ({})", file.string(), image.message));
+  }
+  const bool grey = (image.format & PNG_FORMAT_FLAG_COLOR) == 0;
+  ImageShape shape{grey ? 1 : 3, image.height, image.width};
+  png_image_free(&image);
+  return shape;
+}
+
+Decoded decode_png(const std::filesystem::path& file, const std::string& bytes, int64_t channels) {
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&image, bytes.data(), bytes.size())) {
+    throw DataError(fmt::format("{}: not a readable PNG ({})", file.string(), image.message));
+  }
+  image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  Decoded decoded;
+  decoded.height = image.height;
+  decoded.width = image.width;
+  decoded.channels = channels;
+  decoded.pixels.resize(PNG_IMAGE_SIZE(image));
+  // Alpha is composited onto black, as the pixels' stored colour values would show without it.
+  if (!png_image_finish_read(&image, nullptr, decoded.pixels.data(), 0, nullptr)) {
+    const std::string message = image.message;
+    png_image_free(&image);
+    throw DataError(fmt::format("{}: the PNG cannot be decoded ({})", file.string(), message));
+  }
+  return decoded;
+}
+
+// --- JPEG, through libjpeg-turbo. Its errors longjmp back here: no object
+// with a destructor may be created between setjmp and the calls that fail.
+
+struct JpegErrors {
+  jpeg_error_mgr manager;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void jpeg_fail(j_common_ptr info) {
+  auto* errors = reinterpret_cast<JpegErrors*>(info->err);
+  (*info->err->format_message)(info, errors->message);
+  std::longjmp(errors->jump, 1);
+}
+
+// A truncated file decodes with grey rows in libjpeg; here it is an error.
+// Other warnings (extraneous bytes before a marker and the like) are harmless and stay silent.
+void jpeg_warn(j_common_ptr info, int level) {
+  if (level == -1 && info->err->msg_code == JWRN_JPEG_EOF) jpeg_fail(info);
+}
+
+// Returns false (with errors.message) when libjpeg fails. `header_only`
+// stops after the header: out's height, width and channels (1 when grey).
+bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, Decoded& out, JpegErrors& errors) {
+  jpeg_decompress_struct info{};
+  info.err = jpeg_std_error(&errors.manager);
+  errors.manager.error_exit = jpeg_fail;
+  errors.manager.emit_message = jpeg_warn;
+  if (setjmp(errors.jump)) {
+    jpeg_destroy_decompress(&info);
+    return false;
+  }
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&info, TRUE);
+  out.height = info.image_height;
+  out.width = info.image_width;
+  if (header_only) {
+    out.channels = info.jpeg_color_space == JCS_GRAYSCALE ? 1 : 3;
+    jpeg_destroy_decompress(&info);
+    return true;
+  }
+  info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_start_decompress(&info);
+  out.channels = info.output_components;
+  uint8_t* base = out.pixels.data();
+  const auto row_bytes = static_cast<std::size_t>(info.output_width) * static_cast<std::size_t>(info.output_components);
+  if (out.pixels.size() < row_bytes * info.output_height) {
+    std::strcpy(errors.message, "unexpected output size");  // the header promised another size
+    jpeg_destroy_decompress(&info);
+    return false;
+  }
+  while (info.output_scanline < info.output_height) {
+    JSAMPROW row = base + row_bytes * info.output_scanline;
+    jpeg_read_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_decompress(&info);
+  jpeg_destroy_decompress(&info);
+  return true;
+}
+
+ImageShape jpeg_header(const std::filesystem::path& file, const std::string& bytes) {
+  Decoded header;
+  JpegErrors errors{};
+  if (!run_jpeg(bytes, 0, true, header, errors)) {
+    throw DataError(fmt::format("{}: not a readable JPEG ({})", file.string(), errors.message));
+  }
+  return {header.channels, header.height, header.width};
+}
+
+Decoded decode_jpeg(const std::filesystem::path& file, const std::string& bytes, int64_t channels) {
+  const ImageShape stored = jpeg_header(file, bytes);
+  Decoded decoded;
+  decoded.pixels.resize(static_cast<std::size_t>(stored.height * stored.width * channels));
+  JpegErrors errors{};
+  if (!run_jpeg(bytes, channels, false, decoded, errors)) {
+    throw DataError(fmt::format("{}: the JPEG cannot be decoded ({})", file.string(), errors.message));
+  }
+  return decoded;
+}
+
+}  // namespace
+
+bool is_image_file(const std::filesystem::path& file) {
+  const std::string extension = lower_extension(file);
+  return extension == ".png" || extension == ".jpg" || extension == ".jpeg";
+}
+
+ImageShape read_image_header(const std::filesystem::path& file) {
+  // The first bytes hold the size: PNG's IHDR chunk comes first, a JPEG's
+  // start-of-frame usually within a few kilobytes (after EXIF, which can be
+  // large: then the whole file is read).
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw DataError(fmt::format("{}: cannot open: {}", file.string(), std::strerror(errno)));
+  std::string bytes(64 * 1024, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  bytes.resize(static_cast<std::size_t>(in.gcount()));
+  if (is_png(file)) return png_header(file, bytes);
+  try {
+    return jpeg_header(file, bytes);
+  } catch (const DataError&) {
+    if (in.eof()) throw;
+    return jpeg_header(file, read_bytes(file));
+  }
+}
+
+void decode_image(const std::filesystem::path& file, ImageShape shape, bool resize, uint8_t* out) {
+  const std::string bytes = read_bytes(file);
+  const Decoded decoded =
+      is_png(file) ? decode_png(file, bytes, shape.channels) : decode_jpeg(file, bytes, shape.channels);
+  const int64_t plane = shape.height * shape.width;
+  if (decoded.height == shape.height && decoded.width == shape.width) {
+    const uint8_t* in = decoded.pixels.data();
+    for (int64_t p = 0; p < plane; ++p)
+      for (int64_t c = 0; c < shape.channels; ++c) out[c * plane + p] = *in++;
+    return;
+  }
+  if (!resize) {
+    throw DataError(
+        fmt::format("{}: the image is {}x{}, not {}x{} as the data set's; set data.image_size to resize "
+                    "them all",
+                    file.string(), decoded.width, decoded.height, shape.width, shape.height));
+  }
+  namespace F = torch::nn::functional;
+  const torch::Tensor stored = torch::from_blob(const_cast<uint8_t*>(decoded.pixels.data()),
+                                                {1, decoded.height, decoded.width, shape.channels}, torch::kUInt8)
+                                   .permute({0, 3, 1, 2})
+                                   .to(torch::kFloat32);
+  const torch::Tensor resized = F::interpolate(stored, F::InterpolateFuncOptions()
+                                                           .size(std::vector<int64_t>{shape.height, shape.width})
+                                                           .mode(torch::kBilinear)
+                                                           .align_corners(false)
+                                                           .antialias(true))
+                                    .round_()
+                                    .clamp_(0, 255)
+                                    .to(torch::kUInt8)
+                                    .contiguous();
+  std::memcpy(out, resized.const_data_ptr<uint8_t>(), static_cast<std::size_t>(shape.bytes()));
+}
+
+namespace {
+
+std::vector<uint8_t> interleaved(const uint8_t* pixels, ImageShape shape) {
+  const int64_t plane = shape.height * shape.width;
+  std::vector<uint8_t> rows(static_cast<std::size_t>(shape.bytes()));
+  uint8_t* to = rows.data();
+  for (int64_t p = 0; p < plane; ++p)
+    for (int64_t c = 0; c < shape.channels; ++c) *to++ = pixels[c * plane + p];
+  return rows;
+}
+
+void require_writable_shape(ImageShape shape) {
+  GPUTRAIN_CHECK(shape.channels == 1 || shape.channels == 3, "images of {} channels cannot be encoded", shape.channels);
+}
+
+}  // namespace
+
+std::string encode_png(const uint8_t* pixels, ImageShape shape) {
+  require_writable_shape(shape);
+  const std::vector<uint8_t> rows = interleaved(pixels, shape);
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  image.width = static_cast<png_uint_32>(shape.width);
+  image.height = static_cast<png_uint_32>(shape.height);
+  image.format = shape.channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  png_alloc_size_t size = 0;
+  if (!png_image_write_to_memory(&image, nullptr, &size, 0, rows.data(), 0, nullptr)) {
+    throw InternalError(fmt::format("libpng: {}", image.message));
+  }
+  std::string bytes(size, '\0');
+  if (!png_image_write_to_memory(&image, bytes.data(), &size, 0, rows.data(), 0, nullptr)) {
+    throw InternalError(fmt::format("libpng: {}", image.message));
+  }
+  bytes.resize(size);
+  return bytes;
+}
+
+std::string encode_jpeg(const uint8_t* pixels, ImageShape shape, int quality) {
+  require_writable_shape(shape);
+  const std::vector<uint8_t> rows = interleaved(pixels, shape);
+  jpeg_compress_struct info{};
+  JpegErrors errors{};
+  info.err = jpeg_std_error(&errors.manager);
+  errors.manager.error_exit = jpeg_fail;
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  if (setjmp(errors.jump)) {
+    jpeg_destroy_compress(&info);
+    std::free(buffer);
+    throw InternalError(fmt::format("libjpeg: {}", errors.message));
+  }
+  jpeg_create_compress(&info);
+  jpeg_mem_dest(&info, &buffer, &size);
+  info.image_width = static_cast<JDIMENSION>(shape.width);
+  info.image_height = static_cast<JDIMENSION>(shape.height);
+  info.input_components = static_cast<int>(shape.channels);
+  info.in_color_space = shape.channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&info);
+  jpeg_set_quality(&info, quality, TRUE);
+  jpeg_start_compress(&info, TRUE);
+  const auto row_bytes = static_cast<std::size_t>(shape.width * shape.channels);
+  while (info.next_scanline < info.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(rows.data()) + row_bytes * info.next_scanline;
+    jpeg_write_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_compress(&info);
+  jpeg_destroy_compress(&info);
+  std::string bytes(reinterpret_cast<const char*>(buffer), size);
+  std::free(buffer);
+  return bytes;
+}
+
+}  // namespace gputrain::data::detail

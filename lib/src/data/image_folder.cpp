@@ -1,0 +1,267 @@
+// dataset: image_folder, the layout torchvision's ImageFolder reads:
+// <split>/<class>/<image>. Classes are the training folders in sorted order.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
+#include "gputrain/device/memory.h"
+#include "image_files.h"
+#include "readers.h"
+
+namespace gputrain::data::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kName = "image_folder";
+constexpr std::size_t kClassesLogged = 20;
+
+// Runs body(i) for every i in [0, count) on all hardware threads. When some
+// fail, rethrows what the lowest failing index threw (the error a sequential
+// loop would have met first) after every thread has stopped.
+void parallel_for(int64_t count, const std::function<void(int64_t)>& body) {
+  std::atomic<int64_t> next{0};
+  std::mutex mutex;
+  int64_t failed_at = count;
+  std::exception_ptr failure;
+  auto work = [&] {
+    for (int64_t i = next++; i < count; i = next++) {
+      try {
+        body(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (i < failed_at) {
+          failed_at = i;
+          failure = std::current_exception();
+        }
+        next = count;
+      }
+    }
+  };
+  const auto threads = std::min<int64_t>(std::max(1U, std::thread::hardware_concurrency()), count);
+  std::vector<std::thread> pool;
+  try {
+    for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  } catch (...) {
+    next = count;
+    for (std::thread& thread : pool) thread.join();
+    throw;
+  }
+  work();
+  for (std::thread& thread : pool) thread.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+struct ClassFolder {
+  std::string name;
+  fs::path dir;
+};
+
+std::string layout_hint(const fs::path& dir) {
+  return fmt::format("It must hold one folder per class, each of .png, .jpg or .jpeg images: {}/<class>/<image>",
+                     dir.string());
+}
+
+// The class folders in `dir`, sorted by name; hidden ones skipped.
+std::vector<ClassFolder> class_folders(const fs::path& dir) {
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) {
+    throw DataError(fmt::format("{}: {} is not a directory. {}", kName, dir.string(), layout_hint(dir)));
+  }
+  std::vector<ClassFolder> classes;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name[0] == '.') continue;
+    if (it->is_directory(error)) {
+      classes.push_back({name, it->path()});
+    } else if (is_image_file(it->path())) {
+      throw DataError(fmt::format("{}: {} is in no class folder. {}", kName, it->path().string(), layout_hint(dir)));
+    }
+  }
+  if (error) throw DataError(fmt::format("{}: cannot list {}: {}", kName, dir.string(), error.message()));
+  if (classes.empty())
+    throw DataError(fmt::format("{}: {} holds no class folders. {}", kName, dir.string(), layout_hint(dir)));
+  std::sort(classes.begin(), classes.end(), [](const ClassFolder& a, const ClassFolder& b) { return a.name < b.name; });
+  return classes;
+}
+
+std::string numbered_classes(const std::vector<std::string>& names) {
+  std::vector<std::string> numbered;
+  for (std::size_t i = 0; i < names.size() && i < kClassesLogged; ++i)
+    numbered.push_back(fmt::format("{} {}", i, names[i]));
+  if (names.size() > kClassesLogged) numbered.push_back(fmt::format("... {} {}", names.size() - 1, names.back()));
+  return fmt::format("{}", fmt::join(numbered, ", "));
+}
+
+class ImageFolderDataset final : public Dataset {
+ public:
+  ImageFolderDataset(DatasetInfo info, std::vector<fs::path> files, torch::Tensor targets, bool resize)
+      : info_(std::move(info)), files_(std::move(files)), targets_(std::move(targets)), resize_(resize) {}
+
+  void keep_in_memory(const config::DataConfig& config) { inputs_ = decode_images(files_, info_.input_shape, config); }
+
+  const DatasetInfo& info() const override { return info_; }
+  const torch::Tensor& inputs() const override { return inputs_; }
+  const torch::Tensor& targets() const override { return targets_; }
+  bool resident() const override { return inputs_.defined(); }
+
+  std::string describe_sample(int64_t index) const override {
+    return fmt::format("{} sample {} ({})", info_.name, index, files_.at(static_cast<std::size_t>(index)).string());
+  }
+
+  void read_image(int64_t index, uint8_t* out) const override {
+    if (resident()) return Dataset::read_image(index, out);
+    const std::vector<int64_t>& s = info_.input_shape;
+    decode_image(files_.at(static_cast<std::size_t>(index)), {s[0], s[1], s[2]}, resize_, out);
+  }
+
+ private:
+  DatasetInfo info_;
+  std::vector<fs::path> files_;
+  torch::Tensor targets_;
+  torch::Tensor inputs_;  // undefined under data.cache: none
+  bool resize_;
+};
+
+// Whether the decoded split stays in memory, and why (data.cache).
+std::pair<bool, std::string> choose_cache(config::ImageCache cache, int64_t bytes) {
+  if (cache != config::ImageCache::kAuto) return {cache == config::ImageCache::kMemory, "set"};
+  const int64_t available = device::host_available_memory();
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  if (available < 0) return {true, "auto: the host's available memory is unknown"};
+  const bool fits = bytes <= available / 4;
+  return {fits, fmt::format("auto: {:.2f} GiB decoded, {} a quarter of the host's {:.2f} GiB available",
+                            static_cast<double>(bytes) / gib, fits ? "at most" : "more than",
+                            static_cast<double>(available) / gib)};
+}
+
+// Every image of `files` stored at `reference`'s size, checked before the
+// first batch (without data.image_size, when nothing decodes them all at start).
+void require_one_size(const std::vector<fs::path>& files, const fs::path& reference, ImageShape size) {
+  parallel_for(static_cast<int64_t>(files.size()), [&](int64_t i) {
+    const ImageShape stored = read_image_header(files[static_cast<std::size_t>(i)]);
+    if (stored.height != size.height || stored.width != size.width) {
+      throw DataError(fmt::format("{}: the image is {}x{}, not {}x{} as {}; set data.image_size to resize them all",
+                                  files[static_cast<std::size_t>(i)].string(), stored.width, stored.height, size.width,
+                                  size.height, reference.string()));
+    }
+  });
+}
+
+}  // namespace
+
+std::vector<fs::path> list_images(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code error;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, error), end;
+       !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (!name.empty() && name[0] == '.') {
+      if (it->is_directory(error)) it.disable_recursion_pending();
+      continue;
+    }
+    if (is_image_file(it->path()) && !it->is_directory(error)) files.push_back(it->path());
+  }
+  if (error) throw DataError(fmt::format("{}: cannot list {}: {}", kName, dir.string(), error.message()));
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+torch::Tensor decode_images(const std::vector<fs::path>& files, const std::vector<int64_t>& shape,
+                            const config::DataConfig& config) {
+  const ImageShape image{shape.at(0), shape.at(1), shape.at(2)};
+  torch::Tensor pixels =
+      torch::empty({static_cast<int64_t>(files.size()), image.channels, image.height, image.width}, torch::kUInt8);
+  uint8_t* out = pixels.data_ptr<uint8_t>();
+  parallel_for(static_cast<int64_t>(files.size()), [&](int64_t i) {
+    decode_image(files[static_cast<std::size_t>(i)], image, config.image_size > 0, out + i * image.bytes());
+  });
+  return pixels;
+}
+
+std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& config, Split split) {
+  const bool train = split == Split::kTrain;
+  if (config.root.empty()) {
+    throw DataError(
+        fmt::format("{}: data.root is empty: set it to the directory holding train/<class>/ and "
+                    "test/<class>/ folders of images",
+                    kName));
+  }
+  const fs::path train_dir = fs::path(config.root) / "train";
+  const fs::path dir = train                      ? train_dir
+                       : config.test_root.empty() ? fs::path(config.root) / "test"
+                                                  : fs::path(config.test_root);
+  const std::vector<ClassFolder> train_classes = class_folders(train_dir);
+  std::vector<std::string> names;
+  for (const ClassFolder& folder : train_classes) names.push_back(folder.name);
+  std::map<std::string, int64_t> index;
+  for (const std::string& name : names) index.emplace(name, static_cast<int64_t>(index.size()));
+
+  std::vector<fs::path> files;
+  std::vector<int64_t> labels;
+  for (const ClassFolder& folder : train ? train_classes : class_folders(dir)) {
+    const auto known = index.find(folder.name);
+    if (known == index.end()) {
+      throw DataError(fmt::format("{}: {} is a class the training split ({}) does not have; its classes: {}", kName,
+                                  folder.dir.string(), train_dir.string(), fmt::join(names, ", ")));
+    }
+    const std::vector<fs::path> images = list_images(folder.dir);
+    if (images.empty()) {
+      throw DataError(
+          fmt::format("{}: the class folder {} holds no .png, .jpg or .jpeg images", kName, folder.dir.string()));
+    }
+    files.insert(files.end(), images.begin(), images.end());
+    labels.insert(labels.end(), images.size(), known->second);
+  }
+  // The first training image: data.channels and data.image_size 0 follow it.
+  const fs::path reference = train ? files.front() : list_images(train_classes.front().dir).at(0);
+  const ImageShape stored = read_image_header(reference);
+  const ImageShape shape{config.channels > 0 ? config.channels : stored.channels,
+                         config.image_size > 0 ? config.image_size : stored.height,
+                         config.image_size > 0 ? config.image_size : stored.width};
+
+  DatasetInfo info;
+  info.name = kName;
+  info.source = dir.string();
+  info.samples = static_cast<int64_t>(files.size());
+  info.input_shape = {shape.channels, shape.height, shape.width};
+  info.target_kind = TargetKind::kClasses;
+  info.classes = static_cast<int64_t>(names.size());
+  info.class_names = names;
+  info.images = true;
+  if (train) {
+    spdlog::info("{}: {} in {}: {}", kName, count_of(info.classes, "class"), train_dir.string(),
+                 numbered_classes(names));
+  }
+
+  const auto [memory, why] = choose_cache(config.cache, info.samples * shape.bytes());
+  spdlog::info("data.cache: {} for the {} split's {} of {}x{}x{}{} ({})", memory ? "memory" : "none",
+               train ? "training" : "test", count_of(info.samples, "image"), shape.channels, shape.height, shape.width,
+               config.image_size > 0 ? " (resized)" : "", why);
+  auto dataset = std::make_shared<ImageFolderDataset>(std::move(info), files, torch::tensor(labels, torch::kInt64),
+                                                      config.image_size > 0);
+  if (memory) {
+    const auto start = std::chrono::steady_clock::now();
+    dataset->keep_in_memory(config);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    spdlog::info("{}: decoded {} in {:.1f} s ({:.0f} images/s)", kName, count_of(dataset->info().samples, "image"),
+                 seconds, static_cast<double>(dataset->info().samples) / std::max(seconds, 1e-9));
+  } else if (config.image_size == 0) {
+    require_one_size(files, reference, stored);
+  }
+  return dataset;
+}
+
+}  // namespace gputrain::data::detail

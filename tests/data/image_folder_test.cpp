@@ -1,0 +1,264 @@
+// dataset: image_folder — PNG and JPEG folders written by export_images (the
+// `datasets export --format png|jpeg` code), read back decoded at start or per
+// batch, converted, resized, and each way such a folder can be wrong.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gputrain/common/error.h"
+#include "gputrain/data/batch_loader.h"
+#include "gputrain/data/export.h"
+#include "gputrain/data/host_loader.h"
+#include "gputrain/data/tensor_dataset.h"
+#include "support/temp_dir.h"
+#include "test_datasets.h"
+
+namespace gputrain::data {
+namespace {
+
+namespace fs = std::filesystem;
+using gputrain::testing::TempDir;
+
+// Three classes of `count` images of `shape` ([C, H, W]).
+DatasetInfo three_classes(int64_t count, std::vector<int64_t> shape) {
+  DatasetInfo info;
+  info.name = "made";
+  info.samples = count;
+  info.input_shape = std::move(shape);
+  info.classes = 3;
+  info.images = true;
+  return info;
+}
+
+// `count` random images of `shape` in classes cat, dog, eel, labelled 0, 1, 2, 0, ... sorted, so that the
+// folder's order (class by class, index order within one) is the tensor's.
+TensorDataset images(int64_t count, std::vector<int64_t> shape, uint64_t seed) {
+  torch::manual_seed(seed);
+  std::vector<int64_t> sizes{count};
+  sizes.insert(sizes.end(), shape.begin(), shape.end());
+  DatasetInfo info = three_classes(count, shape);
+  info.class_names = {"cat", "dog", "eel"};
+  return TensorDataset(info, torch::randint(0, 256, sizes, torch::kUInt8),
+                       std::get<0>(torch::arange(count, torch::kInt64).remainder(3).sort()));
+}
+
+class ImageFolder : public ::testing::Test {
+ protected:
+  // Writes both splits of `made` under the test's root (or `root`).
+  void write(const TensorDataset& made, ImageFormat format = ImageFormat::kPng, const fs::path& root = {}) {
+    for (const Split split : {Split::kTrain, Split::kTest}) {
+      export_images(made, root.empty() ? dir_.path() : root, split, format, 100);
+    }
+  }
+  config::DataConfig folder(config::ImageCache cache = config::ImageCache::kMemory) const {
+    config::DataConfig config;
+    config.dataset = config::DatasetName::kImageFolder;
+    config.root = dir_.path().string();
+    config.cache = cache;
+    return config;
+  }
+  static std::string error(const config::DataConfig& config, Split split = Split::kTrain) {
+    return testing::make_dataset_error(config, split);
+  }
+  // Every batch of one shuffled epoch, augmented, from 2 worker threads.
+  static std::vector<Batch> epoch(std::shared_ptr<const Dataset> dataset) {
+    LoaderOptions options;
+    options.batch_size = 5;
+    options.shuffle = true;
+    options.num_workers = 2;
+    options.seed = 7;
+    options.random_crop = 1;
+    options.hflip = true;
+    HostLoader loader(std::move(dataset), options);
+    loader.start_epoch(1);
+    std::vector<Batch> batches;
+    while (auto batch = loader.next()) batches.push_back(*batch);
+    return batches;
+  }
+  fs::path file(const std::string& name) const { return dir_.path() / name; }
+
+  TempDir dir_{"image-folder"};
+};
+
+TEST_F(ImageFolder, PngFoldersHoldTheExactPixelsWithClassesInSortedOrder) {
+  const TensorDataset made = images(12, {1, 5, 7}, 1);
+  write(made);
+  EXPECT_TRUE(fs::is_regular_file(file("train/cat/00.png")));
+  EXPECT_TRUE(fs::is_regular_file(file("train/eel/11.png")));
+  const auto train = make_dataset(folder(), Split::kTrain, 0);
+  EXPECT_EQ(train->info().name, "image_folder");
+  EXPECT_EQ(train->info().input_shape, (std::vector<int64_t>{1, 5, 7}));
+  EXPECT_EQ(train->info().class_names, (std::vector<std::string>{"cat", "dog", "eel"}));
+  EXPECT_EQ(train->info().classes, 3);
+  EXPECT_TRUE(train->resident());
+  EXPECT_TRUE(torch::equal(train->inputs(), made.inputs()));
+  EXPECT_TRUE(torch::equal(train->targets(), made.targets()));
+  EXPECT_NE(train->describe_sample(4).find(file("train/dog/04.png").string()), std::string::npos);
+  EXPECT_TRUE(torch::equal(make_dataset(folder(), Split::kTest, 0)->inputs(), made.inputs()));
+}
+
+TEST_F(ImageFolder, DecodingPerBatchGivesTheSameBatchesAsDecodingAtStart) {
+  write(images(23, {3, 6, 6}, 2));
+  const auto memory = make_dataset(folder(config::ImageCache::kMemory), Split::kTrain, 0);
+  const auto none = make_dataset(folder(config::ImageCache::kNone), Split::kTrain, 0);
+  EXPECT_FALSE(none->resident());
+  EXPECT_FALSE(none->inputs().defined());
+  EXPECT_EQ(split_bytes(*none), static_cast<int64_t>(none->targets().nbytes()));
+  const std::vector<Batch> expected = epoch(memory), actual = epoch(none);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (std::size_t b = 0; b < expected.size(); ++b) {
+    EXPECT_TRUE(torch::equal(actual[b].inputs, expected[b].inputs)) << "batch " << b;
+    EXPECT_TRUE(torch::equal(actual[b].targets, expected[b].targets)) << "batch " << b;
+  }
+}
+
+TEST_F(ImageFolder, JpegsDecodeCloseToTheirPixels) {
+  // A smooth image: JPEG at quality 100 keeps it within a few levels on average (its 4:2:0 chroma blurs the
+  // colours a little more); swapped channels or rows would be off by tens.
+  const torch::Tensor ramp = torch::arange(0, 16 * 16, torch::kInt64).reshape({16, 16}).mul(255).div(255);
+  const torch::Tensor rgb = torch::stack({ramp, ramp.t(), ramp.flip(0)}).to(torch::kUInt8);
+  write(TensorDataset(three_classes(3, {3, 16, 16}), rgb.unsqueeze(0).repeat({3, 1, 1, 1}).contiguous(),
+                      torch::arange(3, torch::kInt64)),
+        ImageFormat::kJpeg);
+  EXPECT_TRUE(fs::is_regular_file(file("train/0/0.jpg")));
+  const auto train = make_dataset(folder(), Split::kTrain, 0);
+  ASSERT_EQ(train->info().input_shape, (std::vector<int64_t>{3, 16, 16}));
+  const torch::Tensor error = (train->inputs()[0].to(torch::kInt32) - rgb.to(torch::kInt32)).abs();
+  EXPECT_LE(error.to(torch::kFloat32).mean().item<float>(), 3.0f);
+  EXPECT_LE(error.max().item<int>(), 24);
+}
+
+TEST_F(ImageFolder, ChannelsFollowTheFirstImageUnlessSet) {
+  write(images(6, {3, 4, 4}, 3));
+  EXPECT_EQ(make_dataset(folder(), Split::kTrain, 0)->info().input_shape, (std::vector<int64_t>{3, 4, 4}));
+  config::DataConfig grey = folder();
+  grey.channels = 1;
+  EXPECT_EQ(make_dataset(grey, Split::kTrain, 0)->inputs().sizes(), (std::vector<int64_t>{6, 1, 4, 4}));
+
+  TempDir other("image-folder-grey");
+  const TensorDataset made = images(6, {1, 4, 4}, 4);
+  write(made, ImageFormat::kPng, other.path());
+  config::DataConfig rgb = folder();
+  rgb.root = other.path().string();
+  rgb.channels = 3;
+  const auto train = make_dataset(rgb, Split::kTrain, 0);
+  ASSERT_EQ(train->info().input_shape, (std::vector<int64_t>{3, 4, 4}));
+  for (int64_t c = 0; c < 3; ++c) EXPECT_TRUE(torch::equal(train->inputs().select(1, c), made.inputs().select(1, 0)));
+}
+
+TEST_F(ImageFolder, ImageSizeResizesEveryImage) {
+  write(TensorDataset(three_classes(3, {1, 8, 6}), torch::full({3, 1, 8, 6}, 100, torch::kUInt8),
+                      torch::arange(3, torch::kInt64)));
+  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+    config::DataConfig config = folder(cache);
+    config.image_size = 4;
+    const auto train = make_dataset(config, Split::kTrain, 0);
+    EXPECT_EQ(train->info().input_shape, (std::vector<int64_t>{1, 4, 4}));
+    std::vector<uint8_t> pixels(16);
+    train->read_image(2, pixels.data());
+    for (uint8_t pixel : pixels) EXPECT_EQ(pixel, 100);
+  }
+}
+
+TEST_F(ImageFolder, MixedSizesNeedImageSize) {
+  write(images(6, {1, 4, 4}, 5));
+  TempDir other("image-folder-wide");
+  write(images(3, {1, 4, 6}, 6), ImageFormat::kPng, other.path());
+  fs::copy_file(other / "train/dog/1.png", file("train/dog/9.png"));
+  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+    const std::string message = error(folder(cache));
+    EXPECT_NE(message.find(file("train/dog/9.png").string() + ": the image is 6x4, not 4x4"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("set data.image_size"), std::string::npos) << message;
+  }
+  config::DataConfig resized = folder();
+  resized.image_size = 4;
+  EXPECT_EQ(make_dataset(resized, Split::kTrain, 0)->info().samples, 7);
+}
+
+TEST_F(ImageFolder, AnUnreadableImageIsNamedAtStartOrInItsBatch) {
+  write(images(6, {1, 4, 4}, 7));
+  std::ofstream(file("train/dog/2.png")) << "not a png";
+  EXPECT_NE(error(folder()).find(file("train/dog/2.png").string() + ": not a readable PNG"), std::string::npos)
+      << error(folder());
+  config::DataConfig per_batch = folder(config::ImageCache::kNone);
+  per_batch.image_size = 4;  // no header read at start: the batch meets the file first
+  const auto lazy = make_dataset(per_batch, Split::kTrain, 0);
+  std::string message = "no DataError";
+  try {
+    epoch(lazy);
+  } catch (const DataError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find(file("train/dog/2.png").string()), std::string::npos) << message;
+}
+
+TEST_F(ImageFolder, ATruncatedJpegIsAnError) {
+  write(images(6, {3, 8, 8}, 8), ImageFormat::kJpeg);
+  const fs::path cut = file("train/eel/5.jpg");
+  fs::resize_file(cut, fs::file_size(cut) - 20);  // the end of the compressed pixels
+  EXPECT_NE(error(folder()).find(cut.string() + ": the JPEG cannot be decoded"), std::string::npos) << error(folder());
+}
+
+TEST_F(ImageFolder, BadLayoutsAreNamed) {
+  EXPECT_NE(error(folder()).find(file("train").string() + " is not a directory. It must hold one folder per class"),
+            std::string::npos)
+      << error(folder());
+  config::DataConfig no_root = folder();
+  no_root.root.clear();
+  EXPECT_NE(error(no_root).find("data.root is empty"), std::string::npos) << error(no_root);
+
+  write(images(6, {1, 4, 4}, 9));
+  fs::create_directories(file("train/fox"));
+  std::ofstream(file("train/fox/notes.txt")) << "no image";
+  EXPECT_NE(error(folder()).find("the class folder " + file("train/fox").string() + " holds no .png"),
+            std::string::npos)
+      << error(folder());
+  fs::remove_all(file("train/fox"));
+
+  fs::create_directories(file("test/gnu"));
+  fs::copy_file(file("test/cat/0.png"), file("test/gnu/0.png"));
+  EXPECT_NE(error(folder(), Split::kTest).find("is a class the training split"), std::string::npos)
+      << error(folder(), Split::kTest);
+  fs::remove_all(file("test/gnu"));
+
+  fs::copy_file(file("train/cat/0.png"), file("train/stray.png"));
+  EXPECT_NE(error(folder()).find("train/stray.png is in no class folder"), std::string::npos) << error(folder());
+}
+
+TEST_F(ImageFolder, TestRootReplacesRootTest) {
+  write(images(6, {1, 4, 4}, 10));
+  fs::rename(file("test"), file("elsewhere"));
+  config::DataConfig config = folder();
+  EXPECT_NE(error(config, Split::kTest).find("is not a directory"), std::string::npos);
+  config.test_root = file("elsewhere").string();
+  EXPECT_EQ(make_dataset(config, Split::kTest, 0)->info().samples, 6);
+}
+
+TEST_F(ImageFolder, TheDeviceCacheNeedsTheImagesInMemory) {
+  write(images(6, {1, 4, 4}, 11));
+  const auto lazy = make_dataset(folder(config::ImageCache::kNone), Split::kTrain, 0);
+  EXPECT_FALSE(choose_device_cache(config::Switch::kAuto, *lazy, -1, torch::kCPU).on);
+  EXPECT_THROW(choose_device_cache(config::Switch::kOn, *lazy, -1, torch::kCPU), DataError);
+  EXPECT_TRUE(
+      choose_device_cache(config::Switch::kAuto, *make_dataset(folder(), Split::kTrain, 0), -1, torch::kCPU).on);
+}
+
+TEST_F(ImageFolder, ExportRefusesAnExistingSplitAndSetsWithoutImages) {
+  const TensorDataset made = images(6, {1, 4, 4}, 12);
+  export_images(made, dir_.path(), Split::kTrain, ImageFormat::kPng, 95);
+  EXPECT_THROW(export_images(made, dir_.path(), Split::kTrain, ImageFormat::kPng, 95), DataError);
+  DatasetInfo info;
+  info.name = "table";
+  info.samples = 2;
+  info.input_shape = {3};
+  info.classes = 2;
+  EXPECT_THROW(export_images(TensorDataset(info, torch::zeros({2, 3}), torch::zeros({2}, torch::kInt64)), dir_.path(),
+                             Split::kTest, ImageFormat::kPng, 95),
+               DataError);
+  EXPECT_FALSE(fs::exists(file("test")));
+}
+
+}  // namespace
+}  // namespace gputrain::data
