@@ -206,5 +206,49 @@ TEST(DeclaredModel, ClonesAndReplicasKeepTheBranchesAndTheirWeights) {
   EXPECT_EQ(replicas.size(), 2u);
 }
 
+// model.sync_batchnorm's layer in one process (its statistics summed over one
+// rank): torch's batchnorm, forward and backward, under the same checkpoint keys.
+// Two ranks against one process: Ddp.SyncBatchnormOnTwoGlooRanksTrainsAsOneProcess.
+TEST(DeclaredModel, SyncBatchnormSummedOverOneProcessIsBatchnorm) {
+  const std::string layers =
+      "  - {type: conv2d, out_channels: 4, kernel: 3, padding: 1}\n  - batchnorm\n  - relu\n"
+      "  - flatten\n  - {type: linear, out_features: 6}\n  - batchnorm\n  - linear\n";
+  config::ModelConfig config = declared(layers);
+  torch::manual_seed(5);
+  torch::nn::Sequential plain = make_model(config, {{3, 5, 5}, 3});
+  config.sync_batchnorm = true;
+  torch::manual_seed(5);
+  torch::nn::Sequential synced = make_model(config, {{3, 5, 5}, 3});
+  EXPECT_EQ(state_of(*synced), state_of(*plain));
+  EXPECT_EQ(share_batch_statistics(plain, [](torch::Tensor&) {}), 0);
+  int64_t sums = 0;
+  EXPECT_EQ(share_batch_statistics(synced, [&sums](torch::Tensor&) { ++sums; }), 2);
+
+  for (int step = 0; step < 3; ++step) {
+    const torch::Tensor x = torch::randn({7, 3, 5, 5});
+    std::vector<torch::Tensor> inputs{x.clone().requires_grad_(), x.clone().requires_grad_()};
+    std::vector<torch::Tensor> outputs;
+    for (auto* model : {&plain, &synced}) {
+      torch::Tensor& input = inputs[outputs.size()];
+      outputs.push_back((*model)->forward(input));
+      outputs.back().square().sum().backward();
+    }
+    EXPECT_TRUE(torch::allclose(outputs[1], outputs[0], 1e-4, 1e-5)) << step;
+    EXPECT_TRUE(torch::allclose(inputs[1].grad(), inputs[0].grad(), 1e-3, 1e-5)) << step;
+  }
+  EXPECT_EQ(sums, 3 * 2 * 2);  // each layer's statistics, then their gradient, every step
+  const auto expected = plain->named_parameters(), actual = synced->named_parameters();
+  for (const auto& p : expected)
+    EXPECT_TRUE(torch::allclose(actual[p.key()].grad(), p.value().grad(), 1e-3, 1e-4)) << p.key();
+  const auto buffers = plain->named_buffers(), synced_buffers = synced->named_buffers();
+  for (const auto& b : buffers) EXPECT_TRUE(torch::allclose(synced_buffers[b.key()], b.value(), 1e-5, 1e-6)) << b.key();
+
+  synced->eval();
+  plain->eval();
+  const torch::Tensor x = torch::randn({2, 3, 5, 5});
+  EXPECT_TRUE(torch::allclose(synced->forward(x), plain->forward(x), 1e-5, 1e-6));
+  EXPECT_EQ(sums, 12);  // evaluation uses the running statistics: nothing to sum
+}
+
 }  // namespace
 }  // namespace gputrain::models

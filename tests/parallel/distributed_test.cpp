@@ -79,6 +79,21 @@ torch::nn::Sequential load_model(const std::filesystem::path& config, const std:
   return model;
 }
 
+// The largest difference between two runs' weights and buffers (batchnorm's running statistics).
+double weight_difference(const std::filesystem::path& config, const std::filesystem::path& a,
+                         const std::filesystem::path& b) {
+  auto p = load_model(config, a)->parameters(), q = load_model(config, b)->parameters();
+  const auto pb = load_model(config, a)->buffers(), qb = load_model(config, b)->buffers();
+  p.insert(p.end(), pb.begin(), pb.end());
+  q.insert(q.end(), qb.begin(), qb.end());
+  EXPECT_EQ(p.size(), q.size());
+  double most = 0;
+  for (std::size_t i = 0; i < p.size() && i < q.size(); ++i) {
+    most = std::max(most, (p[i].to(torch::kFloat64) - q[i].to(torch::kFloat64)).abs().max().item<double>());
+  }
+  return most;
+}
+
 void expect_same_weights(const std::filesystem::path& config, const std::filesystem::path& a,
                          const std::filesystem::path& b) {
   const auto p = load_model(config, a)->parameters();
@@ -119,6 +134,37 @@ TEST(Ddp, TwoGlooRanksUnderNprocMatchOneProcess) {
   // Rank 0 alone wrote the run directory: one metrics file, as many records as the single run's.
   EXPECT_FALSE(std::filesystem::exists(dir / "two/ddp/metrics.1.jsonl"));
   EXPECT_EQ(lines(dir / "two/ddp/metrics.jsonl"), lines(dir / "one/ddp/metrics.jsonl"));
+}
+
+// model.sync_batchnorm: two ranks normalise with their global batch's statistics and train as one
+// process does on the whole batch; without it each rank's batchnorm sees its own rows and they drift apart.
+// The 36 samples in batches of 8 end with a batch of 4: each rank's share of it differs from the others'.
+TEST(Ddp, SyncBatchnormOnTwoGlooRanksTrainsAsOneProcess) {
+  TempDir dir;
+  std::string text = experiment(36, 8, 2, 30);
+  text.replace(text.find("model: {name: mlp, hidden: [12]}"), std::string("model: {name: mlp, hidden: [12]}").size(),
+               "model: {name: layers, sync_batchnorm: true, layers: [{type: linear, out_features: 12}, batchnorm, "
+               "relu, linear]}");
+  const auto config = testing::write_text(dir / "ddp.yaml", text);
+  const auto one = run_gputrain({"train", "--config", config.string(), "--output", (dir / "one").string()});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("model.sync_batchnorm: one process"), std::string::npos) << one.err;
+  const auto two =
+      run_gputrain({"train", "--config", config.string(), "--output", (dir / "two").string(), "--nproc", "2"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.err.find("model.sync_batchnorm: 1 batchnorm layer normalise"), std::string::npos) << two.err;
+  EXPECT_LT(weight_difference(config, dir / "one/ddp/model.pt", dir / "two/ddp/model.pt"), 1e-5);
+  EXPECT_NEAR(summary(two.out)["test_loss"].get<double>(), summary(one.out)["test_loss"].get<double>(), 1e-4);
+
+  const auto apart = run_gputrain({"train", "--config", config.string(), "--output", (dir / "apart").string(),
+                                   "--nproc", "2", "--set", "model.sync_batchnorm=false"});
+  ASSERT_EQ(apart.exit_code, 0) << apart.err;
+  EXPECT_GT(weight_difference(config, dir / "one/ddp/model.pt", dir / "apart/ddp/model.pt"), 1e-2);
+
+  const auto dp = run_gputrain({"train", "--config", config.string(), "--output", (dir / "dp").string(), "--set",
+                                "strategy=dp", "--set", "dp.replicas=2"});
+  EXPECT_EQ(dp.exit_code, 2);
+  EXPECT_NE(dp.err.find("model.sync_batchnorm: works under ddp, not dp"), std::string::npos) << dp.err;
 }
 
 // Batches of 5 split 3 + 2, and the last batch of 1 leaves rank 1 no rows.

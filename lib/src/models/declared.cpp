@@ -19,6 +19,7 @@
 #include "gputrain/config/layer_keys.h"
 #include "layers.h"
 #include "residual.h"
+#include "sync_batchnorm.h"
 
 namespace gputrain::models::detail {
 
@@ -42,7 +43,7 @@ int64_t windows(int64_t side, int64_t kernel, int64_t stride, int64_t padding) {
 
 class DeclaredNetwork {
  public:
-  explicit DeclaredNetwork(int64_t outputs) : outputs_(outputs) {}
+  DeclaredNetwork(int64_t outputs, bool sync_batchnorm) : outputs_(outputs), sync_batchnorm_(sync_batchnorm) {}
 
   // The layers of one list, `shape` updated to what the last gives. `last`:
   // the list ends the network, so its last linear may leave out out_features.
@@ -118,6 +119,9 @@ class DeclaredNetwork {
       case LayerType::kBatchnorm: {
         const double momentum = *config::layer_value(layer, "momentum");
         const double eps = *config::layer_value(layer, "eps");
+        if (sync_batchnorm_ && shape.size() <= 3) {
+          return torch::nn::AnyModule(SyncBatchNorm(SyncBatchNormOptions{shape[0], momentum, eps, shape.size() == 3}));
+        }
         if (shape.size() == 3) {
           return torch::nn::AnyModule(
               torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(shape[0]).momentum(momentum).eps(eps)));
@@ -213,6 +217,7 @@ class DeclaredNetwork {
   }
 
   int64_t outputs_;
+  bool sync_batchnorm_;
   std::map<std::string, int> counts_;  // per default-name prefix, across nested lists
 };
 
@@ -221,7 +226,7 @@ class DeclaredNetwork {
 torch::nn::Sequential make_declared(const config::ModelConfig& config, const ModelShape& shape) {
   checked_inputs(config, shape);  // only to check model.in_features
   const int64_t wanted = outputs(config, shape);
-  DeclaredNetwork network(wanted);
+  DeclaredNetwork network(wanted, config.sync_batchnorm);
   Shape sample = shape.input_shape;
   torch::nn::Sequential model = network.build(config.layers, sample, true);
   if (sample != Shape{wanted}) {

@@ -12,6 +12,7 @@
 
 #include "layers.h"
 #include "residual.h"
+#include "sync_batchnorm.h"
 
 namespace gputrain::models {
 
@@ -166,6 +167,17 @@ std::vector<std::string> layer_summary(const torch::nn::Sequential& model) {
         fmt::format("{}: {} {} params", layer.key(), pretty(*layer.value()), parameter_count(*layer.value())));
   }
   return lines;
+}
+
+int64_t share_batch_statistics(torch::nn::Sequential& model, const SumAcrossProcesses& sum) {
+  int64_t layers = 0;
+  for (const auto& module : model->modules(/*include_self=*/false)) {
+    if (auto* batchnorm = module->as<detail::SyncBatchNormImpl>()) {
+      batchnorm->share_statistics(sum);
+      ++layers;
+    }
+  }
+  return layers;
 }
 
 }  // namespace gputrain::models

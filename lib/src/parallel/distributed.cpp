@@ -198,6 +198,11 @@ void DistributedStrategy::all_reduce_sum(torch::Tensor& values) {
   guarded("summing metrics", [&] { wait_on_host(group_->allreduce(io)); });
 }
 
+void DistributedStrategy::sum_across_processes(torch::Tensor& values) {
+  std::vector<at::Tensor> io{values};
+  guarded("summing batchnorm statistics (model.sync_batchnorm)", [&] { wait_in_order(group_->allreduce(io)); });
+}
+
 bool DistributedStrategy::any_rank(bool local) {
   const auto options_int = torch::TensorOptions().dtype(torch::kInt32).device(device());
   std::vector<at::Tensor> io{torch::full({1}, local ? 1 : 0, options_int)};

@@ -32,6 +32,7 @@ class DistributedStrategy : public SingleDeviceStrategy {
   data::Batch local_part(const data::Batch& batch) const override;
   void after_backward(torch::nn::Sequential& model) override;
   void all_reduce_sum(torch::Tensor& values) override;
+  void sum_across_processes(torch::Tensor& values) override;
   bool any_rank(bool local) override;
   StepFlags agree(StepFlags local, const torch::Tensor& step_loss) override;
 

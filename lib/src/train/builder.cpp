@@ -32,6 +32,28 @@ torch::Tensor class_weights(const config::LoadedConfig& loaded, const data::Data
   return torch::tensor(weights, torch::kFloat32).to(device);
 }
 
+// model.sync_batchnorm: under ddp the batchnorm layers sum their batch statistics across the ranks.
+void share_batch_statistics(const config::LoadedConfig& loaded, RunParts& run) {
+  if (!loaded.config.model.sync_batchnorm) return;
+  switch (run.plan.kind) {
+    case parallel::StrategyKind::kDataParallel:
+      throw ConfigError(loaded.sources.at("model.sync_batchnorm"), "model.sync_batchnorm",
+                        "works under ddp, not dp (whose replicas each see their part of a batch): launch ranks "
+                        "with --nproc N, or leave it off");
+    case parallel::StrategyKind::kSingle:
+      spdlog::info("model.sync_batchnorm: one process, whose batches are whole: nothing to share");
+      return;
+    case parallel::StrategyKind::kDistributed: {
+      parallel::Strategy* strategy = run.strategy.get();
+      const int64_t layers = models::share_batch_statistics(
+          run.model, [strategy](torch::Tensor& values) { strategy->sum_across_processes(values); });
+      spdlog::info("model.sync_batchnorm: {} normalise with the global batch's statistics",
+                   count_of(layers, "batchnorm layer"));
+      return;
+    }
+  }
+}
+
 // Every rank must step through the same batches: under torchrun,
 // data.batch_size: auto measured each rank's own device, and a rank's --set
 // can differ. A sum and a sum of squares equal n x and n x^2 only when all agree.
@@ -222,6 +244,7 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
   device::with_resource_errors(fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)),
                                "Make the model smaller (fewer or narrower layers under model:)", [&] {
                                  run.model = build_model(c.model, info, run.device);
+                                 share_batch_statistics(loaded, run);
                                  RunFacts facts;
                                  facts.device = run.device;
                                  facts.single_device = run.plan.kind == parallel::StrategyKind::kSingle;

@@ -205,6 +205,8 @@ struct ModelConfig {
   std::vector<int64_t> hidden{64};
   Activation activation = Activation::kRelu;
   double dropout = 0.0;
+  // ddp: batchnorm layers normalise with the global batch's statistics (all-reduced), not each rank's.
+  bool sync_batchnorm = false;
 };
 
 struct OptimConfig {

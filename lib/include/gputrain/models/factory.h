@@ -10,6 +10,7 @@
 //                a residual's branches nest as res1.layers.* and res1.shortcut.*
 #include <torch/nn/modules/container/sequential.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,13 @@ ModelShape model_shape(const data::DatasetInfo& info, const config::ModelConfig&
 torch::nn::Sequential make_model(const config::ModelConfig& config, const ModelShape& shape);
 
 int64_t parameter_count(const torch::nn::Module& model);
+
+// Sums a tensor across the training processes, in place (ddp's all-reduce).
+using SumAcrossProcesses = std::function<void(torch::Tensor&)>;
+// model.sync_batchnorm: gives each batchnorm layer built with it (model.layers)
+// the function that sums its batch statistics, and their gradients, across
+// the processes. Returns how many layers took it.
+int64_t share_batch_statistics(torch::nn::Sequential& model, const SumAcrossProcesses& sum);
 
 // One layer of a traced forward pass: `gputrain model`'s table and the plan's arithmetic.
 struct LayerRow {

@@ -85,6 +85,9 @@ class Strategy {
   virtual void weights_changed() {}
   // Sums `values` across processes in place (ddp), for metrics.
   virtual void all_reduce_sum(torch::Tensor& values) { (void)values; }
+  // The same inside a training step (model.sync_batchnorm's statistics):
+  // ordered on the device's stream, without waiting on the host where it can.
+  virtual void sum_across_processes(torch::Tensor& values) { (void)values; }
   // Whether `local` is true on any process: every rank calls it at the same
   // step boundaries, so all of them stop, skip or checkpoint together.
   virtual bool any_rank(bool local) { return local; }
