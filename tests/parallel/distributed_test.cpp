@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
@@ -240,21 +241,86 @@ TEST(Ddp, RunsUnderTorchrun) {
   EXPECT_TRUE(std::filesystem::exists(dir / "ddp/model.pt"));
 }
 
-TEST(Ddp, KilledRankEndsTheOthersNamingIt) {
+// Waits for `launched` (a 4-rank job writing dir/four) and checks that its weights are those of one
+// process on the whole batch (written to dir/one).
+void expect_four_ranks_train_as_one(std::vector<std::unique_ptr<GputrainProcess>>& launched,
+                                    const std::filesystem::path& config, const TempDir& dir) {
+  std::string logs;
+  for (auto& process : launched) {
+    const auto result = process->wait();
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    logs += result.err;
+  }
+  EXPECT_NE(logs.find("[rank 0] [info] strategy: distributed data-parallel, rank 0 of 4"), std::string::npos) << logs;
+  const auto one = run_gputrain({"train", "--config", config.string(), "--output", (dir / "one").string()});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  expect_same_weights(config, dir / "one/ddp/model.pt", dir / "four/ddp/model.pt");
+}
+
+// Two machines, proven on one: two torchrun agents (nodes) of 2 workers each meet at one c10d
+// rendezvous and make a single 4-rank job, which trains as one process on the whole batch.
+TEST(Ddp, TwoTorchrunNodesMakeOneFourRankJob) {
+  if (std::string(GPUTRAIN_TORCHRUN).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
   TempDir dir;
-  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 100000, 5));
-  GputrainProcess launcher({"train", "--config", config.string(), "--output", (dir / "run").string(), "--nproc", "2"});
-  // Wait until rank 0 has finished an epoch, so the kill lands mid-run.
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 2, 30));
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  std::vector<std::unique_ptr<GputrainProcess>> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.push_back(std::make_unique<GputrainProcess>(
+        std::vector<std::string>{"--nnodes=2", "--node-rank=" + std::to_string(node), "--nproc-per-node=2",
+                                 "--rdzv-backend=c10d", "--rdzv-endpoint=" + endpoint, "--rdzv-id=two-nodes",
+                                 "--no-python", GPUTRAIN_BINARY, "train", "--config", config.string(), "--output",
+                                 (dir / "four").string()},
+        std::map<std::string, std::string>{}, GPUTRAIN_SOURCE_DIR, testing::ChildSetup{}, GPUTRAIN_TORCHRUN));
+  }
+  expect_four_ranks_train_as_one(nodes, config, dir);
+}
+
+// srun's variables alone (no torchrun): SLURM_PROCID is the rank, SLURM_LOCALID the local rank,
+// SLURM_NTASKS the world size; MASTER_ADDR and MASTER_PORT come from the job script.
+TEST(Ddp, SlurmTasksOfTwoNodesTrainAsOneProcess) {
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 2, 30));
+  const int port = free_port();
+  std::vector<std::unique_ptr<GputrainProcess>> tasks;
+  for (int task = 0; task < 4; ++task) {
+    const std::map<std::string, std::string> env{{"SLURM_PROCID", std::to_string(task)},
+                                                 {"SLURM_LOCALID", std::to_string(task % 2)},
+                                                 {"SLURM_NODEID", std::to_string(task / 2)},
+                                                 {"SLURM_NTASKS", "4"},
+                                                 {"MASTER_ADDR", "127.0.0.1"},
+                                                 {"MASTER_PORT", std::to_string(port)},
+                                                 {"OMP_NUM_THREADS", "1"}};
+    tasks.push_back(std::make_unique<GputrainProcess>(
+        std::vector<std::string>{"train", "--config", config.string(), "--output", (dir / "four").string()}, env));
+  }
+  expect_four_ranks_train_as_one(tasks, config, dir);
+}
+
+// Starts `--nproc 2` on a long run; returns rank 1's pid once rank 0 has finished an epoch.
+pid_t second_rank_mid_run(GputrainProcess& launcher) {
   const std::regex pid_line(R"(rank 1 runs as pid (\d+))");
   std::smatch match;
   std::string err;
   const auto started = std::chrono::steady_clock::now();
   while (!(std::regex_search(err, match, pid_line) && err.find("Epoch 1/") != std::string::npos)) {
-    ASSERT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << err;
-    ASSERT_FALSE(launcher.wait_for(std::chrono::milliseconds(50))) << err;
+    if (std::chrono::steady_clock::now() - started > std::chrono::seconds(60) ||
+        launcher.wait_for(std::chrono::milliseconds(50))) {
+      ADD_FAILURE() << err;
+      return -1;
+    }
     err = launcher.err_so_far();
   }
-  ASSERT_EQ(kill(std::stoi(match[1]), SIGKILL), 0);
+  return std::stoi(match[1]);
+}
+
+TEST(Ddp, KilledRankEndsTheOthersNamingIt) {
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 100000, 5));
+  GputrainProcess launcher({"train", "--config", config.string(), "--output", (dir / "run").string(), "--nproc", "2"});
+  const pid_t rank1 = second_rank_mid_run(launcher);  // the kill lands mid-run
+  ASSERT_GT(rank1, 0);
+  ASSERT_EQ(kill(rank1, SIGKILL), 0);
   const auto killed = std::chrono::steady_clock::now();
   const auto result = launcher.wait_for(std::chrono::seconds(30));
   ASSERT_TRUE(result) << "still running 30 s after rank 1 was killed";
@@ -262,9 +328,34 @@ TEST(Ddp, KilledRankEndsTheOthersNamingIt) {
   EXPECT_EQ(result->exit_code, 1) << result->err;
   EXPECT_TRUE(std::regex_search(result->err, std::regex(R"(\[rank 0\] \[error\] rank 0: .* failed: rank 1 )")))
       << result->err;
-  EXPECT_NE(result->err.find("launcher: rank 1 (pid " + std::string(match[1]) + ") was killed by signal 9"),
+  EXPECT_NE(result->err.find("launcher: rank 1 (pid " + std::to_string(rank1) + ") was killed by signal 9"),
             std::string::npos)
       << result->err;
+}
+
+// A rank that hangs (stopped, as a debugger or a stuck host would leave it): rank 0 gives up on it after
+// ddp.timeout_s (5 s) and the roll call (3 s), naming it and the collective; the launcher then
+// terminates it (continuing it so that it can act) and leaves no process behind.
+TEST(Ddp, StoppedRankEndsTheOthersNamingItAndIsTerminated) {
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 100000, 5));
+  GputrainProcess launcher({"train", "--config", config.string(), "--output", (dir / "run").string(), "--nproc", "2"});
+  const pid_t rank1 = second_rank_mid_run(launcher);
+  ASSERT_GT(rank1, 0);
+  ASSERT_EQ(kill(rank1, SIGSTOP), 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  const auto result = launcher.wait_for(std::chrono::seconds(60));
+  if (!result) kill(rank1, SIGKILL);
+  ASSERT_TRUE(result) << "still running 60 s after rank 1 was stopped";
+  // timeout 5 s + roll call 3 s for rank 0; the launcher's 10 s of grace, then SIGTERM with SIGCONT
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, std::chrono::seconds(25));
+  EXPECT_EQ(result->exit_code, 1) << result->err;
+  EXPECT_TRUE(std::regex_search(
+      result->err, std::regex(R"(\[rank 0\] \[error\] rank 0: [a-z' -]+ failed: rank 1 did not answer within 3 s)")))
+      << result->err;
+  EXPECT_NE(result->err.find("launcher: terminating the workers still running"), std::string::npos) << result->err;
+  EXPECT_EQ(result->err.find("launcher: killing the workers still running"), std::string::npos) << result->err;
+  EXPECT_NE(kill(rank1, 0), 0) << "rank 1 was left behind";
 }
 
 // One SIGINT to the launcher reaches both ranks; they stop at the same step,

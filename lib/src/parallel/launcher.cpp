@@ -251,6 +251,8 @@ int run_local_workers(const LauncherOptions& options) {
       ++escalation;
       spdlog::warn("launcher: {} the workers still running", escalation == 1 ? "terminating" : "killing");
       signal_running(workers, escalation == 1 ? SIGTERM : SIGKILL);
+      // A stopped worker (SIGSTOP, a debugger) acts on SIGTERM only once continued.
+      if (escalation == 1) signal_running(workers, SIGCONT);
       next_step = Clock::now() + options.grace;
     }
   }
