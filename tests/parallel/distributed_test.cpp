@@ -8,6 +8,7 @@
 #include <torch/nn/modules/linear.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -314,6 +315,22 @@ pid_t second_rank_mid_run(GputrainProcess& launcher) {
   return std::stoi(match[1]);
 }
 
+// The pid of the process whose command line holds `marker` and whose environment sets RANK=`rank`; -1 if none.
+pid_t rank_process(const std::string& marker, int rank) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string command = testing::read_text(entry.path() / "cmdline"),
+                environment = testing::read_text(entry.path() / "environ");
+    std::replace(command.begin(), command.end(), '\0', ' ');
+    if (command.find(marker) == std::string::npos || command.find("torchrun") != std::string::npos) continue;
+    if (("\0" + environment).find(std::string("\0RANK=", 6) + std::to_string(rank) + '\0') != std::string::npos) {
+      return std::stoi(name);
+    }
+  }
+  return -1;
+}
+
 TEST(Ddp, KilledRankEndsTheOthersNamingIt) {
   TempDir dir;
   const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 100000, 5));
@@ -331,6 +348,33 @@ TEST(Ddp, KilledRankEndsTheOthersNamingIt) {
   EXPECT_NE(result->err.find("launcher: rank 1 (pid " + std::to_string(rank1) + ") was killed by signal 9"),
             std::string::npos)
       << result->err;
+}
+
+// The same under torchrun: rank 0 names the stopped rank and exits; torchrun's agent then ends the
+// group (it sends SIGTERM, and SIGKILL 30 s later to the stopped rank), leaving no process behind.
+TEST(Ddp, StoppedRankUnderTorchrunEndsTheJob) {
+  if (std::string(GPUTRAIN_TORCHRUN).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 100000, 5));
+  GputrainProcess torchrun({"--nproc-per-node=2", "--master-port=" + std::to_string(free_port()), "--no-python",
+                            GPUTRAIN_BINARY, "train", "--config", config.string(), "--output", dir.path().string()},
+                           {}, GPUTRAIN_SOURCE_DIR, {}, GPUTRAIN_TORCHRUN);
+  pid_t rank1 = -1;
+  const auto started = std::chrono::steady_clock::now();
+  while (torchrun.err_so_far().find("Epoch 1/") == std::string::npos || rank1 < 0) {
+    ASSERT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << torchrun.err_so_far();
+    ASSERT_FALSE(torchrun.wait_for(std::chrono::milliseconds(50))) << torchrun.err_so_far();
+    rank1 = rank_process(config.string(), 1);
+  }
+  ASSERT_EQ(kill(rank1, SIGSTOP), 0);
+  const auto result = torchrun.wait_for(std::chrono::seconds(90));
+  if (!result) kill(rank1, SIGKILL);
+  ASSERT_TRUE(result) << "still running 90 s after rank 1 was stopped";
+  EXPECT_NE(result->exit_code, 0);
+  EXPECT_TRUE(std::regex_search(
+      result->err, std::regex(R"(\[rank 0\] \[error\] rank 0: [a-z' -]+ failed: rank 1 did not answer within 3 s)")))
+      << result->err;
+  EXPECT_NE(kill(rank1, 0), 0) << "rank 1 was left behind";
 }
 
 // A rank that hangs (stopped, as a debugger or a stuck host would leave it): rank 0 gives up on it after
