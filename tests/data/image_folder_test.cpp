@@ -147,17 +147,24 @@ TEST_F(ImageFolder, ChannelsFollowTheFirstImageUnlessSet) {
   for (int64_t c = 0; c < 3; ++c) EXPECT_TRUE(torch::equal(train->inputs().select(1, c), made.inputs().select(1, 0)));
 }
 
+// JPEGs much larger than data.image_size are downscaled by the decoder first (its 1/8 DCT scaling here).
 TEST_F(ImageFolder, ImageSizeResizesEveryImage) {
-  write(TensorDataset(three_classes(3, {1, 8, 6}), torch::full({3, 1, 8, 6}, 100, torch::kUInt8),
-                      torch::arange(3, torch::kInt64)));
-  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
-    config::DataConfig config = folder(cache);
-    config.image_size = 4;
-    const auto train = make_dataset(config, Split::kTrain, 0);
-    EXPECT_EQ(train->info().input_shape, (std::vector<int64_t>{1, 4, 4}));
-    std::vector<uint8_t> pixels(16);
-    train->read_image(2, pixels.data());
-    for (uint8_t pixel : pixels) EXPECT_EQ(pixel, 100);
+  TempDir jpeg("image-folder-jpeg");
+  const TensorDataset flat(three_classes(3, {1, 64, 48}), torch::full({3, 1, 64, 48}, 100, torch::kUInt8),
+                           torch::arange(3, torch::kInt64));
+  write(flat);
+  write(flat, ImageFormat::kJpeg, jpeg.path());
+  for (const fs::path& root : {dir_.path(), jpeg.path()}) {
+    for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+      config::DataConfig config = folder(cache);
+      config.root = root.string();
+      config.image_size = 8;
+      const auto train = make_dataset(config, Split::kTrain, 0);
+      EXPECT_EQ(train->info().input_shape, (std::vector<int64_t>{1, 8, 8}));
+      std::vector<uint8_t> pixels(64);
+      train->read_image(2, pixels.data());
+      for (uint8_t pixel : pixels) EXPECT_NEAR(pixel, 100, 1) << root;
+    }
   }
 }
 
