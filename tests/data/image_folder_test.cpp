@@ -2,6 +2,7 @@
 // `datasets export --format png|jpeg` code), read back decoded at start or per
 // batch, converted, resized, and each way such a folder can be wrong.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -96,6 +97,32 @@ TEST_F(ImageFolder, PngFoldersHoldTheExactPixelsWithClassesInSortedOrder) {
   EXPECT_TRUE(torch::equal(train->targets(), made.targets()));
   EXPECT_NE(train->describe_sample(4).find(file("train/dog/04.png").string()), std::string::npos);
   EXPECT_TRUE(torch::equal(make_dataset(folder(), Split::kTest, 0)->inputs(), made.inputs()));
+}
+
+// Inserts a tEXt chunk of `bytes` characters after `png`'s IHDR, as large metadata (an ICC profile,
+// text) can sit between the size and the pixels.
+void add_text_chunk(const fs::path& png, std::size_t bytes) {
+  const auto big_endian = [](uint32_t value) {
+    return std::string{static_cast<char>(value >> 24), static_cast<char>(value >> 16), static_cast<char>(value >> 8),
+                       static_cast<char>(value)};
+  };
+  std::string chunk = std::string("tEXtComment") + '\0' + std::string(bytes, 'x');
+  const auto crc =
+      static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(chunk.data()), static_cast<uInt>(chunk.size())));
+  std::string file = gputrain::testing::read_text(png);
+  const std::size_t after_header = 8 + 4 + 4 + 13 + 4;  // signature, IHDR's length, type, data and CRC
+  file.insert(after_header, big_endian(static_cast<uint32_t>(chunk.size() - 4)) + chunk + big_endian(crc));
+  gputrain::testing::write_text(png, file);
+}
+
+TEST_F(ImageFolder, MetadataBeforeThePixelsIsReadPast) {
+  const TensorDataset made = images(6, {1, 4, 4}, 13);
+  write(made);
+  add_text_chunk(file("train/cat/0.png"), 100 * 1024);  // the first training image: every split reads its header
+  add_text_chunk(file("train/dog/2.png"), 100 * 1024);
+  EXPECT_TRUE(torch::equal(make_dataset(folder(), Split::kTrain, 0)->inputs(), made.inputs()));
+  const auto lazy = make_dataset(folder(config::ImageCache::kNone), Split::kTrain, 0);  // every header read first
+  EXPECT_EQ(lazy->info().input_shape, (std::vector<int64_t>{1, 4, 4}));
 }
 
 TEST_F(ImageFolder, DecodingPerBatchGivesTheSameBatchesAsDecodingAtStart) {

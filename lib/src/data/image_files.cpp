@@ -144,13 +144,9 @@ bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, cons
   out.height = info.output_height;
   out.width = info.output_width;
   out.channels = info.output_components;
-  uint8_t* base = out.pixels.data();
   const auto row_bytes = static_cast<std::size_t>(info.output_width) * static_cast<std::size_t>(info.output_components);
-  if (out.pixels.size() < row_bytes * info.output_height) {
-    std::strcpy(errors.message, "unexpected output size");  // the header promised another size
-    jpeg_destroy_decompress(&info);
-    return false;
-  }
+  out.pixels.resize(row_bytes * info.output_height);  // `out` outlives a longjmp: it is the caller's
+  uint8_t* base = out.pixels.data();
   while (info.output_scanline < info.output_height) {
     JSAMPROW row = base + row_bytes * info.output_scanline;
     jpeg_read_scanlines(&info, &row, 1);
@@ -171,9 +167,7 @@ ImageShape jpeg_header(const std::filesystem::path& file, const std::string& byt
 
 Decoded decode_jpeg(const std::filesystem::path& file, const std::string& bytes, int64_t channels,
                     const ImageShape* at_least) {
-  const ImageShape stored = jpeg_header(file, bytes);
   Decoded decoded;
-  decoded.pixels.resize(static_cast<std::size_t>(stored.height * stored.width * channels));
   JpegErrors errors{};
   if (!run_jpeg(bytes, channels, false, at_least, decoded, errors)) {
     throw DataError(fmt::format("{}: the JPEG cannot be decoded ({})", file.string(), errors.message));
@@ -189,20 +183,21 @@ bool is_image_file(const std::filesystem::path& file) {
 }
 
 ImageShape read_image_header(const std::filesystem::path& file) {
-  // The first bytes hold the size: PNG's IHDR chunk comes first, a JPEG's
-  // start-of-frame usually within a few kilobytes (after EXIF, which can be
-  // large: then the whole file is read).
+  // The size is usually within the first bytes; when metadata before it is
+  // larger (a PNG's ICC profile or text chunks, a JPEG's EXIF), the whole file is read.
   std::ifstream in(file, std::ios::binary);
   if (!in) throw DataError(fmt::format("{}: cannot open: {}", file.string(), std::strerror(errno)));
   std::string bytes(64 * 1024, '\0');
   in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   bytes.resize(static_cast<std::size_t>(in.gcount()));
-  if (is_png(file)) return png_header(file, bytes);
+  const auto header = [&](const std::string& some) {
+    return is_png(file) ? png_header(file, some) : jpeg_header(file, some);
+  };
   try {
-    return jpeg_header(file, bytes);
+    return header(bytes);
   } catch (const DataError&) {
     if (in.eof()) throw;
-    return jpeg_header(file, read_bytes(file));
+    return header(read_bytes(file));
   }
 }
 

@@ -110,7 +110,7 @@ class ImageFolderDataset final : public Dataset {
   ImageFolderDataset(DatasetInfo info, std::vector<fs::path> files, torch::Tensor targets, bool resize)
       : info_(std::move(info)), files_(std::move(files)), targets_(std::move(targets)), resize_(resize) {}
 
-  void keep_in_memory(const config::DataConfig& config) { inputs_ = decode_images(files_, info_.input_shape, config); }
+  void keep_in_memory() { inputs_ = decode_images(files_, info_.input_shape, resize_); }
 
   const DatasetInfo& info() const override { return info_; }
   const torch::Tensor& inputs() const override { return inputs_; }
@@ -179,14 +179,13 @@ std::vector<fs::path> list_images(const fs::path& dir) {
   return files;
 }
 
-torch::Tensor decode_images(const std::vector<fs::path>& files, const std::vector<int64_t>& shape,
-                            const config::DataConfig& config) {
+torch::Tensor decode_images(const std::vector<fs::path>& files, const std::vector<int64_t>& shape, bool resize) {
   const ImageShape image{shape.at(0), shape.at(1), shape.at(2)};
   torch::Tensor pixels =
       torch::empty({static_cast<int64_t>(files.size()), image.channels, image.height, image.width}, torch::kUInt8);
   uint8_t* out = pixels.data_ptr<uint8_t>();
   parallel_for(static_cast<int64_t>(files.size()), [&](int64_t i) {
-    decode_image(files[static_cast<std::size_t>(i)], image, config.image_size > 0, out + i * image.bytes());
+    decode_image(files[static_cast<std::size_t>(i)], image, resize, out + i * image.bytes());
   });
   return pixels;
 }
@@ -254,7 +253,7 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
                                                       config.image_size > 0);
   if (memory) {
     const auto start = std::chrono::steady_clock::now();
-    dataset->keep_in_memory(config);
+    dataset->keep_in_memory();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     spdlog::info("{}: decoded {} in {:.1f} s ({:.0f} images/s)", kName, count_of(dataset->info().samples, "image"),
                  seconds, static_cast<double>(dataset->info().samples) / std::max(seconds, 1e-9));

@@ -23,12 +23,12 @@ PredictionInputs read_prediction_inputs(const std::string& path, const config::D
   bool images = false;
   std::vector<std::string> names;
   std::error_code error;
-  if (std::filesystem::is_directory(path, error) || detail::is_image_file(path)) {
+  const bool folder = std::filesystem::is_directory(path, error);
+  if (folder || detail::is_image_file(path)) {
     if (!train.images) {
       throw DataError(fmt::format("predict: {} holds images, but the model was trained on {} features", path,
                                   shape_text(train.input_shape)));
     }
-    const bool folder = std::filesystem::is_directory(path, error);
     const std::vector<std::filesystem::path> files =
         folder ? detail::list_images(path) : std::vector<std::filesystem::path>{path};
     if (files.empty()) throw DataError(fmt::format("predict: {} holds no .png, .jpg or .jpeg images", path));
@@ -36,7 +36,7 @@ PredictionInputs read_prediction_inputs(const std::string& path, const config::D
       throw DataError(fmt::format("predict: {} does not exist", path));
     }
     // Decoded to the training images' channels and size, as image_folder decodes its own.
-    inputs = detail::decode_images(files, train.input_shape, config);
+    inputs = detail::decode_images(files, train.input_shape, config.image_size > 0);
     images = true;
     for (const auto& file : files) {
       names.push_back(folder ? std::filesystem::relative(file, path).generic_string() : file.filename().string());

@@ -30,10 +30,10 @@ torch::Tensor read_csv_features(const std::string& file, const std::string& root
 std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& config, Split split);
 // The image files under `dir` and its folders, sorted by path.
 std::vector<std::filesystem::path> list_images(const std::filesystem::path& dir);
-// `files` decoded as image_folder decodes the training split of `config`, whose samples are [C, H, W] `shape`:
-// uint8 [N, C, H, W], decoded on all hardware threads.
+// `files` decoded to [C, H, W] `shape` (resized to it when `resize`, data.image_size's rule, else each must
+// have it): uint8 [N, C, H, W], decoded on all hardware threads.
 torch::Tensor decode_images(const std::vector<std::filesystem::path>& files, const std::vector<int64_t>& shape,
-                            const config::DataConfig& config);
+                            bool resize);
 std::shared_ptr<const Dataset> make_random(const config::DataConfig& config, Split split, uint64_t seed);
 std::shared_ptr<const Dataset> make_synthetic(const config::DataConfig& config, Split split, uint64_t seed);
 
