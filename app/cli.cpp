@@ -40,6 +40,7 @@ gputrain::app::Environment read_environment() {
   env.master_port = variable("MASTER_PORT");
   env.agent_store = variable("TORCHELASTIC_USE_AGENT_STORE");
   env.restart_count = variable("TORCHELASTIC_RESTART_COUNT");
+  env.slurm_restart_count = variable("SLURM_RESTART_COUNT");
   for (char** entry = environ; *entry != nullptr; ++entry) env.all.emplace_back(*entry);
   return env;
 }
@@ -152,6 +153,11 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
                    "start N worker processes on this machine, one per selected GPU (or N CPU workers with "
                    "device: cpu), and wait for them; torchrun and srun start workers instead")
       ->check(whole_number(1, 1024));
+  train
+      ->add_option("--max-restarts", train_args.max_restarts,
+                   "with --nproc: when a worker fails, start every worker again, up to this many times (as "
+                   "torchrun's --max-restarts); train.resume: auto continues from the newest intact checkpoint")
+      ->check(whole_number(0, 1000));
   train->add_option("--resume", train_args.resume,
                     "continue from a checkpoint: 'auto' (the newest valid one of the run --config names) or a "
                     "checkpoint file; its config is restored, then --set applies");
@@ -224,6 +230,11 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
         throw UserError(
             "--resume: the value is empty; give 'auto' or a checkpoint file, or leave --resume "
             "out to start a new run");
+      }
+      if (train_args.max_restarts > 0 && !train_args.nproc) {
+        throw UserError(
+            "--max-restarts restarts the workers --nproc starts; add --nproc N (under torchrun, give torchrun "
+            "--max-restarts)");
       }
       return run_train(train_args);
     }

@@ -38,9 +38,10 @@ struct Environment {
   std::optional<EnvValue> world_size;
   std::optional<EnvValue> master_addr;
   std::optional<EnvValue> master_port;
-  std::optional<EnvValue> agent_store;    // TORCHELASTIC_USE_AGENT_STORE
-  std::optional<EnvValue> restart_count;  // TORCHELASTIC_RESTART_COUNT
-  std::vector<std::string> all;           // KEY=VALUE, for the workers `train --nproc` starts
+  std::optional<EnvValue> agent_store;          // TORCHELASTIC_USE_AGENT_STORE
+  std::optional<EnvValue> restart_count;        // TORCHELASTIC_RESTART_COUNT
+  std::optional<EnvValue> slurm_restart_count;  // SLURM_RESTART_COUNT: a requeued job's
+  std::vector<std::string> all;                 // KEY=VALUE, for the workers `train --nproc` starts
 };
 
 // An option's check for a whole number in [minimum, maximum]: says "not a
@@ -54,6 +55,9 @@ void add_config_options(CLI::App* command, std::string& config, std::vector<std:
 // What a launcher (torchrun, srun, --nproc's parent) told this process; a
 // world of 1 when nothing did. Throws UserError for values no launcher gives.
 parallel::LaunchInfo launch_info(const Environment& env);
+
+// The restart counts a launcher set (train.resume: auto reads them).
+checkpoint::Restarts restarts(const Environment& env);
 
 // The config a run starts from: --config's, or with --resume ("auto" or a
 // checkpoint) the checkpoint's with --set on top. `command` names the caller
@@ -120,6 +124,7 @@ struct TrainArgs {
   std::string output;            // overrides output.dir when set
   std::string resume;            // "", "auto" or a checkpoint path
   std::optional<int64_t> nproc;  // set: launch this many local workers instead of training
+  int64_t max_restarts = 0;      // --nproc's: restarts of a failed group
   std::string log_level;         // passed on to those workers
   Environment env;
   WriteHooks checkpoint_write_hooks;  // tests' seam: none in gputrain

@@ -20,6 +20,13 @@ int64_t integer(const EnvValue& v) {
 
 }  // namespace
 
+checkpoint::Restarts restarts(const Environment& env) {
+  checkpoint::Restarts out;
+  if (env.restart_count) out.elastic = integer(*env.restart_count);
+  if (env.slurm_restart_count) out.slurm = integer(*env.slurm_restart_count);
+  return out;
+}
+
 parallel::LaunchInfo launch_info(const Environment& env) {
   parallel::LaunchInfo launch;
   if (env.rank || env.world_size) {

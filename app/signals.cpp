@@ -27,6 +27,12 @@ extern "C" void on_stop_signal(int signal) {
 
 extern "C" void on_checkpoint_signal(int) { g_token.request_checkpoint(); }
 
+// Slurm's notice before it ends a job (`#SBATCH --signal=USR1@90`).
+extern "C" void on_preemption_signal(int signal) {
+  g_token.request_preemption();
+  g_stop_signal.store(signal);
+}
+
 // Before training starts there is nothing to finish or save: say so and exit.
 extern "C" void on_setup_signal(int) {
   static const char kMessage[] = "\ngputrain: stopped by a signal before training started; nothing was written\n";
@@ -123,7 +129,7 @@ train::StopToken& install_signal_handlers(config::OnSigint on_sigint) {
     }
   }
   install(SIGHUP, on_checkpoint_signal);
-  install(SIGUSR1, on_checkpoint_signal);
+  install(SIGUSR1, on_preemption_signal);
   return g_token;
 }
 
@@ -133,6 +139,8 @@ std::string stop_signal_name() {
       return "SIGINT";
     case SIGTERM:
       return "SIGTERM";
+    case SIGUSR1:
+      return "SIGUSR1";
     default:
       return "";
   }

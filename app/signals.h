@@ -9,7 +9,10 @@
 //                    into place.
 //                    SIGINT stays ignored where the process started with it
 //                    ignored (a shell's background job).
-//   SIGHUP, SIGUSR1  write a checkpoint at the next step boundary and carry on.
+//   SIGHUP           write a checkpoint at the next step boundary and carry on.
+//   SIGUSR1          a preemption notice (Slurm's --signal=USR1@SECONDS): finish
+//                    the step, checkpoint on every rank whatever train.on_sigint
+//                    says, and exit with 75 (ExitCode::kPreempted).
 // In a training process all four are blocked in every thread and taken by one
 // thread of their own (route_training_signals), which runs these actions: no
 // CUDA call is interrupted, and a library's own handler never sees them.
@@ -32,7 +35,7 @@ void route_training_signals();
 // Installs the handlers for the rest of the process and returns the token they set.
 train::StopToken& install_signal_handlers(config::OnSigint on_sigint);
 
-// The signal that asked the run to stop ("SIGINT", "SIGTERM"), or "" when none did.
+// The signal that asked the run to stop ("SIGINT", "SIGTERM", "SIGUSR1"), or "" when none did.
 std::string stop_signal_name();
 
 }  // namespace gputrain::app

@@ -75,6 +75,7 @@ int launch_workers(const TrainArgs& args, const config::LoadedConfig& loaded, co
                               "--set", fmt::format("data.test_batch_size={}", data.test_batch_size)});
   }
   options.environment = args.env.all;
+  options.max_restarts = args.max_restarts;
   options.master_addr = launch.master_addr;
   if (args.env.master_port) options.master_port = launch.master_port;
   return parallel::run_local_workers(options);
@@ -90,6 +91,17 @@ struct TrainPlan {
   bool primary = true;  // only rank 0 writes the run directory; the others only train
 };
 
+// --resume when given, else the --config file's train.resume.
+checkpoint::Resumption start_of_training(const TrainArgs& args, const std::vector<std::string>& overrides) {
+  if (!args.resume.empty() || args.config.empty()) return starting_point("train", args.config, args.resume, overrides);
+  config::LoadedConfig file_config = config::load_config(args.config, overrides);
+  const checkpoint::ResumeChoice choice =
+      checkpoint::choose_resume(file_config.config.train.resume, restarts(args.env));
+  spdlog::info("{}", choice.reason);
+  if (choice.resume.empty()) return {std::move(file_config), std::nullopt};
+  return checkpoint::resolve_resume(choice.resume, file_config, overrides);
+}
+
 TrainPlan plan_train(const TrainArgs& args) {
   TrainPlan plan;
   plan.launch = launch_info(args.env);
@@ -97,7 +109,7 @@ TrainPlan plan_train(const TrainArgs& args) {
   plan.primary = plan.launch.rank == 0;
   std::vector<std::string> overrides = args.overrides;
   if (!args.output.empty()) overrides.push_back("output.dir=" + yaml_quoted(args.output));
-  plan.start = starting_point("train", args.config, args.resume, overrides);
+  plan.start = start_of_training(args, overrides);
   config::resolve_batch_forms(plan.start.config, plan.launch.world_size);
   if (args.nproc) return plan;  // the workers resolve their own devices
   plan.inventory = device::probe_devices(args.env.cuda_visible_devices);
@@ -187,19 +199,28 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
                                 {"steps", summary.steps},
                                 {"elapsed_s", summary.elapsed_s}};
   if (summary.stopped) {
-    if (!plan.primary) return static_cast<int>(ExitCode::kInterrupted);
-    const std::string stopped = fmt::format("stopped by {} after step {}",
-                                            stop_signal_name().empty() ? "request" : stop_signal_name(), summary.steps);
+    const ExitCode code = summary.preempted ? ExitCode::kPreempted : ExitCode::kInterrupted;
+    if (!plan.primary) return static_cast<int>(code);
+    const std::string signal = stop_signal_name().empty() ? "request" : stop_signal_name();
+    const std::string stopped = summary.preempted ? fmt::format("preempted ({}) after step {}", signal, summary.steps)
+                                                  : fmt::format("stopped by {} after step {}", signal, summary.steps);
     dir.recorder->interrupt(stopped);
-    spdlog::warn("{}; {}", stopped,
-                 summary.checkpoint.empty()
-                     ? std::string("no checkpoint was written")
-                     : fmt::format("continue with: gputrain train --resume {}", summary.checkpoint));
+    std::string next = "no checkpoint was written";
+    if (!summary.checkpoint.empty() && summary.preempted) {
+      next = fmt::format(
+          "exit code {} asks for a requeue: a requeued Slurm job (SLURM_RESTART_COUNT > 0) continues from {} under "
+          "train.resume: auto; elsewhere run gputrain train --resume {}",
+          static_cast<int>(code), summary.checkpoint, summary.checkpoint);
+    } else if (!summary.checkpoint.empty()) {
+      next = fmt::format("continue with: gputrain train --resume {}", summary.checkpoint);
+    }
+    spdlog::warn("{}; {}", stopped, next);
     result["stopped"] = true;
+    if (summary.preempted) result["preempted"] = true;
     result["checkpoint"] = summary.checkpoint;
     result["report"] = dir.paths.report.string();
     std::cout << result.dump() << std::endl;
-    return static_cast<int>(ExitCode::kInterrupted);
+    return static_cast<int>(code);
   }
   if (!plan.primary) return 0;
   spdlog::info("finished {} ({}) in {:.1f} s; weights in {}", count_of(summary.epochs, "epoch"),

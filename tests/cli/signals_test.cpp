@@ -43,8 +43,9 @@ TEST(Signals, ReachTheRunWhileEveryTrainingThreadBlocksThem) {
   std::thread([&] { worker_blocks = blocks(SIGTERM); }).join();
   EXPECT_TRUE(worker_blocks);
 
-  ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+  ASSERT_EQ(kill(getpid(), SIGHUP), 0);
   EXPECT_TRUE(within_five_seconds([&] { return token.take_checkpoint_request(); }));
+  EXPECT_FALSE(token.stop_requested());
 
   // A library that installs its own handler for a while (NVRTC, compiling a
   // kernel for cuDNN) does not take the signal from the run.
@@ -52,16 +53,22 @@ TEST(Signals, ReachTheRunWhileEveryTrainingThreadBlocksThem) {
   }, previous{};
   foreign.sa_handler = foreign_handler;
   sigemptyset(&foreign.sa_mask);
-  sigaction(SIGUSR1, &foreign, &previous);
-  ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+  sigaction(SIGHUP, &foreign, &previous);
+  ASSERT_EQ(kill(getpid(), SIGHUP), 0);
   EXPECT_TRUE(within_five_seconds([&] { return token.take_checkpoint_request(); }));
   EXPECT_FALSE(g_foreign_handler_ran.load());
-  sigaction(SIGUSR1, &previous, nullptr);
+  sigaction(SIGHUP, &previous, nullptr);
 
   ASSERT_EQ(kill(getpid(), SIGTERM), 0);
   EXPECT_TRUE(within_five_seconds([&] { return token.stop_requested(); }));
   EXPECT_EQ(stop_signal_name(), "SIGTERM");
+  EXPECT_FALSE(token.preemption_requested());
   EXPECT_TRUE(blocks(SIGTERM)) << "this thread never took it";
+
+  // Slurm's preemption notice: a stop that checkpoints (checked in the ddp tests end to end).
+  ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+  EXPECT_TRUE(within_five_seconds([&] { return token.preemption_requested(); }));
+  EXPECT_EQ(stop_signal_name(), "SIGUSR1");
 
   // A thread that unblocks them on its own runs the run's action too, not the setup's exit.
   struct sigaction current {};

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -136,11 +137,44 @@ TEST(Ddp, TwoGlooRanksUnderNprocMatchOneProcess) {
   // Rank 0 alone wrote the run directory: one metrics file, as many records as the single run's.
   EXPECT_FALSE(std::filesystem::exists(dir / "two/ddp/metrics.1.jsonl"));
   EXPECT_EQ(lines(dir / "two/ddp/metrics.jsonl"), lines(dir / "one/ddp/metrics.jsonl"));
+  // Every log interval records each figure's spread over the ranks; the report charts it.
+  std::ifstream two_metrics(dir / "two/ddp/metrics.jsonl"), one_metrics(dir / "one/ddp/metrics.jsonl");
+  std::string first_two, first_one;
+  std::getline(two_metrics, first_two);
+  std::getline(one_metrics, first_one);
+  const auto ranks = nlohmann::json::parse(first_two)["ranks"];
+  EXPECT_EQ(ranks["count"], 2) << first_two;
+  EXPECT_GT(ranks["step_s"]["mean"].get<double>(), 0) << first_two;
+  EXPECT_LE(ranks["collective_wait_s"]["min"].get<double>(), ranks["collective_wait_s"]["max"].get<double>());
+  EXPECT_TRUE(ranks["data_wait_s"].contains("max")) << first_two;
+  EXPECT_FALSE(nlohmann::json::parse(first_one).contains("ranks")) << first_one;
+  EXPECT_NE(testing::read_text(dir / "two/ddp/report.html").find("Ranks (ddp)"), std::string::npos);
 }
 
 // model.sync_batchnorm: two ranks normalise with their global batch's statistics and train as one
 // process does on the whole batch; without it each rank's batchnorm sees its own rows and they drift apart.
 // The 36 samples in batches of 8 end with a batch of 4: each rank's share of it differs from the others'.
+// c10d's Reducer with accumulation (the first micro-batch of each step only accumulates, as under
+// DDP's no_sync), gradients as bucket views and buckets small enough that every tensor has its own:
+// still the update of one process on the whole batch.
+TEST(Ddp, ReducerWithAccumulationAndBucketViewsMatchesOneProcess) {
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 2, 30));
+  const auto one = run_gputrain({"train", "--config", config.string(), "--output", (dir / "one").string(), "--set",
+                                 "train.accumulation_steps=2"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto two = run_gputrain({"train", "--config", config.string(), "--output", (dir / "two").string(), "--nproc",
+                                 "2", "--set", "train.accumulation_steps=2", "--set", "ddp.bucket_cap_mb=0.0001",
+                                 "--set", "ddp.gradient_as_bucket_view=true"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.err.find("ddp: c10d's Reducer all-reduces 492 B of gradients in 3 buckets during backward"),
+            std::string::npos)
+      << two.err;
+  EXPECT_NE(two.err.find("[rank 0] [info] ddp: Reducer timing"), std::string::npos) << two.err;
+  expect_same_weights(config, dir / "one/ddp/model.pt", dir / "two/ddp/model.pt");
+  EXPECT_NEAR(summary(two.out)["test_loss"].get<double>(), summary(one.out)["test_loss"].get<double>(), 1e-5);
+}
+
 TEST(Ddp, SyncBatchnormOnTwoGlooRanksTrainsAsOneProcess) {
   TempDir dir;
   std::string text = experiment(36, 8, 2, 30);
@@ -433,6 +467,93 @@ TEST(Ddp, SigintToTheLauncherCheckpointsOnceAndResumes) {
   expect_same_weights(config, dir / "run/ddp/model.pt", dir / "whole/ddp/model.pt");
 }
 
+std::size_t checkpoint_files(const std::filesystem::path& dir) {
+  std::size_t n = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) n += entry.path().extension() == ".ckpt";
+  return n;
+}
+
+// Slurm's preemption notice (SIGUSR1, passed on by the launcher as srun passes it on): both ranks
+// finish the step and checkpoint even under train.on_sigint: stop, and every process exits with 75.
+// The requeued job (SLURM_RESTART_COUNT=1, no --resume) continues from that checkpoint and ends
+// with the weights of a run that was never preempted.
+TEST(Ddp, PreemptionNoticeCheckpointsExits75AndTheRequeuedJobResumes) {
+  TempDir dir;
+  const auto config = testing::write_text(
+      dir / "ddp.yaml", experiment(64, 8, 200, 30) + "checkpoint: {every: 0, every_steps: 1000000}\n");
+  const std::vector<std::string> train{
+      "train", "--config", config.string(),       "--output", (dir / "run").string(), "--nproc",
+      "2",     "--set",    "train.on_sigint=stop"};
+  GputrainProcess launcher(train);
+  ASSERT_TRUE(testing::wait_until([&] { return launcher.err_so_far().find("Epoch 1/") != std::string::npos; }))
+      << launcher.err_so_far();
+  launcher.send(SIGUSR1);
+  const auto preempted = launcher.wait();
+  ASSERT_EQ(preempted.exit_code, 75) << preempted.err;
+  EXPECT_TRUE(summary(preempted.out)["preempted"].get<bool>()) << preempted.out;
+  EXPECT_NE(preempted.err.find("preemption notice: step"), std::string::npos) << preempted.err;
+  EXPECT_NE(preempted.err.find("exit code 75 asks for a requeue"), std::string::npos) << preempted.err;
+  EXPECT_EQ(checkpoint_files(dir / "run/ddp/checkpoints"), 1u);
+
+  const auto requeued = run_gputrain(train, {{"SLURM_RESTART_COUNT", "1"}});
+  ASSERT_EQ(requeued.exit_code, 0) << requeued.err;
+  EXPECT_NE(requeued.err.find("this Slurm job was requeued (SLURM_RESTART_COUNT=1)"), std::string::npos)
+      << requeued.err;
+  EXPECT_NE(requeued.err.find("[rank 0] [info] resuming from"), std::string::npos) << requeued.err;
+  const auto whole =
+      run_gputrain({"train", "--config", config.string(), "--output", (dir / "whole").string(), "--nproc", "2"});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  expect_same_weights(config, dir / "run/ddp/model.pt", dir / "whole/ddp/model.pt");
+}
+
+// An elastic job loses rank 1 (SIGKILL) after rank 0's first checkpoint; `launch` restarts every
+// worker, which continue from the newest checkpoint (train.resume: auto under
+// TORCHELASTIC_RESTART_COUNT=1, no --resume) and end with the weights of a run never interrupted.
+void expect_restart_resumes_to_the_uninterrupted_weights(
+    const std::function<std::unique_ptr<GputrainProcess>(const std::filesystem::path& config,
+                                                         const std::filesystem::path& out)>& launch) {
+  TempDir dir;
+  const auto config =
+      testing::write_text(dir / "ddp.yaml", experiment(64, 8, 200, 5) + "checkpoint: {every: 0, every_steps: 16}\n");
+  const auto job = launch(config, dir / "run");
+  pid_t rank1 = -1;
+  ASSERT_TRUE(testing::wait_until([&] {
+    if (checkpoint_files(dir / "run/ddp/checkpoints") == 0) return false;
+    rank1 = rank_process(config.string(), 1);
+    return rank1 > 0;
+  })) << job->err_so_far();
+  ASSERT_EQ(kill(rank1, SIGKILL), 0);
+  const auto result = job->wait_for(std::chrono::seconds(120));
+  ASSERT_TRUE(result) << "still running 120 s after rank 1 was killed";
+  EXPECT_EQ(result->exit_code, 0) << result->err;
+  EXPECT_NE(result->err.find("this is restart 1 of an elastic job (TORCHELASTIC_RESTART_COUNT=1)"), std::string::npos)
+      << result->err;
+  EXPECT_NE(result->err.find("[rank 0] [info] resuming from"), std::string::npos) << result->err;
+  const auto whole =
+      run_gputrain({"train", "--config", config.string(), "--output", (dir / "whole").string(), "--nproc", "2"});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  expect_same_weights(config, dir / "run/ddp/model.pt", dir / "whole/ddp/model.pt");
+}
+
+TEST(Ddp, KilledRankUnderNprocMaxRestartsResumesToTheUninterruptedWeights) {
+  expect_restart_resumes_to_the_uninterrupted_weights([](const auto& config, const auto& out) {
+    return std::make_unique<GputrainProcess>(std::vector<std::string>{
+        "train", "--config", config.string(), "--output", out.string(), "--nproc", "2", "--max-restarts", "1"});
+  });
+}
+
+TEST(Ddp, KilledRankUnderTorchrunMaxRestartsResumesToTheUninterruptedWeights) {
+  if (std::string(GPUTRAIN_TORCHRUN).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
+  expect_restart_resumes_to_the_uninterrupted_weights([](const auto& config, const auto& out) {
+    return std::make_unique<GputrainProcess>(
+        std::vector<std::string>{"--nproc-per-node=2", "--max-restarts=1",
+                                 "--master-port=" + std::to_string(free_port()), "--no-python", GPUTRAIN_BINARY,
+                                 "train", "--config", config.string(), "--output", out.string()},
+        std::map<std::string, std::string>{}, GPUTRAIN_SOURCE_DIR, testing::ChildSetup{}, GPUTRAIN_TORCHRUN);
+  });
+}
+
 TEST(Ddp, BadLaunchVariablesExitTwo) {
   const std::vector<std::string> args{"train", "--config", "configs/seed_mlp.yaml", "--set", "device=cpu"};
   const auto rank_too_big = run_gputrain(args, {{"RANK", "2"}, {"WORLD_SIZE", "2"}});
@@ -494,13 +615,19 @@ TEST(DistributedStrategy, TwoRanksOnThreadsShareBatchesAndSums) {
       EXPECT_EQ(strategy->local_part(data::Batch{torch::ones({1, 1}), torch::zeros({1}), 0}).size(), r == 0 ? 1 : 0);
 
       torch::nn::Sequential model(torch::nn::Linear(3, 2));
-      torch::NoGradGuard no_grad;
-      for (auto& p : model->parameters()) p.fill_(r + 1.0);  // differ until rank 0's are broadcast
+      {
+        torch::NoGradGuard no_grad;
+        for (auto& p : model->parameters()) p.fill_(r + 1.0);  // differ until rank 0's are broadcast
+      }
       strategy->prepare(model);
       for (auto& p : model->parameters()) EXPECT_TRUE(p.equal(torch::ones_like(p)));
-      for (auto& p : model->parameters()) p.mutable_grad() = torch::full_like(p, r + 1.0);
+      // The Reducer sums the gradients during the step's last backward: rank r's input is r + 1.
+      const torch::Tensor outputs = strategy->forward_to_train(model, torch::full({1, 3}, r + 1.0), /*last=*/true);
+      strategy->run_backward([&] { outputs.sum().backward(); });
       strategy->after_backward(model);
-      for (auto& p : model->parameters()) EXPECT_TRUE(p.grad().equal(torch::full_like(p, 3.0)));
+      const auto& linear = model[0]->as<torch::nn::Linear>();
+      EXPECT_TRUE(linear->weight.grad().equal(torch::full({2, 3}, 3.0)));  // 1 + 2
+      EXPECT_TRUE(linear->bias.grad().equal(torch::full({2}, 2.0)));       // 1 + 1
     } catch (...) {
       errors[static_cast<std::size_t>(r)] = std::current_exception();
     }

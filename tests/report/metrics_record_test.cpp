@@ -24,6 +24,8 @@ MetricsRecord full(RecordKind kind) {
     r.loss_scale = 1024;
     r.skipped_steps = 2;
   }
+  if (kind == RecordKind::kInterval)
+    r.ranks = train::RankTiming{2, {0.5, 0.5, 0.5}, {0, 0.125, 0.25}, {0.25, 0.375, 0.5}, 1};
   if (kind == RecordKind::kEpoch) {
     r.epoch_s = 2.5;
     r.samples = 4000;

@@ -97,4 +97,22 @@ Resumption resolve_resume(const std::string& resume, const std::optional<config:
   return {std::move(resumed), std::move(checkpoint)};
 }
 
+ResumeChoice choose_resume(const std::string& setting, const Restarts& restarts) {
+  if (setting == "never") return {"", "train.resume: never, so training starts afresh"};
+  if (setting != "auto") return {setting, fmt::format("train.resume: continuing from {}", setting)};
+  if (restarts.elastic > 0) {
+    return {"auto", fmt::format("train.resume: auto, and this is restart {} of an elastic job "
+                                "(TORCHELASTIC_RESTART_COUNT={}): continuing from the newest intact checkpoint",
+                                restarts.elastic, restarts.elastic)};
+  }
+  if (restarts.slurm > 0) {
+    return {"auto", fmt::format("train.resume: auto, and this Slurm job was requeued (SLURM_RESTART_COUNT={}): "
+                                "continuing from the newest intact checkpoint",
+                                restarts.slurm)};
+  }
+  return {"",
+          "train.resume: auto, and this is a first start (TORCHELASTIC_RESTART_COUNT and SLURM_RESTART_COUNT "
+          "are unset or 0), so training starts afresh; --resume auto continues an earlier run"};
+}
+
 }  // namespace gputrain::checkpoint

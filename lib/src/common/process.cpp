@@ -52,4 +52,10 @@ ChildOutput run_child(const std::vector<std::string>& argv) {
   return result;
 }
 
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
 }  // namespace gputrain

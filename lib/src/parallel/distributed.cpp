@@ -5,7 +5,11 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/logger.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include <chrono>
 #include <exception>
@@ -15,6 +19,7 @@
 #include "c10d_backends.h"
 #include "distributed_strategy.h"
 #include "gputrain/common/error.h"
+#include "gputrain/common/process.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/parallel/split.h"
 
@@ -22,6 +27,47 @@ namespace gputrain::parallel::detail {
 
 namespace {
 bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
+
+int64_t parameter_bytes(const std::vector<at::Tensor>& params) {
+  int64_t bytes = 0;
+  for (const auto& p : params) bytes += static_cast<int64_t>(p.nbytes());
+  return bytes;
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// The Reducer's communication for one bucket: a summed all-reduce. PyTorch's
+// default divides by the world size (an average); gputrain's ranks already
+// weight their losses by their share of the global batch, so the sum is the
+// gradient of one process on the whole batch. A registered hook also tells
+// the Reducer not to divide.
+class SumBucketHook : public c10d::CommHookInterface {
+ public:
+  SumBucketHook(c10::intrusive_ptr<c10d::Backend> group, std::chrono::milliseconds timeout,
+                std::shared_ptr<std::atomic<int64_t>> last_launch_ns)
+      : group_(std::move(group)), timeout_(timeout), last_launch_ns_(std::move(last_launch_ns)) {}
+
+  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
+    std::vector<at::Tensor> io{bucket.getBufferRef()};
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    options.timeout = timeout_;
+    if (bucket.isLast()) last_launch_ns_->store(now_ns());
+    return group_->allreduce(io, options)->getFuture();
+  }
+
+  at::Tensor parseHookResult(const c10::IValue& result) override {
+    return c10d::detail::parseCppCommHookResult(result);
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Backend> group_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<std::atomic<int64_t>> last_launch_ns_;
+};
+
 }  // namespace
 
 DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const LaunchInfo& launch)
@@ -30,11 +76,14 @@ DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const LaunchI
       log_replicas_(plan.log_replicas),
       backend_name_(config::word(plan.backend)),
       timeout_(std::chrono::seconds(plan.timeout_s)),
-      nccl_(plan.backend == config::DdpBackend::kNccl) {
+      nccl_(plan.backend == config::DdpBackend::kNccl),
+      bucket_cap_mb_(plan.bucket_cap_mb),
+      gradient_as_bucket_view_(plan.gradient_as_bucket_view) {
   for (int64_t r = 0; r < launch_.world_size; ++r) rank_names_.push_back(fmt::format("rank {}", r));
   const auto start = Clock::now();
   store_ = open_store();
   join();
+  for (int64_t r = 0; r < launch_.world_size; ++r) rank_hosts_.push_back(store_->get_to_str(key("host", r)));
   BackendOptions options;
   options.store = c10::make_intrusive<c10d::PrefixStore>("pg", store_);
   options.rank = static_cast<int>(launch_.rank);
@@ -44,6 +93,11 @@ DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const LaunchI
   options.cuda_device = device().is_cuda() ? device().index() : 0;
   guarded("setting up the " + backend_name_ + " process group",
           [&] { group_ = nccl_ ? make_nccl_backend(options) : make_gloo_backend(options); });
+  // The Reducer talks to a ProcessGroup: ours, with this one backend for the device it trains on.
+  const auto type = nccl_ ? c10d::ProcessGroup::BackendType::NCCL : c10d::ProcessGroup::BackendType::GLOO;
+  process_group_ = c10::make_intrusive<c10d::ProcessGroup>(options.store, options.rank, options.size);
+  process_group_->setDefaultBackend(type);
+  process_group_->setBackend(device().type(), type, group_);
   spdlog::info("ddp: rank {} of {} joined through {}:{} in {:.1f} s; {} collectives, timeout {} s", launch_.rank,
                launch_.world_size, launch_.master_addr, launch_.master_port,
                std::chrono::duration<double>(Clock::now() - start).count(), backend_name_, plan.timeout_s);
@@ -51,6 +105,9 @@ DistributedStrategy::DistributedStrategy(const StrategyPlan& plan, const LaunchI
 
 DistributedStrategy::~DistributedStrategy() {
   try {
+    if (!failed_ && std::uncaught_exceptions() == 0) log_reducer_stats();
+    reducer_logger_.reset();  // before the Reducer, as PyTorch's DDP orders them
+    reducer_.reset();
     if (!failed_) {
       if (std::uncaught_exceptions() > 0) {
         leave_after_error();
@@ -111,6 +168,7 @@ void DistributedStrategy::join() const {
                       "needs its own RANK",
                       rank, rank));
     }
+    store_->set(key("host", rank), host_name());  // before "world", which the others wait for
     store_->set(key("world", rank), world);
     missing = wait_for_ranks(other_ranks(launch_), Clock::now() + timeout_, [&](int64_t r) {
       if (!store_->check({key("world", r)})) return false;
@@ -148,6 +206,71 @@ void DistributedStrategy::prepare(torch::nn::Sequential& model) {
     options.rootRank = 0;
     return group_->broadcast(io, options);
   });
+  make_reducer(model);
+}
+
+void DistributedStrategy::make_reducer(torch::nn::Sequential& model) {
+  const std::vector<at::Tensor> params = model->parameters();
+  const auto cap = static_cast<int64_t>(bucket_cap_mb_ * 1024 * 1024);
+  // As DistributedDataParallel: a small first bucket only at the default cap.
+  const int64_t first = cap == kBucketBytes ? kFirstBucketBytes : cap;
+  std::unordered_map<size_t, std::string> names;
+  const auto named = model->named_parameters();
+  for (std::size_t i = 0; i < named.size(); ++i) names[i] = named[i].key();
+  const std::vector<bool> sparse(params.size(), false);
+  auto [buckets, limits] =
+      c10d::compute_bucket_assignment_by_size(params, {static_cast<size_t>(first), static_cast<size_t>(cap)}, sparse);
+  // The last layers' gradients are ready first: their bucket goes first.
+  std::reverse(buckets.begin(), buckets.end());
+  std::reverse(limits.begin(), limits.end());
+  guarded("setting up c10d's Reducer", [&] {
+    reducer_ = std::make_shared<c10d::Reducer>(params, buckets, process_group_, sparse, cap,
+                                               /*find_unused_parameters=*/false, gradient_as_bucket_view_, names, first,
+                                               /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false,
+                                               std::vector<int64_t>(limits.begin(), limits.end()));
+    reducer_->register_comm_hook(std::make_unique<SumBucketHook>(group_, timeout_, last_bucket_launch_ns_));
+    reducer_logger_ = std::make_shared<c10d::Logger>(reducer_);
+    reducer_->set_logger(reducer_logger_);
+  });
+  spdlog::info("ddp: c10d's Reducer all-reduces {} of gradients in {} during backward (ddp.bucket_cap_mb {:g}{}){}",
+               bytes_text(parameter_bytes(params)), count_of(static_cast<int64_t>(buckets.size()), "bucket"),
+               bucket_cap_mb_, cap == kBucketBytes ? ", the first 1 MiB" : "",
+               gradient_as_bucket_view_ ? "; gradients are views into the buckets" : "");
+}
+
+torch::Tensor DistributedStrategy::forward_to_train(torch::nn::Sequential& model, const torch::Tensor& inputs,
+                                                    bool last) {
+  syncing_ = last;
+  // As DistributedDataParallel's forward: under no_sync (the accumulation's
+  // earlier micro-batches) the Reducer expects no backward hooks.
+  if (last) {
+    reducer_logger_->set_runtime_stats_and_log();
+    reducer_->prepare_for_forward();
+  }
+  guarded("rebuilding the gradient buckets in the order backward fills them", [&] { reducer_->rebuild_buckets(); });
+  torch::Tensor outputs = forward(model, inputs);
+  if (last) reducer_->prepare_for_backward({});
+  return outputs;
+}
+
+void DistributedStrategy::run_backward(const std::function<void()>& backward) {
+  if (!syncing_) return backward();
+  guarded("all-reducing the gradients", backward);
+}
+
+void DistributedStrategy::log_reducer_stats() const {
+  if (!reducer_logger_ || !is_primary()) return;
+  const at::DDPLoggingData data = reducer_logger_->get_ddp_logging_data();
+  const auto ms = [&](const char* key) {
+    const auto it = data.ints_map.find(key);
+    return it == data.ints_map.end() ? 0.0 : static_cast<double>(it->second) / 1e6;
+  };
+  const double comm = ms("avg_backward_comm_time"), overlap = ms("avg_backward_compute_comm_overlap_time");
+  if (comm <= 0) return;
+  spdlog::info(
+      "ddp: Reducer timing (PyTorch DDP's runtime stats, sampled steps): backward {:.3f} ms, its all-reduce {:.3f} "
+      "ms, of which {:.3f} ms ({:.0f}%) overlapped backward",
+      ms("avg_backward_compute_time"), comm, overlap, 100 * std::min(1.0, overlap / comm));
 }
 
 data::Batch DistributedStrategy::local_part(const data::Batch& batch) const {
@@ -176,21 +299,20 @@ data::Batch DistributedStrategy::local_part(const data::Batch& batch) const {
 }
 
 void DistributedStrategy::after_backward(torch::nn::Sequential& model) {
-  std::vector<torch::Tensor> grads;
-  for (auto& p : model->parameters()) {
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    grads.push_back(p.grad());
-  }
-  // Summed, not averaged: each rank's loss is already divided by the global
-  // batch, so the sum is the gradient of one process on the whole batch.
-  // This runs after the last micro-batch's backward: under accumulation a
-  // gradient hook cannot tell that backward from the others, so communication
-  // overlaps other buckets' packing, not the backward pass.
-  bucketed("all-reducing the gradients", grads, [this](std::vector<at::Tensor>& io) {
-    c10d::AllreduceOptions options;
-    options.reduceOp = c10d::ReduceOp::SUM;
-    return group_->allreduce(io, options);
-  });
+  (void)model;  // the Reducer summed the gradients during the last backward
+  // What backward waited for after its last bucket was launched: the
+  // all-reduce not hidden behind it.
+  const int64_t launched = last_bucket_launch_ns_->exchange(0);
+  if (launched > 0) collective_wait_s_ += std::max<int64_t>(0, now_ns() - launched) / 1e9;
+}
+
+torch::Tensor DistributedStrategy::rows_of_every_rank(const torch::Tensor& row) {
+  torch::Tensor rows = torch::zeros({launch_.world_size, row.numel()}, torch::kFloat64);
+  rows[launch_.rank].copy_(row.reshape({-1}));
+  rows = rows.to(device());
+  std::vector<at::Tensor> io{rows};
+  guarded("gathering every rank's timing", [&] { wait_on_host(group_->allreduce(io)); });
+  return io.front().cpu();
 }
 
 void DistributedStrategy::all_reduce_sum(torch::Tensor& values) {
@@ -214,15 +336,19 @@ bool DistributedStrategy::any_rank(bool local) {
 
 StepFlags DistributedStrategy::agree(StepFlags local, const torch::Tensor& step_loss) {
   const auto options_int = torch::TensorOptions().dtype(torch::kInt32).device(device());
-  torch::Tensor flags = torch::tensor({local.stop ? 1 : 0, local.checkpoint ? 1 : 0, 0}, torch::kInt32).to(options_int);
+  torch::Tensor flags =
+      torch::tensor({local.stop ? 1 : 0, local.checkpoint ? 1 : 0, 0, local.preempt ? 1 : 0}, torch::kInt32)
+          .to(options_int);
   if (step_loss.defined()) flags[2].copy_(step_loss.isfinite().logical_not());  // on the device: no sync here
   std::vector<at::Tensor> io{flags};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
+  const auto start = Clock::now();
   guarded("agreeing on the step's flags", [&] { wait_on_host(group_->allreduce(io, options)); });
   const torch::Tensor host = io.front().cpu();
+  collective_wait_s_ += std::chrono::duration<double>(Clock::now() - start).count();
   const int32_t* agreed = host.data_ptr<int32_t>();
-  return {agreed[0] != 0, agreed[1] != 0, agreed[2] != 0};
+  return {agreed[0] != 0, agreed[1] != 0, agreed[2] != 0, agreed[3] != 0};
 }
 
 void DistributedStrategy::bucketed(const char* what, const std::vector<torch::Tensor>& tensors,

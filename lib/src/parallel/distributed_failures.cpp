@@ -2,6 +2,8 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
 
 #include "distributed_strategy.h"
@@ -14,6 +16,8 @@ void DistributedStrategy::guarded(const std::string& what, const std::function<v
     body();
   } catch (const Error&) {
     throw;
+  } catch (const c10::OutOfMemoryError&) {
+    throw;  // not a collective's failure: the trainer says what to change
   } catch (const std::exception& e) {
     // Abort first: NCCL peers blocked in this collective fail now, not at
     // the watchdog's timeout.

@@ -5,16 +5,25 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "data_parallel.h"
 #include "rank_store.h"
 
+namespace c10d {
+class ProcessGroup;
+class Reducer;
+class Logger;
+}  // namespace c10d
+
 namespace gputrain::parallel::detail {
 
-constexpr int64_t kBucketBytes = 25 * 1024 * 1024;  // DistributedDataParallel's bucket_cap_mb
+constexpr int64_t kBucketBytes = 25 * 1024 * 1024;  // DistributedDataParallel's bucket_cap_mb default
+constexpr int64_t kFirstBucketBytes = 1024 * 1024;  // its first bucket at that default (_DEFAULT_FIRST_BUCKET_BYTES)
 // After a failed collective, how long the ranks still there wait for one
 // another on the store before naming whoever did not answer.
 constexpr milliseconds kRollCall{3000};
@@ -30,11 +39,17 @@ class DistributedStrategy : public SingleDeviceStrategy {
   bool is_primary() const override { return launch_.rank == 0; }
   void prepare(torch::nn::Sequential& model) override;
   data::Batch local_part(const data::Batch& batch) const override;
+  torch::Tensor forward_to_train(torch::nn::Sequential& model, const torch::Tensor& inputs, bool last) override;
+  void run_backward(const std::function<void()>& backward) override;
   void after_backward(torch::nn::Sequential& model) override;
   void all_reduce_sum(torch::Tensor& values) override;
   void sum_across_processes(torch::Tensor& values) override;
   bool any_rank(bool local) override;
   StepFlags agree(StepFlags local, const torch::Tensor& step_loss) override;
+  int64_t world_size() const override { return launch_.world_size; }
+  std::vector<std::string> rank_hosts() const override { return rank_hosts_; }
+  double collective_wait_s() const override { return collective_wait_s_; }
+  torch::Tensor rows_of_every_rank(const torch::Tensor& row) override;
 
  private:
   c10::intrusive_ptr<c10d::Store> open_store() const;
@@ -43,6 +58,11 @@ class DistributedStrategy : public SingleDeviceStrategy {
   // One collective per bucket of about kBucketBytes (one dtype and device
   // each): later buckets are packed while earlier ones are on the wire.
   void bucketed(const char* what, const std::vector<torch::Tensor>& tensors, const Collective& start);
+  // c10d's Reducer over the model's parameters, driven as PyTorch's
+  // DistributedDataParallel drives it.
+  void make_reducer(torch::nn::Sequential& model);
+  // At the end of training: the Reducer's own timing of backward and its all-reduce.
+  void log_reducer_stats() const;
   // Runs `body`; when c10d fails in it, names the ranks behind the failure and
   // throws DistributedError.
   void guarded(const std::string& what, const std::function<void()>& body);
@@ -67,9 +87,21 @@ class DistributedStrategy : public SingleDeviceStrategy {
   std::string backend_name_;
   milliseconds timeout_;
   std::vector<std::string> rank_names_;  // "rank 0", ...: split_batch's devices
+  std::vector<std::string> rank_hosts_;  // each rank's host name, from the rendezvous
+  double collective_wait_s_ = 0;         // blocked in the gradient all-reduce and the step's flags
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> group_;
+  c10::intrusive_ptr<c10d::ProcessGroup> process_group_;  // group_ as the Reducer takes it
+  std::shared_ptr<c10d::Reducer> reducer_;
+  std::shared_ptr<c10d::Logger> reducer_logger_;
+  bool syncing_ = false;  // this micro-batch's backward all-reduces
+  // When the Reducer launched the backward's last bucket (its gradients were
+  // the last to be ready), in steady-clock nanoseconds; what backward waited
+  // for after it was communication not hidden behind the backward pass.
+  std::shared_ptr<std::atomic<int64_t>> last_bucket_launch_ns_ = std::make_shared<std::atomic<int64_t>>(0);
   bool nccl_ = false;
+  double bucket_cap_mb_ = 25;
+  bool gradient_as_bucket_view_ = false;
   bool failed_ = false;  // a collective failed and the roll call has run
 };
 

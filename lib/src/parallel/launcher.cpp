@@ -122,15 +122,17 @@ std::string describe(int status) {
   return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
 }
 
-// Whether a worker ended on a signal passed on to it: killed by it, or
-// exiting with 130 after handling it.
+// Whether a worker ended on a signal passed on to it: killed by it, exiting
+// with 130 after handling it, or with 75 after a preemption notice (SIGUSR1).
 bool stopped_by(int status, int forwarded) {
   if (forwarded == 0) return false;
   if (WIFSIGNALED(status)) return WTERMSIG(status) == forwarded;
-  return WEXITSTATUS(status) == static_cast<int>(ExitCode::kInterrupted);
+  const int code = WEXITSTATUS(status);
+  return code == static_cast<int>(ExitCode::kInterrupted) ||
+         (forwarded == SIGUSR1 && code == static_cast<int>(ExitCode::kPreempted));
 }
 
-pid_t spawn(const LauncherOptions& options, int64_t rank, int64_t port) {
+pid_t spawn(const LauncherOptions& options, int64_t rank, int64_t port, int64_t restart) {
   std::vector<std::string> environment;
   for (const auto& entry : options.environment) {
     if (!is_launch_variable(entry)) environment.push_back(entry);
@@ -141,6 +143,8 @@ pid_t spawn(const LauncherOptions& options, int64_t rank, int64_t port) {
   for (std::size_t i = 0; i < kRankVariables.size(); ++i) {
     environment.push_back(std::string(kRankVariables[i]) + "=" + values[i]);
   }
+  // As torchrun: which start of the group this is (train.resume: auto resumes after the first).
+  environment.push_back("TORCHELASTIC_RESTART_COUNT=" + std::to_string(restart));
   if (!has_variable(options.environment, "OMP_NUM_THREADS")) environment.emplace_back("OMP_NUM_THREADS=1");
   std::vector<std::string> arguments{options.executable};
   arguments.insert(arguments.end(), options.arguments.begin(), options.arguments.end());
@@ -201,19 +205,22 @@ std::vector<StrategyPlan> check_local_workers(const config::LoadedConfig& loaded
   return plans;
 }
 
-int run_local_workers(const LauncherOptions& options) {
+namespace {
+
+// How one start of the group ended.
+struct GroupEnd {
+  int code = 0;              // the launcher's exit code for it
+  bool restartable = false;  // a worker failed on its own: not a signal passed on, not the user's input
+};
+
+GroupEnd run_group(const LauncherOptions& options, SignalPipe& signals, int64_t restart) {
   const int64_t port = options.master_port != 0 ? options.master_port : free_port();
-  SignalPipe signals;
-  spdlog::info("launcher: {} workers, rendezvous at {}:{}", options.nproc, options.master_addr, port);
-  if (!has_variable(options.environment, "OMP_NUM_THREADS")) {
-    // As torchrun does: N processes of OpenMP threads that spin-wait for one
-    // another slow CPU training down by orders of magnitude.
-    spdlog::info("launcher: OMP_NUM_THREADS=1 for every worker (set OMP_NUM_THREADS to choose)");
-  }
+  spdlog::info("launcher: {} workers, rendezvous at {}:{}{}", options.nproc, options.master_addr, port,
+               restart > 0 ? fmt::format(" (restart {} of {})", restart, options.max_restarts) : "");
   std::vector<Worker> workers;
   try {
     for (int64_t rank = 0; rank < options.nproc; ++rank) {
-      workers.push_back({rank, spawn(options, rank, port)});
+      workers.push_back({rank, spawn(options, rank, port, restart)});
       spdlog::info("launcher: rank {} runs as pid {}", rank, workers.back().pid);
     }
   } catch (const Error&) {
@@ -256,10 +263,41 @@ int run_local_workers(const LauncherOptions& options) {
       next_step = Clock::now() + options.grace;
     }
   }
-  if (!failed) return 0;
+  if (!failed) return {};
   const Worker& w = workers[*failed];
-  if (WIFEXITED(w.status)) return WEXITSTATUS(w.status);
-  return static_cast<int>(stopped_by(w.status, forwarded) ? ExitCode::kInterrupted : ExitCode::kRuntime);
+  if (stopped_by(w.status, forwarded)) {
+    return {WIFEXITED(w.status) ? WEXITSTATUS(w.status) : static_cast<int>(ExitCode::kInterrupted), false};
+  }
+  if (WIFEXITED(w.status)) {
+    const int code = WEXITSTATUS(w.status);
+    return {code, code != static_cast<int>(ExitCode::kUserInput)};  // the same input fails the same way again
+  }
+  return {static_cast<int>(ExitCode::kRuntime), true};
+}
+
+}  // namespace
+
+int run_local_workers(const LauncherOptions& options) {
+  SignalPipe signals;
+  if (!has_variable(options.environment, "OMP_NUM_THREADS")) {
+    // As torchrun does: N processes of OpenMP threads that spin-wait for one
+    // another slow CPU training down by orders of magnitude.
+    spdlog::info("launcher: OMP_NUM_THREADS=1 for every worker (set OMP_NUM_THREADS to choose)");
+  }
+  for (int64_t restart = 0;; ++restart) {
+    const GroupEnd end = run_group(options, signals, restart);
+    if (end.code == 0 || !end.restartable || restart >= options.max_restarts) {
+      if (end.restartable && options.max_restarts > 0) {
+        spdlog::error("launcher: the workers failed after {} restarts (--max-restarts {})", restart,
+                      options.max_restarts);
+      }
+      return end.code;
+    }
+    spdlog::warn(
+        "launcher: restarting every worker ({} of --max-restarts {}); train.resume: auto continues from "
+        "the newest intact checkpoint",
+        restart + 1, options.max_restarts);
+  }
 }
 
 }  // namespace gputrain::parallel

@@ -7,6 +7,7 @@
 #include "data_parallel.h"
 #include "distributed.h"
 #include "gputrain/common/error.h"
+#include "gputrain/common/process.h"
 
 namespace gputrain::parallel {
 
@@ -141,8 +142,12 @@ StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::Dev
   StrategyPlan plan = choose_strategy(loaded, devices, launch);
   plan.log_replicas = loaded.config.train.log_replicas;
   plan.timeout_s = loaded.config.ddp.timeout_s;
+  plan.bucket_cap_mb = loaded.config.ddp.bucket_cap_mb;
+  plan.gradient_as_bucket_view = loaded.config.ddp.gradient_as_bucket_view;
   return plan;
 }
+
+std::vector<std::string> Strategy::rank_hosts() const { return {host_name()}; }
 
 StepFlags Strategy::agree(StepFlags local, const torch::Tensor& step_loss) {
   if (step_loss.defined() && !std::isfinite(step_loss.item<double>())) local.non_finite = true;

@@ -11,6 +11,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
+#include "gputrain/common/process.h"
 
 namespace gputrain::report {
 
@@ -75,12 +76,6 @@ std::string event_header(double wall_time, int64_t step) {
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
 }
 
 }  // namespace

@@ -26,6 +26,16 @@ Series from_steps(const std::vector<StepRecord>& steps, Figure StepRecord::*fiel
   return s;
 }
 
+// One figure of the intervals' per-rank timing, in milliseconds.
+Series from_ranks(const std::vector<StepRecord>& steps, double (*field)(const train::RankTiming&), std::string name,
+                  const char* color, bool dashed) {
+  Series s{std::move(name), color, {}, false, dashed, 1.5};
+  for (const auto& r : steps) {
+    if (r.ranks) s.points.emplace_back(r.step, 1000 * field(*r.ranks));
+  }
+  return s;
+}
+
 // x is the optimizer step, or the epoch (`by_step` false).
 Series from_epochs(const std::map<int64_t, EpochRecord>& epochs, Figure EpochRecord::*field, std::string name,
                    const char* color, bool by_step, double scale = 1.0) {
@@ -135,6 +145,24 @@ std::vector<Figured> make_charts(const Run& run) {
                    "pass; solid: mean, dashed: highest. Below {:.0f}% the log names the likely bottleneck.",
                    kLowUtilization),
        utilization});
+  charts.push_back(
+      {"Ranks (ddp)",
+       "Per optimizer step over each log interval. Ranks step in lockstep, so a slow rank (a straggler) shows as "
+       "the others' collective wait (highest, dashed) while its own stays lowest; the log names it and its host.",
+       {"Ranks",
+        x,
+        "milliseconds per step",
+        {from_ranks(
+             m.steps, [](const train::RankTiming& t) { return t.step_s.mean; }, "step (mean)", kTrain, false),
+         from_ranks(
+             m.steps, [](const train::RankTiming& t) { return t.collective_wait_s.max; }, "collective wait (highest)",
+             kTest, true),
+         from_ranks(
+             m.steps, [](const train::RankTiming& t) { return t.collective_wait_s.min; }, "collective wait (lowest)",
+             kTest, false),
+         from_ranks(
+             m.steps, [](const train::RankTiming& t) { return t.data_wait_s.max; }, "data wait (highest)", kPalette[1],
+             true)}}});
   charts.push_back({"Loader wait",
                     "Seconds the training thread waited for batches in each epoch, beside the epoch's training time.",
                     {"Loader wait",

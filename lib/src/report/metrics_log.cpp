@@ -19,8 +19,8 @@ Figure as_figure(Count n) { return n ? Figure(static_cast<double>(*n)) : std::nu
 
 void add_record(MetricsLog& log, const MetricsRecord& r) {
   if (r.kind == RecordKind::kInterval) {
-    log.steps.push_back(
-        {r.epoch, as_figure(r.step).value_or(0), r.loss, r.accuracy, r.samples_per_s, r.lr, r.loss_scale, r.elapsed_s});
+    log.steps.push_back({r.epoch, as_figure(r.step).value_or(0), r.loss, r.accuracy, r.samples_per_s, r.lr,
+                         r.loss_scale, r.elapsed_s, r.ranks});
     return;
   }
   EpochRecord& e = log.epochs[r.epoch];

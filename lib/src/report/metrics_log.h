@@ -17,6 +17,7 @@ struct StepRecord {
   int64_t epoch = 0;
   double step = 0;
   Figure loss, accuracy, samples_per_s, lr, loss_scale, elapsed_s;
+  std::optional<train::RankTiming> ranks;  // ddp
 };
 
 struct EpochRecord {

@@ -68,6 +68,29 @@ std::vector<GpuRecord> gpu_records(const Json& j) {
   return out;
 }
 
+nlohmann::ordered_json spread_json(const train::Spread& s) {
+  return {{"min", s.min}, {"mean", s.mean}, {"max", s.max}};
+}
+
+std::optional<train::Spread> spread(const Json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_object()) return std::nullopt;
+  const Figure min = figure(*it, "min"), mean = figure(*it, "mean"), max = figure(*it, "max");
+  if (!min || !mean || !max) return std::nullopt;
+  return train::Spread{*min, *mean, *max};
+}
+
+// The per-rank timing of an interval, or nothing when any part is missing.
+std::optional<train::RankTiming> rank_timing(const Json& j) {
+  const auto it = j.find("ranks");
+  if (it == j.end() || !it->is_object()) return std::nullopt;
+  const Count ranks = count(*it, "count"), slowest = count(*it, "slowest");
+  const auto step = spread(*it, "step_s"), data = spread(*it, "data_wait_s"),
+             collective = spread(*it, "collective_wait_s");
+  if (!ranks || !slowest || !step || !data || !collective) return std::nullopt;
+  return train::RankTiming{*ranks, *step, *data, *collective, *slowest};
+}
+
 }  // namespace
 
 const char* word(RecordKind kind) {
@@ -103,6 +126,13 @@ void to_json(nlohmann::ordered_json& j, const MetricsRecord& r) {
   put(j, "samples", r.samples);
   put(j, "loss_scale", r.loss_scale);
   put(j, "skipped_steps", r.skipped_steps);
+  if (r.ranks) {
+    j["ranks"] = nlohmann::ordered_json{{"count", r.ranks->ranks},
+                                        {"slowest", r.ranks->slowest},
+                                        {"step_s", spread_json(r.ranks->step_s)},
+                                        {"data_wait_s", spread_json(r.ranks->data_wait_s)},
+                                        {"collective_wait_s", spread_json(r.ranks->collective_wait_s)}};
+  }
   put(j, "loader_wait_s", r.loader_wait_s);
   put(j, "memory_allocated", r.memory_allocated);
   put(j, "memory_reserved", r.memory_reserved);
@@ -146,6 +176,7 @@ void from_json(const Json& j, MetricsRecord& r) {
   r.samples = count(j, "samples");
   r.loss_scale = figure(j, "loss_scale");
   r.skipped_steps = count(j, "skipped_steps");
+  r.ranks = rank_timing(j);
   r.loader_wait_s = figure(j, "loader_wait_s");
   r.memory_allocated = count(j, "memory_allocated");
   r.memory_reserved = count(j, "memory_reserved");

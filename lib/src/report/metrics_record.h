@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "gputrain/train/observer.h"
+
 namespace gputrain::report::detail {
 
 using Figure = std::optional<double>;  // unset: not recorded (or NaN, which JSON writes as null)
@@ -37,6 +39,7 @@ struct MetricsRecord {
   Figure loss, accuracy, samples_per_s, lr, elapsed_s;
   Figure loss_scale;                                     // interval, epoch
   Count skipped_steps;                                   // interval, epoch
+  std::optional<train::RankTiming> ranks;                // interval, ddp
   Figure epoch_s, loader_wait_s;                         // epoch
   Count samples;                                         // epoch, test
   Count memory_allocated, memory_reserved, memory_peak;  // epoch, on CUDA

@@ -53,6 +53,7 @@ void MetricsWriter::on_step(const train::StepMetrics& m) {
   r.elapsed_s = m.elapsed_s;
   r.loss_scale = m.loss_scale;
   r.skipped_steps = m.skipped_steps;
+  r.ranks = m.ranks;
   write(r);
 }
 

@@ -96,6 +96,7 @@ std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, Run
   parts.amp = run.amp;
   parts.channels_last = run.fast.channels_last;
   parts.grad_clip = c.train.grad_clip;
+  parts.zero_grad_in_place = run.plan.kind == parallel::StrategyKind::kDistributed && c.ddp.gradient_as_bucket_view;
   return make_eager_step(parts);
 }
 

@@ -24,14 +24,20 @@ parallel::StepFlags Checkpointer::requests() {
   if (token_ == nullptr) return local;
   local.stop = token_->stop_requested();
   local.checkpoint = token_->take_checkpoint_request();
+  local.preempt = token_->preemption_requested();
   return local;
 }
 
 Checkpointer::Due Checkpointer::due_after_step(int64_t step, const parallel::StepFlags& agreed) const {
   Due due;
-  due.stop = agreed.stop;
-  due.checkpoint = agreed.checkpoint || (due.stop && checkpoint_on_stop_);
-  if (due.stop) spdlog::info("stop requested: step {} is done", step);
+  due.preempt = agreed.preempt;
+  due.stop = agreed.stop || agreed.preempt;
+  due.checkpoint = agreed.checkpoint || agreed.preempt || (due.stop && checkpoint_on_stop_);
+  if (due.preempt) {
+    spdlog::info("preemption notice: step {} is done; checkpointing on every rank, then stopping", step);
+  } else if (due.stop) {
+    spdlog::info("stop requested: step {} is done", step);
+  }
   due.checkpoint = enabled_ && (due.checkpoint || (every_steps_ > 0 && step % every_steps_ == 0));
   return due;
 }

@@ -29,6 +29,7 @@ class Checkpointer {
   struct Due {
     bool checkpoint = false;
     bool stop = false;
+    bool preempt = false;  // the stop answers a preemption notice
   };
   // This process's stop and checkpoint requests (a checkpoint request is
   // taken), for Strategy::agree once per optimizer step.

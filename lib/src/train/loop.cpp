@@ -45,6 +45,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   s.checkpointer = std::make_unique<detail::Checkpointer>(s.config.checkpoint,
                                                           s.config.train.on_sigint == config::OnSigint::kCheckpoint,
                                                           options, *s.run.strategy, s.resumed_from, s.resumed_path);
+  s.rank_timer = std::make_unique<RankTimer>(*s.run.strategy);
   s.stopping = false;
   detail::EpochLog epoch_log(s.config.train.epochs, s.run.scaler->enabled());
   ObserverList observers;
@@ -100,6 +101,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   summary.steps = s.step;
   summary.elapsed_s = seconds_since(s.run_start);
   summary.stopped = s.stopping;
+  summary.preempted = s.preempted;
   summary.checkpoint = s.checkpointer->last_good();
   summary.target = s.target;
   summary.ended_early = s.ended_early;
@@ -129,9 +131,11 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, d
   auto interval_start = epoch_start;
   std::vector<data::Batch> group;
   Progress progress{epoch, config.train.epochs, batch, run.train_batches->batches_per_epoch(), 0, 0, 0};
+  rank_timer->start_interval(step, 0);  // the loader's wait counts from the epoch's start
   auto log_interval = [&] {
     const EvalResult r = interval.collect(run.classification(), *run.strategy);
     const double interval_s = seconds_since(interval_start);
+    const double loader_wait_s = run.train_batches->wait_seconds();
     StepMetrics m{epoch,
                   step,
                   r.mean_loss(),
@@ -140,11 +144,13 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, d
                   run.schedule->lr_at(step - 1),
                   seconds_since(run_start),
                   run.scaler->scale(),
-                  skipped_steps()};
+                  skipped_steps(),
+                  rank_timer->end_interval(step, interval_s, loader_wait_s)};
     progress.last_loss = m.loss;
     observer.on_step(m);
     interval = detail::RunningSums{};
     interval_start = Clock::now();
+    rank_timer->start_interval(step, loader_wait_s);
   };
   auto flush_group = [&] {
     optimizer_step(group);
@@ -237,6 +243,7 @@ void Trainer::State::after_step(int64_t epoch) {
   const detail::Checkpointer::Due due = checkpointer->due_after_step(step, agreed);
   if (due.checkpoint) save_checkpoint(/*regular=*/true, /*best=*/false);
   stopping = due.stop;
+  preempted = due.preempt;
 }
 
 const EvalResult& Trainer::State::evaluate_and_judge(int64_t epoch) {

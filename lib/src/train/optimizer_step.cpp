@@ -19,9 +19,10 @@ class EagerStep : public OptimizerStep {
   StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) override {
     int64_t group_samples = 0;
     for (const auto& mb : group) group_samples += mb.size();
-    p_.optimizer->zero_grad();
+    zero_grad();
     StepResult result;
     for (const auto& global : group) {
+      const bool last = &global == &group.back();
       const data::Batch mb = p_.strategy->local_part(global);
       torch::Tensor outputs;
       torch::Tensor batch_loss;
@@ -29,7 +30,7 @@ class EagerStep : public OptimizerStep {
       {
         device::NvtxRange range("forward");
         AutocastScope autocast(p_.amp, device_.type());  // the forward pass and the loss
-        outputs = p_.strategy->forward(p_.model, model_inputs(mb.inputs, device_, p_.channels_last));
+        outputs = p_.strategy->forward_to_train(p_.model, model_inputs(mb.inputs, device_, p_.channels_last), last);
         batch_loss = loss_sum(p_.loss, outputs, targets);
       }
       // Averaging over the whole (global) group's size makes K micro-batches, or N
@@ -37,7 +38,7 @@ class EagerStep : public OptimizerStep {
       // by its real size.
       {
         device::NvtxRange range("backward");
-        backward_mean_(p_.scaler->scale(batch_loss), group_samples);
+        p_.strategy->run_backward([&] { backward_mean_(p_.scaler->scale(batch_loss), group_samples); });
       }
       // argmax records no autograd node, so the outputs need no detach() (one op fewer per step)
       result.sums.push_back(
@@ -68,6 +69,16 @@ class EagerStep : public OptimizerStep {
   }
 
  private:
+  void zero_grad() {
+    if (!p_.zero_grad_in_place) return p_.optimizer->zero_grad();
+    // Optimizer::zero_grad(false) detaches each gradient in place, which a
+    // view into a bucket refuses; zeroing keeps the view (as Python's zero_grad does).
+    torch::NoGradGuard no_grad;
+    for (auto& p : p_.model->parameters()) {
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    }
+  }
+
   EagerStepParts p_;
   torch::Device device_;
   MeanBackward backward_mean_;

@@ -9,6 +9,7 @@
 
 #include "checkpointing.h"
 #include "gputrain/train/builder.h"
+#include "gputrain/train/rank_timing.h"
 #include "gputrain/train/stop_rules.h"
 #include "gputrain/train/trainer.h"
 #include "gputrain/train/weight_average.h"
@@ -32,8 +33,10 @@ struct Trainer::State {
   std::optional<checkpoint::Position> resumed_from;
   std::string resumed_path;
   std::unique_ptr<detail::Checkpointer> checkpointer;  // while fit() runs
+  std::unique_ptr<RankTimer> rank_timer;               // while fit() runs
   parallel::StepFlags agreed;                          // the last optimizer step's, agreed by every rank
   bool stopping = false;                               // a stop request (a signal): the run is interrupted
+  bool preempted = false;                              // ... by a preemption notice (SIGUSR1)
   std::optional<WeightAverage> ema;                    // train.ema
   StopRules stop_rules{{}};
   std::vector<torch::Tensor> best_weights;  // train.early_stopping.restore_best: the weights that scored best

@@ -30,4 +30,21 @@ struct Resumption {
 Resumption resolve_resume(const std::string& resume, const std::optional<config::LoadedConfig>& file_config,
                           const std::vector<std::string>& overrides);
 
+// What says that this process restarts a job that ran before: torchrun's
+// TORCHELASTIC_RESTART_COUNT (also set by `train --nproc --max-restarts`) and
+// a requeued Slurm job's SLURM_RESTART_COUNT; 0 where unset.
+struct Restarts {
+  int64_t elastic = 0;
+  int64_t slurm = 0;
+};
+
+// Where a run without --resume starts, by train.resume (`setting`): `resume`
+// is "" (afresh), "auto" (the newest intact checkpoint, as --resume auto) or a
+// checkpoint path, and `reason` says why, for the run-start log.
+struct ResumeChoice {
+  std::string resume;
+  std::string reason;
+};
+ResumeChoice choose_resume(const std::string& setting, const Restarts& restarts);
+
 }  // namespace gputrain::checkpoint

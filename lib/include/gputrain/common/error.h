@@ -8,7 +8,10 @@
 
 namespace gputrain {
 
-enum class ExitCode : int { kOk = 0, kRuntime = 1, kUserInput = 2, kInterrupted = 130 };
+// kPreempted: a preemption notice (SIGUSR1) was answered with a checkpoint on
+// every rank; sysexits' EX_TEMPFAIL ("try again later"), on which a Slurm batch
+// script runs `scontrol requeue` and the requeued job resumes (train.resume: auto).
+enum class ExitCode : int { kOk = 0, kRuntime = 1, kUserInput = 2, kPreempted = 75, kInterrupted = 130 };
 
 // Where a value came from: a file position (1-based) or a named origin such as
 // "--set #2". An empty origin means unknown.

@@ -15,4 +15,7 @@ struct ChildOutput {
 // waits for it. Throws Error (runtime) when it cannot be started.
 ChildOutput run_child(const std::vector<std::string>& argv);
 
+// This machine's host name; "localhost" when it has none.
+std::string host_name();
+
 }  // namespace gputrain

@@ -278,6 +278,8 @@ struct TrainConfig {
   TtaConfig tta;
   OnNan on_nan = OnNan::kStop;
   OnSigint on_sigint = OnSigint::kCheckpoint;
+  // Where a run starts without --resume: auto | never | a checkpoint path (checkpoint/resume.h).
+  std::string resume = "auto";
   // Fast paths; each auto rule is in train/fast_paths.h, and each falls back,
   // with a log line, where it cannot apply.
   Switch cuda_graph = Switch::kAuto;       // capture the whole train step once, replay it (CUDA)
@@ -299,6 +301,8 @@ struct DpConfig {
 struct DdpConfig {
   DdpBackend backend = DdpBackend::kAuto;
   int64_t timeout_s = 300;
+  double bucket_cap_mb = 25;             // PyTorch DDP's bucket_cap_mb
+  bool gradient_as_bucket_view = false;  // PyTorch DDP's gradient_as_bucket_view
 };
 
 struct CheckpointConfig {

@@ -325,6 +325,13 @@ void visit(V& v, TrainConfig& c) {
   v.field("on_sigint", c.on_sigint, Any{},
           "what SIGINT/SIGTERM do: finish the step, then `checkpoint` and exit 130, `stop` (exit 130 without one), "
           "`none` (the signal's default action)");
+  v.field("resume", c.resume, Any{},
+          "where a run starts when `train --resume` is not given: `auto` continues from the newest intact checkpoint "
+          "of this run when the process is a restart (torchrun's `TORCHELASTIC_RESTART_COUNT` > 0 under "
+          "`--max-restarts`, also `train --nproc N --max-restarts K`; a requeued Slurm job's `SLURM_RESTART_COUNT` > "
+          "0) and starts afresh otherwise; `never` always starts afresh; a checkpoint file's path continues from it. "
+          "The choice and its reason are logged at run start");
+  v.check("resume", !c.resume.empty(), [] { return std::string("is empty; write auto, never or a checkpoint file"); });
   v.field(
       "cuda_graph", c.cuda_graph, Any{},
       "capture the whole train step (zero the gradients, forward, loss, backward, update) as a CUDA graph after 3 "
@@ -376,6 +383,14 @@ void visit(V& v, DdpConfig& c) {
           "missing rank. Under NCCL, gputrain's own wait (once per optimizer step, on the step's flags) ends at this "
           "timeout; NCCL's watchdog, which kills the process, is given half of it again (30 s to 5 min) as a last "
           "resort");
+  v.field("bucket_cap_mb", c.bucket_cap_mb, above(0),
+          "as PyTorch DDP's `bucket_cap_mb`: gradients are all-reduced in buckets of about this many MiB, each "
+          "launched during backward as soon as its gradients are ready (c10d's Reducer), so communication overlaps "
+          "the rest of backward. At the default 25 the first bucket (the last layers' gradients, ready first) holds "
+          "1 MiB, as PyTorch's");
+  v.field("gradient_as_bucket_view", c.gradient_as_bucket_view, Any{},
+          "as PyTorch DDP's `gradient_as_bucket_view`: the parameters' gradients are views into the all-reduce "
+          "buckets, which saves one copy of every gradient in memory and a copy per step; the results are the same");
 }
 
 template <class V>

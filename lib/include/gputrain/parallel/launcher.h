@@ -23,6 +23,10 @@ struct LauncherOptions {
   // find out through their collectives), then SIGTERM, then as long again
   // before SIGKILL.
   std::chrono::milliseconds grace{10000};
+  // As torchrun's --max-restarts: a group whose worker failed on its own (not
+  // a signal passed on, not exit code 2) starts again, every worker, up to
+  // this many times, with TORCHELASTIC_RESTART_COUNT counting the restarts.
+  int64_t max_restarts = 0;
 };
 
 // Plans the strategy of every local rank, so a configuration the workers
@@ -33,10 +37,12 @@ std::vector<StrategyPlan> check_local_workers(const config::LoadedConfig& loaded
                                               int64_t nproc);
 
 // Starts the workers with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-// MASTER_ADDR and MASTER_PORT set, forwards SIGINT, SIGTERM, SIGHUP and SIGUSR1
-// to every one, and waits for all of them; logs which rank failed first.
-// Returns the launcher's exit code: 0; the first failed worker's exit code;
-// 130 for a worker ended by a forwarded signal; 1 for one killed otherwise.
+// MASTER_ADDR, MASTER_PORT and TORCHELASTIC_RESTART_COUNT set, forwards
+// SIGINT, SIGTERM, SIGHUP and SIGUSR1 to every one, and waits for all of them;
+// logs which rank failed first, and restarts the group (max_restarts).
+// Returns the launcher's exit code: 0; the first failed worker's exit code
+// (75 after a preemption notice); 130 for a worker ended by a forwarded
+// signal; 1 for one killed otherwise.
 // Throws DistributedError when a worker cannot be started.
 int run_local_workers(const LauncherOptions& options);
 

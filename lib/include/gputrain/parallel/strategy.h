@@ -44,6 +44,8 @@ struct StrategyPlan {
   config::DdpBackend backend = config::DdpBackend::kGloo;  // ddp: nccl or gloo, never auto
   bool log_replicas = false;  // train.log_replicas: dp and ddp log each replica's share of a batch
   int64_t timeout_s = 300;    // ddp.timeout_s: the rendezvous and each collective
+  double bucket_cap_mb = 25;  // ddp.bucket_cap_mb
+  bool gradient_as_bucket_view = false;
 };
 
 // strategy: auto means ddp when launched with a world size above 1, dp when
@@ -58,6 +60,7 @@ struct StepFlags {
   bool stop = false;        // a stop was requested (a signal)
   bool checkpoint = false;  // a checkpoint was requested
   bool non_finite = false;  // the step's loss is inf or NaN
+  bool preempt = false;     // a preemption notice (SIGUSR1): checkpoint, then stop
 };
 
 class Strategy {
@@ -76,9 +79,22 @@ class Strategy {
   // (each replica thread runs under the caller's thread-local state: grad
   // mode, autocast) and gathers the outputs on device().
   virtual torch::Tensor forward(torch::nn::Sequential& model, const torch::Tensor& inputs) = 0;
-  // Once per optimizer step, after every micro-batch's backward: ddp
-  // all-reduces the gradients (summed: each rank's loss is already weighted by
-  // its share of the global batch); dp sums its replicas' into the model's.
+  // The same for a training micro-batch, whose backward follows before the
+  // next forward pass. `last`: the optimizer step's last micro-batch. ddp
+  // all-reduces the gradients during that one's backward, bucket by bucket
+  // as they become ready (c10d's Reducer, as PyTorch's DDP); the earlier
+  // micro-batches' gradients only accumulate (DDP's no_sync).
+  virtual torch::Tensor forward_to_train(torch::nn::Sequential& model, const torch::Tensor& inputs, bool last) {
+    (void)last;
+    return forward(model, inputs);
+  }
+  // Runs a training micro-batch's backward pass (ddp names the ranks behind a
+  // collective that fails in it).
+  virtual void run_backward(const std::function<void()>& backward) { backward(); }
+  // Once per optimizer step, after every micro-batch's backward: the model's
+  // gradients are then those of the whole step (summed: each rank's loss is
+  // already weighted by its share of the global batch). dp sums its
+  // replicas' into the model's.
   virtual void after_backward(torch::nn::Sequential& model) { (void)model; }
   // The model's weights were replaced outside an optimizer step (train.ema's
   // average swapped in for an evaluation, or back): dp refreshes its copies.
@@ -95,6 +111,17 @@ class Strategy {
   // when not asked) checked for inf/NaN, agreed by every rank in one small
   // collective and one device sync.
   virtual StepFlags agree(StepFlags local, const torch::Tensor& step_loss);
+
+  // Per-rank timing (ddp): how many processes train, and where each runs
+  // (host names, by rank).
+  virtual int64_t world_size() const { return 1; }
+  virtual std::vector<std::string> rank_hosts() const;
+  // Seconds this process has been blocked on collectives so far: the part of
+  // the gradient all-reduce that backward did not hide (its wait after the
+  // last bucket was launched) and the step's flags.
+  virtual double collective_wait_s() const { return 0; }
+  // Every process's `row` (float64, on the CPU), as one [world_size, n] tensor on every process.
+  virtual torch::Tensor rows_of_every_rank(const torch::Tensor& row) { return row.unsqueeze(0); }
 };
 
 std::unique_ptr<Strategy> make_strategy(const StrategyPlan& plan, const LaunchInfo& launch);

@@ -10,6 +10,22 @@
 
 namespace gputrain::train {
 
+// The lowest, mean and highest of one figure over the ranks.
+struct Spread {
+  double min = 0;
+  double mean = 0;
+  double max = 0;
+};
+
+// ddp, each log interval: every rank's seconds per optimizer step.
+struct RankTiming {
+  int64_t ranks = 0;
+  Spread step_s;             // wall time per step
+  Spread data_wait_s;        // blocked waiting for the loader
+  Spread collective_wait_s;  // blocked in collectives (the all-reduce backward did not hide, the step's flags)
+  int64_t slowest = 0;       // the rank with the most work of its own (step less collective wait)
+};
+
 // Every train.log_every optimizer steps.
 struct StepMetrics {
   int64_t epoch = 0;               // 1-based
@@ -18,9 +34,10 @@ struct StepMetrics {
   std::optional<double> accuracy;  // classification only
   double samples_per_s = 0;
   double lr = 0;
-  double elapsed_s = 0;       // since the run began
-  double loss_scale = 1;      // fp16's gradient scale; 1 otherwise
-  int64_t skipped_steps = 0;  // optimizer steps skipped for inf/NaN gradients, so far
+  double elapsed_s = 0;             // since the run began
+  double loss_scale = 1;            // fp16's gradient scale; 1 otherwise
+  int64_t skipped_steps = 0;        // optimizer steps skipped for inf/NaN gradients, so far
+  std::optional<RankTiming> ranks;  // ddp only
 };
 
 // After every micro-batch, for progress bars: cheap, no device sync.

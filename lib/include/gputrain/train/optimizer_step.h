@@ -58,6 +58,9 @@ struct EagerStepParts {
   AmpMode amp = AmpMode::kOff;
   bool channels_last = false;
   double grad_clip = 0;  // 0: off
+  // ddp.gradient_as_bucket_view: gradients are views into the Reducer's
+  // buckets, so they are zeroed in place rather than dropped.
+  bool zero_grad_in_place = false;
 };
 std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts);
 

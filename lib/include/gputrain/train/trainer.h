@@ -37,6 +37,7 @@ struct TrainSummary {
   bool has_test = false;
   double elapsed_s = 0;
   bool stopped = false;                 // on a StopToken request, before train.epochs
+  bool preempted = false;               // the request was a preemption notice (a checkpoint was due)
   std::string checkpoint;               // the newest checkpoint written or resumed from; "" when none
   std::optional<TargetReached> target;  // train.target_accuracy, when reached
   std::string ended_early;              // why an evaluation ended training before train.epochs; "" when none
