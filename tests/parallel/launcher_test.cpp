@@ -56,5 +56,35 @@ TEST(Launcher, ForwardsSignalsToEveryWorkerWithItsRankVariables) {
   EXPECT_EQ(read(dir / "got.1"), "1 1 2 127.0.0.1 23456");
 }
 
+std::string lines_of(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string text, line;
+  while (std::getline(in, line)) text += line + ";";
+  return text;
+}
+
+// --max-restarts: a worker failing on its own restarts the whole group, which counts its
+// starts in TORCHELASTIC_RESTART_COUNT; user input errors (2) are not retried; restarts run out.
+TEST(Launcher, RestartsTheGroupAfterAFailureCountingTheStarts) {
+  testing::TempDir dir;
+  const std::string d = dir.path().string();
+  auto options = shell_workers("echo $TORCHELASTIC_RESTART_COUNT >> " + d +
+                               "/starts.$RANK; if [ \"$RANK$TORCHELASTIC_RESTART_COUNT\" = 10 ]; then exit 3; fi");
+  options.max_restarts = 2;
+  EXPECT_EQ(run_local_workers(options), 0);
+  EXPECT_EQ(lines_of(dir / "starts.0"), "0;1;");
+  EXPECT_EQ(lines_of(dir / "starts.1"), "0;1;");
+
+  auto bad_input = shell_workers("echo x >> " + d + "/bad.$RANK; exit 2");
+  bad_input.max_restarts = 2;
+  EXPECT_EQ(run_local_workers(bad_input), 2);
+  EXPECT_EQ(lines_of(dir / "bad.0"), "x;");
+
+  auto always = shell_workers("echo $TORCHELASTIC_RESTART_COUNT >> " + d + "/always.$RANK; exit 3");
+  always.max_restarts = 1;
+  EXPECT_EQ(run_local_workers(always), 3);
+  EXPECT_EQ(lines_of(dir / "always.1"), "0;1;");
+}
+
 }  // namespace
 }  // namespace gputrain::parallel

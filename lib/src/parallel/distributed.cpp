@@ -240,6 +240,7 @@ void DistributedStrategy::make_reducer(torch::nn::Sequential& model) {
 
 torch::Tensor DistributedStrategy::forward_to_train(torch::nn::Sequential& model, const torch::Tensor& inputs,
                                                     bool last) {
+  GPUTRAIN_CHECK(reducer_ != nullptr, "prepare() builds the Reducer before the first training step");
   syncing_ = last;
   // As DistributedDataParallel's forward: under no_sync (the accumulation's
   // earlier micro-batches) the Reducer expects no backward hooks.
