@@ -15,6 +15,7 @@
 #include <exception>
 #include <functional>
 #include <set>
+#include <tuple>
 
 #include "c10d_backends.h"
 #include "distributed_strategy.h"
@@ -218,7 +219,10 @@ void DistributedStrategy::make_reducer(torch::nn::Sequential& model) {
   const auto named = model->named_parameters();
   for (std::size_t i = 0; i < named.size(); ++i) names[i] = named[i].key();
   const std::vector<bool> sparse(params.size(), false);
-  auto [buckets, limits] =
+  // Named variables, not a structured binding: the lambda below captures them.
+  std::vector<std::vector<size_t>> buckets;
+  std::vector<size_t> limits;
+  std::tie(buckets, limits) =
       c10d::compute_bucket_assignment_by_size(params, {static_cast<size_t>(first), static_cast<size_t>(cap)}, sparse);
   // The last layers' gradients are ready first: their bucket goes first.
   std::reverse(buckets.begin(), buckets.end());
