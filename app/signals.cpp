@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "gputrain/common/error.h"
+
 namespace gputrain::app {
 
 namespace {
@@ -38,6 +40,16 @@ extern "C" void on_setup_signal(int) {
   static const char kMessage[] = "\ngputrain: stopped by a signal before training started; nothing was written\n";
   (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
   ::_exit(130);
+}
+
+// A preemption notice then has nothing to checkpoint either; 75, as after
+// training's checkpoint, lets the batch script requeue the job.
+extern "C" void on_setup_preemption(int) {
+  static const char kMessage[] =
+      "\ngputrain: preempted (SIGUSR1) before training started; nothing was written; exit code 75 asks for a "
+      "requeue\n";
+  (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  ::_exit(static_cast<int>(ExitCode::kPreempted));
 }
 
 // What each handled signal does: a handler, SIG_IGN or SIG_DFL. Read by the
@@ -106,6 +118,7 @@ void install_setup_signal_handlers() {
   }
   install(SIGINT, on_setup_signal);
   install(SIGTERM, on_setup_signal);
+  install(SIGUSR1, on_setup_preemption);
 }
 
 void route_training_signals() {

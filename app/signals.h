@@ -24,7 +24,8 @@
 namespace gputrain::app {
 
 // While a command sets up (loads the config and data, builds the model), SIGINT
-// and SIGTERM exit with 130 and "stopped by a signal before training started".
+// and SIGTERM exit with 130 and "stopped by a signal before training started",
+// SIGUSR1 with 75 ("preempted ... before training started").
 void install_setup_signal_handlers();
 
 // From here on the signals above are taken by a thread of their own. Call it

@@ -82,5 +82,17 @@ TEST(Signals, ReachTheRunWhileEveryTrainingThreadBlocksThem) {
   EXPECT_NE(current.sa_handler, setup.sa_handler);
 }
 
+// A preemption notice while the run still sets up: nothing to checkpoint, but the exit code
+// must still ask the batch script for a requeue.
+TEST(SignalsDeathTest, PreemptionBeforeTrainingExitsWith75) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        install_setup_signal_handlers();
+        raise(SIGUSR1);
+      },
+      ::testing::ExitedWithCode(75), "preempted \\(SIGUSR1\\) before training started; nothing was written");
+}
+
 }  // namespace
 }  // namespace gputrain::app
