@@ -4,6 +4,7 @@
 // building the model, a training step. Each case runs in a child process
 // under an address-space limit a little above what it uses already.
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -61,6 +62,11 @@ ProcessResult under_memory_limit(const std::function<void()>& prepare, const std
   return run_in_child([&] {
     // OpenMP aborts the process when it cannot start its threads: none here.
     torch::set_num_threads(1);
+    // Every thread allocates from the main arena: a thread that did start
+    // would otherwise reserve a 64 MiB arena of its own for its first malloc,
+    // and glibc aborts ("failed to register TLS destructor: out of memory")
+    // when that fails — about 1 run in 60 of the loader-workers test.
+    mallopt(M_ARENA_MAX, 1);
     prepare();
     limit_address_space(headroom);
     try {
