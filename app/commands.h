@@ -56,8 +56,9 @@ void add_config_options(CLI::App* command, std::string& config, std::vector<std:
 // world of 1 when nothing did. Throws UserError for values no launcher gives.
 parallel::LaunchInfo launch_info(const Environment& env);
 
-// The restart counts a launcher set (train.resume: auto reads them).
-checkpoint::Restarts restarts(const Environment& env);
+// The restart counts a launcher set (train.resume: auto reads them); `launch`
+// is launch_info(env).
+checkpoint::Restarts restarts(const Environment& env, const parallel::LaunchInfo& launch);
 
 // The config a run starts from: --config's, or with --resume ("auto" or a
 // checkpoint) the checkpoint's with --set on top. `command` names the caller

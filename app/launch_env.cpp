@@ -20,9 +20,9 @@ int64_t integer(const EnvValue& v) {
 
 }  // namespace
 
-checkpoint::Restarts restarts(const Environment& env) {
+checkpoint::Restarts restarts(const Environment& env, const parallel::LaunchInfo& launch) {
   checkpoint::Restarts out;
-  if (env.restart_count) out.elastic = integer(*env.restart_count);
+  out.elastic = launch.attempt;  // launch_info read TORCHELASTIC_RESTART_COUNT already
   if (env.slurm_restart_count) out.slurm = integer(*env.slurm_restart_count);
   return out;
 }

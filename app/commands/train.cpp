@@ -92,11 +92,12 @@ struct TrainPlan {
 };
 
 // --resume when given, else the --config file's train.resume.
-checkpoint::Resumption start_of_training(const TrainArgs& args, const std::vector<std::string>& overrides) {
+checkpoint::Resumption start_of_training(const TrainArgs& args, const parallel::LaunchInfo& launch,
+                                         const std::vector<std::string>& overrides) {
   if (!args.resume.empty() || args.config.empty()) return starting_point("train", args.config, args.resume, overrides);
   config::LoadedConfig file_config = config::load_config(args.config, overrides);
   const checkpoint::ResumeChoice choice =
-      checkpoint::choose_resume(file_config.config.train.resume, restarts(args.env));
+      checkpoint::choose_resume(file_config.config.train.resume, restarts(args.env, launch));
   spdlog::info("{}", choice.reason);
   if (choice.resume.empty()) return {std::move(file_config), std::nullopt};
   return checkpoint::resolve_resume(choice.resume, file_config, overrides);
@@ -109,7 +110,7 @@ TrainPlan plan_train(const TrainArgs& args) {
   plan.primary = plan.launch.rank == 0;
   std::vector<std::string> overrides = args.overrides;
   if (!args.output.empty()) overrides.push_back("output.dir=" + yaml_quoted(args.output));
-  plan.start = start_of_training(args, overrides);
+  plan.start = start_of_training(args, plan.launch, overrides);
   config::resolve_batch_forms(plan.start.config, plan.launch.world_size);
   if (args.nproc) return plan;  // the workers resolve their own devices
   plan.inventory = device::probe_devices(args.env.cuda_visible_devices);

@@ -211,13 +211,15 @@ void DistributedStrategy::prepare(torch::nn::Sequential& model) {
 }
 
 void DistributedStrategy::make_reducer(torch::nn::Sequential& model) {
-  const std::vector<at::Tensor> params = model->parameters();
+  std::vector<at::Tensor> params;
+  std::unordered_map<size_t, std::string> names;
+  for (const auto& named : model->named_parameters()) {
+    names[params.size()] = named.key();
+    params.push_back(named.value());
+  }
   const auto cap = static_cast<int64_t>(bucket_cap_mb_ * 1024 * 1024);
   // As DistributedDataParallel: a small first bucket only at the default cap.
   const int64_t first = cap == kBucketBytes ? kFirstBucketBytes : cap;
-  std::unordered_map<size_t, std::string> names;
-  const auto named = model->named_parameters();
-  for (std::size_t i = 0; i < named.size(); ++i) names[i] = named[i].key();
   const std::vector<bool> sparse(params.size(), false);
   // Named variables, not a structured binding: the lambda below captures them.
   std::vector<std::vector<size_t>> buckets;
