@@ -282,6 +282,23 @@ cifar_cmd ddp_nproc2 --set strategy=ddp --set 'gpus=[0]'
 [ "$DRY" = 1 ] && cifar_cmd ddp_nproc2 --set strategy=ddp
 step ddp_nproc2 any "$T" 0 'Test set: ' -- env NCCL_DEBUG=WARN "${CMD[@]:0:2}" --nproc 2 "${CMD[@]:2}"
 
+# Two ranks on one GPU over Gloo (which, unlike NCCL, allows it): c10d's Reducer on CUDA
+# gradients with bucket views, and batchnorm statistics summed across the ranks.
+step ddp_gloo_sync_batchnorm any "$T" 0 "(?s)normalise with the global batch's statistics.*c10d's Reducer all-reduces .*Test set: " -- \
+  "$BIN" train --config "$CONFIGS/fashion_mnist_resnet.yaml" --nproc 2 --output "$RUNS" --set name=ddp_gloo_sync_batchnorm \
+  --set "device=$DEV" --set "data.root=$FMNIST" --set train.epochs=1 --set strategy=ddp --set ddp.backend=gloo \
+  --set model.sync_batchnorm=true --set ddp.gradient_as_bucket_view=true "${SIZE[@]}"
+
+# Your own images: the generated CIFAR set written as PNG class folders, then read back by
+# image_folder, decoded at start (cache memory) and in the loader's workers (cache none).
+step export_png any 120 0 '' -- "$BIN" datasets export --config "$CONFIGS/cifar10.yaml" \
+  --set "data.root=$DATA/cifar" --out "$DATA/images" --format png
+for cache in memory none; do
+  cifar_cmd "image_folder_$cache" --set data.dataset=image_folder --set "data.root=$DATA/images" \
+    --set "data.cache=$cache" --set data.num_workers=4
+  step "image_folder_$cache" any "$T" 0 'Test set: ' -- "${CMD[@]}"
+done
+
 cifar_cmd resume
 step checkpoint_resume any "$T" 0 '(?s)resuming from .*"epochs":2,' -- "$BASH" "$SELF" --internal resume "$RUNS/resume" "${CMD[@]}"
 # Many epochs so that the signal lands mid-run; the stop itself must write the checkpoint.

@@ -27,7 +27,8 @@ cuda_only = ["nvidia_smi", "invalid_gpu_index", "cuda_tests", "amp_fp16", "amp_f
              "fast_cuda_graph_false", "fast_cuda_graph_true"]
 on_cpu = ["make_data", "info", "info_json", "info_json_visible0", "invalid_gpu_device", "cifar_seed", "fmnist_cnn", "amp_off",
           "amp_bf16", "loader_pin_false_workers_0", "loader_pin_false_workers_4", "loader_pin_true_workers_0",
-          "loader_pin_true_workers_4", "dp_gpu0", "ddp_nproc1", "ddp_nproc2", "checkpoint_resume", "sigterm",
+          "loader_pin_true_workers_4", "dp_gpu0", "ddp_nproc1", "ddp_nproc2",
+          "ddp_gloo_sync_batchnorm", "export_png", "image_folder_memory", "image_folder_none", "checkpoint_resume", "sigterm",
           "fast_baseline", "fast_auto", "fast_device_cache", "fast_channels_last", "fast_cudnn_benchmark", "fast_fused",
           "fast_matmul_highest", "fast_matmul_high", "bench_harness_flags", "bench_harness"]
 for name in cuda_only + on_cpu:
