@@ -200,7 +200,9 @@ def prepare(args):
         # A 1,474-parameter model: per-op overhead, not arithmetic, sets the pace; the
         # auto rules give it one intra-op thread and the fused Adam step (compare with
         # --python-threads 0,1, which gives the reference one thread too).
-        "seed_mlp": {"config": "configs/seed_mlp.yaml", "bound_steps": 2000,
+        # Its steady window (epochs 2-10) is about 20 ms of gputrain training, so one run's
+        # figure swings by 10-20% with the machine; 5 times the repetitions steady the median.
+        "seed_mlp": {"config": "configs/seed_mlp.yaml", "bound_steps": 2000, "rep_factor": 5,
                      "set": device,
                      "reference": ["mlp", "--data", mlp, "--epochs", "10"]},
     }
@@ -265,7 +267,8 @@ def markdown(meta, args, summaries, impls):
              f"- machine: {meta['host']}, {meta['cpu']}, {meta['cores']} cores; device: {meta['device']}"
              + (f" ({', '.join(meta['gpu'])})" if meta.get('gpu') else ""),
              f"- {meta['gputrain']}; Python {meta['python']}, torch {meta['python_torch']}; commit {meta['commit']}",
-             f"- {args.reps} repetitions per workload, rotating which runs first; medians (steady-state range in "
+             f"- {args.reps} repetitions per CNN workload, {5 * args.reps} of seed_mlp (its steady window is ~20 ms), "
+             f"rotating which runs first; medians (steady-state range in "
              f"brackets); CNN workloads {args.epochs} epoch(s), seed_mlp 10 epochs; 1-minute load average before "
              f"the runs: {meta['load']}"
              + (f"; gputrain overrides: {' '.join(args.gputrain_set)}" if args.gputrain_set else ""),
@@ -319,7 +322,7 @@ def main():
         for name in args.workloads.split(","):
             w = workloads[name]
             runs = []
-            for rep in range(args.reps):
+            for rep in range(args.reps * w.get("rep_factor", 1)):
                 shift = rep % len(impls)
                 for impl in impls[shift:] + impls[:shift]:
                     # The bound is timed right before and right after each run and the

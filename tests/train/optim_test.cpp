@@ -457,6 +457,31 @@ TEST(MeanBackward, SameGradientsAsDividingFirst) {
   }
 }
 
+// The CPU's host count against the tensor ops it replaces: ties (small
+// integers), NaN rows (NaN counts as largest, the first one wins), every
+// floating type, strided logits.
+TEST(CorrectCount, CountsAsArgmaxDoesOnTheCpu) {
+  torch::manual_seed(7);
+  const int64_t rows = 300, classes = 4;
+  torch::Tensor logits = torch::randint(0, 3, {rows, classes}).to(torch::kFloat32);
+  logits.index_put_({torch::indexing::Slice(0, 40), 2}, NAN);
+  logits.index_put_({torch::indexing::Slice(20, 30), 0}, NAN);
+  logits.index_put_({torch::indexing::Slice(30, 35), torch::indexing::Slice()}, NAN);
+  const torch::Tensor targets = torch::randint(0, classes, {rows});
+  for (const auto dtype : {torch::kFloat32, torch::kFloat64, torch::kBFloat16, torch::kFloat16}) {
+    const torch::Tensor typed = logits.to(dtype);
+    const torch::Tensor strided = typed.t().contiguous().t();  // column-major: the same logits
+    ASSERT_FALSE(strided.is_contiguous());
+    for (const torch::Tensor& outputs : {typed, strided}) {
+      const torch::Tensor counted = correct_count(outputs, targets, /*classification=*/true);
+      EXPECT_EQ(counted.dim(), 0);
+      EXPECT_EQ(counted.scalar_type(), torch::kInt64);
+      EXPECT_EQ(counted.item<int64_t>(), outputs.argmax(1).eq(targets).sum().item<int64_t>()) << dtype;
+    }
+  }
+  EXPECT_FALSE(correct_count(logits, targets, /*classification=*/false).defined());
+}
+
 TEST(Loss, MseRefusesShapesThatWouldBroadcast) {
   EXPECT_THROW(loss_sum(spec(LossKind::kMse), torch::zeros({6, 1}), torch::zeros({6})), InternalError);
 }

@@ -1,6 +1,8 @@
 // Short end-to-end runs of the training loop on generated data (CPU).
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/config/load.h"
 #include "gputrain/device/resolve.h"
@@ -25,6 +27,24 @@ TEST(Trainer, LossFallsAndEveryEventArrives) {
   EXPECT_EQ(recorder.steps.front().step, 4);
   EXPECT_EQ(recorder.progress_calls, 32);
   EXPECT_EQ(recorder.epochs.back().test.samples, 128);
+}
+
+// Each step's sums go into the epoch's and the interval's running sums, which
+// add CPU scalars in place: neither may write into the other. Logging every
+// step closes each interval before the next step adds to it, so that run's
+// epoch sums are the reference for a run that logs every 4th step.
+TEST(Trainer, EpochSumsDoNotDependOnTheLogInterval) {
+  auto epoch_sums = [](const std::string& log_every) {
+    Trainer trainer(synthetic_run({"train.epochs=1", "train.log_every=" + log_every}), cpu());
+    Recorder recorder;
+    trainer.fit(recorder);
+    return recorder.epochs.at(0).train;
+  };
+  const EvalResult every_step = epoch_sums("1");
+  const EvalResult every_4th = epoch_sums("4");
+  EXPECT_EQ(every_4th.samples, 256);
+  EXPECT_EQ(every_4th.correct, every_step.correct);
+  EXPECT_DOUBLE_EQ(every_4th.loss_sum, every_step.loss_sum);
 }
 
 TEST(Trainer, TestSplitIsCountedByClass) {

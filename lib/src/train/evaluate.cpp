@@ -66,8 +66,7 @@ EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, pa
     const torch::Tensor targets = local.targets.to(strategy.device(), /*non_blocking=*/true);
     AutocastScope autocast(amp, device_type);
     const torch::Tensor outputs = test_time_outputs(model, strategy, local.inputs, tta);
-    sums.add(loss_sum(unsmoothed, outputs, targets), detail::correct_count(outputs, targets, classification),
-             local.size());
+    sums.add(loss_sum(unsmoothed, outputs, targets), correct_count(outputs, targets, classification), local.size());
     if (classification && local.size() > 0) {
       confusion += torch::bincount(targets * loss.classes + outputs.argmax(1), {}, cells);
     }

@@ -1,5 +1,7 @@
 #include "gputrain/train/optim.h"
 
+#include <ATen/Dispatch.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/nn/functional/loss.h>
@@ -70,6 +72,28 @@ constexpr double kPi = 3.14159265358979323846;
 
 // From `from` at t = 0 to `to` at t = 1 along half a cosine (OneCycleLR's _annealing_cos).
 double anneal(double from, double to, double t) { return to + (from - to) * (1 + std::cos(kPi * t)) / 2; }
+// argmax(1) == targets, counted by one pass over the logits: argmax's rule
+// (the first largest; NaN counts as largest, the first NaN wins).
+template <typename Scalar>
+int64_t count_on_host(const torch::Tensor& outputs, const torch::Tensor& targets) {
+  const auto logits = outputs.accessor<Scalar, 2>();
+  const auto labels = targets.accessor<int64_t, 1>();
+  int64_t correct = 0;
+  for (int64_t row = 0; row < logits.size(0); ++row) {
+    int64_t best = 0;
+    float best_value = static_cast<float>(logits[row][0]);
+    for (int64_t column = 1; column < logits.size(1) && !std::isnan(best_value); ++column) {
+      const auto value = static_cast<float>(logits[row][column]);
+      if (std::isnan(value) || value > best_value) {
+        best = column;
+        best_value = value;
+      }
+    }
+    correct += best == labels[row] ? 1 : 0;
+  }
+  return correct;
+}
+
 }  // namespace
 
 std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
@@ -220,6 +244,21 @@ torch::Tensor loss_sum(const LossSpec& loss, const torch::Tensor& outputs, const
                  "mse needs outputs and targets shaped alike as [N, values...] (got [{}] and [{}])",
                  fmt::join(outputs.sizes(), ", "), fmt::join(targets.sizes(), ", "));
   return F::mse_loss(outputs, targets, F::MSELossFuncOptions().reduction(torch::kNone)).flatten(1).mean(1).sum();
+}
+
+torch::Tensor correct_count(const torch::Tensor& outputs, const torch::Tensor& targets, bool classification) {
+  if (!classification) return {};
+  // On the CPU nothing is to be kept from syncing, and argmax, eq and sum of a
+  // small batch cost more in dispatch and reduction set-up than the counting
+  // itself: 4 us a step, 8% of the seed MLP's (its [32, 2] logits).
+  if (outputs.is_cpu() && targets.is_cpu() && outputs.dim() == 2 && targets.dim() == 1 &&
+      targets.scalar_type() == torch::kInt64 && outputs.size(0) == targets.size(0) && outputs.size(1) > 0) {
+    int64_t correct = 0;
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, outputs.scalar_type(), "correct_count",
+                                    [&] { correct = count_on_host<scalar_t>(outputs, targets); });
+    return at::scalar_tensor(correct, torch::TensorOptions().dtype(torch::kInt64));
+  }
+  return outputs.argmax(1).eq(targets).sum();
 }
 
 void MeanBackward::operator()(const torch::Tensor& loss_sum, int64_t samples) {

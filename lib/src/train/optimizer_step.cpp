@@ -41,8 +41,7 @@ class EagerStep : public OptimizerStep {
         p_.strategy->run_backward([&] { backward_mean_(p_.scaler->scale(batch_loss), group_samples); });
       }
       // argmax records no autograd node, so the outputs need no detach() (one op fewer per step)
-      result.sums.push_back(
-          {batch_loss.detach(), detail::correct_count(outputs, targets, p_.loss.classes > 0), mb.size()});
+      result.sums.push_back({batch_loss.detach(), correct_count(outputs, targets, p_.loss.classes > 0), mb.size()});
     }
     device::NvtxRange range("optimizer");
     p_.strategy->after_backward(p_.model);

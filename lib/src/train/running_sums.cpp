@@ -1,10 +1,34 @@
 #include "running_sums.h"
 
+#include <ATen/Dispatch.h>
+
 namespace gputrain::train::detail {
 
+namespace {
+
+// total += part. Sums of CPU scalars are added in place on the host: an add
+// op's dispatch costs more than the sum, and the loop adds 4 a step. The first
+// part is copied, so that the in-place adds never write into a batch's own
+// tensor (the same one goes into the epoch's and the interval's sums).
+void accumulate(torch::Tensor& total, const torch::Tensor& part) {
+  const bool on_host = part.is_cpu() && part.dim() == 0;
+  if (!total.defined()) {
+    total = on_host ? part.clone() : part;
+    return;
+  }
+  if (on_host && total.is_cpu() && total.dim() == 0 && total.scalar_type() == part.scalar_type()) {
+    AT_DISPATCH_ALL_TYPES_AND2(at::kBFloat16, at::kHalf, total.scalar_type(), "accumulate",
+                               [&] { *total.data_ptr<scalar_t>() += *part.const_data_ptr<scalar_t>(); });
+    return;
+  }
+  total = total + part;
+}
+
+}  // namespace
+
 void RunningSums::add(const torch::Tensor& batch_loss_sum, const torch::Tensor& batch_correct, int64_t batch_samples) {
-  loss = loss.defined() ? loss + batch_loss_sum : batch_loss_sum;
-  if (batch_correct.defined()) correct = correct.defined() ? correct + batch_correct : batch_correct;
+  accumulate(loss, batch_loss_sum);
+  if (batch_correct.defined()) accumulate(correct, batch_correct);
   samples += batch_samples;
 }
 
@@ -44,14 +68,10 @@ checkpoint::PartialSums RunningSums::summed(parallel::Strategy& strategy) const 
 void RunningSums::restore(const checkpoint::PartialSums& stored, parallel::Strategy& strategy) {
   *this = RunningSums{};
   if (!strategy.is_primary()) return;
-  if (stored.loss.defined()) loss = stored.loss.to(strategy.device());
-  if (stored.correct.defined()) correct = stored.correct.to(strategy.device());
+  // copies, never the stored tensors themselves: add() writes into CPU sums in place
+  if (stored.loss.defined()) loss = stored.loss.to(strategy.device(), /*non_blocking=*/false, /*copy=*/true);
+  if (stored.correct.defined()) correct = stored.correct.to(strategy.device(), /*non_blocking=*/false, /*copy=*/true);
   samples = stored.samples;
-}
-
-torch::Tensor correct_count(const torch::Tensor& outputs, const torch::Tensor& targets, bool classification) {
-  if (!classification) return {};
-  return outputs.argmax(1).eq(targets).sum();
 }
 
 }  // namespace gputrain::train::detail

@@ -22,7 +22,4 @@ struct RunningSums : checkpoint::PartialSums {
   void restore(const checkpoint::PartialSums& stored, parallel::Strategy& strategy);
 };
 
-// Correct predictions of a batch, on the device; undefined for regression.
-torch::Tensor correct_count(const torch::Tensor& outputs, const torch::Tensor& targets, bool classification);
-
 }  // namespace gputrain::train::detail

@@ -134,6 +134,11 @@ struct LossSpec {
 // 1 - ε on its class plus ε / C on every class, as CrossEntropyLoss(label_smoothing=ε).
 torch::Tensor loss_sum(const LossSpec& loss, const torch::Tensor& outputs, const torch::Tensor& targets);
 
+// How many rows' largest output is their target class, as
+// outputs.argmax(1).eq(targets).sum(): a 0-dim int64 tensor on the outputs'
+// device, never synced; undefined for regression.
+torch::Tensor correct_count(const torch::Tensor& outputs, const torch::Tensor& targets, bool classification);
+
 // Backpropagates a loss summed over samples as their mean: backward() from
 // the sum with 1/samples as its incoming gradient. Dividing the sum first
 // gives the same gradients bit for bit but costs a division, its autograd
