@@ -179,7 +179,7 @@ TEST(DeclaredModel, TracesShapesParametersAndFlopsThroughBranches) {
   // conv1 72 weights x 36 pixels; conv2 288 x 9; conv3 32 x 9; conv4 576 x 9; fc1 360.
   EXPECT_EQ(rows[0].macs, 72 * 36);
   EXPECT_EQ(rows[2].macs, 288 * 9 + 32 * 9);
-  EXPECT_EQ(forward_macs(model, {2, 6, 6}), 72 * 36 + 288 * 9 + 32 * 9 + 576 * 9 + 360);
+  EXPECT_EQ(forward_macs(rows), 72 * 36 + 288 * 9 + 32 * 9 + 576 * 9 + 360);
   int64_t top_parameters = 0;
   for (const auto& row : rows) top_parameters += row.depth == 0 ? row.parameters : 0;
   EXPECT_EQ(top_parameters, parameter_count(*model));

@@ -63,12 +63,12 @@ TEST(CifarCnn, FollowsTheDataSetsChannelsAndSize) {
 TEST(ForwardMacs, CountsEachLinearAndConvolutionOutputOnce) {
   // conv1 6*1*25 weights x 24*24 outputs = 86,400; conv2 16*6*25 x 8*8 = 153,600; fc 256*120 + 120*84 + 84*10.
   auto cnn = make_model(model_config(config::ModelName::kCifar10Cnn), {{1, 28, 28}, 10});
-  EXPECT_EQ(forward_macs(cnn, {1, 28, 28}), 86400 + 153600 + 30720 + 10080 + 840);
+  EXPECT_EQ(forward_macs(trace_layers(cnn, {1, 28, 28})), 86400 + 153600 + 30720 + 10080 + 840);
   EXPECT_TRUE(cnn->is_training()) << "the model's mode is restored";
   // The seed MLP: 20*64 + 64*2; dropout draws nothing in the trace.
   auto seed = make_model(mlp({64}, config::Activation::kRelu, 0.5), {{20}, 2});
   const auto generator_state = at::detail::getDefaultCPUGenerator().get_state();
-  EXPECT_EQ(forward_macs(seed, {20}), 1408);
+  EXPECT_EQ(forward_macs(trace_layers(seed, {20})), 1408);
   EXPECT_TRUE(torch::equal(at::detail::getDefaultCPUGenerator().get_state(), generator_state));
 }
 

@@ -121,9 +121,9 @@ std::vector<LayerRow> trace_layers(torch::nn::Sequential& model, const std::vect
   return rows;
 }
 
-int64_t forward_macs(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape) {
+int64_t forward_macs(const std::vector<LayerRow>& rows) {
   int64_t macs = 0;
-  for (const auto& row : trace_layers(model, sample_shape)) {
+  for (const auto& row : rows) {
     if (row.depth == 0) macs += row.macs;
   }
   return macs;

@@ -41,11 +41,14 @@ RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const st
   facts.convolutional = convolutions > 0;
   facts.tensor_core_channels = facts.convolutional && widths_fit;
   facts.image_channels = sample_shape.size() == 3 ? sample_shape.front() : 0;
-  int64_t macs = 0;
+  const std::vector<models::LayerRow> rows = models::trace_layers(model, sample_shape);
+  const int64_t macs = models::forward_macs(rows);
   int64_t image_conv_macs = -1;
-  for (const models::LayerRow& row : models::trace_layers(model, sample_shape)) {
-    if (row.depth == 0) macs += row.macs;
-    if (image_conv_macs < 0 && row.module.rfind("Conv2d", 0) == 0) image_conv_macs = row.macs;
+  for (const models::LayerRow& row : rows) {
+    if (row.module.rfind("Conv2d", 0) == 0) {
+      image_conv_macs = row.macs;
+      break;
+    }
   }
   facts.micro_batch_macs = macs * facts.micro_batch;
   facts.image_conv_share = macs > 0 && image_conv_macs >= 0 ? static_cast<double>(image_conv_macs) / macs : 1;

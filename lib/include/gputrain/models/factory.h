@@ -58,8 +58,8 @@ struct LayerRow {
 // restored. A residual's row sums its branches, whose rows follow it.
 std::vector<LayerRow> trace_layers(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape);
 
-// Multiply-adds of one sample's forward pass (the top-level rows of trace_layers).
-int64_t forward_macs(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape);
+// Multiply-adds of one sample's forward pass: the sum of trace_layers' top-level rows.
+int64_t forward_macs(const std::vector<LayerRow>& rows);
 
 // The rows as an aligned text table with totals: parameters and forward FLOPs (2 per multiply-add) per sample.
 std::string layer_table(const std::vector<LayerRow>& rows);
