@@ -85,7 +85,7 @@ struct GraphedStep::State {
       device::NvtxRange range("backward");
       backward_mean(total, x.size(0));
     }
-    return {total.detach(), loss.classes > 0 ? outputs.detach().argmax(1).eq(y).sum() : torch::Tensor()};
+    return {total.detach(), correct_count(outputs, y, loss.classes > 0)};
   }
 
   void launch() {

@@ -66,7 +66,8 @@ EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, pa
     const torch::Tensor targets = local.targets.to(strategy.device(), /*non_blocking=*/true);
     AutocastScope autocast(amp, device_type);
     const torch::Tensor outputs = test_time_outputs(model, strategy, local.inputs, tta);
-    sums.add(loss_sum(unsmoothed, outputs, targets), correct_count(outputs, targets, classification), local.size());
+    // The correct count is the confusion matrix's diagonal: one argmax a batch, not two.
+    sums.add(loss_sum(unsmoothed, outputs, targets), torch::Tensor(), local.size());
     if (classification && local.size() > 0) {
       confusion += torch::bincount(targets * loss.classes + outputs.argmax(1), {}, cells);
     }
@@ -76,6 +77,8 @@ EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, pa
     strategy.all_reduce_sum(confusion);
     const torch::Tensor host = confusion.cpu();
     result.confusion.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + cells);
+    result.correct = 0;
+    for (int64_t c = 0; c < loss.classes; ++c) result.correct += result.confusion[c * loss.classes + c];
   }
   return result;
 }

@@ -72,6 +72,7 @@ constexpr double kPi = 3.14159265358979323846;
 
 // From `from` at t = 0 to `to` at t = 1 along half a cosine (OneCycleLR's _annealing_cos).
 double anneal(double from, double to, double t) { return to + (from - to) * (1 + std::cos(kPi * t)) / 2; }
+
 // argmax(1) == targets, counted by one pass over the logits: argmax's rule
 // (the first largest; NaN counts as largest, the first NaN wins).
 template <typename Scalar>
