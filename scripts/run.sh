@@ -5,6 +5,6 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 "$GPUTRAIN_ROOT/scripts/setup.sh"
-"$GPUTRAIN_ROOT/scripts/build.sh" release
+"$GPUTRAIN_ROOT/scripts/build.sh" release gputrain  # the program alone: scripts/test.sh builds the tests
 cd "$GPUTRAIN_ROOT"
 exec build/release/app/gputrain train --config configs/fashion_mnist.yaml "$@"

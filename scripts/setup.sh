@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what gputrain needs and is missing; safe to run again (it then does nothing).
 #   Debian packages: compilers (clang and its sanitizer and libFuzzer runtimes for the
-#                    asan preset), clang-format (scripts/format.sh), CMake, Ninja, the C++ libraries, the real Fashion-MNIST
+#                    asan preset), ccache, clang-format (scripts/format.sh), CMake, Ninja, the C++ libraries, the real Fashion-MNIST
 #   LibTorch: the PyPI wheel torch==2.11.0 (built for CUDA 13.0) in $GPUTRAIN_VENV,
 #             unless Torch_DIR points at an official LibTorch.
 #   Test tools: chromium (the HTML report's browser test) and tensorboard in the venv
@@ -9,7 +9,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
-packages=(cmake ninja-build g++ clang clang-format libclang-rt-14-dev llvm pkg-config libyaml-cpp-dev libspdlog-dev
+packages=(cmake ninja-build ccache g++ clang clang-format libclang-rt-14-dev llvm pkg-config libyaml-cpp-dev libspdlog-dev
           libfmt-dev libcli11-dev libgtest-dev zlib1g-dev libminizip-dev libpng-dev libjpeg62-turbo-dev nlohmann-json3-dev libgloo-dev libtcmalloc-minimal4 dataset-fashion-mnist
           chromium)
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3 python3-venv)
