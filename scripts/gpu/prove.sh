@@ -73,6 +73,21 @@ internal_resume() {
   "$@" --resume auto --set train.epochs=2
 }
 
+# A run that must stop on a non-finite loss: its exit code passes through, and nothing it
+# trained after the loss went NaN may be left as model.pt.
+internal_nan_stop() {
+  local run_dir="$1"; shift
+  local rc=0
+  "$@" || rc=$?
+  echo "prove: exit code $rc"
+  if [ -e "$run_dir/model.pt" ]; then
+    echo "prove: $run_dir/model.pt was written by a run that went NaN"
+    return 3
+  fi
+  echo "prove: no model.pt was written"
+  return "$rc"
+}
+
 # The GPU cases (*_CUDA) of each GoogleTest binary in turn; fails when any does.
 internal_cuda_tests() {
   local rc=0 t
@@ -242,6 +257,25 @@ else
   step cuda_tests cuda 240 0 'PASSED' -- "$BASH" "$SELF" --internal cuda_tests "${cuda_tests[@]}"
 fi
 
+# Speed floors (issue 36): every configuration a user turns on against the graphed fp32 step
+# of this same call, from at least 2 s of steady state each (scripts/gpu/speed.py). On the GPU a
+# 50,000-image set, so that an epoch outlasts the graph's warm-up; the dry run checks the plumbing.
+if [ "$DRY" = 1 ]; then
+  SPEED_DATA="$DATA/cifar"
+else
+  SPEED_DATA="$DATA/cifar50k"
+  step make_speed_data cuda 120 0 'wrote' -- "$BIN" datasets make-cifar --out "$SPEED_DATA" --train 50000 --test 2000
+fi
+SPEED=(python3 "$HERE/speed.py" --bin "$BIN" --configs "$CONFIGS" --data "$SPEED_DATA" --fmnist "$FMNIST"
+       --runs "$RUNS/speed" --out "$LOGS/speed.json" --device "$DEV")
+[ "$DRY" = 1 ] && SPEED+=(--dry-run)
+step speed_floors any 300 0 '(?s)\| fp32_graph \|.*\| tta_net_bf16 \|' -- "${SPEED[@]}"
+# A run that goes NaN (a learning rate of 1e12) with train.on_nan: stop, on the default path (the
+# CUDA graph on a GPU): it must stop with exit 1 naming the steps, and write no model.pt.
+cifar_cmd nan_stop --set optim.lr=1e12 --set train.on_nan=stop
+step nan_stop any "$T" 1 '(?s)not finite.*prove: no model\.pt was written' -- \
+  "$BASH" "$SELF" --internal nan_stop "$RUNS/nan_stop" "${CMD[@]}"
+
 cifar_cmd cifar_seed
 step cifar_seed any "$T" 0 'Test set: ' -- "${CMD[@]}"
 step fmnist_cnn any "$T" 0 'Test set: ' -- "$BIN" train --config "$CONFIGS/fashion_mnist_cnn.yaml" \
@@ -281,6 +315,10 @@ step ddp_nproc1 any "$T" 0 "(?s)c10d's Reducer all-reduces .*Test set: .*Reducer
 cifar_cmd ddp_nproc2 --set strategy=ddp --set 'gpus=[0]'
 [ "$DRY" = 1 ] && cifar_cmd ddp_nproc2 --set strategy=ddp
 step ddp_nproc2 any "$T" 0 'Test set: ' -- env NCCL_DEBUG=WARN "${CMD[@]:0:2}" --nproc 2 "${CMD[@]:2}"
+
+if [ "$DRY" = 0 ] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -lt 2 ]; then
+  skip nccl_across_gpus "not run: this machine has one GPU (NCCL between GPUs and multi-GPU dp need two)"
+fi
 
 # Two ranks on one GPU over Gloo (which, unlike NCCL, allows it): c10d's Reducer on CUDA
 # gradients with bucket views, and batchnorm statistics summed across the ranks.
@@ -373,6 +411,7 @@ fi
 
 # ---- the report -------------------------------------------------------------------------------
 python3 "$HERE/summarize.py" --steps "$WORK/steps.tsv" --logs "$LOGS" --out "$OUTDIR" --dry-run "$DRY" \
+  --real-fmnist "$((1 - STANDIN))" \
   --binary "$BIN" --elapsed "$(( $(date +%s) - START ))"
 tar -czf "$OUTDIR/logs.tar.gz" -C "$WORK" logs
 if [ "$KEEP_LOGS" = 1 ]; then
