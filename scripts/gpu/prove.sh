@@ -247,7 +247,7 @@ cuda_tests=()
 if [ "$ROOT" = "$HERE" ]; then
   for t in "$TESTS_DIR"/*; do [ -x "$t" ] && cuda_tests+=("$t"); done
 else
-  for t in train_cuda_tests report_cuda_tests fast_path_tests data_tests; do
+  for t in train_cuda_tests report_cuda_tests fast_path_tests data_tests device_tests; do
     [ -x "$TESTS_DIR/$t" ] && cuda_tests+=("$TESTS_DIR/$t")
   done
 fi

@@ -68,12 +68,15 @@ def steady(epochs):
     median = statistics.median(rates)
     return {"samples_per_s": samples / seconds, "window_s": seconds, "epochs": len(later),
             "min": min(rates), "max": max(rates), "spread": (max(rates) - min(rates)) / median if median else 0.0,
-            "gpu_busy": _mean_of(later, "gpu_busy")}
+            "gpu_busy": _busy_share(later)}
 
 
-def _mean_of(records, key):
-    values = [r[key] for r in records if isinstance(r.get(key), (int, float))]
-    return sum(values) / len(values) if values else None
+def _busy_share(epochs):
+    """The GPU's busy share of the window (CUDA events, metrics.jsonl's gpu_busy), or None off CUDA."""
+    timed = [r for r in epochs if isinstance(r.get("gpu_busy"), (int, float))]
+    if not timed:
+        return None
+    return sum(r["gpu_busy"] * r["epoch_s"] for r in timed) / sum(r["epoch_s"] for r in timed)
 
 
 def run_case(args, name, config, extra, epochs):

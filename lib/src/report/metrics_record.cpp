@@ -134,6 +134,7 @@ void to_json(nlohmann::ordered_json& j, const MetricsRecord& r) {
                                         {"collective_wait_s", spread_json(r.ranks->collective_wait_s)}};
   }
   put(j, "loader_wait_s", r.loader_wait_s);
+  put(j, "gpu_busy", r.gpu_busy);
   put(j, "memory_allocated", r.memory_allocated);
   put(j, "memory_reserved", r.memory_reserved);
   put(j, "memory_peak", r.memory_peak);
@@ -178,6 +179,7 @@ void from_json(const Json& j, MetricsRecord& r) {
   r.skipped_steps = count(j, "skipped_steps");
   r.ranks = rank_timing(j);
   r.loader_wait_s = figure(j, "loader_wait_s");
+  r.gpu_busy = figure(j, "gpu_busy");
   r.memory_allocated = count(j, "memory_allocated");
   r.memory_reserved = count(j, "memory_reserved");
   r.memory_peak = count(j, "memory_peak");

@@ -41,6 +41,7 @@ struct MetricsRecord {
   Count skipped_steps;                                   // interval, epoch
   std::optional<train::RankTiming> ranks;                // interval, ddp
   Figure epoch_s, loader_wait_s;                         // epoch
+  Figure gpu_busy;                                       // epoch, on CUDA: share of epoch_s (CUDA events)
   Count samples;                                         // epoch, test
   Count memory_allocated, memory_reserved, memory_peak;  // epoch, on CUDA
   std::vector<GpuRecord> gpus;                           // epoch, when monitored

@@ -72,6 +72,7 @@ void MetricsWriter::on_epoch(const train::EpochMetrics& m) {
   train.loss_scale = m.loss_scale;
   train.skipped_steps = m.skipped_steps;
   train.loader_wait_s = m.loader_wait_s;
+  train.gpu_busy = m.gpu_busy;
   if (m.cuda) {
     train.memory_allocated = m.memory_allocated;
     train.memory_reserved = m.memory_reserved;

@@ -28,6 +28,7 @@ void TensorBoardWriter::on_epoch(const train::EpochMetrics& m) {
                         {"train/lr", f(m.lr)},
                         {"train/epoch_s", f(m.epoch_s)},
                         {"train/loader_wait_s", f(m.loader_wait_s)}};
+  if (m.gpu_busy) s.emplace_back("train/gpu_busy", f(*m.gpu_busy));
   if (labeled_) s.emplace_back("train/loss", f(m.train.mean_loss()));
   if (classification_) s.emplace_back("train/accuracy", f(m.train.accuracy()));
   if (m.has_test) {

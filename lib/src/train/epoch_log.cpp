@@ -11,10 +11,11 @@ double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0
 
 void EpochLog::on_epoch(const EpochMetrics& m) {
   if (!m.has_test) return;  // a forward-only epoch has no figures to tell
-  spdlog::info("Epoch {}/{}: train loss {:.4f}{}, {:.0f} samples/s, {:.1f} s (loader wait {:.2f} s){}{}", m.epoch,
+  spdlog::info("Epoch {}/{}: train loss {:.4f}{}, {:.0f} samples/s, {:.1f} s (loader wait {:.2f} s{}){}{}", m.epoch,
                epochs_, m.train.mean_loss(),
                m.train.classification ? fmt::format(", accuracy {:.2f}%", 100.0 * m.train.accuracy()) : "",
                m.samples_per_s, m.epoch_s, m.loader_wait_s,
+               m.gpu_busy ? fmt::format(", GPU busy {:.0f}%", 100.0 * *m.gpu_busy) : "",
                fp16_                 ? fmt::format(", loss scale {}, {} steps skipped", m.loss_scale, m.skipped_steps)
                : m.skipped_steps > 0 ? fmt::format(", {} steps skipped for a non-finite loss", m.skipped_steps)
                                      : "",

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "epoch_log.h"
+#include "gputrain/device/busy_timer.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/device/nvtx.h"
@@ -65,7 +66,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
     device::reset_peak_memory(s.run.device);
     EpochMetrics m;
     m.epoch = epoch;
-    m.train = s.train_epoch(epoch, observers, m.epoch_s);
+    s.train_epoch(epoch, observers, m);
     if (s.stopping) break;
     m.loader_wait_s = s.run.train_batches->wait_seconds();
     m.step = s.step;
@@ -124,7 +125,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   rethrow_host_exhaustion(state_->config);
 }
 
-EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, double& epoch_s) {
+void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMetrics& m) {
   run.model->train();
   run.train_batches->start_epoch(epoch - 1, batch);  // batch > 0 when resuming mid-epoch
   const auto epoch_start = Clock::now();
@@ -132,6 +133,7 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, d
   std::vector<data::Batch> group;
   Progress progress{epoch, config.train.epochs, batch, run.train_batches->batches_per_epoch(), 0, 0, 0};
   rank_timer->start_interval(step, 0);  // the loader's wait counts from the epoch's start
+  device::StepBusyTimer busy(run.device);
   auto log_interval = [&] {
     const EvalResult r = interval.collect(run.classification(), *run.strategy);
     const double interval_s = seconds_since(interval_start);
@@ -153,7 +155,9 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, d
     rank_timer->start_interval(step, loader_wait_s);
   };
   auto flush_group = [&] {
+    busy.step_begin();
     optimizer_step(group);
+    busy.step_end();
     group.clear();
     if (step % config.train.log_every == 0) log_interval();
     after_step(epoch);  // after the log line, so that a checkpoint holds the interval as it continues
@@ -170,10 +174,12 @@ EvalResult Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, d
     observer.on_progress(progress);
   }
   if (!group.empty() && ended_early.empty()) flush_group();  // the epoch's last, shorter group still steps
-  if (stopping) return {};
-  const EvalResult result = epoch_sums.collect(run.classification(), *run.strategy);
-  epoch_s = seconds_since(epoch_start);
-  return result;
+  if (stopping) return;
+  m.train = epoch_sums.collect(run.classification(), *run.strategy);
+  m.epoch_s = seconds_since(epoch_start);
+  if (const std::optional<double> busy_s = busy.take_busy_seconds(); busy_s && m.epoch_s > 0) {
+    m.gpu_busy = *busy_s / m.epoch_s;
+  }
 }
 
 // One optimizer step, then the train.on_nan policy for a loss that was not finite.

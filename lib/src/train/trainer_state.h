@@ -49,7 +49,8 @@ struct Trainer::State {
 
   // loop.cpp
   void optimizer_step(const std::vector<data::Batch>& group);
-  EvalResult train_epoch(int64_t epoch, TrainObserver& observer, double& epoch_s);
+  // Fills m.train, m.epoch_s and, on CUDA, m.gpu_busy.
+  void train_epoch(int64_t epoch, TrainObserver& observer, EpochMetrics& m);
   void forward_only_epoch(int64_t epoch, TrainObserver& observer);
   void after_step(int64_t epoch);
   // Evaluates (the weight average when there is one) and judges the result by

@@ -2,7 +2,8 @@
 // metrics.jsonl: one JSON object per line, each saying its "kind": every
 // train.log_every steps an "interval" record, every epoch an "epoch" record
 // (its training) and a "test" record. The epoch record also carries "epoch_s",
-// "loader_wait_s", the CUDA allocator's "memory_*" and, when NVML was sampled,
+// "loader_wait_s", on CUDA "gpu_busy" (CUDA events) and the allocator's "memory_*"
+// and, when NVML was sampled,
 // "gpus": [{index, util_mean, util_max, memory_used, samples, power_w,
 // temperature_c}]. The keys are named once, in src/report/metrics_record.h.
 #include <cstdint>
