@@ -97,5 +97,35 @@ TEST_F(CsvData, BadTablesNameTheFileTheLineAndTheColumn) {
                                             "a header row");
 }
 
+TEST_F(CsvData, AnEmptyOrNanTargetAmongNumbersIsRefusedNotMadeAClass) {
+  write_both("a,label\n1,0\n2,\n3,1\n", "a,label\n1,0\n");
+  EXPECT_EQ(error(csv()), "csv: " + file("train.csv") +
+                              ":3:2: the target 'label' is empty. Every row needs its target: fill it in or delete "
+                              "the row (a missing target would otherwise train as a class of its own)");
+  write_both("a,label\n1,0\n3,1\n", "a,label\n1,0\n2, NaN\n");
+  EXPECT_NE(error(csv()).find(file("test.csv") + ":3:2: the target 'label' is 'NaN', a missing value among numbers"),
+            std::string::npos)
+      << error(csv());
+  write_both("a,y\n1,0.5\n2,nan\n", "a,y\n1,0.5\n");
+  EXPECT_NE(error(csv()).find(file("train.csv") + ":3:2: the target 'y' is 'nan'"), std::string::npos) << error(csv());
+  // Among text labels, a cell reading like a missing value is a label like the others.
+  write_both("a,label\n1,cat\n2,none\n", "a,label\n1,cat\n");
+  EXPECT_EQ(make_dataset(csv(), Split::kTrain, 0)->info().class_names, (std::vector<std::string>{"cat", "none"}));
+}
+
+TEST_F(CsvData, ACommaEndingEveryLineMakesNoTargetColumn) {
+  write_both("a,b,label,\n1,2,0,\n3,4,1,\n", "a,b,label\n5,6,1\n");
+  const auto train = make_dataset(csv(), Split::kTrain, 0);
+  EXPECT_EQ(train->info().input_shape, (std::vector<int64_t>{2}));
+  EXPECT_EQ(train->info().target_kind, TargetKind::kClasses);
+  EXPECT_TRUE(torch::equal(train->targets(), torch::tensor({0, 1}, torch::kInt64)));
+  EXPECT_TRUE(torch::equal(train->inputs(), torch::tensor({{1.0f, 2.0f}, {3.0f, 4.0f}})));
+  // An unnamed last column that holds values is no target either.
+  write_both("a,label,\n1,0,7\n", "a,label,\n1,0,7\n");
+  EXPECT_EQ(error(csv()), "csv: " + file("train.csv") +
+                              ":1: the last column, the target by default, has no name; name it in the header or "
+                              "set data.target_column to the target's column");
+}
+
 }  // namespace
 }  // namespace gputrain::data

@@ -7,6 +7,8 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -32,13 +34,14 @@ struct CsvTable {
   std::string file;
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
-  std::vector<int64_t> lines;  // the file line each row starts on (the header is line 1)
+  std::vector<int64_t> lines;         // the file line each row starts on (the header is line 1)
+  bool dropped_empty_column = false;  // every line ended in a comma (drop_trailing_empty_column)
 };
 
 // RFC 4180: commas separate fields; a field in double quotes may hold commas,
 // line breaks and doubled quotes. CRLF line ends and blank lines are accepted.
 CsvTable parse_csv(const std::string& file, const std::string& text) {
-  CsvTable table{file, {}, {}, {}};
+  CsvTable table{file, {}, {}, {}, false};
   std::vector<std::string> record;
   std::string field;
   bool quoted = false;
@@ -100,6 +103,19 @@ CsvTable parse_csv(const std::string& file, const std::string& text) {
   return table;
 }
 
+// A comma at the end of every line (some exporters write one) makes an unnamed
+// column of empty cells; as the last column it would be taken for the target,
+// and the real target would become a feature. It holds nothing: it is dropped.
+void drop_trailing_empty_column(CsvTable& table) {
+  const auto empty = [](const std::string& cell) { return trim(cell).empty(); };
+  if (table.header.size() < 2 || !empty(table.header.back())) return;
+  for (const auto& row : table.rows)
+    if (!empty(row.back())) return;
+  table.header.pop_back();
+  for (auto& row : table.rows) row.pop_back();
+  table.dropped_empty_column = true;
+}
+
 std::optional<CsvTable> read_table(const fs::path& file) {
   if (!is_data_file(kName, file)) return std::nullopt;
   std::ifstream in(file, std::ios::binary);
@@ -110,6 +126,7 @@ std::optional<CsvTable> read_table(const fs::path& file) {
   if (table.header.empty())
     throw DataError(fmt::format("{}: {}: is empty; it needs a header row", kName, file.string()));
   if (table.rows.empty()) throw DataError(fmt::format("{}: {}: has a header but no rows", kName, file.string()));
+  drop_trailing_empty_column(table);
   return table;
 }
 
@@ -129,7 +146,15 @@ bool is_integer(const std::string& cell) {
 }
 
 std::size_t target_index(const CsvTable& table, const std::string& target_column) {
-  if (target_column.empty()) return table.header.size() - 1;
+  if (target_column.empty()) {
+    if (trim(table.header.back()).empty()) {
+      throw DataError(
+          fmt::format("{}: {}:1: the last column, the target by default, has no name; name it in the header or set "
+                      "data.target_column to the target's column",
+                      kName, table.file));
+    }
+    return table.header.size() - 1;
+  }
   for (std::size_t column = 0; column < table.header.size(); ++column) {
     if (trim(table.header[column]) == target_column) return column;
   }
@@ -183,15 +208,47 @@ torch::Tensor features(const CsvTable& table, std::size_t target) {
 // integer (classes), every cell a number (regression), else labels.
 enum class TargetText { kIntegers, kNumbers, kLabels };
 
+// How pandas and spreadsheets write a missing number. Among numbers, such a cell is a gap in the data, not a class.
+bool is_missing_marker(const std::string& cell) {
+  std::string text(trim(cell));
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* marker : {"nan", "-nan", "na", "n/a", "nil", "null", "none", "?", "-", "#n/a"}) {
+    if (text == marker) return true;
+  }
+  return false;
+}
+
+[[noreturn]] void missing_target(const CsvTable& table, std::size_t row, std::size_t target, const std::string& what) {
+  throw DataError(
+      fmt::format("{}: {}:{}:{}: the target '{}' is {}. Every row needs its target: fill it in or delete the row (a "
+                  "missing target would otherwise train as a class of its own)",
+                  kName, table.file, table.lines[row], target + 1, table.header[target], what));
+}
+
 TargetText target_text(const std::vector<const CsvTable*>& tables, const std::vector<std::size_t>& targets) {
   bool integers = true;
+  bool labels = false;
+  bool numbers = false;
+  std::optional<std::pair<std::size_t, std::size_t>> first_marker;  // table, row
   for (std::size_t t = 0; t < tables.size(); ++t) {
-    for (const auto& row : tables[t]->rows) {
-      const std::string& cell = row[targets[t]];
-      if (!number(cell)) return TargetText::kLabels;
+    for (std::size_t row = 0; row < tables[t]->rows.size(); ++row) {
+      const std::string& cell = tables[t]->rows[row][targets[t]];
+      if (trim(cell).empty()) missing_target(*tables[t], row, targets[t], "empty");
+      if (!number(cell)) {
+        labels = labels || !is_missing_marker(cell);
+        if (!first_marker && is_missing_marker(cell)) first_marker = {t, row};
+        continue;
+      }
+      numbers = true;
       integers = integers && is_integer(cell);
     }
   }
+  if (first_marker && numbers && !labels) {
+    const auto [t, row] = *first_marker;
+    missing_target(*tables[t], row, targets[t],
+                   fmt::format("'{}', a missing value among numbers", trim(tables[t]->rows[row][targets[t]])));
+  }
+  if (labels || first_marker) return TargetText::kLabels;
   return integers ? TargetText::kIntegers : TargetText::kNumbers;
 }
 
@@ -222,6 +279,14 @@ std::shared_ptr<const Dataset> read_csv(const std::string& root, const std::stri
     }
     tables.push_back(&*other);
     targets.push_back(target);
+  }
+  if (train) {
+    for (const CsvTable* read : tables) {
+      if (read->dropped_empty_column) {
+        spdlog::warn("{}: {}: every line ends in a comma; the empty, unnamed column this makes is left out", kName,
+                     read->file);
+      }
+    }
   }
   const int64_t samples = static_cast<int64_t>(table->rows.size());
 
