@@ -116,15 +116,50 @@ void drop_trailing_empty_column(CsvTable& table) {
   table.dropped_empty_column = true;
 }
 
+// A cell as error messages echo it: a long one (a whole file in one quoted field) cut short.
+std::string shown(const std::string& cell) {
+  constexpr std::size_t kShown = 40;
+  if (cell.size() <= kShown) return cell;
+  return fmt::format("{}... ({} characters)", cell.substr(0, kShown), cell.size());
+}
+
+// The header's names, each once: a feature named twice is a mistake in the table, and data.target_column
+// would take whichever came first. Another separator than the comma makes the header one name.
+void require_header(const CsvTable& table) {
+  const std::vector<std::string>& header = table.header;
+  if (header.size() == 1) {
+    for (const char separator : {';', '\t', '|'}) {
+      if (header[0].find(separator) == std::string::npos) continue;
+      const std::string written = separator == '\t' ? "\\t" : std::string(1, separator);
+      throw DataError(
+          fmt::format("{0}: {1}:1: the header is one column, '{2}', holding '{3}': the file separates its columns with "
+                      "'{3}', and gputrain reads comma-separated values. Save it with commas (pandas: "
+                      "df.to_csv(path, index=False))",
+                      kName, table.file, shown(header[0]), written));
+    }
+  }
+  std::map<std::string, std::size_t> first_column;
+  for (std::size_t column = 0; column < header.size(); ++column) {
+    const auto [named, fresh] = first_column.emplace(std::string(trim(header[column])), column);
+    if (fresh) continue;
+    throw DataError(fmt::format("{}: {}:1: columns {} and {} are both named '{}'; give each column its own name", kName,
+                                table.file, named->second + 1, column + 1, shown(header[column])));
+  }
+}
+
 std::optional<CsvTable> read_table(const fs::path& file) {
   if (!is_data_file(kName, file)) return std::nullopt;
   std::ifstream in(file, std::ios::binary);
   if (!in) throw DataError(fmt::format("{}: {}: cannot be opened for reading", kName, file.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  CsvTable table = parse_csv(file.string(), text.str());
+  std::ostringstream read;
+  read << in.rdbuf();
+  std::string text = read.str();
+  // Excel's "CSV UTF-8" starts with a byte order mark, which would otherwise be part of the first name.
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  CsvTable table = parse_csv(file.string(), text);
   if (table.header.empty())
     throw DataError(fmt::format("{}: {}: is empty; it needs a header row", kName, file.string()));
+  require_header(table);
   if (table.rows.empty()) throw DataError(fmt::format("{}: {}: has a header but no rows", kName, file.string()));
   drop_trailing_empty_column(table);
   return table;
@@ -137,6 +172,8 @@ std::optional<double> number(const std::string& cell) {
   errno = 0;
   const double value = std::strtod(text.c_str(), &end);
   if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(value)) return std::nullopt;
+  // strtod reads hexadecimal ("0x10" as 16); a table's numbers are decimal.
+  if (text.find_first_of("xX") != std::string::npos) return std::nullopt;
   return value;
 }
 
@@ -187,7 +224,7 @@ torch::Tensor features(const CsvTable& table, std::size_t target) {
         if (first_problem.empty()) {
           first_problem =
               fmt::format("{}:{}:{}: column '{}' holds '{}', which is not a number", table.file,
-                          table.lines[static_cast<std::size_t>(row)], column + 1, table.header[column], cell);
+                          table.lines[static_cast<std::size_t>(row)], column + 1, table.header[column], shown(cell));
         }
         text_columns.push_back("'" + table.header[column] + "'");
         break;
@@ -321,8 +358,17 @@ std::shared_ptr<const Dataset> read_csv(const std::string& root, const std::stri
     }
     case TargetText::kNumbers: {
       labels = torch::empty({samples, 1}, torch::kFloat32);
+      bool whole = true;
       for (int64_t row = 0; row < samples; ++row) {
-        labels[row][0] = *number(table->rows[static_cast<std::size_t>(row)][target]);
+        const double value = *number(table->rows[static_cast<std::size_t>(row)][target]);
+        labels[row][0] = value;
+        whole = whole && std::floor(value) == value;
+      }
+      if (train && whole) {
+        spdlog::warn(
+            "{}: column '{}' holds whole numbers written as reals ('{}' at {}:{}): a regression target (one real "
+            "value per row, mean squared error), not classes. For classes write them as integers (1, not 1.0)",
+            kName, column, shown(std::string(trim(table->rows[0][target]))), table->file, table->lines[0]);
       }
       info.target_kind = TargetKind::kValues;
       info.targets = 1;
