@@ -2,6 +2,7 @@
 // `datasets export --format png|jpeg` code), read back decoded at start or per
 // batch, converted, resized, and each way such a folder can be wrong.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/data/export.h"
 #include "gputrain/data/host_loader.h"
+#include "gputrain/data/prediction_inputs.h"
 #include "gputrain/data/tensor_dataset.h"
 #include "support/temp_dir.h"
 #include "test_datasets.h"
@@ -228,6 +230,16 @@ TEST_F(ImageFolder, AnUnreadableImageIsNamedAtStartOrInItsBatch) {
   EXPECT_NE(message.find(file("train/dog/2.png").string()), std::string::npos) << message;
 }
 
+TEST_F(ImageFolder, AnEmptyFileIsNamedAsEmpty) {
+  write(images(6, {1, 4, 4}, 19));
+  std::ofstream(file("train/dog/9.png")).close();
+  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+    EXPECT_NE(error(folder(cache)).find(file("train/dog/9.png").string() + ": the file is empty (0 bytes)"),
+              std::string::npos)
+        << error(folder(cache));
+  }
+}
+
 TEST_F(ImageFolder, ATruncatedJpegIsAnError) {
   write(images(6, {3, 8, 8}, 8), ImageFormat::kJpeg);
   const fs::path cut = file("train/eel/5.jpg");
@@ -259,6 +271,41 @@ TEST_F(ImageFolder, BadLayoutsAreNamed) {
 
   fs::copy_file(file("train/cat/0.png"), file("train/stray.png"));
   EXPECT_NE(error(folder()).find("train/stray.png is in no class folder"), std::string::npos) << error(folder());
+}
+
+TEST_F(ImageFolder, ALinkBackToAFolderBeingListedIsALoopNamedNotFollowedForever) {
+  write(images(6, {1, 4, 4}, 14));
+  fs::create_directories(file("train/dog/deep"));
+  fs::create_directory_symlink(file("train/dog"), file("train/dog/deep/up"));
+  EXPECT_NE(error(folder()).find(file("train/dog/deep/up").string() + " leads back to " + file("train/dog").string() +
+                                 ", a folder it is inside: a directory loop"),
+            std::string::npos)
+      << error(folder());
+  fs::remove(file("train/dog/deep/up"));
+  // A link to a folder outside the one listed is followed: its images count once.
+  fs::create_directory_symlink(file("test/cat"), file("train/dog/deep/linked"));
+  EXPECT_EQ(make_dataset(folder(), Split::kTrain, 0)->info().samples, 8);
+}
+
+TEST_F(ImageFolder, AFifoOrDanglingLinkNamedAsAnImageIsRefusedUnread) {
+  const TensorDataset made = images(6, {1, 4, 4}, 15);
+  write(made);
+  // Opened for reading, a FIFO would wait for a writer forever.
+  ASSERT_EQ(::mkfifo(file("train/dog/x.png").c_str(), 0600), 0);
+  EXPECT_NE(error(folder()).find(file("train/dog/x.png").string() + ": is not a regular file (a FIFO)"),
+            std::string::npos)
+      << error(folder());
+  std::string message = "no DataError";
+  try {
+    read_prediction_inputs(file("train/dog").string(), folder(), made.info());
+  } catch (const DataError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("x.png: is not a regular file (a FIFO)"), std::string::npos) << message;
+  fs::remove(file("train/dog/x.png"));
+  fs::create_symlink(file("nowhere.png"), file("train/dog/x.png"));
+  EXPECT_NE(error(folder()).find(file("train/dog/x.png").string() + ": no such file"), std::string::npos)
+      << error(folder());
 }
 
 TEST_F(ImageFolder, TestRootReplacesRootTest) {

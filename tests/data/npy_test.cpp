@@ -184,6 +184,13 @@ TEST(Npy, EachBadFileIsADataErrorNamingItAndTheFix) {
   write_raw_npy(dir / "train_inputs.npy", "<f4", "(6, 4)", 50);
   EXPECT_NE(what_loading_throws(config).find("needs 96 bytes of data, the file holds 50"), std::string::npos)
       << what_loading_throws(config);
+  // Shapes a damaged header states: a negative size, and sizes whose byte count wraps around to the file's.
+  write_raw_npy(dir / "train_inputs.npy", "<f4", "(-6, 4)", 6 * 4 * 4);
+  EXPECT_NE(what_loading_throws(config).find("shape (-6, 4) is not a tuple of sizes"), std::string::npos)
+      << what_loading_throws(config);
+  write_raw_npy(dir / "train_inputs.npy", "<f4", "(4611686018427387904, 4)", 0);
+  EXPECT_NE(what_loading_throws(config).find("needs more bytes than a file can hold"), std::string::npos)
+      << what_loading_throws(config);
   std::ofstream(dir / "train_inputs.npy") << "a,b\n1,2\n";
   const std::string not_npy = what_loading_throws(config);
   EXPECT_NE(not_npy.find("train_inputs.npy: not a .npy file"), std::string::npos) << not_npy;

@@ -7,6 +7,8 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -32,13 +34,14 @@ struct CsvTable {
   std::string file;
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
-  std::vector<int64_t> lines;  // the file line each row starts on (the header is line 1)
+  std::vector<int64_t> lines;         // the file line each row starts on (the header is line 1)
+  bool dropped_empty_column = false;  // every line ended in a comma (drop_trailing_empty_column)
 };
 
 // RFC 4180: commas separate fields; a field in double quotes may hold commas,
 // line breaks and doubled quotes. CRLF line ends and blank lines are accepted.
 CsvTable parse_csv(const std::string& file, const std::string& text) {
-  CsvTable table{file, {}, {}, {}};
+  CsvTable table{file, {}, {}, {}, false};
   std::vector<std::string> record;
   std::string field;
   bool quoted = false;
@@ -100,16 +103,65 @@ CsvTable parse_csv(const std::string& file, const std::string& text) {
   return table;
 }
 
+// A comma at the end of every line (some exporters write one) makes an unnamed
+// column of empty cells; as the last column it would be taken for the target,
+// and the real target would become a feature. It holds nothing: it is dropped.
+void drop_trailing_empty_column(CsvTable& table) {
+  const auto empty = [](const std::string& cell) { return trim(cell).empty(); };
+  if (table.header.size() < 2 || !empty(table.header.back())) return;
+  for (const auto& row : table.rows)
+    if (!empty(row.back())) return;
+  table.header.pop_back();
+  for (auto& row : table.rows) row.pop_back();
+  table.dropped_empty_column = true;
+}
+
+// A cell as error messages echo it: a long one (a whole file in one quoted field) cut short.
+std::string shown(const std::string& cell) {
+  constexpr std::size_t kShown = 40;
+  if (cell.size() <= kShown) return cell;
+  return fmt::format("{}... ({} characters)", cell.substr(0, kShown), cell.size());
+}
+
+// The header's names, each once: a feature named twice is a mistake in the table, and data.target_column
+// would take whichever came first. Another separator than the comma makes the header one name.
+void require_header(const CsvTable& table) {
+  const std::vector<std::string>& header = table.header;
+  if (header.size() == 1) {
+    for (const char separator : {';', '\t', '|'}) {
+      if (header[0].find(separator) == std::string::npos) continue;
+      const std::string written = separator == '\t' ? "\\t" : std::string(1, separator);
+      throw DataError(
+          fmt::format("{0}: {1}:1: the header is one column, '{2}', holding '{3}': the file separates its columns with "
+                      "'{3}', and gputrain reads comma-separated values. Save it with commas (pandas: "
+                      "df.to_csv(path, index=False))",
+                      kName, table.file, shown(header[0]), written));
+    }
+  }
+  std::map<std::string, std::size_t> first_column;
+  for (std::size_t column = 0; column < header.size(); ++column) {
+    const auto [named, fresh] = first_column.emplace(std::string(trim(header[column])), column);
+    if (fresh) continue;
+    throw DataError(fmt::format("{}: {}:1: columns {} and {} are both named '{}'; give each column its own name", kName,
+                                table.file, named->second + 1, column + 1, shown(header[column])));
+  }
+}
+
 std::optional<CsvTable> read_table(const fs::path& file) {
   if (!is_data_file(kName, file)) return std::nullopt;
   std::ifstream in(file, std::ios::binary);
   if (!in) throw DataError(fmt::format("{}: {}: cannot be opened for reading", kName, file.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  CsvTable table = parse_csv(file.string(), text.str());
+  std::ostringstream read;
+  read << in.rdbuf();
+  std::string text = read.str();
+  // Excel's "CSV UTF-8" starts with a byte order mark, which would otherwise be part of the first name.
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  CsvTable table = parse_csv(file.string(), text);
   if (table.header.empty())
     throw DataError(fmt::format("{}: {}: is empty; it needs a header row", kName, file.string()));
+  require_header(table);
   if (table.rows.empty()) throw DataError(fmt::format("{}: {}: has a header but no rows", kName, file.string()));
+  drop_trailing_empty_column(table);
   return table;
 }
 
@@ -120,6 +172,8 @@ std::optional<double> number(const std::string& cell) {
   errno = 0;
   const double value = std::strtod(text.c_str(), &end);
   if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(value)) return std::nullopt;
+  // strtod reads hexadecimal ("0x10" as 16); a table's numbers are decimal.
+  if (text.find_first_of("xX") != std::string::npos) return std::nullopt;
   return value;
 }
 
@@ -129,7 +183,15 @@ bool is_integer(const std::string& cell) {
 }
 
 std::size_t target_index(const CsvTable& table, const std::string& target_column) {
-  if (target_column.empty()) return table.header.size() - 1;
+  if (target_column.empty()) {
+    if (trim(table.header.back()).empty()) {
+      throw DataError(
+          fmt::format("{}: {}:1: the last column, the target by default, has no name; name it in the header or set "
+                      "data.target_column to the target's column",
+                      kName, table.file));
+    }
+    return table.header.size() - 1;
+  }
   for (std::size_t column = 0; column < table.header.size(); ++column) {
     if (trim(table.header[column]) == target_column) return column;
   }
@@ -162,7 +224,7 @@ torch::Tensor features(const CsvTable& table, std::size_t target) {
         if (first_problem.empty()) {
           first_problem =
               fmt::format("{}:{}:{}: column '{}' holds '{}', which is not a number", table.file,
-                          table.lines[static_cast<std::size_t>(row)], column + 1, table.header[column], cell);
+                          table.lines[static_cast<std::size_t>(row)], column + 1, table.header[column], shown(cell));
         }
         text_columns.push_back("'" + table.header[column] + "'");
         break;
@@ -183,15 +245,47 @@ torch::Tensor features(const CsvTable& table, std::size_t target) {
 // integer (classes), every cell a number (regression), else labels.
 enum class TargetText { kIntegers, kNumbers, kLabels };
 
+// How pandas and spreadsheets write a missing number. Among numbers, such a cell is a gap in the data, not a class.
+bool is_missing_marker(const std::string& cell) {
+  std::string text(trim(cell));
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* marker : {"nan", "-nan", "na", "n/a", "nil", "null", "none", "?", "-", "#n/a"}) {
+    if (text == marker) return true;
+  }
+  return false;
+}
+
+[[noreturn]] void missing_target(const CsvTable& table, std::size_t row, std::size_t target, const std::string& what) {
+  throw DataError(
+      fmt::format("{}: {}:{}:{}: the target '{}' is {}. Every row needs its target: fill it in or delete the row (a "
+                  "missing target would otherwise train as a class of its own)",
+                  kName, table.file, table.lines[row], target + 1, table.header[target], what));
+}
+
 TargetText target_text(const std::vector<const CsvTable*>& tables, const std::vector<std::size_t>& targets) {
   bool integers = true;
+  bool labels = false;
+  bool numbers = false;
+  std::optional<std::pair<std::size_t, std::size_t>> first_marker;  // table, row
   for (std::size_t t = 0; t < tables.size(); ++t) {
-    for (const auto& row : tables[t]->rows) {
-      const std::string& cell = row[targets[t]];
-      if (!number(cell)) return TargetText::kLabels;
+    for (std::size_t row = 0; row < tables[t]->rows.size(); ++row) {
+      const std::string& cell = tables[t]->rows[row][targets[t]];
+      if (trim(cell).empty()) missing_target(*tables[t], row, targets[t], "empty");
+      if (!number(cell)) {
+        labels = labels || !is_missing_marker(cell);
+        if (!first_marker && is_missing_marker(cell)) first_marker = {t, row};
+        continue;
+      }
+      numbers = true;
       integers = integers && is_integer(cell);
     }
   }
+  if (first_marker && numbers && !labels) {
+    const auto [t, row] = *first_marker;
+    missing_target(*tables[t], row, targets[t],
+                   fmt::format("'{}', a missing value among numbers", trim(tables[t]->rows[row][targets[t]])));
+  }
+  if (labels || first_marker) return TargetText::kLabels;
   return integers ? TargetText::kIntegers : TargetText::kNumbers;
 }
 
@@ -222,6 +316,14 @@ std::shared_ptr<const Dataset> read_csv(const std::string& root, const std::stri
     }
     tables.push_back(&*other);
     targets.push_back(target);
+  }
+  if (train) {
+    for (const CsvTable* read : tables) {
+      if (read->dropped_empty_column) {
+        spdlog::warn("{}: {}: every line ends in a comma; the empty, unnamed column this makes is left out", kName,
+                     read->file);
+      }
+    }
   }
   const int64_t samples = static_cast<int64_t>(table->rows.size());
 
@@ -256,8 +358,17 @@ std::shared_ptr<const Dataset> read_csv(const std::string& root, const std::stri
     }
     case TargetText::kNumbers: {
       labels = torch::empty({samples, 1}, torch::kFloat32);
+      bool whole = true;
       for (int64_t row = 0; row < samples; ++row) {
-        labels[row][0] = *number(table->rows[static_cast<std::size_t>(row)][target]);
+        const double value = *number(table->rows[static_cast<std::size_t>(row)][target]);
+        labels[row][0] = value;
+        whole = whole && std::floor(value) == value;
+      }
+      if (train && whole) {
+        spdlog::warn(
+            "{}: column '{}' holds whole numbers written as reals ('{}' at {}:{}): a regression target (one real "
+            "value per row, mean squared error), not classes. For classes write them as integers (1, not 1.0)",
+            kName, column, shown(std::string(trim(table->rows[0][target]))), table->file, table->lines[0]);
       }
       info.target_kind = TargetKind::kValues;
       info.targets = 1;

@@ -33,11 +33,17 @@ std::string lower_extension(const std::filesystem::path& file) {
 
 bool is_png(const std::filesystem::path& file) { return lower_extension(file) == ".png"; }
 
+// An empty file (an interrupted copy) is named as such, not as the decoders' "invalid argument".
+void require_content(const std::filesystem::path& file, const std::string& bytes) {
+  if (bytes.empty()) throw DataError(fmt::format("{}: the file is empty (0 bytes), no image", file.string()));
+}
+
 std::string read_bytes(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   std::string bytes;
   if (in) bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   if (!in && !in.eof()) throw DataError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
+  require_content(file, bytes);
   return bytes;
 }
 
@@ -190,6 +196,7 @@ ImageShape read_image_header(const std::filesystem::path& file) {
   std::string bytes(64 * 1024, '\0');
   in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   bytes.resize(static_cast<std::size_t>(in.gcount()));
+  require_content(file, bytes);
   const auto header = [&](const std::string& some) {
     return is_png(file) ? png_header(file, some) : jpeg_header(file, some);
   };

@@ -4,9 +4,13 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <map>
@@ -14,6 +18,7 @@
 #include <thread>
 
 #include "gputrain/common/error.h"
+#include "gputrain/common/files.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/device/memory.h"
 #include "image_files.h"
@@ -160,19 +165,58 @@ void require_one_size(const std::vector<fs::path>& files, const fs::path& refere
   });
 }
 
+// A directory's identity (device and inode), so that a link back to a folder
+// being listed is seen whatever path it is reached by.
+std::pair<dev_t, ino_t> directory_identity(const fs::path& dir) {
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0) {
+    throw DataError(fmt::format("{}: cannot list {}: {}", kName, dir.string(), std::strerror(errno)));
+  }
+  return {info.st_dev, info.st_ino};
+}
+
 }  // namespace
 
 std::vector<fs::path> list_images(const fs::path& dir) {
   std::vector<fs::path> files;
   std::error_code error;
+  // The identities of `dir` (index 0) and of the folders the iterator is inside (depth d: index d + 1). Linked folders
+  // are followed, but a link to one of these would be listed forever.
+  std::vector<std::pair<dev_t, ino_t>> open_folders{directory_identity(dir)};
   for (fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, error), end;
        !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
+    std::error_code unknown;  // a dangling link: not a folder; named below when it is named as an image
+    const bool folder = it->is_directory(unknown);
     if (!name.empty() && name[0] == '.') {
-      if (it->is_directory(error)) it.disable_recursion_pending();
+      if (folder) it.disable_recursion_pending();
       continue;
     }
-    if (is_image_file(it->path()) && !it->is_directory(error)) files.push_back(it->path());
+    if (folder) {
+      open_folders.resize(static_cast<std::size_t>(it.depth()) + 1);
+      const auto identity = directory_identity(it->path());
+      const auto loop = std::find(open_folders.begin(), open_folders.end(), identity);
+      if (loop != open_folders.end()) {
+        // Index k is the folder at depth k - 1: the entry's parent (index depth) is depth - k folders below it.
+        const auto k = loop - open_folders.begin();
+        fs::path ancestor = it->path().parent_path();
+        for (auto up = it.depth() - k; up > 0; --up) ancestor = ancestor.parent_path();
+        if (k == 0) ancestor = dir;
+        throw DataError(
+            fmt::format("{}: {} leads back to {}, a folder it is inside: a directory loop. Remove the "
+                        "link, or point it outside {}",
+                        kName, it->path().string(), ancestor.string(), dir.string()));
+      }
+      open_folders.push_back(identity);
+      continue;
+    }
+    if (!is_image_file(it->path())) continue;
+    // Only regular files are opened: reading a FIFO or a device named x.png would wait forever.
+    if (const std::string problem = not_a_regular_file(it->path()); !problem.empty()) {
+      throw DataError(fmt::format("{}: {}: {}; only regular image files can be read. Remove it from {}", kName,
+                                  it->path().string(), problem, dir.string()));
+    }
+    files.push_back(it->path());
   }
   if (error) throw DataError(fmt::format("{}: cannot list {}: {}", kName, dir.string(), error.message()));
   std::sort(files.begin(), files.end());

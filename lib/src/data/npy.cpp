@@ -10,15 +10,16 @@
 #include <minizip/unzip.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
 #include <optional>
 #include <regex>
 #include <sstream>
 
 #include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
 #include "readers.h"
 
 namespace gputrain::data::detail {
@@ -96,14 +97,26 @@ torch::Tensor parse_npy(const NpyBytes& file) {
   if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))"))) throw bad("no 'shape' in the header");
   std::vector<int64_t> shape;
   const std::string dims = m[1];
-  const std::regex number(R"(\d+)");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), number); it != std::sregex_iterator(); ++it) {
-    shape.push_back(std::stoll(it->str()));
+  // Each dimension a non-negative integer and their byte count exact: a damaged header's "-6" (read as 6)
+  // or sizes whose product wraps around to the file's size must not pass the size check below.
+  int64_t bytes_needed = dtype->size;
+  const std::regex item(R"([^,]+)");
+  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), item); it != std::sregex_iterator(); ++it) {
+    const std::string text(trim(it->str()));
+    if (text.empty()) continue;  // the comma closing a one-element tuple
+    if (text.find_first_not_of("0123456789") != std::string::npos) {
+      throw bad(fmt::format("shape ({}) is not a tuple of sizes (non-negative integers)", dims));
+    }
+    int64_t size = 0;
+    const bool fits = std::from_chars(text.data(), text.data() + text.size(), size).ec == std::errc();
+    shape.push_back(size);
+    if (!fits || __builtin_mul_overflow(bytes_needed, size, &bytes_needed)) {
+      throw bad(fmt::format("shape ({}) of {} needs more bytes than a file can hold", dims, descr));
+    }
   }
   if (shape.empty()) throw bad("a scalar, not an array of samples");
-  const int64_t elements = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
   const std::size_t data_start = header_start + header_length;
-  const auto expected = static_cast<std::size_t>(elements * dtype->size);
+  const auto expected = static_cast<std::size_t>(bytes_needed);
   if (b.size() - data_start != expected) {
     throw bad(fmt::format("shape ({}) of {} needs {} bytes of data, the file holds {}", fmt::join(shape, ", "), descr,
                           expected, b.size() - data_start));
