@@ -80,8 +80,12 @@ void write_two_class_run(const fs::path& dir, const std::vector<std::string>& na
   train::EpochMetrics m;
   m.epoch = 1;
   m.step = 4;
-  m.train = {10.0, 15, 20, true};
-  m.test = {4.0, 17, 20, true};
+  m.train.loss_sum = 10.0;
+  m.train.correct = 15;
+  m.train.samples = 20;
+  m.test.loss_sum = 4.0;
+  m.test.correct = 17;
+  m.test.samples = 20;
   m.test.confusion = {9, 1, 2, 8};
   m.has_test = true;
   writer.on_epoch(m);
