@@ -52,11 +52,11 @@ TEST_F(Predict, ATableGetsItsLabelsAndProbabilitiesPerRow) {
   text << in.rdbuf();
   const auto lines = lines_of(text.str());
   ASSERT_EQ(lines.size(), 4u) << text.str();
-  EXPECT_EQ(lines[0], "sample,prediction,p_even,p_odd");
+  EXPECT_EQ(lines[0], "sample,prediction,class_name,p_even,p_odd");
   for (std::size_t row = 1; row < lines.size(); ++row) {
     EXPECT_EQ(lines[row].rfind(std::to_string(row - 1) + ",", 0), 0u) << lines[row];
-    EXPECT_TRUE(lines[row].find(",even,") != std::string::npos || lines[row].find(",odd,") != std::string::npos)
-        << lines[row];
+    EXPECT_TRUE(lines[row].find(",0,even,") != std::string::npos || lines[row].find(",1,odd,") != std::string::npos)
+        << lines[row];  // the class index, then its name
   }
   // The target's column may stay; other columns must match the training table's.
   write_text(dir_ / "with_target.csv", "x,y,kind\n3,0,odd\n");
@@ -116,7 +116,7 @@ TEST_F(Predict, ImagesAndImageFoldersGetOneRowPerFile) {
   ASSERT_EQ(one.exit_code, 0) << one.err;
   const auto rows = lines_of(one.out);
   ASSERT_EQ(rows.size(), 2u) << one.out;
-  EXPECT_EQ(rows[0], "sample,prediction,p_0,p_1,p_2,p_3,p_4,p_5,p_6,p_7,p_8,p_9");
+  EXPECT_EQ(rows[0], "sample,prediction,class_name,p_0,p_1,p_2,p_3,p_4,p_5,p_6,p_7,p_8,p_9");
   EXPECT_EQ(rows[1].rfind(first.path().filename().string() + ",", 0), 0u) << rows[1];
 
   const ProcessResult all =
@@ -131,6 +131,35 @@ TEST_F(Predict, ImagesAndImageFoldersGetOneRowPerFile) {
       run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "broken.png").string()});
   EXPECT_EQ(broken.exit_code, 2);
   EXPECT_NE(broken.err.find("broken.png: not a readable PNG"), std::string::npos) << broken.err;
+}
+
+TEST_F(Predict, FashionMnistRowsNameThePredictedClass) {
+  const std::string idx = (dir_ / "idx").string(), images = (dir_ / "images").string();
+  ASSERT_EQ(run_gputrain({"datasets", "make-idx", "--out", idx, "--train", "20", "--test", "10"}).exit_code, 0);
+  write_text(dir_ / "idx.yaml", "data: {dataset: fashion_mnist, root: " + idx + "}\n");
+  ASSERT_EQ(
+      run_gputrain({"datasets", "export", "--config", (dir_ / "idx.yaml").string(), "--format", "png", "--out", images})
+          .exit_code,
+      0);
+  const std::string checkpoint = train("{dataset: fashion_mnist, root: " + idx + ", batch_size: 10, num_workers: 0}");
+  const ProcessResult r =
+      run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "images" / "test").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 11u) << r.out;
+  EXPECT_EQ(lines[0],
+            "sample,prediction,class_name,p_T-shirt/top,p_Trouser,p_Pullover,p_Dress,p_Coat,p_Sandal,p_Shirt,"
+            "p_Sneaker,p_Bag,p_Ankle boot");
+  const std::vector<std::string> names{"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                       "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  for (std::size_t row = 1; row < lines.size(); ++row) {
+    std::istringstream fields(lines[row]);
+    std::string sample, index, name;
+    std::getline(fields, sample, ',');
+    std::getline(fields, index, ',');
+    std::getline(fields, name, ',');
+    EXPECT_EQ(name, names.at(std::stoul(index))) << lines[row];
+  }
 }
 
 }  // namespace

@@ -77,12 +77,14 @@ TEST_F(TrainProcess, TrainsTestsAndWritesTheRunDirectory) {
   const nlohmann::json& confusion = lines.back()["confusion"];
   ASSERT_EQ(confusion.size(), 10u);
   int64_t samples = 0;
+  const std::vector<std::string> names{"airplane", "automobile", "bird",  "cat",  "deer",
+                                       "dog",      "frog",       "horse", "ship", "truck"};
   for (std::size_t c = 0; c < 10; ++c) {
     int64_t row_total = 0;
     for (const auto& n : confusion[c]) row_total += n.get<int64_t>();
     samples += row_total;
     ASSERT_TRUE(std::getline(out, line));
-    EXPECT_EQ(line.rfind("Accuracy of class " + std::to_string(c) + ": ", 0), 0u) << line;
+    EXPECT_EQ(line.rfind("Accuracy of class " + std::to_string(c) + " (" + names[c] + "): ", 0), 0u) << line;
     EXPECT_NE(line.find("(" + std::to_string(confusion[c][c].get<int64_t>()) + "/" + std::to_string(row_total) + ")"),
               std::string::npos)
         << line;

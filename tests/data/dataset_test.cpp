@@ -74,6 +74,12 @@ TEST_F(Cifar, RoundTripsPixelsAndLabelsExactly) {
   expect_same_images(*test, make_image_set(7, 3, 32, 5, Split::kTest));
 }
 
+TEST_F(Cifar, NamesItsClasses) {
+  const auto test = make_dataset(data_config(config::DatasetName::kCifar10, dir_.path()), Split::kTest, 0);
+  EXPECT_EQ(test->info().class_names, (std::vector<std::string>{"airplane", "automobile", "bird", "cat", "deer", "dog",
+                                                                "frog", "horse", "ship", "truck"}));
+}
+
 TEST_F(Cifar, RecordLayoutIsLabelThenChannelMajorPixels) {
   const std::string bytes = read_bytes(file("data_batch_2.bin"));
   ASSERT_EQ(bytes.size(), 5u * 3073u);
@@ -142,6 +148,15 @@ TEST_P(Idx, RoundTripsPixelsAndLabelsExactly) {
   const auto test = make_dataset(data_config(config::DatasetName::kMnist, dir_.path()), Split::kTest, 0);
   expect_same_images(*test, make_image_set(9, 1, 28, 3, Split::kTest));
   EXPECT_EQ(test->info().name, "mnist");
+}
+
+TEST_P(Idx, FashionMnistNamesItsClassesAndMnistShowsIndices) {
+  const auto fashion = make_dataset(config(), Split::kTrain, 0);
+  EXPECT_EQ(fashion->info().class_names,
+            (std::vector<std::string>{"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                                      "Sneaker", "Bag", "Ankle boot"}));
+  EXPECT_TRUE(
+      make_dataset(data_config(config::DatasetName::kMnist, dir_.path()), Split::kTest, 0)->info().class_names.empty());
 }
 
 TEST_P(Idx, MissingFilesAreNamed) {

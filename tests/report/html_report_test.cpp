@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "gputrain/common/error.h"
+#include "gputrain/report/metrics_writer.h"
 #include "gputrain/report/run_info.h"
 #include "report/run_fixture.h"
 #include "support/temp_dir.h"
@@ -64,6 +65,45 @@ TEST(HtmlReport, FinishedRunHasEveryChartTableAndSection) {
   // Self-contained: nothing to fetch (the SVG namespace is a name, not a fetch).
   EXPECT_FALSE(std::regex_search(html, std::regex(R"((src|href)\s*=)")));
   EXPECT_EQ(count(html, "http"), count(html, "xmlns=\"http://www.w3.org/2000/svg\""));
+}
+
+// One epoch whose test split has a 2-class confusion matrix; run.json names
+// the classes `names` (none: as a run.json from before names were recorded).
+void write_two_class_run(const fs::path& dir, const std::vector<std::string>& names) {
+  RunInfo info;
+  info.name = "two-classes";
+  info.status = "finished";
+  info.task = "classification";
+  info.class_names = names;
+  write_run_info(dir / "run.json", info);
+  MetricsWriter writer(dir / "metrics.jsonl");
+  train::EpochMetrics m;
+  m.epoch = 1;
+  m.step = 4;
+  m.train.loss_sum = 10.0;
+  m.train.correct = 15;
+  m.train.samples = 20;
+  m.test.loss_sum = 4.0;
+  m.test.correct = 17;
+  m.test.samples = 20;
+  m.test.confusion = {9, 1, 2, 8};
+  m.has_test = true;
+  writer.on_epoch(m);
+}
+
+TEST(HtmlReport, TheConfusionMatrixNamesTheClassesRunJsonRecorded) {
+  TempDir dir;
+  write_two_class_run(dir.path(), {"cat", "<dog>"});
+  const std::string named = report_of(dir.path());
+  EXPECT_TRUE(has(named, "<th>0 cat</th><th>1 &lt;dog&gt;</th>")) << named;
+  EXPECT_TRUE(has(named, "<td>0 cat</td><td>9</td><td>1</td>"));
+  EXPECT_TRUE(has(named, "<td>1 &lt;dog&gt;</td><td>2</td><td>8</td>"));
+
+  TempDir old;
+  write_two_class_run(old.path(), {});
+  const std::string indices = report_of(old.path());
+  EXPECT_TRUE(has(indices, "<th>0</th><th>1</th>")) << indices;
+  EXPECT_TRUE(has(indices, "<td>0</td><td>9</td><td>1</td>"));
 }
 
 TEST(HtmlReport, TheTargetAndAnEarlyEndAreInTheRunTable) {

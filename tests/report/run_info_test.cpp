@@ -19,10 +19,12 @@ TEST(RunInfo, DescribesStrategyAndSplitsAndRoundTrips) {
   layout.last_micro_batch = 10;
   layout.steps_per_epoch = 2;
   layout.classification = false;
+  layout.class_names = {"ignored"};  // a regression run has no classes to name
   RunInfo info = describe_run(settings, layout);
   EXPECT_EQ(info.strategy, "ddp");
   EXPECT_EQ(info.replicas, (std::vector<std::string>{"rank 0", "rank 1", "rank 2"}));
   EXPECT_EQ(info.task, "regression");
+  EXPECT_TRUE(info.class_names.empty());
   ASSERT_EQ(info.full_split.size(), 3u);  // 20 rows: 7, 7, 6
   EXPECT_EQ(info.full_split[2].rows(), 6);
   ASSERT_EQ(info.last_split.size(), 3u);  // 10 rows: 4, 4, 2
@@ -74,6 +76,17 @@ TEST(RunInfo, TheTargetReachedAndAnEarlyEndRoundTrip) {
   RunInfo unreached = describe_run(settings, train::TrainLayout{});
   write_run_info(dir / "unreached.json", unreached);
   EXPECT_FALSE(read_run_info(dir / "unreached.json").target.has_value());
+}
+
+TEST(RunInfo, TheClassNamesRoundTripAndAnOlderRunJsonHasNone) {
+  train::TrainLayout layout;
+  layout.class_names = {"T-shirt/top", "Trouser"};
+  const RunInfo info = describe_run(RunSettings{}, layout);
+  testing::TempDir dir;
+  write_run_info(dir / "run.json", info);
+  EXPECT_EQ(read_run_info(dir / "run.json").class_names, (std::vector<std::string>{"T-shirt/top", "Trouser"}));
+  testing::write_text(dir / "old.json", R"({"name": "old", "task": "classification"})");
+  EXPECT_TRUE(read_run_info(dir / "old.json").class_names.empty());
 }
 
 TEST(RunInfo, SettingsComeFromTheConfig) {

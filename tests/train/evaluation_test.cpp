@@ -42,5 +42,13 @@ TEST(ClassLines, OnePerClassFromTheConfusionMatrix) {
   EXPECT_TRUE(format_class_lines(EvalResult{}).empty());
 }
 
+TEST(ClassLines, NameTheClassesWhereTheDataSetDoes) {
+  EvalResult r;
+  r.confusion = {8, 2, 1, 3};
+  r.class_names = {"T-shirt/top", "Trouser"};
+  EXPECT_EQ(format_class_lines(r), (std::vector<std::string>{"Accuracy of class 0 (T-shirt/top): 80% (8/10)",
+                                                             "Accuracy of class 1 (Trouser): 75% (3/4)"}));
+}
+
 }  // namespace
 }  // namespace gputrain::train

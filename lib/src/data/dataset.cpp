@@ -37,6 +37,20 @@ std::string TensorDataset::describe_sample(int64_t index) const {
 
 namespace detail {
 
+namespace {
+// The names the data sets' authors give their classes, in label order. MNIST's
+// classes are the digits their indices already say.
+std::vector<std::string> published_class_names(const std::string& name) {
+  if (name == "fashion_mnist") {
+    return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+  }
+  if (name == "cifar10") {
+    return {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+  }
+  return {};
+}
+}  // namespace
+
 DatasetInfo image_info(const std::string& name, const std::string& source, int64_t samples,
                        std::vector<int64_t> shape) {
   DatasetInfo info;
@@ -46,6 +60,7 @@ DatasetInfo image_info(const std::string& name, const std::string& source, int64
   info.input_shape = std::move(shape);
   info.target_kind = TargetKind::kClasses;
   info.classes = kImageClasses;
+  info.class_names = published_class_names(name);
   info.images = true;
   return info;
 }

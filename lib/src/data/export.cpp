@@ -91,7 +91,12 @@ void export_images(const Dataset& dataset, const std::filesystem::path& dir, Spl
   const fs::path partial = dir / fmt::format(".{}.partial-{}", split_name, ::getpid());
   fs::remove_all(partial, error);
   const auto digits = [](int64_t n) { return std::to_string(std::max<int64_t>(n - 1, 0)).size(); };
-  std::vector<std::string> classes = info.class_names;
+  // The names as folders only where image_folder reads them back in label
+  // order: sorted, one path component each (Fashion-MNIST's are neither).
+  const bool folders = std::is_sorted(info.class_names.begin(), info.class_names.end()) &&
+                       std::none_of(info.class_names.begin(), info.class_names.end(),
+                                    [](const std::string& n) { return n.find('/') != std::string::npos; });
+  std::vector<std::string> classes = folders ? info.class_names : std::vector<std::string>{};
   for (int64_t c = static_cast<int64_t>(classes.size()); c < info.classes; ++c) {
     classes.push_back(fmt::format("{:0{}}", c, digits(info.classes)));
   }

@@ -43,18 +43,20 @@ std::string table(const std::vector<std::string>& header, const std::vector<std:
 }
 
 // The newest epoch's test split by class: accuracy per class, and the
-// confusion matrix (rows: true class, columns: predicted).
-std::string classes_section(const std::map<int64_t, EpochRecord>& epochs) {
+// confusion matrix (rows: true class, columns: predicted), each class by its
+// index and, where the run recorded them (run.json), its name.
+std::string classes_section(const std::map<int64_t, EpochRecord>& epochs, const std::vector<std::string>& names) {
   const auto last =
       std::find_if(epochs.rbegin(), epochs.rend(), [](const auto& e) { return !e.second.confusion.empty(); });
   if (last == epochs.rend()) return "";
   const auto& matrix = last->second.confusion;
+  auto label = [&](std::size_t c) { return c < names.size() ? fmt::format("{} {}", c, names[c]) : std::to_string(c); };
   std::vector<std::string> header{"true \\ predicted"};
-  for (std::size_t c = 0; c < matrix.size(); ++c) header.push_back(std::to_string(c));
+  for (std::size_t c = 0; c < matrix.size(); ++c) header.push_back(label(c));
   header.push_back("accuracy");
   std::vector<std::vector<std::string>> rows;
   for (std::size_t c = 0; c < matrix.size(); ++c) {
-    std::vector<std::string> row{std::to_string(c)};
+    std::vector<std::string> row{label(c)};
     int64_t total = 0;
     for (int64_t n : matrix[c]) {
       row.push_back(std::to_string(n));
@@ -173,7 +175,7 @@ std::string epochs_section(const Run& run) {
     rows.push_back(row);
   }
   std::string out = "<h2>Epochs</h2>" + table(header, rows, "numbers");
-  out += classes_section(epochs);
+  out += classes_section(epochs, run.info ? run.info->class_names : std::vector<std::string>{});
   if (gpu) {
     std::vector<std::vector<std::string>> gpu_rows;
     for (const auto& [epoch, e] : epochs) {

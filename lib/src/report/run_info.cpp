@@ -70,6 +70,7 @@ RunInfo describe_run(const RunSettings& settings, const train::TrainLayout& layo
     for (const auto& device : layout.strategy.replicas) info.replicas.push_back(device.str());
   }
   info.task = !layout.labeled ? "unlabeled" : layout.classification ? "classification" : "regression";
+  if (layout.classification) info.class_names = layout.class_names;
   info.amp = settings.amp;
   info.epochs = settings.epochs;
   info.steps_per_epoch = layout.steps_per_epoch;
@@ -133,6 +134,7 @@ void write_run_info(const std::filesystem::path& path, const RunInfo& info) {
                                  {"strategy_reason", info.strategy_reason},
                                  {"replicas", info.replicas},
                                  {"task", info.task},
+                                 {"class_names", info.class_names},
                                  {"amp", config::word(info.amp)},
                                  {"epochs", info.epochs},
                                  {"steps_per_epoch", info.steps_per_epoch},
@@ -171,6 +173,7 @@ RunInfo read_run_info(const std::filesystem::path& path) {
     info.strategy_reason = j.value("strategy_reason", info.strategy_reason);
     info.replicas = j.value("replicas", info.replicas);
     info.task = j.value("task", info.task);
+    info.class_names = j.value("class_names", info.class_names);
     info.amp = config::kAmpModes.parse(j.value("amp", "off")).value_or(config::AmpMode::kOff);
     info.epochs = j.value("epochs", info.epochs);
     info.steps_per_epoch = j.value("steps_per_epoch", info.steps_per_epoch);

@@ -13,6 +13,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/data/batch_loader.h"
+#include "gputrain/device/cpu_share.h"
 #include "gputrain/device/nvtx.h"
 #include "gputrain/train/amp.h"
 #include "gputrain/train/builder.h"
@@ -76,6 +77,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   RunFacts facts;
   facts.device = device;
   facts.micro_batch = *micro.batch_size;
+  facts.cpus = device::read_cpu_share();  // as train decides, so the step timed is the step trained
   const FastPaths fast = apply_fast_paths(c, model, info, facts);
   model->train();
   const auto optimizer =

@@ -8,6 +8,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
+#include "gputrain/device/cpu_share.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
@@ -250,6 +251,7 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
                                  facts.device = run.device;
                                  facts.single_device = run.plan.kind == parallel::StrategyKind::kSingle;
                                  facts.micro_batch = *micro.batch_size;
+                                 facts.cpus = device::read_cpu_share();
                                  run.fast = apply_fast_paths(c, run.model, info, facts);
                                  run.strategy->prepare(run.model);
                                  groups = param_groups(c.optim, run.model->named_parameters());

@@ -123,7 +123,9 @@ EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const devi
   check_evaluation_keys(loaded, info);
   data::HostLoader batches(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
   check_amp_device(c.train.amp, strategy->device().type(), loaded.sources.at("train.amp"));
-  return evaluate(model, batches, *strategy, loss, c.train.amp, test_time_augmentation(c.train.tta));
+  EvalResult result = evaluate(model, batches, *strategy, loss, c.train.amp, test_time_augmentation(c.train.tta));
+  result.class_names = info.class_names;
+  return result;
 } catch (const std::exception&) {
   rethrow_host_exhaustion_testing(loaded.config.data);
 }

@@ -19,8 +19,11 @@ std::vector<std::string> format_class_lines(const EvalResult& result) {
     int64_t total = 0;
     for (int64_t p = 0; p < classes; ++p) total += result.confusion[static_cast<std::size_t>(c * classes + p)];
     const int64_t correct = result.confusion[static_cast<std::size_t>(c * classes + c)];
-    lines.push_back(total == 0 ? fmt::format("Accuracy of class {}: no test samples", c)
-                               : fmt::format("Accuracy of class {}: {:.0f}% ({}/{})", c,
+    const auto named = static_cast<std::size_t>(c) < result.class_names.size();
+    const std::string label =
+        named ? fmt::format("{} ({})", c, result.class_names[static_cast<std::size_t>(c)]) : std::to_string(c);
+    lines.push_back(total == 0 ? fmt::format("Accuracy of class {}: no test samples", label)
+                               : fmt::format("Accuracy of class {}: {:.0f}% ({}/{})", label,
                                              100.0 * static_cast<double>(correct) / static_cast<double>(total), correct,
                                              total));
   }

@@ -19,6 +19,13 @@ namespace {
 
 const char* on_off(bool on) { return on ? "on" : "off"; }
 
+// Taken before any run sets it, so that a later run in the same process
+// (tests) gets LibTorch's default back rather than an earlier run's choice.
+int libtorch_default_threads() {
+  static const int default_threads = at::get_num_threads();
+  return default_threads;
+}
+
 // A switch's value: as set, or `rule` (its value and why) under auto.
 struct Choice {
   bool on;
@@ -135,6 +142,10 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
         "train.threads: 1 (auto: a micro-batch's forward pass is {:.2f} M multiply-adds, under {:.0f} M, too small "
         "to share between threads)",
         static_cast<double>(facts.micro_batch_macs) / 1e6, static_cast<double>(kSmallModelMacs) / 1e6));
+  } else if (facts.cpus) {
+    const device::ThreadChoice share = device::choose_threads(*facts.cpus, libtorch_default_threads());
+    fast.threads = share.threads;
+    fast.decisions.push_back(fmt::format("train.threads: {} (auto: {})", share.threads, share.why));
   } else {
     fast.decisions.push_back(
         fmt::format("train.threads: LibTorch's default (auto: a micro-batch's forward pass is {:.1f} M multiply-adds)",
@@ -147,10 +158,7 @@ void configure_backends(const config::TrainConfig& train, const FastPaths& fast,
   const MatmulPrecisionPlan precision = resolve_matmul_precision(train.matmul_precision, device);
   at::globalContext().setFloat32MatmulPrecision(precision.value);
   spdlog::info("train.matmul_precision: {} ({})", precision.value, precision.reason);
-  // Taken before any run sets it, so that a later run in the same process
-  // (tests) gets LibTorch's default back rather than an earlier run's choice.
-  static const int default_threads = at::get_num_threads();
-  at::set_num_threads(fast.threads > 0 ? static_cast<int>(fast.threads) : default_threads);
+  at::set_num_threads(fast.threads > 0 ? static_cast<int>(fast.threads) : libtorch_default_threads());
   at::globalContext().setBenchmarkCuDNN(fast.cudnn_benchmark);
 }
 

@@ -41,7 +41,8 @@ void predict(const config::LoadedConfig& loaded, const device::DevicePlan& devic
 
   const bool classification = info.target_kind == data::TargetKind::kClasses;
   const std::vector<std::string> labels = class_labels(info);
-  std::string header = "sample,prediction";
+  const bool named = !info.class_names.empty();
+  std::string header = named ? "sample,prediction,class_name" : "sample,prediction";
   if (classification) {
     for (const auto& label : labels) header += "," + field("p_" + label);
   } else if (info.targets > 1) {
@@ -63,7 +64,9 @@ void predict(const config::LoadedConfig& loaded, const device::DevicePlan& devic
     for (int64_t row = 0; row < outputs.size(0); ++row, ++sample) {
       std::string line = field(inputs.names.at(sample));
       if (classification) {
-        line += "," + field(labels.at(static_cast<std::size_t>(best.data_ptr<int64_t>()[row])));
+        const int64_t predicted = best.data_ptr<int64_t>()[row];
+        line += fmt::format(",{}", predicted);
+        if (named) line += "," + field(info.class_names.at(static_cast<std::size_t>(predicted)));
       }
       for (int64_t column = 0; column < outputs.size(1); ++column) line += fmt::format(",{:.6g}", rows[row][column]);
       out << line << "\n";

@@ -52,6 +52,7 @@ TrainLayout Trainer::layout() const {
   TrainLayout l = plan_layout(s.config, s.run.plan, s.run.world_size, s.run.train_set->info().samples);
   l.labeled = s.run.labeled();
   l.classification = s.run.classification();
+  l.class_names = s.run.train_set->info().class_names;
   return l;
 }
 

@@ -352,8 +352,10 @@ void visit(V& v, TrainConfig& c) {
           "threads each CPU op may use (LibTorch's intra-op pool); 0 = LibTorch's default, one per physical core. "
           "On a machine shared with other work, or for a model too small to split, 1 is often much faster: a thread "
           "descheduled mid-op stalls the others at the end of every parallel region. `auto`: on the CPU, 1 when one "
-          "micro-batch's forward pass takes under 1 M multiply-adds, else LibTorch's default. At most 4 per "
-          "hardware thread (16 at least)");
+          "micro-batch's forward pass takes under 1 M multiply-adds, else one per usable CPU that other work leaves "
+          "free, at most LibTorch's default (usable: the process's CPU affinity capped by its cgroup quota; other "
+          "work: the larger of the 1-minute load average and the runnable threads, at run start; logged). At most "
+          "4 per hardware thread (16 at least)");
   v.check("threads", c.threads.value_or(0) <= max_threads(), [&] { return too_many_threads(c.threads.value_or(0)); });
   v.field("matmul_precision", c.matmul_precision, Any{},
           "float32 matrix products: `highest` (full float32), `high` (TF32 on CUDA: 10-bit mantissa inputs, float32 "

@@ -28,7 +28,7 @@ struct DatasetInfo {
   std::vector<int64_t> input_shape;  // per sample: {3, 32, 32}, {1, 28, 28} or {features}
   TargetKind target_kind = TargetKind::kClasses;
   int64_t classes = 0;                   // kClasses only
-  std::vector<std::string> class_names;  // kClasses read from text labels (csv): index -> label; else empty
+  std::vector<std::string> class_names;  // kClasses: index -> name (csv, folders, published); else empty
   int64_t targets = 0;                   // kValues only: values per sample
   bool images = false;                   // uint8 pixels (normalize/augment apply)
 };

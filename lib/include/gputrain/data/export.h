@@ -22,7 +22,7 @@ enum class ImageFormat { kPng, kJpeg };
 
 // Writes an image split as <dir>/<split>/<class>/<index>.png (or .jpg of
 // `jpeg_quality`): the layout `dataset: image_folder` reads, its classes in
-// the same order (class_names where the set has them, else the indices,
+// the same order (class_names where they sort as folders, else the indices,
 // zero-padded so that they sort as numbers) and each class's images in the
 // split's order. The split is written to a temporary folder beside it and
 // renamed into place when whole; an existing <dir>/<split> is refused.

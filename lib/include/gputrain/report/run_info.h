@@ -23,8 +23,9 @@ struct RunInfo {
   std::string device;              // the primary device
   std::string strategy;            // single | dp | ddp
   std::string strategy_reason;
-  std::vector<std::string> replicas;  // single: the device; dp: one per replica; ddp: "rank N" per process
-  std::string task;                   // classification | regression | unlabeled
+  std::vector<std::string> replicas;     // single: the device; dp: one per replica; ddp: "rank N" per process
+  std::string task;                      // classification | regression | unlabeled
+  std::vector<std::string> class_names;  // index -> name; empty where the data set has none (or an older run.json)
   config::AmpMode amp = config::AmpMode::kOff;
   int64_t epochs = 0;
   int64_t steps_per_epoch = 0;

@@ -8,10 +8,12 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gputrain/config/config.h"
+#include "gputrain/device/cpu_share.h"
 
 namespace gputrain::train {
 
@@ -42,6 +44,9 @@ struct RunFacts {
   double image_conv_share = 1;
   int64_t micro_batch_macs = 0;  // multiply-adds of one micro-batch's forward pass
   int64_t micro_batch = 0;
+  // The host's CPUs as this process sees them (device::read_cpu_share); unread
+  // (tests): a model big enough for several threads keeps LibTorch's default.
+  std::optional<device::CpuShare> cpus;
 };
 
 // `facts` with what the model adds: whether it convolves, and the

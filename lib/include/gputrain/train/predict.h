@@ -9,8 +9,9 @@
 namespace gputrain::train {
 
 // Writes one CSV row per sample of `input_path` (data::read_prediction_inputs)
-// after a header: `sample,prediction` and, for classification, `p_<class>` per
-// class (the class's label, or its index); for regression the predicted
+// after a header: `sample,prediction` (the class index), then `class_name`
+// where the data set names its classes (DatasetInfo::class_names) and
+// `p_<class>` per class (its name, or its index); for regression the predicted
 // values (`value` or `value_0`, `value_1`, ...). The inputs pass through the
 // test split's loader: the same normalisation as training and testing.
 void predict(const config::LoadedConfig& loaded, const device::DevicePlan& devices, const std::string& weights_path,

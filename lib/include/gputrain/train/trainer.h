@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/checkpoint/store.h"
@@ -62,6 +63,7 @@ struct TrainLayout {
   int64_t steps_per_epoch = 0;
   bool labeled = true;
   bool classification = true;
+  std::vector<std::string> class_names;  // the training set's, where it names its classes
 };
 
 // The layout of a run of `config` under `strategy` over `train_samples`, as
