@@ -326,17 +326,30 @@ std::string repeat(const std::string& text, int times) {
   return out;
 }
 
-TEST(ConfigLimits, FileOverOneMebibyteIsRefusedUnread) {
+TEST(ConfigLimits, FileOverSixteenMebibytesIsRefusedUnread) {
   testing::TempDir dir;
-  const auto path = testing::write_text(dir / "huge.yaml", "name: x\n" + repeat("# padding\n", 110000));
+  const auto path = testing::write_text(dir / "huge.yaml", "name: x\n" + repeat("# padding\n", 1700000));
   for (const std::string& file : {path.string(), std::string("/dev/zero")}) {
     try {
       load_config(file);
       ADD_FAILURE() << "no error for " << file;
     } catch (const UserError& e) {
-      EXPECT_EQ(std::string(e.what()).rfind(file + ": larger than 1 MiB", 0), 0u) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind(file + ": larger than 16 MiB", 0), 0u) << e.what();
     }
   }
+}
+
+// A run writes its resolved config as config.yaml; with a long model.layers
+// that is over 1 MiB (1.9 MB for 100,000 layers), and it must read back.
+TEST(ConfigLimits, TheConfigARunOfALongModelWritesReadsBack) {
+  testing::TempDir dir;
+  const std::string yaml = "name: long\ndata: {dataset: synthetic, features: 4, classes: 2}\nmodel:\n  name: layers\n"
+                           "  layers:\n" +
+                           repeat("    - {type: linear, out_features: 4}\n", 12000) + "    - linear\n";
+  const std::string written = dump_config(load_config_text(yaml, "long.yaml").config);
+  ASSERT_GT(written.size(), std::size_t{1} << 20);
+  const auto path = testing::write_text(dir / "config.yaml", written);
+  EXPECT_EQ(load_config(path.string()).config.model.layers.size(), 12001u);
 }
 
 TEST(ConfigLimits, DeepNestingIsAClearErrorNotACrash) {
