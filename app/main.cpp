@@ -11,8 +11,8 @@ namespace {
 // The executable's .preinit_array runs before any shared library's
 // initialisers; this only calls sigaction and writes constant-initialised atomics.
 extern "C" void install_handlers_first(int, char**, char**) { gputrain::app::install_first_signal_handlers(); }
-__attribute__((section(".preinit_array"), used)) void (*install_handlers_first_entry)(int, char**, char**) =
-    install_handlers_first;
+__attribute__((section(".preinit_array"), used)) void (*install_handlers_first_entry)(int, char**,
+                                                                                      char**) = install_handlers_first;
 
 }  // namespace
 

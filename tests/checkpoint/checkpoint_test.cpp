@@ -205,8 +205,9 @@ TEST(Checkpoint, AdamWMomentsAndStepsComeBack) {
   }
   // Another optimizer's state is refused, naming both.
   torch::optim::SGD sgd(fresh->parameters(), torch::optim::SGDOptions(0.1));
-  EXPECT_NE(error_of([&] { c.load_optimizer(sgd, torch::kCPU); })
-                .find("c.ckpt: holds the state of optimizer 'adamw', but the run's is 'sgd'"),
+  EXPECT_NE(error_of([&] {
+              c.load_optimizer(sgd, torch::kCPU);
+            }).find("c.ckpt: holds the state of optimizer 'adamw', but the run's is 'sgd'"),
             std::string::npos);
 }
 

@@ -74,10 +74,10 @@ TEST_F(Sweep, PassesAStopSignalOnToTheRunningTrainAndExitsAsItWould) {
   for (const auto& [signal, code, name] : std::vector<std::tuple<int, int, std::string>>{
            {SIGTERM, 130, "SIGTERM"}, {SIGUSR1, 75, "SIGUSR1"}, {SIGINT, 130, "SIGINT"}}) {
     const std::filesystem::path runs = dir_ / ("runs-" + name);
-    GputrainProcess sweep({"sweep", "--config", config_.string(), "--seeds", "0..1", "--set",
-                           "output.dir=" + runs.string(), "--set", "train.epochs=1000000", "--set",
-                           "train.target_accuracy=0", "--set", "train.log_every=1"},
-                          env);
+    GputrainProcess sweep(
+        {"sweep", "--config", config_.string(), "--seeds", "0..1", "--set", "output.dir=" + runs.string(), "--set",
+         "train.epochs=1000000", "--set", "train.target_accuracy=0", "--set", "train.log_every=1"},
+        env);
     const std::filesystem::path metrics = runs / "s-sweep-1" / "metrics.jsonl";
     ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(metrics) && std::filesystem::file_size(metrics) > 0; }))
         << sweep.err_so_far();

@@ -343,9 +343,14 @@ TEST(ConfigLimits, FileOverSixteenMebibytesIsRefusedUnread) {
 // that is over 1 MiB (1.9 MB for 100,000 layers), and it must read back.
 TEST(ConfigLimits, TheConfigARunOfALongModelWritesReadsBack) {
   testing::TempDir dir;
-  const std::string yaml = "name: long\ndata: {dataset: synthetic, features: 4, classes: 2}\nmodel:\n  name: layers\n"
-                           "  layers:\n" +
-                           repeat("    - {type: linear, out_features: 4}\n", 12000) + "    - linear\n";
+  std::string yaml =
+      "name: long\ndata: {dataset: synthetic, features: 4, classes: 2}\nmodel:\n  name: layers\n"
+      "  layers:\n";
+  for (int i = 0; i < 12000; ++i) {
+    yaml +=
+        fmt::format("    - {{type: linear, out_features: 4, name: a_layer_with_a_long_descriptive_name_{:06}}}\n", i);
+  }
+  yaml += "    - linear\n";
   const std::string written = dump_config(load_config_text(yaml, "long.yaml").config);
   ASSERT_GT(written.size(), std::size_t{1} << 20);
   const auto path = testing::write_text(dir / "config.yaml", written);

@@ -130,7 +130,8 @@ TEST_F(Plan, AFileInTheOutputPathIsNamed) {
   write_text(dir_ / "taken", "a file");
   const RunPlan p = plan(kMlp, {"output.dir=" + (dir_ / "taken" / "runs").string()});
   ASSERT_FALSE(p.problems.empty()) << format_plan(p);
-  EXPECT_TRUE(contains(p.problems, (dir_ / "taken").string() + " is a file, not a directory; choose another output.dir"))
+  EXPECT_TRUE(
+      contains(p.problems, (dir_ / "taken").string() + " is a file, not a directory; choose another output.dir"))
       << format_plan(p);
 }
 

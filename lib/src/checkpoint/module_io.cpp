@@ -57,9 +57,10 @@ std::optional<NamedTensors> read_weight_lists(torch::serialize::InputArchive& ro
   if (!root.try_read("model_names", names)) return std::nullopt;
   c10::IValue tensors;
   if (!root.try_read("model_tensors", tensors) || !tensors.isTensorList() || !names.isList()) {
-    throw CheckpointError(fmt::format("{}: its 'model_names' and 'model_tensors' are not a list of names and one of "
-                                      "tensors (not a complete checkpoint)",
-                                      name));
+    throw CheckpointError(
+        fmt::format("{}: its 'model_names' and 'model_tensors' are not a list of names and one of "
+                    "tensors (not a complete checkpoint)",
+                    name));
   }
   const c10::List<c10::IValue> name_list = names.toList();
   const std::vector<at::Tensor> tensor_list = tensors.toTensorVector();

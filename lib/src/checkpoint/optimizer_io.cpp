@@ -35,7 +35,8 @@ const char* kind_of(const Optimizer& optimizer) {
 // Every parameter of every group, in order: a parameter's index in the lists.
 std::vector<at::Tensor> all_parameters(const Optimizer& optimizer) {
   std::vector<at::Tensor> out;
-  for (const auto& group : optimizer.param_groups()) out.insert(out.end(), group.params().begin(), group.params().end());
+  for (const auto& group : optimizer.param_groups())
+    out.insert(out.end(), group.params().begin(), group.params().end());
   return out;
 }
 
@@ -64,7 +65,8 @@ StateRow row_of(const OptimizerParamState& state) {
   if (const auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(&state)) {
     return {s->step(), {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()}};
   }
-  ::gputrain::detail::throw_internal(__FILE__, __LINE__, "a parameter state of an optimizer other than SGD, Adam or AdamW");
+  ::gputrain::detail::throw_internal(__FILE__, __LINE__,
+                                     "a parameter state of an optimizer other than SGD, Adam or AdamW");
 }
 
 std::unique_ptr<OptimizerParamState> state_of(const std::string& kind, const StateRow& row) {
@@ -141,18 +143,19 @@ void read_optimizer_lists(InputArchive& root, Optimizer& optimizer, const std::s
   for (const auto& group : optimizer.param_groups()) live_sizes.push_back(static_cast<int64_t>(group.params().size()));
   const std::vector<int64_t> sizes = int_list("optimizer_group_sizes");
   if (sizes != live_sizes) {
-    fail(fmt::format("its optimizer has parameter groups of [{}] parameters, the run's of [{}]; the model, "
-                     "optim.no_decay_bias_norm or optim.bias_lr_multiplier changed?",
-                     fmt::join(sizes, ", "), fmt::join(live_sizes, ", ")));
+    fail(
+        fmt::format("its optimizer has parameter groups of [{}] parameters, the run's of [{}]; the model, "
+                    "optim.no_decay_bias_norm or optim.bias_lr_multiplier changed?",
+                    fmt::join(sizes, ", "), fmt::join(live_sizes, ", ")));
   }
   const std::vector<int64_t> index = int_list("optimizer_state_index");
   const std::vector<int64_t> steps = int_list("optimizer_state_step");
-  std::array<c10::List<c10::IValue>, 3> columns;
-  for (std::size_t c = 0; c < columns.size(); ++c) {
+  std::vector<c10::List<c10::IValue>> columns;
+  for (std::size_t c = 0; c < StateRow{}.tensors.size(); ++c) {
     const std::string key = fmt::format("optimizer_state_{}", c);
     const c10::IValue value = entry(key);
     if (!value.isList()) fail(fmt::format("'{}' is not a list of tensors", key));
-    columns[c] = value.toList();
+    columns.push_back(value.toList());
     if (columns[c].size() != index.size()) fail(fmt::format("'{}' does not have a row per parameter state", key));
   }
   if (steps.size() != index.size()) fail("'optimizer_state_step' does not have a row per parameter state");

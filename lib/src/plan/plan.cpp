@@ -141,9 +141,10 @@ void check_writable(const fs::path& dir, const char* key) {
   const fs::path at = existing_ancestor(dir);
   std::error_code error;
   if (!fs::is_directory(at, error)) {
-    throw UserError(fmt::format("{}: cannot be created: {} is a file, not a directory; choose another {} or move "
-                                "the file away",
-                                dir.string(), at.string(), key));
+    throw UserError(
+        fmt::format("{}: cannot be created: {} is a file, not a directory; choose another {} or move "
+                    "the file away",
+                    dir.string(), at.string(), key));
   }
   if (access(at.c_str(), W_OK | X_OK) != 0) {
     throw UserError(

@@ -79,9 +79,10 @@ MetricsLog read_metrics_log(const std::filesystem::path& path) {
   }
   // Not one record, and more than a last line cut short: not a metrics log at all.
   if (records == 0 && !bad_lines.empty() && bad_lines.front() != last_line) {
-    throw UserError(fmt::format("{}:{}: not a JSON object, and no line is: this is not the metrics log of a gputrain "
-                                "run (one JSON record a line); give the directory `gputrain train` wrote",
-                                path.string(), bad_lines.front()));
+    throw UserError(
+        fmt::format("{}:{}: not a JSON object, and no line is: this is not the metrics log of a gputrain "
+                    "run (one JSON record a line); give the directory `gputrain train` wrote",
+                    path.string(), bad_lines.front()));
   }
   for (const int64_t n : bad_lines) {
     log.notes.push_back(

@@ -116,8 +116,8 @@ std::string sweep_stop_message(const std::string& signal, const SweepRun& run, s
                                const std::string& rerun_command) {
   const auto index = static_cast<std::size_t>(run.point.index);
   if (!started) {
-    return fmt::format("{} stopped the sweep before run {} of {} (seed {}) started; runs {} to {} did not run",
-                       signal, index, total, run.point.seed, index, total);
+    return fmt::format("{} stopped the sweep before run {} of {} (seed {}) started; runs {} to {} did not run", signal,
+                       index, total, run.point.seed, index, total);
   }
   std::string out = fmt::format("{} stopped sweep run {} of {} (seed {})", signal, index, total, run.point.seed);
   const nlohmann::json& result = run.result;

@@ -114,7 +114,7 @@ class Checkpoint {
  private:
   std::string name_;
   TrainingState state_;
-  std::shared_ptr<const std::string> payload_;  // for load_optimizer onto another device
+  std::shared_ptr<const std::string> payload_;             // for load_optimizer onto another device
   std::shared_ptr<torch::serialize::InputArchive> model_;  // format 1's model tree; null: lists in payload_
 };
 
