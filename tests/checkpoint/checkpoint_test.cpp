@@ -52,6 +52,17 @@ struct Tiny {
   }
 };
 
+// One more identical step from the same weights and optimizer state gives the same weights.
+void expect_same_after_a_step(Tiny& trained, Tiny& fresh) {
+  torch::manual_seed(5);
+  trained.step();
+  torch::manual_seed(5);
+  fresh.step();
+  for (std::size_t i = 0; i < fresh.model->parameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(fresh.model->parameters()[i], trained.model->parameters()[i])) << i;
+  }
+}
+
 TrainingState sample_state(const std::string& config = kConfig) {
   TrainingState s;
   s.position = {2, 5, 21};
@@ -112,13 +123,7 @@ TEST(Checkpoint, EveryPartComesBackExactly) {
     EXPECT_TRUE(torch::equal(fresh.model->parameters()[i], trained.model->parameters()[i])) << i;
   }
   // Same momentum: one more identical step keeps them identical.
-  torch::manual_seed(5);
-  trained.step();
-  torch::manual_seed(5);
-  fresh.step();
-  for (std::size_t i = 0; i < fresh.model->parameters().size(); ++i) {
-    EXPECT_TRUE(torch::equal(fresh.model->parameters()[i], trained.model->parameters()[i])) << i;
-  }
+  expect_same_after_a_step(trained, fresh);
   EXPECT_EQ(c.weights().size(), 4u);
   EXPECT_EQ(c.weights().front().first, "fc1.weight");
 }
@@ -241,13 +246,7 @@ TEST(Checkpoint, FormatVersionOneStillReads) {
   Tiny fresh(4, 2);
   c.load_model(*fresh.model);
   c.load_optimizer(*fresh.optimizer, torch::kCPU);
-  torch::manual_seed(5);
-  trained.step();
-  torch::manual_seed(5);
-  fresh.step();
-  for (std::size_t i = 0; i < fresh.model->parameters().size(); ++i) {
-    EXPECT_TRUE(torch::equal(fresh.model->parameters()[i], trained.model->parameters()[i])) << i;
-  }
+  expect_same_after_a_step(trained, fresh);
 }
 
 TEST(Checkpoint, RestoredRngRepeatsTheDraws) {
