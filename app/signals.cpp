@@ -121,6 +121,14 @@ void install_setup_signal_handlers() {
   install(SIGUSR1, on_setup_preemption);
 }
 
+void install_first_signal_handlers() {
+  install_setup_signal_handlers();
+  sigset_t setup;
+  sigemptyset(&setup);
+  for (int signal : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&setup, signal);
+  sigprocmask(SIG_UNBLOCK, &setup, nullptr);
+}
+
 void route_training_signals() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -146,8 +154,8 @@ train::StopToken& install_signal_handlers(config::OnSigint on_sigint) {
   return g_token;
 }
 
-std::string stop_signal_name() {
-  switch (g_stop_signal.load()) {
+std::string signal_name(int signal) {
+  switch (signal) {
     case SIGINT:
       return "SIGINT";
     case SIGTERM:
@@ -158,5 +166,7 @@ std::string stop_signal_name() {
       return "";
   }
 }
+
+std::string stop_signal_name() { return signal_name(g_stop_signal.load()); }
 
 }  // namespace gputrain::app

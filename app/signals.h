@@ -28,6 +28,12 @@ namespace gputrain::app {
 // SIGUSR1 with 75 ("preempted ... before training started").
 void install_setup_signal_handlers();
 
+// The program's first act (app/main.cpp, before LibTorch's initialisers):
+// install_setup_signal_handlers, and unblock those signals where the parent
+// started gputrain with them blocked (a launcher's thread that blocks them):
+// a stop sent before then is acted on now, not held until training starts.
+void install_first_signal_handlers();
+
 // From here on the signals above are taken by a thread of their own. Call it
 // after install_setup_signal_handlers and before any other thread starts
 // (CUDA's included): each inherits the block.
@@ -38,5 +44,7 @@ train::StopToken& install_signal_handlers(config::OnSigint on_sigint);
 
 // The signal that asked the run to stop ("SIGINT", "SIGTERM", "SIGUSR1"), or "" when none did.
 std::string stop_signal_name();
+// The name of one of those three signals; "" for any other.
+std::string signal_name(int signal);
 
 }  // namespace gputrain::app

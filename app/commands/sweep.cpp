@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <filesystem>
 #include <iostream>
 
@@ -14,6 +15,7 @@
 #include "gputrain/common/process.h"
 #include "gputrain/config/load.h"
 #include "gputrain/report/sweep.h"
+#include "signals.h"
 
 namespace gputrain::app {
 
@@ -36,6 +38,11 @@ nlohmann::json result_line(const std::string& out) {
   return nullptr;
 }
 
+// The exit code `train` gives for a stop signal: 75 for a preemption notice, 130 otherwise.
+int exit_code_for(int signal) {
+  return static_cast<int>(signal == SIGUSR1 ? ExitCode::kPreempted : ExitCode::kInterrupted);
+}
+
 }  // namespace
 
 CLI::App* add_sweep_command(CLI::App& app, SweepArgs& args) {
@@ -54,6 +61,9 @@ CLI::App* add_sweep_command(CLI::App& app, SweepArgs& args) {
 }
 
 int run_sweep(const SweepArgs& args) {
+  // From here on a stop signal reaches the running `train`, which checkpoints,
+  // and ends the sweep as it ends `train`.
+  const SignalRelay relay;
   const std::vector<report::SweepPoint> points = report::sweep_points(report::parse_seeds(args.seeds), args.vary);
   // Refused here, once, rather than by every run.
   const config::ExperimentConfig config = config::load_config(args.config, args.overrides).config;
@@ -71,15 +81,29 @@ int run_sweep(const SweepArgs& args) {
     for (const std::string& s : point.settings) argv.insert(argv.end(), {"--set", s});
     const std::string name = fmt::format("{}-sweep-{}", config.name, point.index);
     argv.insert(argv.end(), {"--set", fmt::format("seed={}", point.seed), "--set", "name=" + name});
+    const std::string rerun = fmt::format("gputrain {}", fmt::join(argv.begin() + 1, argv.end(), " "));
+    if (relay.stop_signal() != 0) {  // between two runs
+      spdlog::warn("{}", report::sweep_stop_message(signal_name(relay.stop_signal()), {point}, points.size(),
+                                                    /*started=*/false, rerun));
+      worst = exit_code_for(relay.stop_signal());
+      break;
+    }
     spdlog::info("sweep run {} of {}: seed {}{}{} -> {}/{}", point.index, points.size(), point.seed,
                  point.settings.empty() ? "" : ", ", fmt::join(point.settings, ", "), config.output.dir, name);
     const ChildOutput child = run_child(argv);
     runs.push_back({point, child.exit_code, result_line(child.out)});
+    if (relay.stop_signal() != 0) {
+      spdlog::warn("{}", report::sweep_stop_message(signal_name(relay.stop_signal()), runs.back(), points.size(),
+                                                    /*started=*/true, rerun));
+      worst = exit_code_for(relay.stop_signal());
+      break;
+    }
     if (child.exit_code == 0) continue;
     worst = worst == 0 ? child.exit_code : worst;
     // Bad input or a stop request would end every later run the same way.
     if (child.exit_code == static_cast<int>(ExitCode::kUserInput) ||
-        child.exit_code == static_cast<int>(ExitCode::kInterrupted)) {
+        child.exit_code == static_cast<int>(ExitCode::kInterrupted) ||
+        child.exit_code == static_cast<int>(ExitCode::kPreempted)) {
       spdlog::error("sweep run {} ended with exit code {}; the sweep stops", point.index, child.exit_code);
       break;
     }

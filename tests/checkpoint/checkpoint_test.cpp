@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
+#include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "gputrain/checkpoint/format.h"
@@ -48,6 +51,17 @@ struct Tiny {
     optimizer->step();
   }
 };
+
+// One more identical step from the same weights and optimizer state gives the same weights.
+void expect_same_after_a_step(Tiny& trained, Tiny& fresh) {
+  torch::manual_seed(5);
+  trained.step();
+  torch::manual_seed(5);
+  fresh.step();
+  for (std::size_t i = 0; i < fresh.model->parameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(fresh.model->parameters()[i], trained.model->parameters()[i])) << i;
+  }
+}
 
 TrainingState sample_state(const std::string& config = kConfig) {
   TrainingState s;
@@ -109,15 +123,130 @@ TEST(Checkpoint, EveryPartComesBackExactly) {
     EXPECT_TRUE(torch::equal(fresh.model->parameters()[i], trained.model->parameters()[i])) << i;
   }
   // Same momentum: one more identical step keeps them identical.
-  torch::manual_seed(5);
-  trained.step();
-  torch::manual_seed(5);
-  fresh.step();
-  for (std::size_t i = 0; i < fresh.model->parameters().size(); ++i) {
-    EXPECT_TRUE(torch::equal(fresh.model->parameters()[i], trained.model->parameters()[i])) << i;
-  }
+  expect_same_after_a_step(trained, fresh);
   EXPECT_EQ(c.weights().size(), 4u);
   EXPECT_EQ(c.weights().front().first, "fc1.weight");
+}
+
+// The most entries any one archive of the payload holds, its sub-archives
+// searched too. LibTorch looks every entry written to or read from an archive
+// up among the entries before it, so this many entries cost their square.
+std::size_t widest_archive(torch::serialize::InputArchive& archive) {
+  const std::vector<std::string> keys = archive.keys();
+  std::size_t widest = keys.size();
+  for (const std::string& key : keys) {
+    c10::IValue value;
+    archive.read(key, value);
+    if (!value.isObject()) continue;
+    torch::serialize::InputArchive child;
+    archive.read(key, child);
+    widest = std::max(widest, widest_archive(child));
+  }
+  return widest;
+}
+
+std::size_t widest_archive_of(const std::string& sealed) {
+  const std::string_view payload = unseal(sealed, "c.ckpt");
+  torch::serialize::InputArchive root;
+  root.load_from(payload.data(), payload.size());
+  return widest_archive(root);
+}
+
+// `layers` linear layers of one feature, and an optimizer that has stepped once.
+template <typename Optimizer, typename Options>
+std::string checkpoint_of_layers(int layers, const Options& options) {
+  torch::nn::Sequential model;
+  for (int i = 0; i < layers; ++i) model->push_back("fc" + std::to_string(i), torch::nn::Linear(1, 1));
+  Optimizer optimizer(model->parameters(), options);
+  model->forward(torch::ones({2, 1})).sum().backward();
+  optimizer.step();
+  return encode(sample_state(), *model, optimizer);
+}
+
+// A model of 100,000 layers took minutes to checkpoint, growing with the
+// square of its layers: Module::save and Optimizer::save put an entry per
+// layer (per parameter) in one archive. The checkpoint's archives stay as
+// wide whatever the depth.
+TEST(Checkpoint, ArchivesDoNotWidenWithTheNumberOfLayers) {
+  for (const auto& [few, many] :
+       {std::pair{checkpoint_of_layers<torch::optim::SGD>(2, torch::optim::SGDOptions(0.1).momentum(0.9)),
+                  checkpoint_of_layers<torch::optim::SGD>(400, torch::optim::SGDOptions(0.1).momentum(0.9))},
+        std::pair{checkpoint_of_layers<torch::optim::AdamW>(2, torch::optim::AdamWOptions(0.1)),
+                  checkpoint_of_layers<torch::optim::AdamW>(400, torch::optim::AdamWOptions(0.1))}}) {
+    EXPECT_EQ(widest_archive_of(many), widest_archive_of(few));
+    EXPECT_LT(widest_archive_of(many), 40u);
+  }
+}
+
+TEST(Checkpoint, AdamWMomentsAndStepsComeBack) {
+  torch::manual_seed(3);
+  auto make = [] {
+    torch::nn::Sequential model;
+    model->push_back("fc1", torch::nn::Linear(3, 4));
+    model->push_back("fc2", torch::nn::Linear(4, 2));
+    return model;
+  };
+  torch::nn::Sequential trained = make();
+  torch::optim::AdamW adam(trained->parameters(), torch::optim::AdamWOptions(0.01).amsgrad(true));
+  auto step = [](torch::nn::Sequential& model, torch::optim::Optimizer& optimizer) {
+    torch::manual_seed(7);
+    optimizer.zero_grad();
+    model->forward(torch::randn({5, 3})).pow(2).sum().backward();
+    optimizer.step();
+  };
+  step(trained, adam);
+  step(trained, adam);
+  static_cast<torch::optim::AdamWOptions&>(adam.param_groups()[0].options()).lr(0.005);  // as a schedule would
+  const Checkpoint c = Checkpoint::parse(encode(sample_state(), *trained, adam), "c.ckpt");
+  torch::nn::Sequential fresh = make();
+  torch::optim::AdamW restored(fresh->parameters(), torch::optim::AdamWOptions(0.01).amsgrad(true));
+  c.load_model(*fresh);
+  c.load_optimizer(restored, torch::kCPU);
+  EXPECT_EQ(restored.param_groups()[0].options().get_lr(), 0.005);
+  step(trained, adam);
+  step(fresh, restored);
+  for (std::size_t i = 0; i < fresh->parameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(fresh->parameters()[i], trained->parameters()[i])) << i;
+  }
+  // Another optimizer's state is refused, naming both.
+  torch::optim::SGD sgd(fresh->parameters(), torch::optim::SGDOptions(0.1));
+  EXPECT_NE(error_of([&] {
+              c.load_optimizer(sgd, torch::kCPU);
+            }).find("c.ckpt: holds the state of optimizer 'adamw', but the run's is 'sgd'"),
+            std::string::npos);
+}
+
+// Checkpoints written before the flat lists (format version 1: Module::save's
+// and Optimizer::save's trees under "model" and "optimizer") still resume.
+TEST(Checkpoint, FormatVersionOneStillReads) {
+  Tiny trained;
+  trained.step();
+  const TrainingState state = sample_state();
+  torch::serialize::OutputArchive root;
+  torch::serialize::OutputArchive model(root.compilation_unit());
+  trained.model->save(model);
+  root.write("model", model);
+  torch::serialize::OutputArchive optimizer(root.compilation_unit());
+  trained.optimizer->save(optimizer);
+  root.write("optimizer", optimizer);
+  for (const char* count : {"position_epoch", "position_batch", "position_step", "sums_epoch_samples",
+                            "sums_interval_samples", "skipped_steps"}) {
+    root.write(count, int64_t{1});
+  }
+  root.write("scaler", c10::Dict<std::string, double>());
+  root.write("rng_cpu", state.rng.cpu);
+  root.write("rng_cuda", c10::List<at::Tensor>());
+  for (const char* text : {"config", "torch_version", "gputrain_version"}) root.write(text, state.config);
+  std::string payload;
+  root.save_to([&payload](const void* data, std::size_t size) {
+    payload.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  const Checkpoint c = Checkpoint::parse(seal(payload), "old.ckpt");
+  Tiny fresh(4, 2);
+  c.load_model(*fresh.model);
+  c.load_optimizer(*fresh.optimizer, torch::kCPU);
+  expect_same_after_a_step(trained, fresh);
 }
 
 TEST(Checkpoint, RestoredRngRepeatsTheDraws) {

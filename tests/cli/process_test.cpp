@@ -1,6 +1,7 @@
 // The CLI as a user meets it: the real binary in a child process.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -27,6 +28,24 @@ TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_gputrain({"frobnicate"}).exit_code, 2);
   EXPECT_EQ(run_gputrain({"info", "--bogus"}).exit_code, 2);
   EXPECT_EQ(run_gputrain({"config"}).exit_code, 2);  // --config is required
+}
+
+// A preemption notice that comes before gputrain's own code has run (here:
+// held pending across exec) is answered once the handlers are in, before
+// LibTorch's initialisers: exit 75 asks for a requeue, where the signal's
+// default action (138) made a requeue script drop the job.
+TEST(Cli, APreemptionNoticeBeforeAnythingLoadsExitsSeventyFive) {
+  const ChildSetup pending_usr1 = [] {
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &usr1, nullptr);
+    raise(SIGUSR1);
+  };
+  const auto r = run_gputrain({"info"}, {}, GPUTRAIN_SOURCE_DIR, pending_usr1);
+  EXPECT_EQ(r.exit_code, 75) << r.err;
+  EXPECT_NE(r.err.find("preempted (SIGUSR1) before training started"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "it stopped before the command ran";
 }
 
 TEST(Cli, InfoJsonParsesAndHonoursCudaVisibleDevices) {

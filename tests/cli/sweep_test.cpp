@@ -2,8 +2,11 @@
 // table with mean and standard deviation, the sweep record, bad input.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -61,6 +64,37 @@ TEST_F(Sweep, BadSeedsOrValuesExitTwoBeforeAnyRun) {
     const ProcessResult r = sweep(extra);
     EXPECT_EQ(r.exit_code, 2) << extra[1] << "\n" << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir_ / "runs")) << r.err;
+  }
+}
+
+// A stop signal reaches the running `train`, which checkpoints; the sweep
+// then ends as `train` would, naming the run and how to continue it.
+TEST_F(Sweep, PassesAStopSignalOnToTheRunningTrainAndExitsAsItWould) {
+  const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
+  for (const auto& [signal, code, name] : std::vector<std::tuple<int, int, std::string>>{
+           {SIGTERM, 130, "SIGTERM"}, {SIGUSR1, 75, "SIGUSR1"}, {SIGINT, 130, "SIGINT"}}) {
+    const std::filesystem::path runs = dir_ / ("runs-" + name);
+    GputrainProcess sweep(
+        {"sweep", "--config", config_.string(), "--seeds", "0..1", "--set", "output.dir=" + runs.string(), "--set",
+         "train.epochs=1000000", "--set", "train.target_accuracy=0", "--set", "train.log_every=1"},
+        env);
+    const std::filesystem::path metrics = runs / "s-sweep-1" / "metrics.jsonl";
+    ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(metrics) && std::filesystem::file_size(metrics) > 0; }))
+        << sweep.err_so_far();
+    sweep.send(signal);
+    const ProcessResult r = sweep.wait();
+    EXPECT_EQ(r.exit_code, code) << name << "\n" << r.err;
+    EXPECT_NE(r.err.find(name + " stopped sweep run 1 of 2 (seed 0); its checkpoint is "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("continue that run with gputrain train --resume "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("run 2 did not run"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(runs / "s-sweep-2")) << r.err;
+    // The run stopped at a step boundary and saved where it was; the record keeps it.
+    std::ifstream in(runs / "s-sweep.json");
+    const auto record = nlohmann::json::parse(in);
+    ASSERT_EQ(record["runs"].size(), 1u);
+    EXPECT_EQ(record["runs"][0]["exit_code"], code);
+    const std::string checkpoint = record["runs"][0]["result"]["checkpoint"];
+    EXPECT_TRUE(std::filesystem::exists(checkpoint)) << checkpoint;
   }
 }
 

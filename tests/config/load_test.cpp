@@ -326,17 +326,35 @@ std::string repeat(const std::string& text, int times) {
   return out;
 }
 
-TEST(ConfigLimits, FileOverOneMebibyteIsRefusedUnread) {
+TEST(ConfigLimits, FileOverSixteenMebibytesIsRefusedUnread) {
   testing::TempDir dir;
-  const auto path = testing::write_text(dir / "huge.yaml", "name: x\n" + repeat("# padding\n", 110000));
+  const auto path = testing::write_text(dir / "huge.yaml", "name: x\n" + repeat("# padding\n", 1700000));
   for (const std::string& file : {path.string(), std::string("/dev/zero")}) {
     try {
       load_config(file);
       ADD_FAILURE() << "no error for " << file;
     } catch (const UserError& e) {
-      EXPECT_EQ(std::string(e.what()).rfind(file + ": larger than 1 MiB", 0), 0u) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind(file + ": larger than 16 MiB", 0), 0u) << e.what();
     }
   }
+}
+
+// A run writes its resolved config as config.yaml; with a long model.layers
+// that is over 1 MiB (1.9 MB for 100,000 layers), and it must read back.
+TEST(ConfigLimits, TheConfigARunOfALongModelWritesReadsBack) {
+  testing::TempDir dir;
+  std::string yaml =
+      "name: long\ndata: {dataset: synthetic, features: 4, classes: 2}\nmodel:\n  name: layers\n"
+      "  layers:\n";
+  for (int i = 0; i < 12000; ++i) {
+    yaml +=
+        fmt::format("    - {{type: linear, out_features: 4, name: a_layer_with_a_long_descriptive_name_{:06}}}\n", i);
+  }
+  yaml += "    - linear\n";
+  const std::string written = dump_config(load_config_text(yaml, "long.yaml").config);
+  ASSERT_GT(written.size(), std::size_t{1} << 20);
+  const auto path = testing::write_text(dir / "config.yaml", written);
+  EXPECT_EQ(load_config(path.string()).config.model.layers.size(), 12001u);
 }
 
 TEST(ConfigLimits, DeepNestingIsAClearErrorNotACrash) {

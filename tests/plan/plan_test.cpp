@@ -125,6 +125,16 @@ train: {amp: fp16}
   EXPECT_NE(format_plan(p).find("5 problems that would stop train:\n  - "), std::string::npos);
 }
 
+// A file where a directory of output.dir should be is named as such, not as a permission problem.
+TEST_F(Plan, AFileInTheOutputPathIsNamed) {
+  write_text(dir_ / "taken", "a file");
+  const RunPlan p = plan(kMlp, {"output.dir=" + (dir_ / "taken" / "runs").string()});
+  ASSERT_FALSE(p.problems.empty()) << format_plan(p);
+  EXPECT_TRUE(
+      contains(p.problems, (dir_ / "taken").string() + " is a file, not a directory; choose another output.dir"))
+      << format_plan(p);
+}
+
 TEST_F(Plan, ResumingExpectsTheEarlierRun) {
   write_text(dir_ / "runs" / "mlp" / "model.pt", "weights");
   PlanRequest request;

@@ -178,6 +178,19 @@ TEST(HtmlReport, BareRunDirectoryStillRendersAndSaysWhatIsMissing) {
   EXPECT_TRUE(has(html, "<figcaption>Accuracy</figcaption>"));
 }
 
+// A file with no record at all is not a run's metrics: refused, naming its first line.
+TEST(HtmlReport, AMetricsFileWithoutOneRecordIsRefusedAtItsFirstLine) {
+  TempDir dir;
+  testing::write_text(dir / "metrics.jsonl", "\nPK\x03\x04 not json\nnor this\n");
+  try {
+    report_of(dir.path());
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_TRUE(has(e.what(), (dir / "metrics.jsonl").string() + ":2: not a JSON object, and no line is")) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir / "report.html"));
+}
+
 TEST(HtmlReport, UnlabeledRunsChartThroughputByEpoch) {
   TempDir dir;
   testing::write_text(dir / "run.json", R"({"status": "finished", "task": "unlabeled", "epochs": 2})");

@@ -14,6 +14,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/device/versions.h"
 #include "module_io.h"
+#include "optimizer_io.h"
 
 namespace gputrain::checkpoint {
 
@@ -179,12 +180,8 @@ void restore_rng(const RngState& state) {
 std::string encode(const TrainingState& state, const torch::nn::Module& model,
                    const torch::optim::Optimizer& optimizer) {
   OutputArchive root;
-  OutputArchive model_archive(root.compilation_unit());
-  model.save(model_archive);
-  root.write("model", model_archive);
-  OutputArchive optimizer_archive(root.compilation_unit());
-  optimizer.save(optimizer_archive);
-  root.write("optimizer", optimizer_archive);
+  detail::write_weight_lists(root, model);
+  detail::write_optimizer_lists(root, optimizer);
   root.write("position_epoch", state.position.epoch);
   root.write("position_batch", state.position.batch);
   root.write("position_step", state.position.step);
@@ -218,15 +215,21 @@ Checkpoint Checkpoint::parse(std::string_view bytes, std::string name) {
   Checkpoint c;
   c.name_ = std::move(name);
   c.payload_ = std::make_shared<const std::string>(payload);
-  c.model_ = std::make_shared<InputArchive>();
   try {
     InputArchive root;
     root.load_from(c.payload_->data(), c.payload_->size(), torch::Device(torch::kCPU));
     c.state_ = read_state(root, c.name_);
-    Reader(root, c.name_).sub_archive("model", *c.model_);
-    InputArchive optimizer;
-    Reader(root, c.name_).sub_archive("optimizer", optimizer);
-    detail::archived_tensors(*c.model_);  // every weight entry must read back
+    if (detail::read_weight_lists(root, c.name_)) {  // every weight entry must read back
+      if (!detail::has_optimizer_lists(root)) {
+        Reader(root, c.name_).fail("has no 'optimizer_kind' entry (not a complete checkpoint)");
+      }
+    } else {  // format version 1: Module::save's and Optimizer::save's trees
+      c.model_ = std::make_shared<InputArchive>();
+      Reader(root, c.name_).sub_archive("model", *c.model_);
+      InputArchive optimizer;
+      Reader(root, c.name_).sub_archive("optimizer", optimizer);
+      detail::archived_tensors(*c.model_);
+    }
   } catch (const CheckpointError&) {
     throw;
   } catch (const c10::Error& e) {
@@ -241,15 +244,19 @@ Checkpoint Checkpoint::parse(std::string_view bytes, std::string name) {
 
 Checkpoint Checkpoint::read(const std::filesystem::path& path) { return parse(detail::read_file(path), path.string()); }
 
-void Checkpoint::load_model(torch::nn::Module& model) const { detail::copy_weights(*model_, model, name_); }
+void Checkpoint::load_model(torch::nn::Module& model) const { detail::copy_weights(weights(), model, name_); }
 
 void Checkpoint::load_optimizer(torch::optim::Optimizer& optimizer, const torch::Device& device) const {
   try {
     InputArchive root;
     root.load_from(payload_->data(), payload_->size(), device);
-    InputArchive archive;
-    root.read("optimizer", archive);
-    optimizer.load(archive);
+    if (detail::has_optimizer_lists(root)) {
+      detail::read_optimizer_lists(root, optimizer, name_);
+    } else {  // format version 1
+      InputArchive archive;
+      root.read("optimizer", archive);
+      optimizer.load(archive);
+    }
   } catch (const c10::Error& e) {
     throw CheckpointError(
         fmt::format("{}: the optimizer state does not fit the optimizer (optim.name, its parameter groups "
@@ -259,7 +266,10 @@ void Checkpoint::load_optimizer(torch::optim::Optimizer& optimizer, const torch:
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> Checkpoint::weights() const {
-  return detail::archived_tensors(*model_);
+  if (model_) return detail::archived_tensors(*model_);
+  InputArchive root;
+  root.load_from(payload_->data(), payload_->size(), torch::Device(torch::kCPU));
+  return *detail::read_weight_lists(root, name_);  // parse() read them
 }
 
 }  // namespace gputrain::checkpoint

@@ -36,12 +36,60 @@ NamedTensors archived_tensors(torch::serialize::InputArchive& archive) {
   return out;
 }
 
-void copy_weights(torch::serialize::InputArchive& archive, torch::nn::Module& model, const std::string& name) {
+void write_weight_lists(torch::serialize::OutputArchive& root, const torch::nn::Module& model) {
+  c10::List<std::string> names;
+  c10::List<at::Tensor> tensors;
+  for (const auto& p : model.named_parameters()) {
+    names.push_back(p.key());
+    tensors.push_back(p.value().detach());
+  }
+  for (const auto& b : model.named_buffers()) {
+    if (!b.value().defined()) continue;
+    names.push_back(b.key());
+    tensors.push_back(b.value().detach());
+  }
+  root.write("model_names", names);
+  root.write("model_tensors", tensors);
+}
+
+std::optional<NamedTensors> read_weight_lists(torch::serialize::InputArchive& root, const std::string& name) {
+  c10::IValue names;
+  if (!root.try_read("model_names", names)) return std::nullopt;
+  c10::IValue tensors;
+  if (!root.try_read("model_tensors", tensors) || !tensors.isTensorList() || !names.isList()) {
+    throw CheckpointError(
+        fmt::format("{}: its 'model_names' and 'model_tensors' are not a list of names and one of "
+                    "tensors (not a complete checkpoint)",
+                    name));
+  }
+  const c10::List<c10::IValue> name_list = names.toList();
+  const std::vector<at::Tensor> tensor_list = tensors.toTensorVector();
+  if (name_list.size() != tensor_list.size()) {
+    throw CheckpointError(fmt::format("{}: holds {} weight names for {} tensors (not a complete checkpoint)", name,
+                                      name_list.size(), tensor_list.size()));
+  }
+  NamedTensors out;
+  out.reserve(tensor_list.size());
+  for (std::size_t i = 0; i < tensor_list.size(); ++i) {
+    const c10::IValue entry = name_list.get(i);
+    if (!entry.isString()) throw CheckpointError(fmt::format("{}: weight name {} is not text", name, i));
+    out.emplace_back(entry.toStringRef(), tensor_list[i]);
+  }
+  return out;
+}
+
+void copy_weights(const NamedTensors& archived, torch::nn::Module& model, const std::string& name) {
   std::map<std::string, torch::Tensor> stored;
-  for (auto& [key, tensor] : archived_tensors(archive)) stored.emplace(key, tensor);
+  for (const auto& [key, tensor] : archived) {
+    if (!stored.emplace(key, tensor).second) {
+      throw CheckpointError(fmt::format("{}: holds '{}' twice (not a checkpoint gputrain wrote)", name, key));
+    }
+  }
   std::vector<std::pair<std::string, torch::Tensor>> targets;
   for (const auto& p : model.named_parameters()) targets.emplace_back(p.key(), p.value());
-  for (const auto& b : model.named_buffers()) targets.emplace_back(b.key(), b.value());
+  for (const auto& b : model.named_buffers()) {
+    if (b.value().defined()) targets.emplace_back(b.key(), b.value());
+  }
   std::vector<std::string> held;
   for (const auto& entry : stored) held.push_back(entry.first);
   std::set<std::string> expected;

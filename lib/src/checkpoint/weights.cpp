@@ -96,7 +96,7 @@ void load_weights(torch::nn::Sequential& model, const std::string& path) {
     }
   } else {
     torch::serialize::InputArchive archive = weights_archive(bytes, path);
-    detail::copy_weights(archive, *model, path);
+    detail::copy_weights(detail::archived_tensors(archive), *model, path);
   }
 }
 

@@ -41,13 +41,17 @@ std::string default_data_root(DatasetName dataset) {
 
 namespace {
 
-// An experiment file is a few kilobytes; a larger one is the wrong file (a
-// data set, /dev/zero), which is refused before it is read into memory.
-constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;
+// An experiment file is a few kilobytes, or a few megabytes with a long
+// model.layers (the config.yaml of a 100,000-layer run is 1.9 MB, and must
+// read back). A larger one is the wrong file (a data set, /dev/zero), which
+// is refused before it is read into memory.
+constexpr std::size_t kMaxConfigBytes = std::size_t{16} << 20;
 
 UserError too_large(const std::string& origin) {
-  return UserError(
-      fmt::format("{}: larger than 1 MiB; an experiment file is a few kilobytes. Is this the right file?", origin));
+  return UserError(fmt::format(
+      "{}: larger than 16 MiB; an experiment file is a few kilobytes (a model.layers of 100,000 layers about 2 MB). "
+      "Is this the right file?",
+      origin));
 }
 
 // yaml-cpp's parser recurses once per level of nesting and stops, with a

@@ -139,6 +139,13 @@ fs::path existing_ancestor(fs::path path) {
 // Whether train could create or write `dir` (run directory, checkpoints).
 void check_writable(const fs::path& dir, const char* key) {
   const fs::path at = existing_ancestor(dir);
+  std::error_code error;
+  if (!fs::is_directory(at, error)) {
+    throw UserError(
+        fmt::format("{}: cannot be created: {} is a file, not a directory; choose another {} or move "
+                    "the file away",
+                    dir.string(), at.string(), key));
+  }
   if (access(at.c_str(), W_OK | X_OK) != 0) {
     throw UserError(
         fmt::format("{}: cannot be written ({} is not writable by this user); choose another {} or fix "

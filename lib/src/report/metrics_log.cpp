@@ -59,6 +59,7 @@ MetricsLog read_metrics_log(const std::filesystem::path& path) {
   std::vector<int64_t> bad_lines;
   int64_t line_number = 0;
   int64_t last_line = 0;  // the last line with text
+  int64_t records = 0;    // lines that are JSON objects
   for (std::string line; std::getline(in, line);) {
     ++line_number;
     if (trim(line).empty()) continue;
@@ -68,12 +69,20 @@ MetricsLog read_metrics_log(const std::filesystem::path& path) {
       bad_lines.push_back(line_number);
       continue;
     }
+    ++records;
     try {
       add_record(log, j.get<MetricsRecord>());
     } catch (const std::invalid_argument& e) {
       log.notes.push_back(
           fmt::format("Line {} of metrics.jsonl is {}, from a newer gputrain. It is left out.", line_number, e.what()));
     }
+  }
+  // Not one record, and more than a last line cut short: not a metrics log at all.
+  if (records == 0 && !bad_lines.empty() && bad_lines.front() != last_line) {
+    throw UserError(
+        fmt::format("{}:{}: not a JSON object, and no line is: this is not the metrics log of a gputrain "
+                    "run (one JSON record a line); give the directory `gputrain train` wrote",
+                    path.string(), bad_lines.front()));
   }
   for (const int64_t n : bad_lines) {
     log.notes.push_back(

@@ -28,6 +28,8 @@ std::optional<double> figure(const nlohmann::json& result, const char* key) {
 }
 
 std::string status(const SweepRun& run) {
+  if (run.exit_code == static_cast<int>(ExitCode::kPreempted)) return "preempted (exit 75)";
+  if (run.exit_code == static_cast<int>(ExitCode::kInterrupted)) return "stopped (exit 130)";
   if (run.exit_code != 0) return fmt::format("failed (exit {})", run.exit_code);
   if (run.result.is_object() && run.result.contains("ended_early")) return "ended early";
   return "finished";
@@ -108,6 +110,28 @@ std::optional<Spread> spread(const std::vector<double>& values) {
     s.std = std::sqrt(squares / static_cast<double>(s.n - 1));
   }
   return s;
+}
+
+std::string sweep_stop_message(const std::string& signal, const SweepRun& run, std::size_t total, bool started,
+                               const std::string& rerun_command) {
+  const auto index = static_cast<std::size_t>(run.point.index);
+  if (!started) {
+    return fmt::format("{} stopped the sweep before run {} of {} (seed {}) started; runs {} to {} did not run", signal,
+                       index, total, run.point.seed, index, total);
+  }
+  std::string out = fmt::format("{} stopped sweep run {} of {} (seed {})", signal, index, total, run.point.seed);
+  const nlohmann::json& result = run.result;
+  if (result.is_object() && result.contains("checkpoint") && result["checkpoint"].is_string() &&
+      !result["checkpoint"].get<std::string>().empty()) {
+    const std::string checkpoint = result["checkpoint"].get<std::string>();
+    out += fmt::format("; its checkpoint is {}: continue that run with gputrain train --resume {}", checkpoint,
+                       checkpoint);
+  } else {
+    out += fmt::format("; it wrote no checkpoint: run it again with {}", rerun_command);
+  }
+  if (index + 1 == total) out += fmt::format("; run {} did not run", total);
+  if (index + 1 < total) out += fmt::format("; runs {} to {} did not run", index + 1, total);
+  return out;
 }
 
 std::string format_sweep(const std::vector<SweepRun>& runs) {

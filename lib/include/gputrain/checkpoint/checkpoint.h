@@ -1,8 +1,8 @@
 #pragma once
 // What a checkpoint holds, and reading one back. The payload (see format.h for
 // the envelope) is a LibTorch serialize archive with these entries:
-//   model/...           the weights, as Module::save writes them (model.pt's layout)
-//   optimizer/...       torch::optim's own serialisation (momentum, Adam moments, steps)
+//   model_names, model_tensors  the weights by dotted name, two flat lists (format 1: model/...)
+//   optimizer_*         groups' options, per-parameter state as flat lists (format 1: optimizer/...)
 //   scaler              GradScaler state: name -> number (empty when the scaler is off)
 //   position/*          epochs done, micro-batches of the next epoch done, optimizer steps
 //   sums/{epoch,interval}/*  the partial epoch's and log interval's running sums
@@ -114,8 +114,8 @@ class Checkpoint {
  private:
   std::string name_;
   TrainingState state_;
-  std::shared_ptr<const std::string> payload_;  // for load_optimizer onto another device
-  std::shared_ptr<torch::serialize::InputArchive> model_;
+  std::shared_ptr<const std::string> payload_;             // for load_optimizer onto another device
+  std::shared_ptr<torch::serialize::InputArchive> model_;  // format 1's model tree; null: lists in payload_
 };
 
 }  // namespace gputrain::checkpoint

@@ -17,7 +17,8 @@
 
 namespace gputrain::checkpoint {
 
-inline constexpr std::uint32_t kFormatVersion = 1;
+// 2: the model's and optimizer's tensors as flat lists (Module::save's tree before).
+inline constexpr std::uint32_t kFormatVersion = 2;
 inline constexpr std::size_t kHeaderSize = 32;
 
 // `payload` behind a header for it.

@@ -12,8 +12,28 @@ struct ChildOutput {
 };
 
 // Runs argv[0] (a path) with `argv`, standard error and input inherited, and
-// waits for it. Throws Error (runtime) when it cannot be started.
+// waits for it. Throws Error (runtime) when it cannot be started. While a
+// SignalRelay lives, the child runs in a process group of its own (a Ctrl-C
+// at the terminal reaches the parent only, which passes it on once) and gets
+// SIGTERM when the parent dies.
 ChildOutput run_child(const std::vector<std::string>& argv);
+
+// While alive, SIGINT, SIGTERM, SIGHUP and SIGUSR1 are caught and passed on to
+// the child run_child waits for, as `train --nproc` does for its workers; the
+// previous handlers come back afterwards. SIGINT stays ignored where it was
+// (a shell's background job). One relay at a time.
+class SignalRelay {
+ public:
+  SignalRelay();
+  ~SignalRelay();
+  SignalRelay(const SignalRelay&) = delete;
+  SignalRelay& operator=(const SignalRelay&) = delete;
+
+  // The last stop signal (SIGINT, SIGTERM or SIGUSR1) that came, with or
+  // without a child to pass it on to; 0 when none did. SIGHUP (write a
+  // checkpoint and carry on) is passed on only.
+  int stop_signal() const;
+};
 
 // This machine's host name; "localhost" when it has none.
 std::string host_name();

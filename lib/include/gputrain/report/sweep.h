@@ -39,6 +39,13 @@ struct Spread {
 };
 std::optional<Spread> spread(const std::vector<double>& values);
 
+// What a stop signal (`signal`: "SIGTERM", ...) did to a sweep of `total`
+// runs: it stopped `run` (its result line and the command that runs it
+// afresh; started false: it stopped the sweep before that run began), and
+// how to continue: `train --resume` from the run's checkpoint where it wrote one.
+std::string sweep_stop_message(const std::string& signal, const SweepRun& run, std::size_t total, bool started,
+                               const std::string& rerun_command);
+
 // One row per run (seed, varied keys, test accuracy, time to target, wall
 // time, how it ended), then the mean ± standard deviation of each column
 // over the runs that have it, and how many reached the target.
