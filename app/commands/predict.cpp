@@ -12,6 +12,10 @@
 namespace gputrain::app {
 
 int run_predict(const PredictArgs& args) {
+  if (!args.out.empty()) {
+    check_output_file(args.out, {{"--checkpoint", args.checkpoint}, {"--input", args.input}, {"--config", args.config}},
+                      args.force);
+  }
   const config::LoadedConfig loaded = weights_config(args.config, args.checkpoint, args.overrides);
   const device::DevicePlan devices =
       device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
