@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "gputrain/common/files.h"
+#include "gputrain/common/output_file.h"
 #include "gputrain/device/probe.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/train/predict.h"

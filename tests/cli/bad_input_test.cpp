@@ -193,7 +193,8 @@ TEST(CliBadData, AnEmptySplitOrSplitsThatDisagreeExitTwoNamingTheFiles) {
   }
   EXPECT_FALSE(fs::exists(dir / "runs" / "seed-mlp" / "model.pt"));
   // Splits that agree train; labels of one class only are said to make any model 100% accurate.
-  const auto one_class = run_gputrain(train_args(dir / "runs", arrays("one", torch::randn({8, 20}), torch::randn({4, 20}))));
+  const auto one_class =
+      run_gputrain(train_args(dir / "runs", arrays("one", torch::randn({8, 20}), torch::randn({4, 20}))));
   EXPECT_EQ(one_class.exit_code, 0) << one_class.err;
   EXPECT_NE(one_class.err.find("is class 0, so any model is 100% accurate"), std::string::npos) << one_class.err;
 }

@@ -13,6 +13,7 @@
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
+#include "gputrain/common/output_file.h"
 #include "module_io.h"
 
 namespace gputrain::checkpoint {

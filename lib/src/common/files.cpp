@@ -1,4 +1,5 @@
 #include "gputrain/common/files.h"
+#include "gputrain/common/output_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

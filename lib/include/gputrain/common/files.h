@@ -8,8 +8,6 @@
 #include <functional>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
 
 #include "gputrain/common/error.h"
 
@@ -56,15 +54,5 @@ ExitCode write_error_code(int error);
 // "is a symbolic link loop", or the system's reason; "" when it is a regular
 // file (through symbolic links).
 std::string not_a_regular_file(const std::filesystem::path& path);
-
-// An input of a command, as an option names it: {"--checkpoint", "run/best.ckpt"}.
-using NamedPath = std::pair<std::string, std::filesystem::path>;
-
-// Checks the file a command is about to write, before it reads anything:
-// UserError (exit 2) when `out` is empty, when it is one of `inputs` under any
-// name (std::filesystem::equivalent: the same path, a symbolic or hard link),
-// or when it exists and `force` is false. `option` names it ("--out").
-void check_output_file(const std::filesystem::path& out, const std::vector<NamedPath>& inputs, bool force,
-                       std::string_view option = "--out");
 
 }  // namespace gputrain
