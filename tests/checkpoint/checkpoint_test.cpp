@@ -208,15 +208,20 @@ std::map<std::string, torch::Tensor> exported(const std::filesystem::path& file)
 // then buffers) and the archive's (per module) differ.
 TEST(Weights, ExportWritesTheEvaluatedAverageOrTheLiveWeightsAsAsked) {
   TempDir dir;
+  // A block of its own (registered, as a residual block is) between two layers.
+  const auto nested = [] {
+    torch::nn::Sequential block;
+    block->push_back("fc", torch::nn::Linear(4, 4));
+    block->push_back("bn", torch::nn::BatchNorm1d(4));
+    torch::nn::Sequential model;
+    model->push_back("fc1", torch::nn::Linear(3, 4));
+    model->push_back("bn1", torch::nn::BatchNorm1d(4));
+    model->register_module("block", block);
+    model->push_back("fc2", torch::nn::Linear(4, 2));
+    return model;
+  };
   torch::manual_seed(2);
-  torch::nn::Sequential block;
-  block->push_back("fc", torch::nn::Linear(4, 4));
-  block->push_back("bn", torch::nn::BatchNorm1d(4));
-  torch::nn::Sequential model;
-  model->push_back("fc1", torch::nn::Linear(3, 4));
-  model->push_back("bn1", torch::nn::BatchNorm1d(4));
-  model->push_back("block", block);
-  model->push_back("fc2", torch::nn::Linear(4, 2));
+  torch::nn::Sequential model = nested();
   model->forward(torch::randn({5, 3}));  // running statistics that are not the initial ones
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
   TrainingState state = sample_state();
@@ -224,8 +229,7 @@ TEST(Weights, ExportWritesTheEvaluatedAverageOrTheLiveWeightsAsAsked) {
   for (const torch::Tensor& b : model->buffers()) state.ema.push_back(b.detach() + 3);
   testing::write_text(dir / "ema.ckpt", encode(state, *model, optimizer));
 
-  // load_weights maps the average by the model's own order.
-  torch::nn::Sequential evaluated(std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model->clone()));
+  torch::nn::Sequential evaluated = nested();  // load_weights maps the average by the model's own order
   load_weights(evaluated, (dir / "ema.ckpt").string());
   const ExportSummary average =
       export_weights((dir / "ema.ckpt").string(), (dir / "ema.pt").string(), {ExportedWeights::kEvaluated, false});

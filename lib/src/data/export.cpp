@@ -64,8 +64,8 @@ void check_export_out(const std::filesystem::path& dir, bool images, bool overwr
   if (dir.empty()) throw UserError("datasets export: --out is empty; name the directory to write");
   if (overwrite) return;
   for (const std::string split : {"train", "test"}) {
-    for (const std::string name : images ? std::vector<std::string>{split}
-                                         : std::vector<std::string>{split + "_inputs.npy", split + "_targets.npy"}) {
+    for (const std::string& name : images ? std::vector<std::string>{split}
+                                          : std::vector<std::string>{split + "_inputs.npy", split + "_targets.npy"}) {
       std::error_code error;
       if (std::filesystem::exists(dir / name, error)) {
         throw UserError(fmt::format(
