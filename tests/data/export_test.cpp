@@ -88,10 +88,10 @@ TEST(DatasetsExport, AnExistingSetIsReplacedOnlyWithForceAndAnEmptyOutIsRefused)
   const std::string npy = (dir / "npy").string();
   ASSERT_EQ(run(npy, {}).exit_code, 0);
   const std::string first = read_bytes(dir / "npy" / "test_inputs.npy");
-  std::filesystem::remove(dir / "npy" / "train_inputs.npy");  // only the test split is left: still refused
+  std::filesystem::remove(dir / "npy" / "train_inputs.npy");  // part of the set is left: still refused
   const auto refused = run(npy, {"--set", "seed=3"});
   EXPECT_EQ(refused.exit_code, 2) << refused.err;
-  EXPECT_NE(refused.err.find(npy + ": holds a data set already (test_inputs.npy); add --force"), std::string::npos)
+  EXPECT_NE(refused.err.find(npy + ": holds a data set already (train_targets.npy); add --force"), std::string::npos)
       << refused.err;
   EXPECT_FALSE(std::filesystem::exists(dir / "npy" / "train_inputs.npy")) << "written before the refusal";
   EXPECT_EQ(read_bytes(dir / "npy" / "test_inputs.npy"), first);

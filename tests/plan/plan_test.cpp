@@ -137,7 +137,8 @@ TEST_F(Plan, AnEmptySplitAndSplitsThatDisagreeAreProblems) {
     data::write_npy(root / "train_targets.npy", torch::zeros({train_inputs.size(0)}, torch::kInt64));
     data::write_npy(root / "test_inputs.npy", test_inputs);
     data::write_npy(root / "test_targets.npy", test_targets);
-    return std::vector<std::string>{"data.dataset=npy", "data.root=" + root.string(), "data.batch_size=auto"};
+    return std::vector<std::string>{"data.dataset=npy", "data.root=" + root.string(), "data.batch_size=auto",
+                                    "train.accumulation_steps=1", "train.target_batch=4"};
   };
   const torch::Tensor labels = torch::zeros({4}, torch::kInt64);
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
