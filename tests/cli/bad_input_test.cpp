@@ -140,8 +140,8 @@ TEST(CliRerun, AFreshRunNeverReplacesAFinishedOne) {
   };
   const std::map<fs::path, std::string> before = run_files();
   ASSERT_TRUE(before.count(run / "report.html") && before.count(run / "run.json")) << "the run's files";
-  // A re-run that would fail at runtime (a non-finite loss) is refused up front.
-  const auto r = run_gputrain(train_args(dir.path(), {"optim.lr=1e38"}));
+  // A re-run with another setting is refused up front, before anything could fail at runtime.
+  const auto r = run_gputrain(train_args(dir.path(), {"optim.lr=0.5"}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find(run.string() + ": holds a finished run (its model.pt)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--resume auto"), std::string::npos) << r.err;
