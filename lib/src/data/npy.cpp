@@ -225,10 +225,6 @@ NpyBytes require(const NpySource& source, const std::string& name) {
 
 bool is_integer(torch::ScalarType type) { return c10::isIntegralType(type, /*includeBool=*/false); }
 
-// More classes than this is a label that is not a class index (a value, an
-// ID): the model's output layer would have a row for every number up to it.
-constexpr int64_t kMaxClasses = 100000;
-
 // The highest label in `labels` (integer, of the array at `where`); a negative
 // one, or one of kMaxClasses or more, is an error.
 int64_t highest_label(const torch::Tensor& labels, const std::string& where) {
