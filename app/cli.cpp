@@ -183,12 +183,18 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   predict->add_option("--input", predict_args.input, "the samples: a .npy of inputs or a .csv of the table's columns")
       ->required();
   predict->add_option("--out", predict_args.out, "the CSV file to write (default: standard output)");
+  predict->add_flag("--force", predict_args.force, "replace an existing --out file");
 
   ExportArgs export_args;
   auto* export_command =
       app.add_subcommand("export", "write a checkpoint's weights as a state_dict that Python's torch.load reads");
   export_command->add_option("--checkpoint", export_args.checkpoint, "a checkpoint file or a model.pt")->required();
   export_command->add_option("--out", export_args.out, "the file to write, e.g. weights.pt")->required();
+  export_command->add_flag("--force", export_args.force, "replace an existing --out file");
+  export_command
+      ->add_option("--weights", export_args.weights,
+                   "live or ema (a checkpoint's train.ema average); default: the weights test and model.pt use")
+      ->check(CLI::IsMember({"live", "ema"}));
   DatasetsArgs datasets_args;
   auto* datasets = add_datasets_command(app, datasets_args);
   BenchArgs bench_args;

@@ -111,7 +111,7 @@ struct DatasetsArgs {
   std::optional<int64_t> test;
   uint64_t seed = 0;
   bool gzip = false;                // idx only
-  bool force = false;               // make-*: overwrite an existing set
+  bool force = false;               // overwrite an existing set
   std::string file_format = "npy";  // export: npy, png or jpeg
   int quality = 95;                 // export --format jpeg
 };
@@ -155,7 +155,8 @@ struct PredictArgs {
   std::string config;
   std::string checkpoint;
   std::string input;
-  std::string out;  // empty: stdout
+  std::string out;     // empty: stdout
+  bool force = false;  // replace an existing --out
   std::vector<std::string> overrides;
   Environment env;
 };
@@ -187,6 +188,8 @@ int run_sweep(const SweepArgs& args);
 struct ExportArgs {
   std::string checkpoint;  // a checkpoint or a model.pt
   std::string out;
+  std::string weights;  // "live", "ema" or empty: the evaluated ones
+  bool force = false;   // replace an existing --out
 };
 int run_export(const ExportArgs& args);
 

@@ -21,7 +21,6 @@ CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args) {
     make->add_option("--train", args.train, "training images (default: the real set's count)");
     make->add_option("--test", args.test, "test images (default: 10000)");
     make->add_option("--seed", args.seed, "seed of the class templates and the noise (default: 0)");
-    make->add_flag("--force", args.force, "overwrite the files of a set already in --out");
   }
   idx->add_flag("--gzip", args.gzip, "gzip-compress the files (.gz), as the official downloads are");
   auto* exporter = datasets->add_subcommand(
@@ -33,6 +32,9 @@ CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args) {
   exporter->add_option("--format", args.file_format, "npy (default), png or jpeg")
       ->check(CLI::IsMember({"npy", "png", "jpeg"}));
   exporter->add_option("--quality", args.quality, "JPEG quality, 1-100 (default: 95)")->check(CLI::Range(1, 100));
+  for (auto* command : {cifar, idx, exporter}) {
+    command->add_flag("--force", args.force, "overwrite the files of a set already in --out");
+  }
   cifar->callback([&args] { args.format = "cifar"; });
   idx->callback([&args] { args.format = "idx"; });
   exporter->callback([&args] { args.format = "export"; });
@@ -45,6 +47,7 @@ int run_datasets(const DatasetsArgs& args) {
     config::DataConfig source = c.data;
     const bool npy = args.file_format == "npy";
     if (npy) source.cache = config::ImageCache::kMemory;  // an .npy is written from the split in memory
+    data::check_export_out(args.out, !npy, args.force);
     for (const data::Split split : {data::Split::kTrain, data::Split::kTest}) {
       const auto dataset = data::make_dataset(source, split, c.seed);
       if (npy) {
@@ -52,7 +55,7 @@ int run_datasets(const DatasetsArgs& args) {
       } else {
         data::export_images(*dataset, args.out, split,
                             args.file_format == "png" ? data::ImageFormat::kPng : data::ImageFormat::kJpeg,
-                            args.quality);
+                            args.quality, args.force);
       }
       spdlog::info("wrote the {} {} samples of {} to {}", dataset->info().samples,
                    split == data::Split::kTrain ? "training" : "test", dataset->info().name, args.out);

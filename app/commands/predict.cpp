@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "gputrain/common/files.h"
+#include "gputrain/common/output_file.h"
 #include "gputrain/device/probe.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/train/predict.h"
@@ -12,6 +13,10 @@
 namespace gputrain::app {
 
 int run_predict(const PredictArgs& args) {
+  if (!args.out.empty()) {
+    check_output_file(args.out, {{"--checkpoint", args.checkpoint}, {"--input", args.input}, {"--config", args.config}},
+                      args.force);
+  }
   const config::LoadedConfig loaded = weights_config(args.config, args.checkpoint, args.overrides);
   const device::DevicePlan devices =
       device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));

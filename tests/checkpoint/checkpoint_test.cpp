@@ -3,15 +3,18 @@
 #include "gputrain/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
+#include <torch/serialize.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "gputrain/checkpoint/format.h"
 #include "gputrain/checkpoint/resume.h"
@@ -306,7 +309,8 @@ TEST(Weights, ModelPtAndCheckpointBothLoadAndExport) {
     Tiny fresh(4, 2);
     load_weights(fresh.model, (dir / file).string());
     EXPECT_TRUE(torch::equal(fresh.model->parameters()[0], trained.model->parameters()[0])) << file;
-    const ExportSummary summary = export_weights((dir / file).string(), (dir / "export.pt").string());
+    const ExportSummary summary =
+        export_weights((dir / file).string(), (dir / "export.pt").string(), {ExportedWeights::kEvaluated, true});
     EXPECT_EQ(summary.tensors, 4);
     EXPECT_EQ(summary.elements, 3 * 4 + 4 + 4 * 2 + 2);
   }
@@ -316,6 +320,67 @@ TEST(Weights, ModelPtAndCheckpointBothLoadAndExport) {
               load_weights(t.model, (dir / "junk.pt").string());
             }).find("junk.pt: neither a gputrain checkpoint nor a LibTorch weights archive"),
             std::string::npos);
+}
+
+// The tensors of a file export_weights wrote, by name.
+std::map<std::string, torch::Tensor> exported(const std::filesystem::path& file) {
+  const std::string bytes = testing::read_text(file);
+  const c10::IValue dict = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& entry : dict.toGenericDict()) out.emplace(entry.key().toStringRef(), entry.value().toTensor());
+  return out;
+}
+
+// Issue 37 #7: a train.ema run exports the average that test and model.pt
+// use, unless --weights live asks for the optimizer's weights. The model nests
+// BatchNorm (buffers) in a block, so that the average's order (parameters,
+// then buffers) and the archive's (per module) differ.
+TEST(Weights, ExportWritesTheEvaluatedAverageOrTheLiveWeightsAsAsked) {
+  TempDir dir;
+  // A block of its own (registered, as a residual block is) between two layers.
+  const auto nested = [] {
+    torch::nn::Sequential block;
+    block->push_back("fc", torch::nn::Linear(4, 4));
+    block->push_back("bn", torch::nn::BatchNorm1d(4));
+    torch::nn::Sequential model;
+    model->push_back("fc1", torch::nn::Linear(3, 4));
+    model->push_back("bn1", torch::nn::BatchNorm1d(4));
+    model->register_module("block", block);
+    model->push_back("fc2", torch::nn::Linear(4, 2));
+    return model;
+  };
+  torch::manual_seed(2);
+  torch::nn::Sequential model = nested();
+  model->forward(torch::randn({5, 3}));  // running statistics that are not the initial ones
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  TrainingState state = sample_state();
+  for (const torch::Tensor& p : model->parameters()) state.ema.push_back(p.detach() * 2 + 1);
+  for (const torch::Tensor& b : model->buffers()) state.ema.push_back(b.detach() + 3);
+  testing::write_text(dir / "ema.ckpt", encode(state, *model, optimizer));
+
+  torch::nn::Sequential evaluated = nested();  // load_weights maps the average by the model's own order
+  load_weights(evaluated, (dir / "ema.ckpt").string());
+  const ExportSummary average =
+      export_weights((dir / "ema.ckpt").string(), (dir / "ema.pt").string(), {ExportedWeights::kEvaluated, false});
+  EXPECT_NE(average.weights.find("train.ema"), std::string::npos) << average.weights;
+  const auto written = exported(dir / "ema.pt");
+  ASSERT_EQ(written.size(), model->named_parameters().size() + model->named_buffers().size());
+  for (const auto& p : evaluated->named_parameters())
+    EXPECT_TRUE(torch::equal(written.at(p.key()), p.value())) << p.key();
+  for (const auto& b : evaluated->named_buffers()) EXPECT_TRUE(torch::equal(written.at(b.key()), b.value())) << b.key();
+
+  const ExportSummary live =
+      export_weights((dir / "ema.ckpt").string(), (dir / "live.pt").string(), {ExportedWeights::kLive, false});
+  EXPECT_NE(live.weights.find("live"), std::string::npos) << live.weights;
+  const auto raw = exported(dir / "live.pt");
+  for (const auto& p : model->named_parameters()) EXPECT_TRUE(torch::equal(raw.at(p.key()), p.value())) << p.key();
+
+  testing::write_text(dir / "plain.ckpt", encoded());
+  EXPECT_NE(
+      error_of([&] {
+        export_weights((dir / "plain.ckpt").string(), (dir / "x.pt").string(), {ExportedWeights::kAverage, false});
+      }).find("holds no weight average"),
+      std::string::npos);
 }
 
 TEST(Store, NewestValidSkipsDamagedCheckpoints) {

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "gputrain/common/files.h"
+#include "gputrain/data/export.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -48,8 +50,10 @@ TEST(CliFullDisk, MetricsStopAtTheLastWholeLineAndEarlierFilesSurvive) {
   const auto first = run_gputrain(train_args(dir.path(), {}));
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const fs::path run = dir / "seed-mlp";
-  const std::string weights = read_text(run / "model.pt");
   const std::string metrics = read_text(run / "metrics.jsonl");
+  // An earlier run that did not finish (a finished one, with its model.pt, is
+  // not replaced by a fresh run at all: AFreshRunNeverReplacesAFinishedOne).
+  fs::remove(run / "model.pt");
 
   // 4 KiB holds config.yaml and the warnings, but not a metrics line per step.
   const auto r =
@@ -60,21 +64,26 @@ TEST(CliFullDisk, MetricsStopAtTheLastWholeLineAndEarlierFilesSurvive) {
   EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
   EXPECT_GT(whole_json_lines(run / "metrics.jsonl"), 0u);
   EXPECT_EQ(read_text(run / "metrics.1.jsonl"), metrics);  // the first run's, kept aside
-  EXPECT_EQ(read_text(run / "model.pt"), weights);
 }
 
 TEST(CliFullDisk, WeightsThatDoNotFitLeaveThePreviousOnesInPlace) {
   TempDir dir;
   // A model of about 280 KB, so that its weights are what overflows 64 KiB
-  // (without checkpoints, which would overflow it first).
-  const std::vector<std::string> wide{"model.hidden=[256, 256]", "checkpoint.every=0"};
+  // (the checkpoint the first run leaves to resume from overflows it too:
+  // the resumed run writes none).
+  const std::vector<std::string> wide{"model.hidden=[256, 256]"};
   const auto first = run_gputrain(train_args(dir.path(), wide));
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const fs::path run = dir / "seed-mlp";
   const std::string weights = read_text(run / "model.pt");
   ASSERT_GT(weights.size(), 200000u);
+  const std::size_t first_records = whole_json_lines(run / "metrics.jsonl");
 
-  const auto r = run_gputrain(train_args(dir.path(), wide), {}, GPUTRAIN_SOURCE_DIR, file_size_limit(65536));
+  // The finished run continued for another epoch: its new weights do not fit.
+  std::vector<std::string> resumed =
+      train_args(dir.path(), {"model.hidden=[256, 256]", "train.epochs=2", "checkpoint.every=0"});
+  resumed.insert(resumed.end(), {"--resume", "auto"});
+  const auto r = run_gputrain(resumed, {}, GPUTRAIN_SOURCE_DIR, file_size_limit(65536));
   skip_unless_set_up(r);
   EXPECT_EQ(r.exit_code, 2) << r.err;  // a full disk is the user's to fix (issue 17 #14)
   EXPECT_NE(r.err.find("model.pt: cannot write: File too large; the previous file, if any, is unchanged"),
@@ -84,8 +93,8 @@ TEST(CliFullDisk, WeightsThatDoNotFitLeaveThePreviousOnesInPlace) {
   for (const auto& entry : fs::directory_iterator(run)) {
     EXPECT_EQ(entry.path().filename().string().find(kAtomicTemporaryMark), std::string::npos) << entry.path();
   }
-  // Every record of the run made it, as whole lines: the same as the first run's.
-  EXPECT_EQ(whole_json_lines(run / "metrics.jsonl"), whole_json_lines(run / "metrics.1.jsonl"));
+  // Every record of the second epoch made it, as whole lines, after the first's.
+  EXPECT_GT(whole_json_lines(run / "metrics.jsonl"), first_records);
 }
 
 // Issue 17 #19: a log file that cannot grow (the disk is full when a re-run
@@ -95,7 +104,8 @@ TEST(CliFullDisk, ALogFileThatCannotGrowIsSaidOnceWithoutSpdlogsBanner) {
   TempDir dir;
   ASSERT_EQ(run_gputrain(train_args(dir.path(), {})).exit_code, 0);
   const fs::path log = dir / "seed-mlp" / "train.log";
-  fs::resize_file(log, 8192);  // as large as a file may grow below
+  fs::resize_file(log, 8192);                 // as large as a file may grow below
+  fs::remove(dir / "seed-mlp" / "model.pt");  // an earlier run that did not finish: a finished one is not replaced
   std::vector<std::string> args = train_args(dir.path(), {});
   args.erase(args.begin(), args.begin() + 2);  // info lines, so that the log is written to
   const auto r = run_gputrain(args, {}, GPUTRAIN_SOURCE_DIR, file_size_limit(8192));
@@ -107,6 +117,88 @@ TEST(CliFullDisk, ALogFileThatCannotGrowIsSaidOnceWithoutSpdlogsBanner) {
   EXPECT_NE(first, std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(said, first + 1), std::string::npos) << "said more than once: " << r.err;
   EXPECT_NE(r.err.find("File too large); the log continues on stderr only"), std::string::npos) << r.err;
+}
+
+// Issue 37 #5: a fresh run in a finished run's directory is refused before it
+// touches anything there (it used to replace config.yaml, report.html and
+// run.json and move the checkpoints aside, and a runtime failure then left the
+// run damaged); --resume continues it.
+TEST(CliRerun, AFreshRunNeverReplacesAFinishedOne) {
+  TempDir dir;
+  ASSERT_EQ(run_gputrain(train_args(dir.path(), {})).exit_code, 0);
+  const fs::path run = dir / "seed-mlp";
+  // The files of the run; the log and the lock (which holds the pid of its holder) may change.
+  const auto run_files = [&] {
+    std::map<fs::path, std::string> files;
+    for (const auto& entry : fs::recursive_directory_iterator(run)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.is_regular_file() && name != "train.log" && name != ".gputrain.lock") {
+        files[entry.path()] = read_text(entry.path());
+      }
+    }
+    return files;
+  };
+  const std::map<fs::path, std::string> before = run_files();
+  ASSERT_TRUE(before.count(run / "report.html") && before.count(run / "run.json")) << "the run's files";
+  // A re-run with another setting is refused up front, before anything could fail at runtime.
+  const auto r = run_gputrain(train_args(dir.path(), {"optim.lr=0.5"}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(run.string() + ": holds a finished run (its model.pt)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--resume auto"), std::string::npos) << r.err;
+  EXPECT_TRUE(run_files() == before) << "the finished run's files changed";
+  std::vector<std::string> resumed = train_args(dir.path(), {"train.epochs=2"});
+  resumed.insert(resumed.end(), {"--resume", "auto"});
+  const auto continued = run_gputrain(resumed);
+  EXPECT_EQ(continued.exit_code, 0) << continued.err;
+}
+
+// Issue 37 #3, #4: an empty split, or a test split that does not fit the
+// training split, is an exit-2 error naming the file(s) when the data loads,
+// for every command that loads it (data.batch_size: auto and bench used to
+// crash in the step-memory probe; train failed mid-epoch with LibTorch's error).
+TEST(CliBadData, AnEmptySplitOrSplitsThatDisagreeExitTwoNamingTheFiles) {
+  TempDir dir;
+  const auto arrays = [&](const std::string& name, const torch::Tensor& train_inputs,
+                          const torch::Tensor& test_inputs) {
+    const fs::path root = dir / name;
+    fs::create_directories(root);
+    data::write_npy(root / "train_inputs.npy", train_inputs);
+    data::write_npy(root / "train_targets.npy", torch::zeros({train_inputs.size(0)}, torch::kInt64));
+    data::write_npy(root / "test_inputs.npy", test_inputs);
+    data::write_npy(root / "test_targets.npy", torch::zeros({test_inputs.size(0)}, torch::kInt64));
+    return std::vector<std::string>{"data.dataset=npy", "data.root=" + root.string()};
+  };
+  const auto empty_train = arrays("empty", torch::zeros({0, 20}), torch::zeros({4, 20}));
+  const auto empty_test = arrays("empty_test", torch::zeros({8, 20}), torch::zeros({0, 20}));
+  const auto wider_test = arrays("wider", torch::zeros({8, 20}), torch::zeros({4, 21}));
+  const auto with = [](std::vector<std::string> sets, const std::string& more) {
+    sets.push_back(more);
+    return sets;
+  };
+  const std::string empty_file = (dir / "empty" / "train_inputs.npy").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {train_args(dir / "runs", empty_train), empty_file + ": holds no samples"},
+      {train_args(dir / "runs", with(with(empty_train, "data.batch_size=auto"), "train.target_batch=4")),
+       empty_file + ": holds no samples"},
+      {{"bench", "--config", "configs/seed_mlp.yaml", "--set", "device=cpu", "--set", empty_train[0], "--set",
+        empty_train[1]},
+       empty_file + ": holds no samples"},
+      {train_args(dir / "runs", empty_test), (dir / "empty_test" / "test_inputs.npy").string() + ": holds no samples"},
+      {train_args(dir / "runs", wider_test),
+       (dir / "wider" / "train_inputs.npy").string() + " holds features of [20] but " +
+           (dir / "wider" / "test_inputs.npy").string() + " holds features of [21]"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const auto r = run_gputrain(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "runs" / "seed-mlp" / "model.pt"));
+  // Splits that agree train; labels of one class only are said to make any model 100% accurate.
+  const auto one_class =
+      run_gputrain(train_args(dir / "runs", arrays("one", torch::randn({8, 20}), torch::randn({4, 20}))));
+  EXPECT_EQ(one_class.exit_code, 0) << one_class.err;
+  EXPECT_NE(one_class.err.find("is class 0, so any model is 100% accurate"), std::string::npos) << one_class.err;
 }
 
 TEST(CliBadPaths, NonUtf8ConfigPathIsPrintedEscaped) {

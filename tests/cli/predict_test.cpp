@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "gputrain/data/export.h"
@@ -68,6 +69,44 @@ TEST_F(Predict, ATableGetsItsLabelsAndProbabilitiesPerRow) {
       run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "wrong.csv").string()});
   EXPECT_EQ(wrong.exit_code, 2);
   EXPECT_NE(wrong.err.find("has the columns x, z, but the model was trained on"), std::string::npos) << wrong.err;
+}
+
+// Issue 37 #6: predict --out and export --out never replace one of their
+// inputs, and replace another existing file only with --force.
+TEST_F(Predict, AnOutputNeverReplacesAnInputAndAnExistingFileOnlyWithForce) {
+  std::filesystem::create_directories(dir_ / "table");
+  write_text(dir_ / "table" / "train.csv", "x,y\n0,0\n1,1\n2,0\n3,1\n");
+  write_text(dir_ / "table" / "test.csv", "x,y\n1,1\n2,0\n");
+  const std::string checkpoint = train("{dataset: csv, root: " + (dir_ / "table").string() + ", batch_size: 2}");
+  const std::string input = write_text(dir_ / "new.csv", "x\n3\n").string();
+  const std::string config = (dir_ / "p.yaml").string(), model = (dir_ / "runs" / "p" / "model.pt").string();
+  std::map<std::string, std::string> before;
+  for (const std::string& file : {checkpoint, input, config, model}) before[file] = read_text(file);
+  const auto predict = [&](const std::string& weights, const std::string& out, bool force = false) {
+    std::vector<std::string> args{"predict", "--checkpoint", weights, "--config", config,
+                                  "--input", input,          "--out", out};
+    if (force) args.push_back("--force");
+    return run_gputrain(args);
+  };
+  for (const auto& [weights, out] : std::vector<std::pair<std::string, std::string>>{
+           {checkpoint, checkpoint}, {checkpoint, input}, {checkpoint, config}, {model, model}}) {
+    const ProcessResult r = predict(weights, out, /*force=*/true);
+    EXPECT_EQ(r.exit_code, 2) << out << r.err;
+    EXPECT_NE(r.err.find("--out " + out + ": is the "), std::string::npos) << r.err;
+  }
+  const ProcessResult exported = run_gputrain({"export", "--checkpoint", checkpoint, "--out", model});
+  EXPECT_EQ(exported.exit_code, 2) << exported.err;
+  EXPECT_NE(exported.err.find("--out " + model + ": exists; add --force"), std::string::npos) << exported.err;
+  for (const auto& [file, bytes] : before) EXPECT_EQ(read_text(file), bytes) << file;
+
+  const std::string preds = (dir_ / "preds.csv").string();
+  write_text(preds, "mine");
+  const ProcessResult kept = predict(checkpoint, preds);
+  EXPECT_EQ(kept.exit_code, 2) << kept.err;
+  EXPECT_EQ(read_text(preds), "mine");
+  ASSERT_EQ(predict(checkpoint, preds, /*force=*/true).exit_code, 0);
+  EXPECT_EQ(read_text(preds).rfind("sample,prediction", 0), 0u);
+  EXPECT_EQ(run_gputrain({"export", "--checkpoint", checkpoint, "--out", model, "--force"}).exit_code, 0);
 }
 
 TEST_F(Predict, ArraysMustHaveTheTrainingSamplesShape) {

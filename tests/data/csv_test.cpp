@@ -86,9 +86,14 @@ TEST_F(CsvData, BadTablesNameTheFileTheLineAndTheColumn) {
   EXPECT_EQ(error(csv("lable")), "csv: " + file("train.csv") +
                                      ": has no column 'lable' (data.target_column); its columns: a, label (did you "
                                      "mean 'label'?)");
+  const std::string classes =
+      "integer labels are classes 0, 1, ... (at most 100000 classes; a regression's values "
+      "need a fraction, e.g. 5.0)";
   write_both("a,label\n1,-1\n", "a,label\n1,0\n");
-  EXPECT_EQ(error(csv()), "csv: " + file("train.csv") +
-                              ":2:2: class label -1 in column 'label'; integer labels are classes 0, 1, ...");
+  EXPECT_EQ(error(csv()), "csv: " + file("train.csv") + ":2:2: class label -1 in column 'label'; " + classes);
+  // Issue 37: a label of 1e9 meant 1e9 + 1 classes and ended in "out of memory".
+  write_both("a,label\n1,0\n", "a,label\n1,0\n2,1000000000\n");
+  EXPECT_EQ(error(csv()), "csv: " + file("test.csv") + ":3:2: class label 1000000000 in column 'label'; " + classes);
   write_both("a,label\n\"1,0\n", "a,label\n1,0\n");
   EXPECT_EQ(error(csv()), "csv: " + file("train.csv") + ":2: a quoted field is never closed (a \" is missing)");
   write_both("a,label\n", "a,label\n1,0\n");

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
@@ -69,6 +70,53 @@ TEST(DatasetsExport, WritesTheSyntheticSetTheTrainerGenerates) {
   EXPECT_EQ(inputs.payload, std::string(static_cast<const char*>(test->inputs().const_data_ptr()), 10 * 5 * 4));
   EXPECT_EQ(targets.payload, std::string(static_cast<const char*>(test->targets().const_data_ptr()), 10 * 8));
   EXPECT_TRUE(std::filesystem::exists(dir / "out" / "train_inputs.npy"));
+}
+
+// Issue 37 #13: every format refuses a set already in --out without --force,
+// checked before anything is written, and an empty --out is refused.
+TEST(DatasetsExport, AnExistingSetIsReplacedOnlyWithForceAndAnEmptyOutIsRefused) {
+  TempDir dir;
+  const auto yaml = gputrain::testing::write_text(
+      dir / "s.yaml", "data: {dataset: synthetic, samples: 12, test_samples: 4, features: 3}\n");
+  const auto run = [&](const std::string& out, std::vector<std::string> more) {
+    std::vector<std::string> args{"datasets", "export", "--out", out};
+    if (std::find(more.begin(), more.end(), "--config") == more.end())
+      more.insert(more.end(), {"--config", yaml.string()});
+    args.insert(args.end(), more.begin(), more.end());
+    return gputrain::testing::run_gputrain(args, {}, dir.path().string());
+  };
+  const std::string npy = (dir / "npy").string();
+  ASSERT_EQ(run(npy, {}).exit_code, 0);
+  const std::string first = read_bytes(dir / "npy" / "test_inputs.npy");
+  std::filesystem::remove(dir / "npy" / "train_inputs.npy");  // part of the set is left: still refused
+  const auto refused = run(npy, {"--set", "seed=3"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find(npy + ": holds a data set already (train_targets.npy); add --force"), std::string::npos)
+      << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "npy" / "train_inputs.npy")) << "written before the refusal";
+  EXPECT_EQ(read_bytes(dir / "npy" / "test_inputs.npy"), first);
+  ASSERT_EQ(run(npy, {"--set", "seed=3", "--force"}).exit_code, 0);
+  EXPECT_NE(read_bytes(dir / "npy" / "test_inputs.npy"), first);
+
+  const std::string idx = (dir / "idx").string(), png = (dir / "png").string();
+  ASSERT_EQ(
+      gputrain::testing::run_gputrain({"datasets", "make-idx", "--out", idx, "--train", "10", "--test", "5"}).exit_code,
+      0);
+  const auto images_yaml = gputrain::testing::write_text(dir / "i.yaml", "data: {dataset: mnist, root: " + idx + "}\n");
+  const std::vector<std::string> images{"--format", "png", "--config", images_yaml.string()};
+  ASSERT_EQ(run(png, images).exit_code, 0);
+  std::filesystem::remove_all(dir / "png" / "train");
+  EXPECT_EQ(run(png, images).exit_code, 2);
+  EXPECT_FALSE(std::filesystem::exists(dir / "png" / "train")) << "written before the refusal";
+  std::vector<std::string> forced = images;
+  forced.push_back("--force");
+  ASSERT_EQ(run(png, forced).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir / "png" / "train"));
+
+  const auto empty = run("", {});
+  EXPECT_EQ(empty.exit_code, 2) << empty.err;
+  EXPECT_NE(empty.err.find("--out is empty"), std::string::npos) << empty.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "train_inputs.npy"));
 }
 
 // The exported arrays train as `dataset: npy` to the very run the generated set gives.

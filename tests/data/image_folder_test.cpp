@@ -51,7 +51,7 @@ class ImageFolder : public ::testing::Test {
   // Writes both splits of `made` under the test's root (or `root`).
   void write(const TensorDataset& made, ImageFormat format = ImageFormat::kPng, const fs::path& root = {}) {
     for (const Split split : {Split::kTrain, Split::kTest}) {
-      export_images(made, root.empty() ? dir_.path() : root, split, format, 100);
+      export_images(made, root.empty() ? dir_.path() : root, split, format, 100, /*overwrite=*/false);
     }
   }
   config::DataConfig folder(config::ImageCache cache = config::ImageCache::kMemory) const {
@@ -328,15 +328,15 @@ TEST_F(ImageFolder, TheDeviceCacheNeedsTheImagesInMemory) {
 
 TEST_F(ImageFolder, ExportRefusesAnExistingSplitAndSetsWithoutImages) {
   const TensorDataset made = images(6, {1, 4, 4}, 12);
-  export_images(made, dir_.path(), Split::kTrain, ImageFormat::kPng, 95);
-  EXPECT_THROW(export_images(made, dir_.path(), Split::kTrain, ImageFormat::kPng, 95), DataError);
+  export_images(made, dir_.path(), Split::kTrain, ImageFormat::kPng, 95, false);
+  EXPECT_THROW(export_images(made, dir_.path(), Split::kTrain, ImageFormat::kPng, 95, false), DataError);
   DatasetInfo info;
   info.name = "table";
   info.samples = 2;
   info.input_shape = {3};
   info.classes = 2;
   EXPECT_THROW(export_images(TensorDataset(info, torch::zeros({2, 3}), torch::zeros({2}, torch::kInt64)), dir_.path(),
-                             Split::kTest, ImageFormat::kPng, 95),
+                             Split::kTest, ImageFormat::kPng, 95, false),
                DataError);
   EXPECT_FALSE(fs::exists(file("test")));
 }

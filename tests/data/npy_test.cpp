@@ -125,15 +125,61 @@ TEST(Npy, Uint8SamplesOfOneOrThreeDimensionsAreImages) {
 TEST(Npy, FloatTargetsAreRegressionValues) {
   TempDir dir("npy");
   Arrays arrays;
-  arrays.train_inputs = arrays.train_inputs.to(torch::kFloat64);  // converted to float32
-  arrays.train_targets = torch::linspace(0, 1, 6, torch::kFloat32);
-  arrays.test_targets = torch::ones({2, 3}, torch::kFloat32);
+  arrays.train_inputs = arrays.train_inputs.to(torch::kFloat64);     // converted to float32
+  arrays.train_targets = torch::linspace(0, 1, 6, torch::kFloat32);  // [N]: one value a sample
+  arrays.test_targets = torch::ones({2, 1}, torch::kFloat32);        // [N, 1] is the same
   arrays.write(dir.path());
   const auto train = make_dataset(npy_config(dir.path()), Split::kTrain, 0);
   EXPECT_EQ(train->info().target_kind, TargetKind::kValues);
   EXPECT_EQ(train->info().targets, 1);
   EXPECT_EQ(train->inputs().scalar_type(), torch::kFloat32);
+  EXPECT_EQ(make_dataset(npy_config(dir.path()), Split::kTest, 0)->info().targets, 1);
+  arrays.train_targets = torch::rand({6, 3});
+  arrays.test_targets = torch::ones({2, 3}, torch::kFloat32);
+  arrays.write(dir.path());
   EXPECT_EQ(make_dataset(npy_config(dir.path()), Split::kTest, 0)->info().targets, 3);
+}
+
+// Issue 37 #3, #4: a split without samples, splits that disagree (checked from
+// the other split's header, whichever split loads first) and a label that is
+// no class index are DataErrors naming the files.
+TEST(Npy, EmptySplitsSplitsThatDisagreeAndHugeLabelsAreRefused) {
+  TempDir dir("npy");
+  const config::DataConfig config = npy_config(dir.path());
+  Arrays arrays;
+  arrays.test_inputs = torch::zeros({0, 4});
+  arrays.test_targets = torch::zeros({0}, torch::kInt64);
+  arrays.write(dir.path());
+  EXPECT_EQ(make_dataset(config, Split::kTrain, 0)->info().samples, 6);
+  EXPECT_NE(what_loading_throws(config, Split::kTest).find("test_inputs.npy: holds no samples (shape (0, 4))"),
+            std::string::npos)
+      << what_loading_throws(config, Split::kTest);
+
+  arrays = Arrays();
+  arrays.test_inputs = torch::zeros({2, 5});
+  arrays.write(dir.path());
+  for (const Split split : {Split::kTrain, Split::kTest}) {
+    EXPECT_NE(what_loading_throws(config, split)
+                  .find("train_inputs.npy holds features of [4] but " + (dir / "test_inputs.npy").string() +
+                        " holds features of [5]"),
+              std::string::npos)
+        << what_loading_throws(config, split);
+  }
+  arrays = Arrays();
+  arrays.test_targets = torch::ones({2}, torch::kFloat32);
+  arrays.write(dir.path());
+  EXPECT_NE(what_loading_throws(config).find("holds integer class labels but " + (dir / "test_targets.npy").string() +
+                                             " holds float regression targets, 1 a sample"),
+            std::string::npos)
+      << what_loading_throws(config);
+
+  arrays = Arrays();
+  arrays.train_targets = torch::tensor({int64_t{0}, 1, 2, 0, 1000000000, 1}, torch::kInt64);
+  arrays.write(dir.path());
+  EXPECT_NE(what_loading_throws(config).find("sample 4 has label 1000000000; class labels run from 0 to classes - 1, "
+                                             "and at most 100000 classes"),
+            std::string::npos)
+      << what_loading_throws(config);
 }
 
 TEST(Npy, OneNpzHoldsTheFourArrays) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "gputrain/data/export.h"
 #include "gputrain/data/generate.h"
 #include "support/temp_dir.h"
 
@@ -133,6 +134,42 @@ TEST_F(Plan, AFileInTheOutputPathIsNamed) {
   EXPECT_TRUE(
       contains(p.problems, (dir_ / "taken").string() + " is a file, not a directory; choose another output.dir"))
       << format_plan(p);
+}
+
+// Issue 37 #3, #4: an empty split, and splits that disagree, are problems
+// named by file, found before the step-memory probe or an epoch runs.
+TEST_F(Plan, AnEmptySplitAndSplitsThatDisagreeAreProblems) {
+  const auto arrays = [&](const std::string& name, const torch::Tensor& train_inputs, const torch::Tensor& test_inputs,
+                          const torch::Tensor& test_targets) {
+    const auto root = dir_ / name;
+    std::filesystem::create_directories(root);
+    data::write_npy(root / "train_inputs.npy", train_inputs);
+    data::write_npy(root / "train_targets.npy", torch::zeros({train_inputs.size(0)}, torch::kInt64));
+    data::write_npy(root / "test_inputs.npy", test_inputs);
+    data::write_npy(root / "test_targets.npy", test_targets);
+    return std::vector<std::string>{"data.dataset=npy", "data.root=" + root.string(), "data.batch_size=auto",
+                                    "train.accumulation_steps=1", "train.target_batch=4"};
+  };
+  const torch::Tensor labels = torch::zeros({4}, torch::kInt64);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {arrays("empty", torch::zeros({0, 8}), torch::zeros({4, 8}), labels),
+       "empty/train_inputs.npy: holds no samples (shape (0, 8)); the training split needs at least one"},
+      {arrays("empty_test", torch::zeros({4, 8}), torch::zeros({0, 8}), torch::zeros({0}, torch::kInt64)),
+       "empty_test/test_inputs.npy: holds no samples"},
+      {arrays("features", torch::zeros({4, 8}), torch::zeros({4, 9}), labels),
+       "features/train_inputs.npy holds features of [8] but " + (dir_ / "features").string() +
+           "/test_inputs.npy holds features of [9]"},
+      {arrays("images", torch::zeros({4, 1, 4, 4}, torch::kUInt8), torch::zeros({4, 5, 5}, torch::kUInt8), labels),
+       "holds uint8 images of [1, 4, 4] but"},
+      {arrays("targets", torch::zeros({4, 8}), torch::zeros({4, 8}), torch::zeros({4})),
+       "holds integer class labels but " + (dir_ / "targets").string() +
+           "/test_targets.npy holds float regression targets, 1 a sample"},
+  };
+  for (const auto& [sets, expected] : cases) {
+    const RunPlan p = plan(kMlp, sets);
+    ASSERT_EQ(p.problems.size(), 1u) << format_plan(p);
+    EXPECT_NE(p.problems[0].find(expected), std::string::npos) << p.problems[0];
+  }
 }
 
 TEST_F(Plan, ResumingExpectsTheEarlierRun) {

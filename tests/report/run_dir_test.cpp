@@ -55,6 +55,28 @@ TEST(RunDir, EarlierEventFilesMoveToARunOfTheirOwn) {
   EXPECT_EQ(testing::read_text(first.dir / "events.1" / old_events), "first run");
 }
 
+// Issue 37 #5: a fresh run would replace a finished run's config, report and
+// checkpoints; it is refused before anything in the directory changes.
+TEST(RunDir, AFreshRunInAFinishedRunsDirectoryIsRefusedBeforeAnythingChanges) {
+  testing::TempDir dir;
+  const RunPaths paths = run_paths(dir / "demo");
+  testing::write_text(paths.weights, "weights");
+  testing::write_text(paths.config, "name: finished\n");
+  testing::write_text(paths.metrics, "{\"old\": true}\n");
+  EXPECT_NE(finished_run_problem(paths.dir).find("holds a finished run"), std::string::npos);
+  try {
+    prepare_run_dir(run_dir(paths.dir));
+    ADD_FAILURE() << "a fresh run replaced a finished one";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--resume auto"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(testing::read_text(paths.config), "name: finished\n");
+  EXPECT_EQ(testing::read_text(paths.metrics), "{\"old\": true}\n");
+  prepare_run_dir(run_dir(paths.dir, /*resuming=*/true));  // continuing it is allowed
+  EXPECT_EQ(testing::read_text(paths.config), "name: demo\n");
+  EXPECT_EQ(finished_run_problem(dir / "other"), "");
+}
+
 TEST(RunDir, UnwritableOutputIsAUserError) {
   testing::TempDir dir;
   testing::write_text(dir / "file", "not a directory");

@@ -1,7 +1,5 @@
 #include "gputrain/checkpoint/weights.h"
 
-#include <sys/stat.h>
-
 #include <ATen/core/Dict.h>
 #include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
@@ -14,6 +12,8 @@
 #include "gputrain/checkpoint/format.h"
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
+#include "gputrain/common/files.h"
+#include "gputrain/common/output_file.h"
 #include "module_io.h"
 
 namespace gputrain::checkpoint {
@@ -53,6 +53,41 @@ std::string pickle_state_dict(const c10::Dict<std::string, at::Tensor>& state_di
   torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(), writer);
   writer.writeEndOfFile();
   return bytes;
+}
+
+// The model's buffers are BatchNorm's (LibTorch's and SyncBatchNorm): no
+// other module gputrain builds registers one.
+bool is_buffer(const std::string& name) {
+  const std::string last = name.substr(name.rfind('.') + 1);
+  return last == "running_mean" || last == "running_var" || last == "num_batches_tracked";
+}
+
+// `stored` (archive order) with each tensor replaced by its train.ema average.
+// The average lists the model's parameters, then its buffers, each in
+// Module::parameters() order: modules in pre-order. The archive holds each
+// module's parameters, its buffers, then its children's archives: the same
+// pre-order, so the parameters, then the buffers, of `stored` line up with it.
+detail::NamedTensors averaged(detail::NamedTensors stored, const std::vector<torch::Tensor>& average,
+                              const std::string& path) {
+  std::vector<torch::Tensor*> order;
+  for (auto& [name, tensor] : stored) {
+    if (!is_buffer(name)) order.push_back(&tensor);
+  }
+  for (auto& [name, tensor] : stored) {
+    if (is_buffer(name)) order.push_back(&tensor);
+  }
+  if (order.size() != average.size()) {
+    throw CheckpointError(fmt::format("{}: its weight average (train.ema) holds {} tensors, the model has {}", path,
+                                      average.size(), order.size()));
+  }
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (average[i].sizes() != order[i]->sizes()) {
+      throw CheckpointError(
+          fmt::format("{}: tensor {} of its weight average (train.ema) does not fit the model", path, i));
+    }
+    *order[i] = average[i];
+  }
+  return stored;
 }
 
 }  // namespace
@@ -100,28 +135,39 @@ void load_weights(torch::nn::Sequential& model, const std::string& path) {
   }
 }
 
-ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path) {
-  // The output must not replace its own input, whatever the name: the same
-  // path, a symlink to it or a hard link all share the device and inode.
-  struct stat in_stat {};
-  struct stat out_stat {};
-  if (::stat(checkpoint_path.c_str(), &in_stat) == 0 && ::stat(out_path.c_str(), &out_stat) == 0 &&
-      in_stat.st_dev == out_stat.st_dev && in_stat.st_ino == out_stat.st_ino) {
-    throw UserError(
-        fmt::format("--out {}: is the --checkpoint file itself ({}), which the export would replace; "
-                    "write the weights to another file",
-                    out_path, checkpoint_path));
-  }
+ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path,
+                             const ExportOptions& options) {
+  check_output_file(out_path, {{"--checkpoint", checkpoint_path}}, options.force);
   const std::string bytes = detail::read_file(checkpoint_path);
   detail::NamedTensors weights;
+  ExportSummary summary;
   if (is_sealed(bytes)) {
-    weights = Checkpoint::parse(bytes, checkpoint_path).weights();
+    const Checkpoint checkpoint = Checkpoint::parse(bytes, checkpoint_path);
+    weights = checkpoint.weights();
+    const std::vector<torch::Tensor>& average = checkpoint.state().ema;
+    if (options.weights == ExportedWeights::kAverage && average.empty()) {
+      throw CheckpointError(fmt::format(
+          "{}: holds no weight average (the run had no train.ema, or had not updated it yet); export the live "
+          "weights (--weights live)",
+          checkpoint_path));
+    }
+    const bool use_average = options.weights != ExportedWeights::kLive && !average.empty();
+    if (use_average) weights = averaged(std::move(weights), average, checkpoint_path);
+    summary.weights = use_average       ? "the train.ema weight average (what test, predict and model.pt use)"
+                      : average.empty() ? "the live weights (the run kept no train.ema average)"
+                                        : "the live weights (not the train.ema average that test and model.pt use)";
   } else {
+    if (options.weights != ExportedWeights::kEvaluated) {
+      throw CheckpointError(
+          fmt::format("{}: is a weights file (model.pt), which holds only the weights the run evaluated; --weights "
+                      "live or ema needs a checkpoint file",
+                      checkpoint_path));
+    }
     torch::serialize::InputArchive archive = weights_archive(bytes, checkpoint_path);
     weights = detail::archived_tensors(archive);
+    summary.weights = "the weights file's (a model.pt holds those the run evaluated)";
   }
   c10::Dict<std::string, at::Tensor> state_dict;
-  ExportSummary summary;
   for (const auto& [name, tensor] : weights) {
     state_dict.insert(name, tensor.detach().cpu().contiguous());
     ++summary.tensors;

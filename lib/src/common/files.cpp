@@ -1,4 +1,5 @@
 #include "gputrain/common/files.h"
+#include "gputrain/common/output_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -125,6 +126,22 @@ std::string not_a_regular_file(const fs::path& path) {
   if (S_ISDIR(info.st_mode)) return "is a directory, not a file";
   const char* kind = S_ISFIFO(info.st_mode) ? "a FIFO" : S_ISSOCK(info.st_mode) ? "a socket" : "a device";
   return fmt::format("is not a regular file ({})", kind);
+}
+
+void check_output_file(const fs::path& out, const std::vector<NamedPath>& inputs, bool force, std::string_view option) {
+  if (out.empty()) throw UserError(fmt::format("{}: is empty; name the file to write", option));
+  std::error_code error;
+  for (const auto& [input_option, input] : inputs) {
+    if (!input.empty() && fs::equivalent(out, input, error)) {
+      throw UserError(
+          fmt::format("{} {}: is the {} file itself ({}), which writing it would destroy; write to another file",
+                      option, out.string(), input_option, input.string()));
+    }
+  }
+  if (!force && fs::exists(out, error)) {
+    throw UserError(
+        fmt::format("{} {}: exists; add --force to replace it, or choose another {}", option, out.string(), option));
+  }
 }
 
 }  // namespace gputrain

@@ -342,11 +342,11 @@ std::shared_ptr<const Dataset> read_csv(const std::string& root, const std::stri
       for (std::size_t t = 0; t < tables.size(); ++t) {
         for (std::size_t row = 0; row < tables[t]->rows.size(); ++row) {
           const auto value = static_cast<int64_t>(*number(tables[t]->rows[row][targets[t]]));
-          if (value < 0) {
+          if (value < 0 || value >= kMaxClasses) {
             throw DataError(
                 fmt::format("{}: {}:{}:{}: class label {} in column '{}'; integer labels are classes "
-                            "0, 1, ...",
-                            kName, tables[t]->file, tables[t]->lines[row], targets[t] + 1, value, column));
+                            "0, 1, ... (at most {} classes; a regression's values need a fraction, e.g. 5.0)",
+                            kName, tables[t]->file, tables[t]->lines[row], targets[t] + 1, value, column, kMaxClasses));
           }
           highest = std::max(highest, value);
           if (t == 0) labels[static_cast<int64_t>(row)] = value;

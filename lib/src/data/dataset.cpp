@@ -94,7 +94,7 @@ std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Sp
   const bool generated =
       config.dataset == config::DatasetName::kRandom || config.dataset == config::DatasetName::kSynthetic;
   // A data set is held in memory whole.
-  return device::with_resource_errors(
+  auto dataset = device::with_resource_errors(
       fmt::format("loading the {} split of {}", train ? "training" : "test", config::word(config.dataset)),
       generated ? fmt::format("Lower {}", train ? "data.samples" : "data.test_samples")
                 : std::string("Free memory, or raise the process's limit"),
@@ -118,6 +118,12 @@ std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Sp
         }
         config::unhandled(config.dataset);
       });
+  // Readers that know the file name it themselves; this catches the rest.
+  if (dataset->info().samples == 0) {
+    throw DataError(fmt::format("{}: the {} split in {} holds no samples; it needs at least one", dataset->info().name,
+                                train ? "training" : "test", dataset->info().source));
+  }
+  return dataset;
 }
 
 config::DataConfig for_description(config::DataConfig config) {

@@ -60,17 +60,37 @@ void write_npy(const std::filesystem::path& file, const torch::Tensor& tensor) {
   });
 }
 
+void check_export_out(const std::filesystem::path& dir, bool images, bool overwrite) {
+  if (dir.empty()) throw UserError("datasets export: --out is empty; name the directory to write");
+  if (overwrite) return;
+  for (const std::string split : {"train", "test"}) {
+    for (const std::string& name : images ? std::vector<std::string>{split}
+                                          : std::vector<std::string>{split + "_inputs.npy", split + "_targets.npy"}) {
+      std::error_code error;
+      if (std::filesystem::exists(dir / name, error)) {
+        throw UserError(fmt::format(
+            "datasets export: {}: holds a data set already ({}); add --force to overwrite it, or choose another --out",
+            dir.string(), name));
+      }
+    }
+  }
+}
+
 void export_npy(const Dataset& dataset, const std::filesystem::path& dir, Split split) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) throw DataError(fmt::format("cannot create {}: {}", dir.string(), error.message()));
   const std::string prefix = split == Split::kTrain ? "train" : "test";
   write_npy(dir / (prefix + "_inputs.npy"), dataset.inputs());
-  if (dataset.targets().defined()) write_npy(dir / (prefix + "_targets.npy"), dataset.targets());
+  if (dataset.targets().defined()) {
+    write_npy(dir / (prefix + "_targets.npy"), dataset.targets());
+  } else {
+    std::filesystem::remove(dir / (prefix + "_targets.npy"), error);  // an overwritten set's labels are not these
+  }
 }
 
 void export_images(const Dataset& dataset, const std::filesystem::path& dir, Split split, ImageFormat format,
-                   int jpeg_quality) {
+                   int jpeg_quality, bool overwrite) {
   namespace fs = std::filesystem;
   const DatasetInfo& info = dataset.info();
   if (!info.images || info.target_kind != TargetKind::kClasses) {
@@ -85,7 +105,7 @@ void export_images(const Dataset& dataset, const std::filesystem::path& dir, Spl
   const std::string split_name = split == Split::kTrain ? "train" : "test";
   const fs::path target = dir / split_name;
   std::error_code error;
-  if (fs::exists(target, error)) {
+  if (!overwrite && fs::exists(target, error)) {
     throw DataError(fmt::format("datasets export: {} exists; remove it or give another --out", target.string()));
   }
   const fs::path partial = dir / fmt::format(".{}.partial-{}", split_name, ::getpid());
@@ -122,6 +142,7 @@ void export_images(const Dataset& dataset, const std::filesystem::path& dir, Spl
     fs::remove_all(partial, error);
     throw;
   }
+  if (overwrite) fs::remove_all(target, error);  // rename does not replace a folder that holds files
   fs::rename(partial, target, error);
   if (error)
     throw DataError(fmt::format("cannot rename {} to {}: {}", partial.string(), target.string(), error.message()));

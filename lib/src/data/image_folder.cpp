@@ -246,6 +246,13 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
   const fs::path dir = train                      ? train_dir
                        : config.test_root.empty() ? fs::path(config.root) / "test"
                                                   : fs::path(config.test_root);
+  std::error_code same_error;
+  if (!train && fs::equivalent(dir, train_dir, same_error)) {
+    spdlog::warn(
+        "{}: data.test_root {} is the training folder, so the test pass measures the images the model trains on, "
+        "not how it does on new ones; point it at held-out images",
+        kName, dir.string());
+  }
   const std::vector<ClassFolder> train_classes = class_folders(train_dir);
   std::vector<std::string> names;
   for (const ClassFolder& folder : train_classes) names.push_back(folder.name);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -59,13 +60,24 @@ std::optional<DtypeInfo> dtype_of(const std::string& descr) {
   return std::nullopt;
 }
 
-// Parses the .npy format (versions 1 to 3) into a CPU tensor of its dtype and shape.
-torch::Tensor parse_npy(const NpyBytes& file) {
+// What an .npy header says: enough to compare arrays without their data.
+struct NpyHeader {
+  std::string descr;  // "<f4"
+  DtypeInfo dtype;
+  std::vector<int64_t> shape;
+  std::size_t data_start = 0;
+};
+
+DataError npy_error(const NpyBytes& file, const std::string& what) {
+  return DataError(
+      fmt::format("{}: {}: {}. Write it with numpy.save (or `gputrain datasets export`).", kName, file.where, what));
+}
+
+// Parses the header of the .npy format (versions 1 to 3); `file` may hold the
+// header alone.
+NpyHeader parse_header(const NpyBytes& file) {
   const std::string& b = file.bytes;
-  auto bad = [&](const std::string& what) {
-    return DataError(
-        fmt::format("{}: {}: {}. Write it with numpy.save (or `gputrain datasets export`).", kName, file.where, what));
-  };
+  auto bad = [&](const std::string& what) { return npy_error(file, what); };
   if (b.size() < 10 || b.compare(0, 6, kMagic, 6) != 0) throw bad("not a .npy file (no \\x93NUMPY magic)");
   const int major = static_cast<unsigned char>(b[6]);
   std::size_t header_start = 10;
@@ -115,14 +127,20 @@ torch::Tensor parse_npy(const NpyBytes& file) {
     }
   }
   if (shape.empty()) throw bad("a scalar, not an array of samples");
-  const std::size_t data_start = header_start + header_length;
-  const auto expected = static_cast<std::size_t>(bytes_needed);
-  if (b.size() - data_start != expected) {
-    throw bad(fmt::format("shape ({}) of {} needs {} bytes of data, the file holds {}", fmt::join(shape, ", "), descr,
-                          expected, b.size() - data_start));
+  return {descr, *dtype, std::move(shape), header_start + header_length};
+}
+
+// Parses the .npy format (versions 1 to 3) into a CPU tensor of its dtype and shape.
+torch::Tensor parse_npy(const NpyBytes& file) {
+  const NpyHeader h = parse_header(file);
+  const int64_t elements = std::accumulate(h.shape.begin(), h.shape.end(), int64_t{1}, std::multiplies<>());
+  const auto expected = static_cast<std::size_t>(elements * h.dtype.size);
+  if (file.bytes.size() - h.data_start != expected) {
+    throw npy_error(file, fmt::format("shape ({}) of {} needs {} bytes of data, the file holds {}",
+                                      fmt::join(h.shape, ", "), h.descr, expected, file.bytes.size() - h.data_start));
   }
-  torch::Tensor tensor = torch::empty(shape, torch::TensorOptions().dtype(dtype->type));
-  std::memcpy(tensor.data_ptr(), b.data() + data_start, expected);
+  torch::Tensor tensor = torch::empty(h.shape, torch::TensorOptions().dtype(h.dtype.type));
+  std::memcpy(tensor.data_ptr(), file.bytes.data() + h.data_start, expected);
   return tensor;
 }
 
@@ -142,9 +160,10 @@ class NpySource {
     if (!npz_) require_directory(kName, root, "It must hold the .npy files, or be one .npz file.");
   }
 
-  // The array `name` ("train_inputs"), or nullopt when absent.
-  std::optional<NpyBytes> read(const std::string& name) const {
-    return npz_ ? read_member(name + ".npy") : read_file(fs::path(root_) / (name + ".npy"));
+  // The array `name` ("train_inputs"), or nullopt when absent; its first
+  // `limit` bytes only, when it holds more.
+  std::optional<NpyBytes> read(const std::string& name, std::size_t limit = SIZE_MAX) const {
+    return npz_ ? read_member(name + ".npy", limit) : read_file(fs::path(root_) / (name + ".npy"), limit);
   }
 
   std::string expected(const std::string& name) const {
@@ -153,15 +172,22 @@ class NpySource {
   }
 
  private:
-  std::optional<NpyBytes> read_file(const fs::path& file) const {
+  std::optional<NpyBytes> read_file(const fs::path& file, std::size_t limit) const {
     if (!is_data_file(kName, file)) return std::nullopt;
     std::ifstream in(file, std::ios::binary);
-    NpyBytes out{file.string(), std::string(std::istreambuf_iterator<char>(in), {})};
+    NpyBytes out{file.string(), {}};
+    if (limit == SIZE_MAX) {
+      out.bytes.assign(std::istreambuf_iterator<char>(in), {});
+    } else {
+      out.bytes.resize(limit);
+      in.read(out.bytes.data(), static_cast<std::streamsize>(limit));
+      out.bytes.resize(static_cast<std::size_t>(in.gcount()));
+    }
     if (!in && !in.eof()) throw DataError(fmt::format("{}: cannot read {}", kName, file.string()));
     return out;
   }
 
-  std::optional<NpyBytes> read_member(const std::string& member) const {
+  std::optional<NpyBytes> read_member(const std::string& member, std::size_t limit) const {
     unzFile zip = unzOpen64(root_.c_str());
     if (zip == nullptr) {
       throw DataError(
@@ -178,7 +204,8 @@ class NpySource {
         unzOpenCurrentFile(zip) != UNZ_OK) {
       throw DataError(fmt::format("{}: {}: cannot open the member (a damaged .npz?)", kName, out.where));
     }
-    out.bytes.resize(info.uncompressed_size);
+    const bool whole = limit >= info.uncompressed_size;
+    out.bytes.resize(whole ? info.uncompressed_size : limit);
     std::size_t done = 0;
     while (done < out.bytes.size()) {
       const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(out.bytes.size() - done, 1u << 30));
@@ -186,7 +213,8 @@ class NpySource {
       if (got <= 0) break;
       done += static_cast<std::size_t>(got);
     }
-    const bool checked = unzCloseCurrentFile(zip) == UNZ_OK;  // UNZ_CRCERROR on a damaged member
+    // UNZ_CRCERROR on a damaged member; its checksum is checked only when read to the end.
+    const bool checked = unzCloseCurrentFile(zip) == UNZ_OK || !whole;
     if (done != out.bytes.size() || !checked) {
       throw DataError(
           fmt::format("{}: {}: the member is truncated or fails its checksum (a damaged .npz?)", kName, out.where));
@@ -211,16 +239,67 @@ NpyBytes require(const NpySource& source, const std::string& name) {
 
 bool is_integer(torch::ScalarType type) { return c10::isIntegralType(type, /*includeBool=*/false); }
 
-// The highest label in `labels` (integer, of the array at `where`); a negative one is an error.
+// The highest label in `labels` (integer, of the array at `where`); a negative
+// one, or one of kMaxClasses or more, is an error.
 int64_t highest_label(const torch::Tensor& labels, const std::string& where) {
   if (labels.numel() == 0) return -1;
   const torch::Tensor flat = labels.flatten().to(torch::kInt64);
-  if (flat.min().item<int64_t>() < 0) {
-    const int64_t at = (flat < 0).nonzero()[0][0].item<int64_t>();
-    throw DataError(fmt::format("{}: {}: sample {} has label {}; class labels run from 0 to classes - 1", kName, where,
-                                at, flat[at].item<int64_t>()));
+  const torch::Tensor out_of_range = (flat < 0).logical_or(flat >= kMaxClasses);
+  if (out_of_range.any().item<bool>()) {
+    const int64_t at = out_of_range.nonzero()[0][0].item<int64_t>();
+    throw DataError(fmt::format(
+        "{}: {}: sample {} has label {}; class labels run from 0 to classes - 1, and at most {} classes are "
+        "supported (for regression values, store the targets as floats)",
+        kName, where, at, flat[at].item<int64_t>(), kMaxClasses));
   }
   return flat.max().item<int64_t>();
+}
+
+// Enough bytes of an .npy file for its header.
+constexpr std::size_t kHeaderBytes = std::size_t{1} << 20;
+
+// What a split's arrays give the model, from their headers alone, as
+// read_npy's rules make them: {inputs, targets}, e.g. {"uint8 images of
+// [1, 28, 28]", "class labels"}.
+std::pair<std::string, std::string> split_kind(const NpyHeader& inputs, const NpyHeader& targets) {
+  const std::vector<int64_t>& in = inputs.shape;
+  const bool images = inputs.dtype.type == torch::kUInt8 && (in.size() == 3 || in.size() == 4);
+  std::vector<int64_t> sample(in.begin() + 1, in.end());
+  if (images && sample.size() == 2) sample.insert(sample.begin(), 1);
+  if (sample.empty()) sample = {1};
+  std::string input_kind = fmt::format("{} of [{}]", images ? "uint8 images" : "features", fmt::join(sample, ", "));
+  const std::vector<int64_t>& t = targets.shape;
+  std::string target_kind = is_integer(targets.dtype.type)
+                                ? std::string("integer class labels")
+                                : fmt::format("float regression targets, {} a sample", t.size() > 1 ? t[1] : 1);
+  return {std::move(input_kind), std::move(target_kind)};
+}
+
+// The two splits feed one model: refuses (DataError naming both files) a test
+// split whose samples or targets differ in kind or shape from the training
+// split's, before a run fails on them mid-epoch. Reads the other split's headers only.
+void check_splits_agree(const NpySource& source, Split split, const NpyBytes& inputs, const NpyBytes& targets) {
+  const Split other_split = split == Split::kTrain ? Split::kTest : Split::kTrain;
+  const std::optional<NpyBytes> other_inputs = source.read(array_name(other_split, "inputs"), kHeaderBytes);
+  const std::optional<NpyBytes> other_targets = source.read(array_name(other_split, "targets"), kHeaderBytes);
+  if (!other_inputs || !other_targets) return;  // that split's own load says what is missing
+  const bool train = split == Split::kTrain;
+  const auto mine = split_kind(parse_header(inputs), parse_header(targets));
+  const auto other = split_kind(parse_header(*other_inputs), parse_header(*other_targets));
+  const auto& train_kind = train ? mine : other;
+  const auto& test_kind = train ? other : mine;
+  const auto refuse = [](const NpyBytes& a, const std::string& a_kind, const NpyBytes& b, const std::string& b_kind) {
+    throw DataError(
+        fmt::format("{}: {} holds {} but {} holds {}; the training and test splits feed one model, so their arrays "
+                    "must agree in dtype and sample shape",
+                    kName, a.where, a_kind, b.where, b_kind));
+  };
+  if (train_kind.first != test_kind.first) {
+    refuse(train ? inputs : *other_inputs, train_kind.first, train ? *other_inputs : inputs, test_kind.first);
+  }
+  if (train_kind.second != test_kind.second) {
+    refuse(train ? targets : *other_targets, train_kind.second, train ? *other_targets : targets, test_kind.second);
+  }
 }
 
 // Labels must be whole classes 0..classes-1; the classes count comes from
@@ -261,10 +340,17 @@ std::shared_ptr<const Dataset> read_npy(const std::string& root, Split split) {
   torch::Tensor inputs = parse_npy(input_bytes);
   torch::Tensor targets = parse_npy(target_bytes);
   const int64_t samples = inputs.size(0);
+  if (samples == 0) {
+    throw DataError(fmt::format("{}: {}: holds no samples (shape ({})); the {} split needs at least one", kName,
+                                input_bytes.where, fmt::join(inputs.sizes(), ", "),
+                                split == Split::kTrain ? "training" : "test"));
+  }
   if (targets.size(0) != samples) {
     throw DataError(fmt::format("{}: {} holds {} samples but {} holds {}: inputs and targets must pair up", kName,
                                 input_bytes.where, samples, target_bytes.where, targets.size(0)));
   }
+
+  check_splits_agree(source, split, input_bytes, target_bytes);
 
   DatasetInfo info;
   info.name = kName;

@@ -8,6 +8,10 @@
 
 namespace gputrain::data::detail {
 
+// More classes than this is a label that is not a class index (a value, an
+// ID): the model's output layer would have a row for every number up to it.
+inline constexpr int64_t kMaxClasses = 100000;
+
 // DatasetInfo of a labelled image set (CIFAR-10, IDX) of shape `shape` per sample.
 DatasetInfo image_info(const std::string& name, const std::string& source, int64_t samples, std::vector<int64_t> shape);
 

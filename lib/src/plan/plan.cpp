@@ -237,13 +237,8 @@ json outputs_section(RunPlan& plan, const config::ExperimentConfig& c, bool resu
     check_writable(checkpoints, "checkpoint.dir");
     if (!resume) checkpoint::check_checkpoint_dir(checkpoints);
   });
-  const fs::path weights = report::run_paths(run_dir).weights;
-  std::error_code error;
-  if (!resume && fs::exists(weights, error)) {
-    plan.problems.push_back(fmt::format(
-        "{}: holds a finished run (its model.pt): train would replace its weights and report; continue it with "
-        "--resume auto, or give this run another name (name:) or output.dir",
-        run_dir.string()));
+  if (const std::string problem = report::finished_run_problem(run_dir); !resume && !problem.empty()) {
+    plan.problems.push_back(problem);
   }
   return {{"run_directory", run_dir.string()}, {"checkpoints", checkpoints.string()}};
 }

@@ -71,8 +71,20 @@ RunDirOptions run_dir_options(const config::ExperimentConfig& config, bool resum
           resuming};
 }
 
+std::string finished_run_problem(const fs::path& dir) {
+  std::error_code error;
+  if (!fs::is_regular_file(run_paths(dir).weights, error)) return "";
+  return fmt::format(
+      "{}: holds a finished run (its model.pt): a new run would replace its config, report and checkpoints; "
+      "continue it with --resume auto, or give this run another name (name:) or output.dir (--output)",
+      dir.string());
+}
+
 RunPaths prepare_run_dir(const RunDirOptions& options) {
   const RunPaths paths = run_paths(options.dir);
+  if (!options.resuming) {
+    if (const std::string problem = finished_run_problem(paths.dir); !problem.empty()) throw UserError(problem);
+  }
   std::error_code error;
   fs::create_directories(paths.dir, error);
   if (error) {

@@ -109,6 +109,12 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run, const std::
                run.classification()                            ? fmt::format("{} classes", info.classes)
                : info.target_kind == data::TargetKind::kValues ? "a regression on " + count_of(info.targets, "target")
                                                                : "no labels");
+  if (run.classification() && info.classes == 1) {
+    spdlog::warn(
+        "data: every label of {} is class 0, so any model is 100% accurate; check the targets (for regression "
+        "values, store them as floats)",
+        info.source);
+  }
   // Both forms, whichever the config stated (data.batch_size or data.micro_batch_size).
   spdlog::info("batch: {} per optimizer step = micro-batch {} x {}{}; {} per epoch",
                count_of(*c.data.batch_size, "sample"), *c.data.batch_size / run.accumulation,

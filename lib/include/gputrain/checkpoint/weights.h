@@ -16,14 +16,31 @@ void save_weights(const torch::nn::Sequential& model, const std::string& path);
 // CheckpointError naming the file when it is missing, corrupt or for another model.
 void load_weights(torch::nn::Sequential& model, const std::string& path);
 
+// Which of a checkpoint's weights an export writes (`export --weights`).
+enum class ExportedWeights {
+  kEvaluated,  // what test, predict and the logged metrics use: the train.ema average when the run kept one
+  kLive,       // the weights the optimizer updates
+  kAverage,    // the train.ema average; refused when there is none
+};
+
+struct ExportOptions {
+  ExportedWeights weights = ExportedWeights::kEvaluated;
+  bool force = false;  // replace an existing output file
+};
+
 struct ExportSummary {
   int64_t tensors = 0;
   int64_t elements = 0;
+  std::string weights;  // which weights were written, for the user: "the train.ema weight average", ...
 };
 
 // Writes the weights of `checkpoint_path` (a checkpoint or a model.pt) to
 // `out_path` as a pickled dict of name -> tensor, on the CPU: Python's
 // torch.load(out_path) returns it as a state_dict, without gputrain.
-ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path);
+// `out_path` may not be the checkpoint, and replaces an existing file only
+// with `force` (check_output_file). A model.pt holds one set, the evaluated
+// weights, so kLive and kAverage need a checkpoint.
+ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path,
+                             const ExportOptions& options);
 
 }  // namespace gputrain::checkpoint

@@ -15,7 +15,13 @@ namespace gputrain::data {
 // cannot write.
 void write_npy(const std::filesystem::path& file, const torch::Tensor& tensor);
 
-// Creates `dir` if needed and writes the split's inputs and targets.
+// Checks `--out` before either split is written: refuses (UserError) an empty
+// `dir` and, unless `overwrite`, one that holds an exported split already
+// ({train,test}_{inputs,targets}.npy, or with `images` the {train,test} folders).
+void check_export_out(const std::filesystem::path& dir, bool images, bool overwrite);
+
+// Creates `dir` if needed and writes the split's inputs and targets, each
+// replacing any file of that name.
 void export_npy(const Dataset& dataset, const std::filesystem::path& dir, Split split);
 
 enum class ImageFormat { kPng, kJpeg };
@@ -25,8 +31,9 @@ enum class ImageFormat { kPng, kJpeg };
 // the same order (class_names where they sort as folders, else the indices,
 // zero-padded so that they sort as numbers) and each class's images in the
 // split's order. The split is written to a temporary folder beside it and
-// renamed into place when whole; an existing <dir>/<split> is refused.
+// renamed into place when whole; an existing <dir>/<split> is refused, or
+// with `overwrite` replaced.
 void export_images(const Dataset& dataset, const std::filesystem::path& dir, Split split, ImageFormat format,
-                   int jpeg_quality);
+                   int jpeg_quality, bool overwrite);
 
 }  // namespace gputrain::data

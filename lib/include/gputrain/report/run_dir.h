@@ -29,7 +29,14 @@ struct RunDirOptions {
 // The run directory of `config`, holding its dumped config.
 RunDirOptions run_dir_options(const config::ExperimentConfig& config, bool resuming);
 
-// Creates the run directory and writes config.yaml. A metrics.jsonl left by an
+// Why a fresh (not resuming) run may not use `dir`: it holds a finished run
+// (a model.pt), whose config, report and checkpoints the run would replace.
+// Empty when it may.
+std::string finished_run_problem(const std::filesystem::path& dir);
+
+// Creates the run directory and writes config.yaml. A fresh run in a finished
+// run's directory is refused (UserError, finished_run_problem) before anything
+// in it changes. A metrics.jsonl left by an
 // earlier run is kept as metrics.N.jsonl rather than overwritten, and its
 // TensorBoard event files move to events.N/ (so that its curves stay apart),
 // unless the run is resuming it: then the run appends to both. Throws
