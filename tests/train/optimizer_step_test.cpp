@@ -1,6 +1,7 @@
 #include "gputrain/train/optimizer_step.h"
 
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 

@@ -2,6 +2,7 @@
 // uninterrupted run ends; non-finite losses stop or are skipped (CPU).
 #include <gtest/gtest.h>
 
+#include <torch/cuda.h>
 #include <torch/optim/sgd.h>
 
 #include <cmath>
