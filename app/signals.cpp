@@ -66,6 +66,16 @@ std::array<std::atomic<void (*)(int)>, NSIG> g_actions{};
 // (scripts/bench/results/gpu-2026-11-25-*).
 constexpr std::array<int, 4> kHandled{SIGINT, SIGTERM, SIGHUP, SIGUSR1};
 
+// Set by hand_signals_to_launcher: the signal thread runs the process's
+// installed disposition (the launcher's own handler while it runs) instead of ours.
+std::atomic<bool> g_follow_installed{false};
+
+void (*installed_action(int signal))(int) {
+  struct sigaction current {};
+  sigaction(signal, nullptr, &current);
+  return current.sa_handler;
+}
+
 void take_signals() {
   sigset_t handled;
   sigemptyset(&handled);
@@ -73,7 +83,7 @@ void take_signals() {
   for (;;) {
     int signal = 0;
     if (sigwait(&handled, &signal) != 0) continue;
-    void (*action)(int) = g_actions[signal].load();
+    void (*action)(int) = g_follow_installed.load() ? installed_action(signal) : g_actions[signal].load();
     if (action == SIG_IGN) continue;
     if (action != SIG_DFL) {
       action(signal);
@@ -139,6 +149,8 @@ void route_training_signals() {
     std::thread(take_signals).detach();
   });
 }
+
+void hand_signals_to_launcher() { g_follow_installed.store(true); }
 
 train::StopToken& install_signal_handlers(config::OnSigint on_sigint) {
   if (on_sigint != config::OnSigint::kNone) {

@@ -39,6 +39,11 @@ void install_first_signal_handlers();
 // (CUDA's included): each inherits the block.
 void route_training_signals();
 
+// After route_training_signals, in a process that turned out to launch workers
+// (strategy: auto on several GPUs): the signal thread runs the handlers the
+// launcher installs, which pass each signal on to the workers.
+void hand_signals_to_launcher();
+
 // Installs the handlers for the rest of the process and returns the token they set.
 train::StopToken& install_signal_handlers(config::OnSigint on_sigint);
 

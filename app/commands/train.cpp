@@ -50,24 +50,24 @@ std::vector<std::string> worker_arguments(const TrainArgs& args) {
   return out;
 }
 
-// `train --nproc N`: checks the config once, then runs the workers.
-int launch_workers(const TrainArgs& args, const config::LoadedConfig& loaded, const parallel::LaunchInfo& launch) {
+// `train --nproc N` (or strategy: auto on several GPUs): checks the config
+// once, then runs the workers.
+int launch_workers(const TrainArgs& args, const config::LoadedConfig& loaded, const parallel::LaunchInfo& launch,
+                   const device::DevicePlan& devices, int64_t nproc) {
   if (launch.world_size > 1) {
     throw UserError(
         fmt::format("--nproc starts workers of its own, but this process is already rank {} of {} "
                     "(launched by torchrun or srun); leave --nproc out",
                     launch.rank, launch.world_size));
   }
-  const device::DevicePlan devices =
-      device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
-  const std::vector<parallel::StrategyPlan> ranks = parallel::check_local_workers(loaded, devices, *args.nproc);
+  const std::vector<parallel::StrategyPlan> ranks = parallel::check_local_workers(loaded, devices, nproc);
   parallel::LauncherOptions options;
-  options.nproc = *args.nproc;
+  options.nproc = nproc;
   options.executable = std::filesystem::read_symlink("/proc/self/exe").string();
   options.arguments = worker_arguments(args);
   // data.batch_size: auto is solved once, here, so that every worker runs the same batch.
   config::LoadedConfig solved = loaded;
-  if (train::solve_batch(solved, ranks.front(), *args.nproc)) {
+  if (train::solve_batch(solved, ranks.front(), nproc)) {
     const config::DataConfig& data = solved.config.data;
     options.arguments.insert(options.arguments.end(),
                              {"--set", fmt::format("data.batch_size={}", *data.batch_size), "--set",
@@ -88,7 +88,8 @@ struct TrainPlan {
   parallel::LaunchInfo launch;
   device::DeviceInventory inventory;
   device::DevicePlan devices;
-  bool primary = true;  // only rank 0 writes the run directory; the others only train
+  parallel::ProcessPlan processes;  // workers > 0: this process only launches them
+  bool primary = true;              // only rank 0 writes the run directory; the others only train
 };
 
 // --resume when given, else the --config file's train.resume.
@@ -111,10 +112,12 @@ TrainPlan plan_train(const TrainArgs& args) {
   std::vector<std::string> overrides = args.overrides;
   if (!args.output.empty()) overrides.push_back("output.dir=" + yaml_quoted(args.output));
   plan.start = start_of_training(args, plan.launch, overrides);
-  config::resolve_batch_forms(plan.start.config, plan.launch.world_size);
-  if (args.nproc) return plan;  // the workers resolve their own devices
   plan.inventory = device::probe_devices(args.env.cuda_visible_devices);
   plan.devices = device::resolve_devices(plan.start.config, plan.inventory);
+  plan.processes = parallel::plan_processes(plan.start.config, plan.devices, plan.launch, args.nproc);
+  spdlog::info("processes: {}", plan.processes.reason);
+  config::resolve_batch_forms(plan.start.config, plan.launch.world_size);
+  if (plan.processes.workers > 0) return plan;  // each worker plans its own strategy and batch
   const parallel::StrategyPlan strategy = parallel::plan_strategy(plan.start.config, plan.devices, plan.launch);
   train::solve_batch(plan.start.config, strategy, plan.launch.world_size);
   return plan;
@@ -267,7 +270,10 @@ int run_train(const TrainArgs& args) {
   // The launcher (--nproc) trains nothing: its own handlers forward signals to the workers.
   if (!args.nproc) route_training_signals();
   const TrainPlan plan = plan_train(args);
-  if (args.nproc) return launch_workers(args, plan.start.config, plan.launch);
+  if (plan.processes.workers > 0) {
+    if (!args.nproc) hand_signals_to_launcher();  // routed above, before the devices were known
+    return launch_workers(args, plan.start.config, plan.launch, plan.devices, plan.processes.workers);
+  }
   const std::unique_ptr<train::Trainer> trainer = build_trainer(plan);
   RunDirectory dir;
   open_run_dir(args, plan, *trainer, dir);

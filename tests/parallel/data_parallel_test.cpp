@@ -148,9 +148,10 @@ TEST(StrategyPlan, AutoAndExplicitChoices) {
   device::DevicePlan two_gpus;
   two_gpus.kind = device::DeviceKind::kCuda;
   two_gpus.gpus = {0, 1};
-  const StrategyPlan auto_dp = plan_strategy(cfg({"device=cuda"}), two_gpus, {});
-  EXPECT_EQ(auto_dp.kind, StrategyKind::kDataParallel);
-  EXPECT_EQ(auto_dp.replicas, (std::vector<torch::Device>{torch::Device("cuda:0"), torch::Device("cuda:1")}));
+  const StrategyPlan dp = plan_strategy(cfg({"device=cuda", "strategy=dp"}), two_gpus, {});
+  EXPECT_EQ(dp.kind, StrategyKind::kDataParallel);
+  EXPECT_EQ(dp.replicas, (std::vector<torch::Device>{torch::Device("cuda:0"), torch::Device("cuda:1")}));
+  EXPECT_EQ(plan_strategy(cfg({"device=cuda"}), two_gpus, {}).kind, StrategyKind::kSingle);  // auto: never dp
   EXPECT_THROW(plan_strategy(cfg({"device=cuda", "strategy=dp", "dp.replicas=3"}), two_gpus, {}), ConfigError);
   launched.local_rank = 1;
   EXPECT_EQ(plan_strategy(cfg({"device=cuda"}), two_gpus, launched).replicas.front(), torch::Device("cuda:1"));

@@ -52,11 +52,21 @@ TEST(Faults, TheFailingDeviceIsTheOneLibTorchNames) {
 }
 
 TEST(Faults, NonFiniteLossNamesWhereAndTheLastCheckpoint) {
-  EXPECT_EQ(non_finite_loss_message(2, 17, "runs/x/checkpoints/ckpt-s00000016-e0001-b000006.ckpt"),
+  EXPECT_EQ(non_finite_loss_message(2, {1, 17, 17, 0}, "runs/x/checkpoints/ckpt-s00000016-e0001-b000006.ckpt"),
             "epoch 2, step 17: the loss is not finite (inf or NaN), so training stops (train.on_nan: stop). The last "
             "good checkpoint is runs/x/checkpoints/ckpt-s00000016-e0001-b000006.ckpt. Lower optim.lr, clip gradients "
             "with train.grad_clip, or skip such batches with train.on_nan: skip");
-  EXPECT_NE(non_finite_loss_message(1, 2, "").find("No checkpoint was written before it."), std::string::npos);
+  EXPECT_NE(non_finite_loss_message(1, {1, 2, 2, 0}, "").find("No checkpoint was written before it."),
+            std::string::npos);
+}
+
+// Under the device-side check the loop learns of non-finite steps at its next read, several at once.
+TEST(Faults, NonFiniteLossNamesTheStepRangeOfARead) {
+  EXPECT_EQ(step_range({3, 5, 9, 96}), "steps 5 to 9");
+  EXPECT_EQ(step_range({1, 5, 5, 32}), "step 5");
+  EXPECT_EQ(non_finite_loss_message(1, {3, 5, 9, 96}, "c.ckpt").substr(0, 146),
+            "epoch 1, steps 5 to 9: the loss is not finite (inf or NaN) at 3 of them; none of those updated the "
+            "weights, so training stops (train.on_nan: stop). The l");
 }
 
 }  // namespace

@@ -1,10 +1,16 @@
 #include "gputrain/train/optimizer_step.h"
 
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <cmath>
 #include <limits>
+
+#include "gputrain/train/cuda_graph.h"
+#include "gputrain/train/non_finite.h"
+#include "gputrain/train/optim.h"
 
 namespace gputrain::train {
 namespace {
@@ -70,6 +76,129 @@ TEST_F(EagerStepTest, ANonFiniteAgreementMakesNoUpdate) {
   });
   EXPECT_TRUE(r.agreed.non_finite);
   EXPECT_TRUE(torch::equal(weights(), before));
+}
+
+TEST(NonFiniteSteps, CountsTheStepsWhoseLossIsNotFiniteUntilRead) {
+  NonFiniteSteps check(torch::Device(torch::kCPU), /*mask_sums=*/false);
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> losses{1.5, std::nan(""), 2.0, inf, -inf, 0.0};
+  for (std::size_t i = 0; i < losses.size(); ++i) {
+    check.check(torch::tensor(losses[i]));
+    EXPECT_EQ(check.found().item<float>(), std::isfinite(losses[i]) ? 0 : 1) << losses[i];
+    EXPECT_EQ(check.kept(torch::tensor(losses[i])).item<double>(), losses[i]) << "unmasked";
+    check.stepped(static_cast<int64_t>(i) + 11, 8);
+  }
+  const NonFiniteSeen seen = check.read();
+  EXPECT_EQ(seen.steps, 3);
+  EXPECT_EQ(seen.first, 12);
+  EXPECT_EQ(seen.last, 15);
+  EXPECT_EQ(seen.samples, 24);
+  EXPECT_EQ(check.read().steps, 0);  // a read forgets what it returned
+
+  NonFiniteSteps masked(torch::Device(torch::kCPU), /*mask_sums=*/true);
+  masked.check(torch::tensor(inf));
+  EXPECT_EQ(masked.kept(torch::tensor(7.0)).item<double>(), 0);
+  EXPECT_FALSE(masked.kept(torch::Tensor()).defined());
+  masked.check(torch::tensor(1.0));
+  EXPECT_EQ(masked.kept(torch::tensor(7.0)).item<double>(), 7);
+}
+
+// More steps between reads than the device history holds: it is drained on the way.
+TEST(NonFiniteSteps, ALongIntervalLosesNoStep) {
+  NonFiniteSteps check(torch::Device(torch::kCPU), false);
+  for (int64_t step = 1; step <= 2500; ++step) {
+    check.check(torch::tensor(step == 3 || step == 2400 ? std::nan("") : 1.0));
+    check.stepped(step, 1);
+  }
+  const NonFiniteSeen seen = check.read();
+  EXPECT_EQ(seen.steps, 2);
+  EXPECT_EQ(seen.first, 3);
+  EXPECT_EQ(seen.last, 2400);
+  torch::optim::SGD plain({torch::zeros({1}, torch::requires_grad())}, 0.1);
+  EXPECT_FALSE(skip_updates_when(plain, check.found()));  // LibTorch's own step: the host reads the loss instead
+}
+
+// The eager step with the device check: a NaN batch makes no update (the fused
+// kernel reads found_inf), and the agreement gets no loss to read.
+TEST(NonFiniteSteps, TheEagerStepSkipsANonFiniteBatchWithoutReadingIt) {
+  for (const bool fused : {true, false}) {
+    torch::manual_seed(0);
+    torch::nn::Sequential model(torch::nn::Linear(3, 2));
+    config::OptimConfig options;
+    options.lr = 0.1;
+    options.momentum = 0.9;
+    options.fused = fused ? config::Switch::kOn : config::Switch::kOff;
+    options.foreach = !fused;
+    const auto optimizer = make_optimizer(options, param_groups(options, model->named_parameters()));
+    NonFiniteSteps check(torch::Device(torch::kCPU), true);
+    ASSERT_TRUE(skip_updates_when(*optimizer, check.found()));
+    const auto strategy = parallel::make_strategy({parallel::StrategyKind::kSingle, {torch::kCPU}, "test"}, {});
+    GradScaler scaler(GradScalerOptions().enabled(false));
+    EagerStepParts parts;
+    parts.strategy = strategy.get();
+    parts.model = model;
+    parts.optimizer = optimizer.get();
+    parts.scaler = &scaler;
+    parts.loss = {LossKind::kCrossEntropy, 2, {}};
+    parts.non_finite = &check;
+    const auto step = make_eager_step(parts);
+    const auto no_loss = [](const torch::Tensor& loss) {
+      EXPECT_FALSE(loss.defined());
+      return parallel::StepFlags{};
+    };
+    for (int i = 0; i < 5; ++i) {
+      const torch::Tensor before = model->parameters()[0].detach().clone();
+      const bool poisoned = i == 0 || i == 3;  // the first step too: SGD's momentum buffers start there
+      const StepResult r = step->run({batch(4, poisoned ? std::nanf("") : 1.0F)}, no_loss);
+      EXPECT_EQ(torch::equal(model->parameters()[0].detach(), before), poisoned) << "fused " << fused << " step " << i;
+      EXPECT_EQ(r.sums.front().loss_sum.item<double>() == 0, poisoned);  // masked out of the metrics
+      check.stepped(i + 1, 4);
+    }
+    const NonFiniteSeen seen = check.read();
+    EXPECT_EQ(seen.steps, 2);
+    EXPECT_EQ(seen.first, 1);
+    EXPECT_EQ(seen.last, 4);
+    EXPECT_TRUE(torch::isfinite(model->parameters()[0]).all().item<bool>());
+  }
+}
+
+// A model with a layer the loss never reaches: its parameters keep an undefined gradient.
+torch::nn::Sequential with_unused_layer() {
+  torch::nn::Sequential model(torch::nn::Linear(3, 2));
+  model->register_module("unused", torch::nn::Linear(2, 2));
+  return model;
+}
+
+TEST(ParametersWithoutGradient, NamesTheParametersNoLossReaches) {
+  torch::nn::Sequential model = with_unused_layer();
+  EXPECT_EQ(parameters_without_gradient(*model).size(), 4u);  // before any backward
+  model->forward(torch::ones({2, 3})).sum().backward();
+  EXPECT_EQ(parameters_without_gradient(*model), (std::vector<std::string>{"unused.weight", "unused.bias"}));
+  model[0]->parameters()[0].set_requires_grad(false);  // frozen: needs no gradient
+  EXPECT_EQ(parameters_without_gradient(*model).size(), 2u);
+}
+
+// Issue 36 (F9): a parameter without a gradient aborted the run at its fourth
+// step (the capture); now the step warns and keeps stepping eagerly.
+TEST(GraphedStepFallback, AParameterWithoutAGradientStepsEagerly_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const torch::Device cuda(torch::kCUDA, 0);
+  torch::manual_seed(0);
+  torch::nn::Sequential model = with_unused_layer();
+  model->to(cuda);
+  config::OptimConfig options;
+  options.lr = 0.1;
+  options.momentum = 0.9;
+  options.fused = config::Switch::kOn;
+  const auto optimizer = make_optimizer(options, param_groups(options, model->named_parameters()));
+  const auto step = make_graphed_step(model, *optimizer, {LossKind::kCrossEntropy, 2, {}}, false, cuda, 4);
+  const torch::Tensor unused = model[1]->parameters()[0].detach().clone();
+  for (int i = 0; i < 6; ++i) {
+    const torch::Tensor before = model[0]->parameters()[0].detach().clone();
+    step->run({batch(4, static_cast<float>(i + 1))}, [](const torch::Tensor&) { return parallel::StepFlags{}; });
+    EXPECT_FALSE(torch::equal(model[0]->parameters()[0].detach(), before)) << "step " << i;
+  }
+  EXPECT_TRUE(torch::equal(model[1]->parameters()[0].detach(), unused));
 }
 
 }  // namespace

@@ -2,13 +2,17 @@
 // uninterrupted run ends; non-finite losses stop or are skipped (CPU).
 #include <gtest/gtest.h>
 
+#include <torch/cuda.h>
 #include <torch/optim/sgd.h>
 
+#include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/config/load.h"
+#include "gputrain/data/export.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/train/trainer.h"
 #include "support/temp_dir.h"
@@ -254,6 +258,121 @@ TEST_F(OnNan, SkipCountsTheSkippedStepsAndFinishes) {
   EXPECT_EQ(recorder.epochs.back().skipped_steps, 29);   // all but the first
   EXPECT_EQ(recorder.epochs.front().train.samples, 32);  // only the first step's batch counts
   EXPECT_EQ(recorder.steps.back().skipped_steps, 29);
+}
+
+// 64 training samples in 8 batches a step, in order, the samples `poisoned`
+// NaN: the steps holding them have a NaN loss while the weights stay sound.
+config::LoadedConfig poisoned_run(const TempDir& dir, const std::vector<int64_t>& poisoned,
+                                  const std::vector<std::string>& extra) {
+  torch::manual_seed(3);
+  torch::Tensor inputs = torch::randn({64, 6});
+  for (int64_t sample : poisoned) inputs[sample][2] = std::numeric_limits<float>::quiet_NaN();
+  data::write_npy(dir / "train_inputs.npy", inputs);
+  data::write_npy(dir / "train_targets.npy", torch::arange(64, torch::kInt64).remainder(3));
+  data::write_npy(dir / "test_inputs.npy", torch::randn({16, 6}));
+  data::write_npy(dir / "test_targets.npy", torch::arange(16, torch::kInt64).remainder(3));
+  std::vector<std::string> overrides{"data.root=" + (dir / "").string()};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return config::load_config_text(R"(
+name: p
+seed: 2
+device: cpu
+data: {dataset: npy, batch_size: 8, shuffle: false, num_workers: 0, pin_memory: false}
+model: {name: mlp, hidden: [12]}
+optim: {name: sgd, lr: 0.05, momentum: 0.9}
+train: {epochs: 2, log_every: 4}
+checkpoint: {every: 0, every_steps: 0, keep: 100}
+)",
+                                  "p.yaml", overrides);
+}
+
+bool all_finite(const torch::nn::Module& model) {
+  for (const auto& t : model.parameters()) {
+    if (!torch::isfinite(t).all().item<bool>()) return false;
+  }
+  for (const auto& t : model.buffers()) {
+    if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>()) return false;
+  }
+  return true;
+}
+
+// Issue 36: the check runs on the device (as under the CUDA graph) and is read
+// at the log interval; stop names the interval's non-finite steps and the last
+// good checkpoint, written before them, and nothing after them is saved.
+TEST_F(OnNan, StopAtTheNextReadNamesTheStepsAndSavesNothingAfterThem) {
+  TempDir data;
+  TempDir out;
+  // Steps 5 and 7 (samples 32-39 and 48-55); a checkpoint every 3 steps would be due at step 6.
+  Trainer trainer(poisoned_run(data, {33, 50}, {"checkpoint.every_steps=3", "train.log_every=8"}), cpu());
+  Recorder recorder;
+  FitOptions options;
+  options.checkpoint_dir = out / "checkpoints";
+  try {
+    trainer.fit(recorder, options);
+    FAIL() << "training went on";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kRuntime);
+    const std::string message = e.what();
+    EXPECT_NE(message.find("epoch 1, step 5: the loss is not finite"), std::string::npos) << message;
+    EXPECT_NE(message.find("The last good checkpoint is " +
+                           (out / "checkpoints" / "ckpt-s00000003-e0000-b000003.ckpt").string()),
+              std::string::npos)
+        << message;
+  }
+  std::vector<std::string> written;
+  for (const auto& entry : std::filesystem::directory_iterator(out / "checkpoints")) {
+    written.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(written, std::vector<std::string>{"ckpt-s00000003-e0000-b000003.ckpt"});
+  EXPECT_TRUE(all_finite(*trainer.model()));  // the NaN steps updated nothing
+
+  // Without a checkpoint in between, the log interval at step 8 sees both.
+  Trainer later(poisoned_run(data, {33, 50}, {"train.log_every=8"}), cpu());
+  try {
+    later.fit(recorder);
+    FAIL() << "training went on";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("epoch 1, steps 5 to 7: the loss is not finite (inf or NaN) at 2 of them"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(all_finite(*later.model()));
+}
+
+// The same check inside the CUDA graph (captured at step 4): a NaN in a
+// warm-up step and one in a replayed step, both seen at the log interval.
+TEST_F(OnNan, StopUnderTheCudaGraphNamesTheStepsOfTheInterval_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  TempDir data;
+  device::DevicePlan gpu;
+  gpu.kind = device::DeviceKind::kCuda;
+  gpu.gpus = {0};
+  Trainer trainer(poisoned_run(data, {10, 33}, {"device=cuda", "train.log_every=8", "train.cuda_graph=true"}), gpu);
+  Recorder recorder;
+  try {
+    trainer.fit(recorder);
+    FAIL() << "training went on";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("epoch 1, steps 2 to 5: the loss is not finite (inf or NaN) at 2 of them"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(all_finite(*trainer.model()));
+}
+
+TEST_F(OnNan, SkipLeavesTheNonFiniteStepsOutOfTheUpdateAndTheMetrics) {
+  TempDir data;
+  Trainer trainer(poisoned_run(data, {33}, {"train.on_nan=skip"}), cpu());
+  Recorder recorder;
+  const TrainSummary summary = trainer.fit(recorder);
+  EXPECT_EQ(summary.steps, 16);
+  ASSERT_EQ(recorder.epochs.size(), 2u);
+  EXPECT_EQ(recorder.epochs.front().skipped_steps, 1);
+  EXPECT_EQ(recorder.epochs.back().skipped_steps, 2);
+  EXPECT_EQ(recorder.epochs.front().train.samples, 56);
+  EXPECT_TRUE(std::isfinite(recorder.epochs.front().train.mean_loss()));
+  EXPECT_TRUE(std::isfinite(recorder.steps.at(1).loss)) << "the interval of steps 5-8";
+  EXPECT_TRUE(all_finite(*trainer.model()));
 }
 
 }  // namespace

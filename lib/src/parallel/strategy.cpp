@@ -120,22 +120,36 @@ StrategyPlan choose_strategy(const config::LoadedConfig& loaded, const device::D
         binding;
     return plan;
   }
-  if (requested == StrategyName::kDp || (requested == StrategyName::kAuto && several_gpus)) {
-    StrategyPlan plan = plan_data_parallel(loaded, devices);
-    if (requested == StrategyName::kAuto) plan.reason = "auto: several GPUs in one process, " + plan.reason;
-    return plan;
-  }
+  if (requested == StrategyName::kDp) return plan_data_parallel(loaded, devices);
   StrategyPlan plan;
   plan.kind = StrategyKind::kSingle;
   plan.replicas = {devices.primary()};
-  plan.reason = several_gpus
-                    ? fmt::format("strategy: single uses {} only of the {} selected GPUs", devices.primary().str(),
-                                  devices.gpus.size())
-                    : fmt::format("{}: one device", requested == StrategyName::kAuto ? "auto" : "strategy: single");
+  const char* said = requested == StrategyName::kAuto ? "auto" : "strategy: single";
+  plan.reason = several_gpus ? fmt::format("{}: one process uses {} only of the {} selected GPUs", said,
+                                           devices.primary().str(), devices.gpus.size())
+                             : fmt::format("{}: one device", said);
   return plan;
 }
 
 }  // namespace
+
+ProcessPlan plan_processes(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                           const LaunchInfo& launch, std::optional<int64_t> nproc) {
+  using config::StrategyName;
+  const StrategyName requested = loaded.config.strategy;
+  if (nproc) return {*nproc, fmt::format("{} local workers (train --nproc {})", *nproc, *nproc)};
+  if (launch.world_size > 1) {
+    return {0, fmt::format("rank {} of {} started by a launcher", launch.rank, launch.world_size)};
+  }
+  const auto gpus = static_cast<int64_t>(devices.gpus.size());
+  const bool several_gpus = devices.kind == device::DeviceKind::kCuda && gpus > 1;
+  if (several_gpus && (requested == StrategyName::kAuto || requested == StrategyName::kDdp)) {
+    return {gpus, fmt::format("{}: {} GPUs selected, so {} ddp workers, one per GPU over NCCL, as train --nproc {} "
+                              "(strategy: dp keeps one process, without the CUDA graph)",
+                              config::word(requested), gpus, gpus, gpus)};
+  }
+  return {0, fmt::format("one process (strategy: {})", config::word(requested))};
+}
 
 StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
                            const LaunchInfo& launch) {

@@ -71,22 +71,22 @@ struct Strategies {
 };
 
 Strategies plan_strategies(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                           const PlanRequest& request) {
+                           const PlanRequest& request, int64_t workers) {
   Strategies s;
   s.launch = request.launch;
-  if (!request.nproc) {
+  if (workers == 0) {
     s.mine = parallel::plan_strategy(loaded, devices, s.launch);
     return s;
   }
-  // What the workers of --nproc would each plan; this process stands for rank 0.
-  const std::vector<parallel::StrategyPlan> ranks = parallel::check_local_workers(loaded, devices, *request.nproc);
+  // What the workers train would start would each plan; this process stands for rank 0.
+  const std::vector<parallel::StrategyPlan> ranks = parallel::check_local_workers(loaded, devices, workers);
   for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
     s.ranks.push_back(fmt::format("rank {}: {}", rank, ranks[rank].replicas.front().str()));
   }
   s.mine = ranks.front();
   s.launch.rank = 0;
   s.launch.local_rank = 0;
-  s.launch.world_size = *request.nproc;
+  s.launch.world_size = workers;
   return s;
 }
 
@@ -277,9 +277,7 @@ RunPlan plan_run(const PlanRequest& request) {
   config::LoadedConfig loaded;
   if (!attempt(plan, [&] { loaded = config::load_config(request.config, request.overrides); })) return plan;
   const config::ExperimentConfig& c = loaded.config;
-  const int64_t processes = request.nproc.value_or(request.launch.world_size);
   report["config"] = {{"file", request.config}, {"name", c.name}};
-  attempt(plan, [&] { config::resolve_batch_forms(loaded, processes); });
 
   const device::DeviceInventory inventory = device::probe_devices(request.cuda_visible_devices);
   report["devices"] = visible_devices(inventory);
@@ -291,12 +289,17 @@ RunPlan plan_run(const PlanRequest& request) {
   report["devices"]["reason"] = devices.reason;
   if (!devices.warning.empty()) report["devices"]["warning"] = devices.warning;
 
+  const parallel::ProcessPlan workers = parallel::plan_processes(loaded, devices, request.launch, request.nproc);
+  const int64_t processes = workers.workers > 0 ? workers.workers : request.launch.world_size;
+  attempt(plan, [&] { config::resolve_batch_forms(loaded, processes); });
   Strategies strategies;  // single on the primary device, should the strategy be refused
   strategies.mine.replicas = {devices.primary()};
   strategies.launch = request.launch;
   strategies.launch.world_size = processes;
-  attempt(plan, [&] { strategies = plan_strategies(loaded, devices, request); });
-  report["strategy"] = {{"kind", report::strategy_name(strategies.mine.kind)}, {"reason", strategies.mine.reason}};
+  attempt(plan, [&] { strategies = plan_strategies(loaded, devices, request, workers.workers); });
+  report["strategy"] = {{"processes", workers.reason},
+                        {"kind", report::strategy_name(strategies.mine.kind)},
+                        {"reason", strategies.mine.reason}};
   if (!strategies.ranks.empty()) report["strategy"]["ranks"] = strategies.ranks;
   // A refused train.amp is said once; the model is then measured without it.
   config::LoadedConfig measured = loaded;

@@ -83,11 +83,23 @@ void check_ranks_agree_on_batch(const config::LoadedConfig& loaded, parallel::St
   }
 }
 
+// train.on_nan on the device where one process steps a multi-tensor optimizer
+// that can skip the update itself; fp16's scaler skips non-finite steps on
+// its own, and ddp's ranks agree on the loss in their per-step collective.
+std::unique_ptr<NonFiniteSteps> build_non_finite(const config::ExperimentConfig& c, RunParts& run) {
+  if (run.scaler->enabled() || run.strategy->world_size() > 1) return nullptr;
+  auto check = std::make_unique<NonFiniteSteps>(run.device, c.train.on_nan == config::OnNan::kSkip);
+  if (!skip_updates_when(*run.optimizer, check->found())) return nullptr;
+  return check;
+}
+
 // The eager step, or the CUDA graph where the fast paths chose it.
 std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, RunParts& run) {
+  run.non_finite = build_non_finite(c, run);
   if (run.fast.cuda_graph)
     return make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device,
-                             c.data.batch_size.value());  // one micro-batch a step: cuda_graph_blocker saw to it
+                             c.data.batch_size.value(),  // one micro-batch a step: cuda_graph_blocker saw to it
+                             run.non_finite.get());
   EagerStepParts parts;
   parts.strategy = run.strategy.get();
   parts.model = run.model;
@@ -98,6 +110,7 @@ std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, Run
   parts.channels_last = run.fast.channels_last;
   parts.grad_clip = c.train.grad_clip;
   parts.zero_grad_in_place = run.plan.kind == parallel::StrategyKind::kDistributed && c.ddp.gradient_as_bucket_view;
+  parts.non_finite = run.non_finite.get();
   return make_eager_step(parts);
 }
 

@@ -1,6 +1,7 @@
 #include "gputrain/train/cuda_graph.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #ifdef GPUTRAIN_WITH_CUDA
@@ -13,6 +14,7 @@
 #endif
 
 #include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
 #include "gputrain/device/nvtx.h"
 #include "gputrain/logging/format.h"
 #include "gputrain/train/fast_paths.h"
@@ -42,13 +44,15 @@ StepSums on_current_stream(const StepSums& sums) {
 }  // namespace
 
 struct GraphedStep::State {
-  State(torch::nn::Sequential m, detail::SplitStep& s, LossSpec l, bool cl, torch::Device d, int64_t b)
+  State(torch::nn::Sequential m, detail::SplitStep& s, LossSpec l, bool cl, torch::Device d, int64_t b,
+        NonFiniteSteps* n)
       : model(std::move(m)),
         split(s),
         loss(std::move(l)),
         channels_last(cl),
         device(d),
         batch_size(b),
+        non_finite(n),
         side(c10::cuda::getStreamFromPool(false, d.index())) {}
 
   torch::nn::Sequential model;
@@ -56,7 +60,8 @@ struct GraphedStep::State {
   LossSpec loss;
   bool channels_last;
   torch::Device device;
-  int64_t batch_size;  // the captured shape's
+  int64_t batch_size;          // the captured shape's
+  NonFiniteSteps* non_finite;  // null: the loss is not checked
   // Every eager step and the capture run here. One stream for the run: the
   // caching allocator keeps freed blocks per stream and cuBLAS a workspace per
   // stream, so a new pool stream per short last batch grew an H100 run's
@@ -68,6 +73,13 @@ struct GraphedStep::State {
   StepSums sums;               // static outputs of the graph
   MeanBackward backward_mean;  // its 1/batch gradient is made before capture, in the warm-up steps
   std::unique_ptr<at::cuda::CUDAGraph> graph;
+  bool eager_only = false;  // the step could not be captured: every step runs eagerly
+
+  // Gives up on the graph for the rest of the run, saying why.
+  void fall_back(const std::string& why) {
+    eager_only = true;
+    spdlog::warn("train.cuda_graph: off from here on because {}; steps run eagerly", why);
+  }
 
   // The device work of one step on `x` and `y`; the host half (prepare_step) runs outside.
   StepSums body(const torch::Tensor& x, const torch::Tensor& y) {
@@ -85,7 +97,10 @@ struct GraphedStep::State {
       device::NvtxRange range("backward");
       backward_mean(total, x.size(0));
     }
-    return {total.detach(), correct_count(outputs, y, loss.classes > 0)};
+    const torch::Tensor correct = correct_count(outputs, y, loss.classes > 0);
+    if (non_finite == nullptr) return {total.detach(), correct};
+    non_finite->check(total);  // on the device: the update that follows reads its found()
+    return {non_finite->kept(total.detach()), non_finite->kept(correct)};
   }
 
   void launch() {
@@ -96,14 +111,15 @@ struct GraphedStep::State {
   // One step run eagerly on a side stream, as the warm-up before a capture
   // must. It zeroes and fills the same gradient tensors the graph replays, and
   // the fused update reads the same state, so eager and replayed steps mix.
-  StepSums eager_step(const torch::Tensor& x, const torch::Tensor& y) {
+  // `prepared`: prepare_step() already ran for this step.
+  StepSums eager_step(const torch::Tensor& x, const torch::Tensor& y, bool prepared = false) {
     const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device.index());
     stream_waits_for(side, current);
     StepSums step_sums;
     {
       const c10::StreamGuard guard(side.unwrap());
       step_sums = body(x, y);
-      split.prepare_step();
+      if (!prepared) split.prepare_step();
       launch();
     }
     stream_waits_for(current, side);
@@ -132,10 +148,10 @@ struct GraphedStep::State {
 };
 
 GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss,
-                         bool channels_last, torch::Device device, int64_t batch_size) {
+                         bool channels_last, torch::Device device, int64_t batch_size, NonFiniteSteps* non_finite) {
   auto* split = dynamic_cast<detail::SplitStep*>(&optimizer);
   GPUTRAIN_CHECK(split != nullptr && device.is_cuda(), "GraphedStep needs a fused optimizer on CUDA");
-  state_ = std::make_unique<State>(std::move(model), *split, loss, channels_last, device, batch_size);
+  state_ = std::make_unique<State>(std::move(model), *split, loss, channels_last, device, batch_size, non_finite);
 }
 
 GraphedStep::~GraphedStep() = default;
@@ -158,15 +174,26 @@ StepSums GraphedStep::step(const data::Batch& batch) {
     s.inputs.copy_(batch.inputs, /*non_blocking=*/true);
     s.targets.copy_(batch.targets, /*non_blocking=*/true);
   }
-  if (s.eager_steps < kWarmupSteps) {
+  if (s.eager_steps < kWarmupSteps || s.eager_only) {
     ++s.eager_steps;
     return on_current_stream(s.eager_step(s.inputs, s.targets));
   }
+  if (!s.graph) {
+    const std::vector<std::string> missing = parameters_without_gradient(*s.model);
+    if (!missing.empty()) {
+      s.fall_back(fmt::format("{} got no gradient in the {} warm-up steps (a layer the loss does not reach): {}",
+                              count_of(static_cast<int64_t>(missing.size()), "parameter"), kWarmupSteps,
+                              fmt::join(missing, ", ")));
+      return on_current_stream(s.eager_step(s.inputs, s.targets));
+    }
+  }
   // Host half of this step: learning rate and step counts into the tensors the graph reads.
   const bool replayable = s.split.prepare_step();
-  GPUTRAIN_CHECK(replayable,
-                 "train.cuda_graph: the optimizer's step cannot be replayed (a parameter without a "
-                 "gradient, or a first step)");
+  if (!replayable && !s.graph) {
+    s.fall_back("the optimizer's update reads a per-step value from the host (parameters with different step counts)");
+    return on_current_stream(s.eager_step(s.inputs, s.targets, /*prepared=*/true));
+  }
+  GPUTRAIN_CHECK(replayable, "train.cuda_graph: the captured optimizer step can no longer be replayed");
   if (!s.graph) s.capture();
   {
     device::NvtxRange range("step (graph)");
@@ -179,8 +206,8 @@ StepSums GraphedStep::step(const data::Batch& batch) {
 
 struct GraphedStep::State {};
 
-GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, const LossSpec&, bool, torch::Device,
-                         int64_t) {
+GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, const LossSpec&, bool, torch::Device, int64_t,
+                         NonFiniteSteps*) {
   GPUTRAIN_CHECK(false, "GraphedStep needs a build of LibTorch with CUDA");
 }
 
@@ -189,5 +216,13 @@ GraphedStep::~GraphedStep() = default;
 StepSums GraphedStep::step(const data::Batch&) { return {}; }
 
 #endif
+
+std::vector<std::string> parameters_without_gradient(const torch::nn::Module& model) {
+  std::vector<std::string> names;
+  for (const auto& p : model.named_parameters()) {
+    if (p.value().requires_grad() && !p.value().grad().defined()) names.push_back(p.key());
+  }
+  return names;
+}
 
 }  // namespace gputrain::train

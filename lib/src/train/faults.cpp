@@ -41,12 +41,17 @@ std::string failing_device(const std::string& message, const std::string& fallba
   return fallback;
 }
 
-std::string non_finite_loss_message(int64_t epoch, int64_t step, const std::string& last_checkpoint) {
+std::string step_range(const NonFiniteSeen& seen) {
+  return seen.steps > 1 ? fmt::format("steps {} to {}", seen.first, seen.last) : fmt::format("step {}", seen.first);
+}
+
+std::string non_finite_loss_message(int64_t epoch, const NonFiniteSeen& seen, const std::string& last_checkpoint) {
   return fmt::format(
-      "epoch {}, step {}: the loss is not finite (inf or NaN), so training stops (train.on_nan: stop). "
+      "epoch {}, {}: the loss is not finite (inf or NaN){}, so training stops (train.on_nan: stop). "
       "{}. Lower optim.lr, clip gradients with train.grad_clip, or skip such batches with "
       "train.on_nan: skip",
-      epoch, step,
+      epoch, step_range(seen),
+      seen.steps > 1 ? fmt::format(" at {} of them; none of those updated the weights", seen.steps) : "",
       last_checkpoint.empty() ? "No checkpoint was written before it"
                               : "The last good checkpoint is " + last_checkpoint);
 }

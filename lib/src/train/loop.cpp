@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "epoch_log.h"
+#include "gputrain/common/strings.h"
 #include "gputrain/device/busy_timer.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
@@ -135,6 +136,7 @@ void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMe
   rank_timer->start_interval(step, 0);  // the loader's wait counts from the epoch's start
   device::StepBusyTimer busy(run.device);
   auto log_interval = [&] {
+    apply_on_nan();
     const EvalResult r = interval.collect(run.classification(), *run.strategy);
     const double interval_s = seconds_since(interval_start);
     const double loader_wait_s = run.train_batches->wait_seconds();
@@ -175,6 +177,7 @@ void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMe
   }
   if (!group.empty() && ended_early.empty()) flush_group();  // the epoch's last, shorter group still steps
   if (stopping) return;
+  apply_on_nan();
   m.train = epoch_sums.collect(run.classification(), *run.strategy);
   m.epoch_s = seconds_since(epoch_start);
   if (const std::optional<double> busy_s = busy.take_busy_seconds(); busy_s && m.epoch_s > 0) {
@@ -190,9 +193,15 @@ void Trainer::State::optimizer_step(const std::vector<data::Batch>& group) {
   });
   agreed = result.agreed;
   ++step;
+  if (run.non_finite) {
+    int64_t samples = 0;
+    for (const data::Batch& mb : group) samples += mb.size();
+    run.non_finite->stepped(step, samples);
+  }
   if (agreed.non_finite) {
     if (config.train.on_nan == config::OnNan::kStop) {
-      throw Error(ExitCode::kRuntime, non_finite_loss_message(epochs_done + 1, step, checkpointer->last_good()));
+      throw Error(ExitCode::kRuntime,
+                  non_finite_loss_message(epochs_done + 1, {1, step, step, 0}, checkpointer->last_good()));
     }
     ++nan_skipped;
     spdlog::warn(
@@ -252,7 +261,23 @@ void Trainer::State::after_step(int64_t epoch) {
   preempted = due.preempt;
 }
 
+void Trainer::State::apply_on_nan() {
+  if (!run.non_finite) return;
+  const NonFiniteSeen seen = run.non_finite->read();
+  if (seen.steps == 0) return;
+  if (config.train.on_nan == config::OnNan::kStop) {
+    throw Error(ExitCode::kRuntime, non_finite_loss_message(epochs_done + 1, seen, checkpointer->last_good()));
+  }
+  nan_skipped += seen.steps;
+  interval.samples -= seen.samples;  // both sums counted every step since the last read
+  epoch_sums.samples -= seen.samples;
+  spdlog::warn(
+      "epoch {}, {}: the loss is not finite; {} skipped without an optimizer step (train.on_nan: skip, {} so far)",
+      epochs_done + 1, step_range(seen), count_of(seen.steps, "step"), nan_skipped);
+}
+
 const EvalResult& Trainer::State::evaluate_and_judge(int64_t epoch) {
+  apply_on_nan();  // a model that took non-finite steps under train.on_nan: stop is not judged
   // A resumed run evaluating again the step its checkpoint was judged at (the epoch's end) judges it once.
   const bool judged = evaluated_at == step;
   const auto start = Clock::now();

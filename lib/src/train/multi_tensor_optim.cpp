@@ -109,7 +109,10 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
       if (w.first_step) {
         replayable = false;  // is_first_step is baked into the launch
         for (std::size_t i = 0; i < w.params.size(); ++i) {
-          w.buffers[i] = torch::empty_like(w.grads[i]);
+          // Zeros, not left to the kernel: a first step skipped by found_inf
+          // leaves them so, and the next step's momentum * 0 + gradient is
+          // then the first step's buffer (optim has no dampening).
+          w.buffers[i] = torch::zeros_like(w.grads[i]);
           remember(w.params[i], w.buffers[i]);
         }
       }
@@ -120,6 +123,7 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
 
   void launch_step() override {
     torch::NoGradGuard no_grad;
+    std::optional<bool> skip;  // read from the device once, for the first foreach group
     for (std::size_t g = 0; g < groups_.size(); ++g) {
       const auto& options = static_cast<const torch::optim::SGDOptions&>(param_groups_[g].options());
       Work& w = groups_[g];
@@ -127,9 +131,11 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
       if (w.fused) {
         at::_fused_sgd_(w.params, w.grads, options.momentum() != 0 ? at::TensorList(w.buffers) : at::TensorList(),
                         options.weight_decay(), options.momentum(), lr_[g].tensor(), options.dampening(),
-                        options.nesterov(), /*maximize=*/false, w.first_step);
+                        options.nesterov(), /*maximize=*/false, w.first_step, /*grad_scale=*/std::nullopt, found_inf());
         continue;
       }
+      if (!skip) skip = found_on_host();
+      if (*skip) continue;
       std::vector<torch::Tensor> d_p =
           options.weight_decay() != 0 ? at::_foreach_add(w.grads, w.params, options.weight_decay()) : w.grads;
       if (options.momentum() != 0) {
@@ -240,6 +246,7 @@ class MultiTensorAdam final : public Base, public SplitStep {
 
   void launch_step() override {
     torch::NoGradGuard no_grad;
+    std::optional<bool> skip;  // read from the device once, for the first foreach group
     for (std::size_t g = 0; g < work_.size(); ++g) {
       const auto& options = static_cast<const Options&>(this->param_groups_[g].options());
       const auto [beta1, beta2] = options.betas();
@@ -247,9 +254,12 @@ class MultiTensorAdam final : public Base, public SplitStep {
       if (w.params.empty()) continue;
       if (w.fused) {
         const auto fused = kDecoupled ? &fused_adamw : &fused_adam;
-        fused(w, kept_[g].lr.tensor(), beta1, beta2, options.weight_decay(), options.eps(), options.amsgrad());
+        fused(w, kept_[g].lr.tensor(), beta1, beta2, options.weight_decay(), options.eps(), options.amsgrad(),
+              this->found_inf());
         continue;
       }
+      if (!skip) skip = this->found_on_host();
+      if (*skip) continue;
       std::vector<torch::Tensor> grads = w.grads;
       if (options.weight_decay() != 0) {
         if (kDecoupled) {
@@ -283,15 +293,17 @@ class MultiTensorAdam final : public Base, public SplitStep {
     DeviceValue steps;  // [parameters]; its elements are the per-parameter step counts
   };
 
+  // A step skipped by found_inf still counts in the bias correction: the step
+  // counts are the host's, which cannot know.
   static void fused_adam(Work& w, const torch::Tensor& lr, double beta1, double beta2, double weight_decay, double eps,
-                         bool amsgrad) {
+                         bool amsgrad, const std::optional<torch::Tensor>& found_inf) {
     at::_fused_adam_(w.params, w.grads, w.exp_avgs, w.exp_avg_sqs, w.max_exp_avg_sqs, w.state_steps, lr, beta1, beta2,
-                     weight_decay, eps, amsgrad, /*maximize=*/false);
+                     weight_decay, eps, amsgrad, /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
   }
   static void fused_adamw(Work& w, const torch::Tensor& lr, double beta1, double beta2, double weight_decay, double eps,
-                          bool amsgrad) {
+                          bool amsgrad, const std::optional<torch::Tensor>& found_inf) {
     at::_fused_adamw_(w.params, w.grads, w.exp_avgs, w.exp_avg_sqs, w.max_exp_avg_sqs, w.state_steps, lr, beta1, beta2,
-                      weight_decay, eps, amsgrad, /*maximize=*/false);
+                      weight_decay, eps, amsgrad, /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
   }
 
   // The parameter's state, created as LibTorch's optimizer creates it.

@@ -14,6 +14,7 @@
 #include <torch/optim/sgd.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace gputrain::train::detail {
@@ -33,6 +34,22 @@ class SplitStep {
   // same step count.
   virtual bool prepare_step() = 0;
   virtual void launch_step() = 0;
+
+  // From now on launch_step() makes no update while `found` (a float32 scalar
+  // on the parameters' device, train.on_nan's check) holds 1: the fused
+  // kernels read it on the device; the foreach kernels on the host (a sync).
+  void skip_when(torch::Tensor found) { found_ = std::move(found); }
+
+ protected:
+  // The fused kernels' found_inf: nullopt when nothing was given.
+  std::optional<torch::Tensor> found_inf() const {
+    return found_.defined() ? std::optional<torch::Tensor>(found_) : std::nullopt;
+  }
+  // For the foreach kernels: whether this step is to be skipped (reads the device).
+  bool found_on_host() const { return found_.defined() && found_.item<float>() != 0; }
+
+ private:
+  torch::Tensor found_;
 };
 
 std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_sgd(std::vector<torch::optim::OptimizerParamGroup> groups,

@@ -150,6 +150,13 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfi
   config::unhandled(config.name);
 }
 
+bool skip_updates_when(torch::optim::Optimizer& optimizer, const torch::Tensor& found) {
+  auto* split = dynamic_cast<detail::SplitStep*>(&optimizer);
+  if (split == nullptr) return false;
+  split->skip_when(found);
+  return true;
+}
+
 LrSchedule::LrSchedule(const config::OptimConfig& config, int64_t steps_per_epoch, int64_t total_steps,
                        std::vector<double> lr_multipliers)
     : config_(config),

@@ -56,6 +56,14 @@ class EagerStep : public OptimizerStep {
       step_loss = result.sums.front().loss_sum;
       for (std::size_t i = 1; i < result.sums.size(); ++i) step_loss = step_loss + result.sums[i].loss_sum;
     }
+    if (p_.non_finite != nullptr) {  // checked on the device; the optimizer skips the step itself
+      p_.non_finite->check(step_loss);
+      for (MicroBatchSums& sums : result.sums) {
+        sums.loss_sum = p_.non_finite->kept(sums.loss_sum);
+        sums.correct = p_.non_finite->kept(sums.correct);
+      }
+      step_loss = torch::Tensor();
+    }
     result.agreed = agree(step_loss);
     if (result.agreed.non_finite) return result;
     if (p_.grad_clip > 0) {
@@ -86,14 +94,14 @@ class EagerStep : public OptimizerStep {
 class GraphStep : public OptimizerStep {
  public:
   GraphStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
-            const torch::Device& device, int64_t batch_size)
-      : graphed_(std::move(model), optimizer, loss, channels_last, device, batch_size) {}
+            const torch::Device& device, int64_t batch_size, NonFiniteSteps* non_finite)
+      : graphed_(std::move(model), optimizer, loss, channels_last, device, batch_size, non_finite) {}
 
   StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) override {
     const StepSums sums = graphed_.step(group.front());  // one micro-batch: cuda_graph_blocker saw to it
     StepResult result;
     result.sums.push_back({sums.loss_sum, sums.correct, group.front().size()});
-    result.agreed = agree({});  // the captured step checks no loss: nothing may sync inside it
+    result.agreed = agree({});  // nothing may sync inside the captured step: it checks its loss on the device
     return result;
   }
 
@@ -114,8 +122,8 @@ std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts) {
 
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
                                                  const LossSpec& loss, bool channels_last, const torch::Device& device,
-                                                 int64_t batch_size) {
-  return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device, batch_size);
+                                                 int64_t batch_size, NonFiniteSteps* non_finite) {
+  return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device, batch_size, non_finite);
 }
 
 }  // namespace gputrain::train

@@ -119,6 +119,7 @@ void Trainer::resume(const checkpoint::Checkpoint& checkpoint) {
 }
 
 void Trainer::State::save_checkpoint(bool regular, bool best) {
+  apply_on_nan();  // a checkpoint never follows a non-finite step that train.on_nan: stop has not yet seen
   checkpoint::TrainingState state;
   state.position = {epochs_done, batch, step};
   state.epoch_sums = epoch_sums.summed(*run.strategy);

@@ -53,6 +53,10 @@ struct Trainer::State {
   void train_epoch(int64_t epoch, TrainObserver& observer, EpochMetrics& m);
   void forward_only_epoch(int64_t epoch, TrainObserver& observer);
   void after_step(int64_t epoch);
+  // train.on_nan for the steps run.non_finite counted since its last read
+  // (one sync; nothing when the check runs on the host): stop throws, naming
+  // them; skip counts them and takes their samples out of the running sums.
+  void apply_on_nan();
   // Evaluates (the weight average when there is one) and judges the result by
   // train.target_accuracy and train.early_stopping.
   const EvalResult& evaluate_and_judge(int64_t epoch);

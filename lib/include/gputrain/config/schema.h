@@ -320,8 +320,9 @@ void visit(V& v, TrainConfig& c) {
   v.section("ema", c.ema);
   v.section("tta", c.tta);
   v.field("on_nan", c.on_nan, Any{},
-          "a non-finite loss: `stop` (exit 1, naming the step and the last checkpoint) or `skip` the batch (not with "
-          "fp16, whose scaler skips such steps)");
+          "a non-finite loss: `stop` (exit 1, naming the steps and the last checkpoint) or `skip` the batch (not with "
+          "fp16, whose scaler skips such steps). Checked on the device without a sync: `stop` comes at the next log "
+          "interval, epoch end, checkpoint or evaluation (see Non-finite losses)");
   v.field("on_sigint", c.on_sigint, Any{},
           "what SIGINT/SIGTERM do: finish the step, then `checkpoint` and exit 130, `stop` (exit 130 without one), "
           "`none` (the signal's default action)");
@@ -431,7 +432,9 @@ void visit(V& v, ExperimentConfig& c) {
           [&] { return fmt::format("unknown device '{}'; allowed: auto, cpu, cuda, cuda:N or mps", c.device); });
   v.field("gpus", c.gpus, Any{}, "`all` or a list of logical indices, as numbered after `CUDA_VISIBLE_DEVICES`");
   v.field("strategy", c.strategy, Any{},
-          "`auto` is ddp under a launcher with world size > 1, dp with several GPUs in one process, else single");
+          "`auto`: under a launcher with world size > 1, ddp; with several selected GPUs and no launcher, `train` "
+          "starts one ddp process per GPU over NCCL (as `--nproc N`; never dp); else single. `ddp` on several GPUs "
+          "without a launcher starts them too");
   v.section("data", c.data);
   v.section("model", c.model);
   v.section("optim", c.optim);

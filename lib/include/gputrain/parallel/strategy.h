@@ -48,9 +48,24 @@ struct StrategyPlan {
   bool gradient_as_bucket_view = false;
 };
 
-// strategy: auto means ddp when launched with a world size above 1, dp when
-// several GPUs are selected in one process, else single. dp on the CPU runs
-// dp.replicas CPU threads. Throws ConfigError for combinations that cannot run.
+// How many processes `train` runs on this machine, and why.
+struct ProcessPlan {
+  int64_t workers = 0;  // > 0: start this many local ddp workers (as train --nproc N); 0: train in this process
+  std::string reason;   // for the run's log and `gputrain plan`
+};
+
+// The processes of a run, from the config, the selected devices, what a
+// launcher said and train's --nproc (nullopt: not given). strategy: auto (or
+// ddp) with several selected GPUs and no launcher starts one ddp process per
+// GPU over NCCL; it never means dp, which steps eagerly (no CUDA graph) and
+// sums the replicas' gradients one parameter at a time on one thread.
+ProcessPlan plan_processes(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                           const LaunchInfo& launch, std::optional<int64_t> nproc);
+
+// strategy: auto means ddp when launched with a world size above 1, else
+// single (on the primary device: several GPUs get one process each from
+// plan_processes, never dp). dp on the CPU runs dp.replicas CPU threads.
+// Throws ConfigError for combinations that cannot run.
 StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
                            const LaunchInfo& launch);
 

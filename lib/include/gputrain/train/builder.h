@@ -64,6 +64,9 @@ struct RunParts {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<GradScaler> scaler;
+  // train.on_nan's check on the device (null: the step's agreement reads the
+  // loss on the host, as under ddp or fp16's scaler). Before `step`, which uses it.
+  std::unique_ptr<NonFiniteSteps> non_finite;
   std::unique_ptr<OptimizerStep> step;  // eager, or a CUDA graph where train.cuda_graph can apply
   FastPaths fast;
   TestTimeAugmentation tta;

@@ -12,9 +12,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gputrain/config/config.h"
 #include "gputrain/data/batch_loader.h"
+#include "gputrain/train/non_finite.h"
 #include "gputrain/train/optim.h"
 
 namespace gputrain::train {
@@ -26,12 +28,19 @@ struct StepSums {
   torch::Tensor correct;
 };
 
+// The names of the trainable parameters of `model` whose gradient is still
+// undefined (after the warm-up steps: ones the loss never reaches). A graph
+// replays fixed gradient tensors, so such a model steps eagerly instead.
+std::vector<std::string> parameters_without_gradient(const torch::nn::Module& model);
+
 class GraphedStep {
  public:
   // `optimizer` comes from make_optimizer with optim.fused; it must outlive this.
   // Batches of `batch_size` samples are captured; others run eagerly.
+  // `non_finite` (may be null) checks each step's loss inside the graph; the
+  // optimizer was given its found() (skip_when) to skip a non-finite step.
   GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
-              torch::Device device, int64_t batch_size);
+              torch::Device device, int64_t batch_size, NonFiniteSteps* non_finite = nullptr);
   ~GraphedStep();
   GraphedStep(const GraphedStep&) = delete;
   GraphedStep& operator=(const GraphedStep&) = delete;
@@ -41,7 +50,8 @@ class GraphedStep {
   // cuDNN, cuBLAS and the allocator, as a capture requires), the next is
   // captured and replayed, every later one replayed. A batch of another size
   // (an epoch's short last batch) runs eagerly, on the same gradients and
-  // optimizer state.
+  // optimizer state. A step that cannot be captured (a parameter without a
+  // gradient after the warm-up) makes every later step eager, with a warning.
   StepSums step(const data::Batch& batch);
 
  private:

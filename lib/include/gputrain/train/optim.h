@@ -51,6 +51,12 @@ std::vector<double> lr_multipliers(const std::vector<ParamGroup>& groups);
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
                                                         const std::vector<ParamGroup>& groups);
 
+// From now on `optimizer` makes no update while `found` (a float32 scalar on
+// its parameters' device) holds 1, read on the device by the fused kernels.
+// False, and nothing changed, for an optimizer without a multi-tensor step
+// (optim.fused and optim.foreach both off).
+bool skip_updates_when(torch::optim::Optimizer& optimizer, const torch::Tensor& found);
+
 // The learning rate at optimizer step `step` (0-based) of `total_steps`, per
 // optim.scheduler (none | step | cosine | onecycle | linear_warmup_decay)
 // after optim.warmup_steps of linear warm-up. `steps_per_epoch` turns

@@ -13,6 +13,7 @@
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/train/amp.h"
+#include "gputrain/train/non_finite.h"
 #include "gputrain/train/optim.h"
 
 namespace gputrain::train {
@@ -61,13 +62,18 @@ struct EagerStepParts {
   // ddp.gradient_as_bucket_view: gradients are views into the Reducer's
   // buckets, so they are zeroed in place rather than dropped.
   bool zero_grad_in_place = false;
+  // Set: train.on_nan's check runs on the device, and the optimizer (given
+  // the check's found()) skips a non-finite step itself; the agreement then
+  // gets no loss to read. Null: agree() reads the step's loss (one sync).
+  NonFiniteSteps* non_finite = nullptr;
 };
 std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts);
 
 // train.cuda_graph: `optimizer` comes from make_optimizer with optim.fused and must outlive the step;
-// batches of `batch_size` samples replay the graph, a short last batch runs eagerly.
+// batches of `batch_size` samples replay the graph, a short last batch runs eagerly. `non_finite`
+// (may be null; must outlive the step) checks each step's loss inside the graph.
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
                                                  const LossSpec& loss, bool channels_last, const torch::Device& device,
-                                                 int64_t batch_size);
+                                                 int64_t batch_size, NonFiniteSteps* non_finite = nullptr);
 
 }  // namespace gputrain::train

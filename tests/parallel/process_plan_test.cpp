@@ -1,0 +1,114 @@
+// strategy: auto on made-up machines: how many processes train starts, and
+// what each one then runs. Issue 36: several GPUs meant dp, which turns the
+// CUDA graph off and sums gradients one parameter at a time on one thread.
+#include <gtest/gtest.h>
+
+#include "gputrain/config/load.h"
+#include "gputrain/device/resolve.h"
+#include "gputrain/parallel/launcher.h"
+#include "gputrain/parallel/strategy.h"
+
+namespace gputrain::parallel {
+namespace {
+
+// A machine with `count` GPUs (0: CPU only), as the probe would report it.
+device::DeviceInventory machine(int count) {
+  device::DeviceInventory inventory;
+  inventory.torch_built_with_cuda = true;
+  inventory.cuda_available = count > 0;
+  if (count == 0) inventory.cuda_unavailable_reason = "no NVIDIA driver was found on this machine";
+  for (int i = 0; i < count; ++i) {
+    device::GpuInfo gpu;
+    gpu.logical_index = i;
+    gpu.physical_id = std::to_string(i);
+    gpu.name = "Test GPU";
+    inventory.gpus.push_back(gpu);
+  }
+  return inventory;
+}
+
+config::LoadedConfig cfg(const std::vector<std::string>& overrides = {}) {
+  return config::load_config_text("data: {dataset: random}\nmodel: {name: mlp}\n", "exp.yaml", overrides);
+}
+
+struct Decision {
+  ProcessPlan processes;
+  std::vector<StrategyPlan> ranks;  // what each started worker runs; this process's plan when none
+};
+
+Decision decide(int gpus, const std::vector<std::string>& overrides = {}, LaunchInfo launch = {},
+                std::optional<int64_t> nproc = std::nullopt) {
+  const config::LoadedConfig loaded = cfg(overrides);
+  const device::DevicePlan devices = device::resolve_devices(loaded, machine(gpus));
+  Decision d{plan_processes(loaded, devices, launch, nproc), {}};
+  d.ranks = d.processes.workers > 0 ? check_local_workers(loaded, devices, d.processes.workers)
+                                    : std::vector<StrategyPlan>{plan_strategy(loaded, devices, launch)};
+  return d;
+}
+
+TEST(ProcessPlan, AutoOnOneGpuOrTheCpuTrainsInThisProcess) {
+  for (int gpus : {0, 1}) {
+    const Decision d = decide(gpus);
+    EXPECT_EQ(d.processes.workers, 0) << gpus;
+    EXPECT_EQ(d.processes.reason, "one process (strategy: auto)");
+    EXPECT_EQ(d.ranks.front().kind, StrategyKind::kSingle);
+    EXPECT_EQ(d.ranks.front().replicas.front(), gpus == 0 ? torch::Device("cpu") : torch::Device("cuda:0"));
+  }
+}
+
+TEST(ProcessPlan, AutoOnSeveralGpusStartsOneNcclWorkerPerGpuNeverDp) {
+  for (int gpus : {2, 8}) {
+    const Decision d = decide(gpus);
+    EXPECT_EQ(d.processes.workers, gpus);
+    EXPECT_NE(d.processes.reason.find(
+                  fmt::format("auto: {} GPUs selected, so {} ddp workers, one per GPU over NCCL", gpus, gpus)),
+              std::string::npos)
+        << d.processes.reason;
+    ASSERT_EQ(d.ranks.size(), static_cast<std::size_t>(gpus));
+    for (int rank = 0; rank < gpus; ++rank) {
+      const StrategyPlan& plan = d.ranks[static_cast<std::size_t>(rank)];
+      EXPECT_EQ(plan.kind, StrategyKind::kDistributed);
+      EXPECT_EQ(plan.backend, config::DdpBackend::kNccl);
+      EXPECT_EQ(plan.replicas, std::vector<torch::Device>{torch::Device(torch::kCUDA, rank)});
+    }
+  }
+}
+
+// A process that has several GPUs and is not a worker (bench, a test) trains on one, not with dp.
+TEST(ProcessPlan, AutoInOneProcessOfSeveralGpusIsSingleNotDp) {
+  const config::LoadedConfig loaded = cfg();
+  const StrategyPlan plan = plan_strategy(loaded, device::resolve_devices(loaded, machine(8)), {});
+  EXPECT_EQ(plan.kind, StrategyKind::kSingle);
+  EXPECT_EQ(plan.reason, "auto: one process uses cuda:0 only of the 8 selected GPUs");
+}
+
+TEST(ProcessPlan, DpAndSingleStayInOneProcessWhenAskedFor) {
+  const Decision dp = decide(8, {"strategy=dp"});
+  EXPECT_EQ(dp.processes.workers, 0);
+  EXPECT_EQ(dp.ranks.front().kind, StrategyKind::kDataParallel);
+  EXPECT_EQ(dp.ranks.front().replicas.size(), 8u);
+  const Decision single = decide(2, {"strategy=single"});
+  EXPECT_EQ(single.processes.workers, 0);
+  EXPECT_EQ(single.ranks.front().kind, StrategyKind::kSingle);
+  EXPECT_EQ(decide(2, {"gpus=[1]"}).processes.workers, 0);  // one GPU selected
+  EXPECT_EQ(decide(8, {"gpus=[2, 5]"}).ranks.back().replicas.front(), torch::Device("cuda:5"));
+}
+
+TEST(ProcessPlan, ALauncherOrNprocDecidesInstead) {
+  LaunchInfo rank;
+  rank.world_size = 8;
+  rank.rank = rank.local_rank = 3;
+  const Decision launched = decide(8, {}, rank);
+  EXPECT_EQ(launched.processes.workers, 0);
+  EXPECT_EQ(launched.processes.reason, "rank 3 of 8 started by a launcher");
+  EXPECT_EQ(launched.ranks.front().kind, StrategyKind::kDistributed);
+  EXPECT_EQ(launched.ranks.front().replicas.front(), torch::Device("cuda:3"));
+
+  const Decision asked = decide(8, {}, {}, 2);
+  EXPECT_EQ(asked.processes.workers, 2);
+  EXPECT_EQ(asked.processes.reason, "2 local workers (train --nproc 2)");
+  EXPECT_EQ(decide(0, {"device=cpu"}, {}, 2).ranks.front().backend, config::DdpBackend::kGloo);
+}
+
+}  // namespace
+}  // namespace gputrain::parallel
