@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gputrain/common/error.h"
+#include "gputrain/config/config_errors.h"
 #include "gputrain/config/load.h"
 
 namespace gputrain::config {

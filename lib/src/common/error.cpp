@@ -24,20 +24,6 @@ std::string config_message(const SourceMark& where, const std::string& key, std:
 ConfigError::ConfigError(SourceMark where, std::string key, std::string_view problem)
     : UserError(config_message(where, key, problem)), where_(std::move(where)), key_(std::move(key)) {}
 
-ConfigError::ConfigError(const ConfigError& first, const std::string& message)
-    : UserError(message), where_(first.where_), key_(first.key_) {}
-
-namespace {
-std::string lines_of(const std::vector<ConfigError>& all) {
-  std::string out;
-  for (const ConfigError& e : all) out += (out.empty() ? "" : "\n") + std::string(e.what());
-  return out;
-}
-}  // namespace
-
-ConfigErrors::ConfigErrors(std::vector<ConfigError> all)
-    : ConfigError(all.at(0), lines_of(all)), all_(std::move(all)) {}
-
 namespace detail {
 void throw_internal(const char* file, int line, const std::string& message) {
   throw InternalError(fmt::format("internal error at {}:{}: {}", file, line, message));

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gputrain/config/config.h"
+#include "gputrain/config/config_errors.h"
 #include "node_reader.h"
 
 namespace gputrain::config::detail {

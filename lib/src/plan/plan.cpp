@@ -12,6 +12,7 @@
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
+#include "gputrain/config/config_errors.h"
 #include "gputrain/config/load.h"
 #include "gputrain/config/output_paths.h"
 #include "gputrain/data/batch_loader.h"
@@ -45,7 +46,7 @@ bool attempt(RunPlan& plan, Part&& part) {
   try {
     part();
     return true;
-  } catch (const ConfigErrors& e) {
+  } catch (const config::ConfigErrors& e) {
     for (const ConfigError& one : e.all()) plan.problems.emplace_back(one.what());
     return false;
   } catch (const Error& e) {

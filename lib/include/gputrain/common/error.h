@@ -5,7 +5,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace gputrain {
 
@@ -49,25 +48,9 @@ class ConfigError : public UserError {
   const SourceMark& where() const { return where_; }
   const std::string& key() const { return key_; }
 
- protected:
-  // `first`'s place and key with a message of its own.
-  ConfigError(const ConfigError& first, const std::string& message);
-
  private:
   SourceMark where_;
   std::string key_;
-};
-
-// Every problem of one experiment at once, so that one run lists all a user
-// has to fix. what(): one ConfigError's message a line; where() and key() are
-// the first's.
-class ConfigErrors : public ConfigError {
- public:
-  explicit ConfigErrors(std::vector<ConfigError> all);
-  const std::vector<ConfigError>& all() const { return all_; }
-
- private:
-  std::vector<ConfigError> all_;
 };
 
 // A device that is not there, or a selection that does not fit the machine.
