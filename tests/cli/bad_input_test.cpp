@@ -231,5 +231,35 @@ TEST(CliBadPaths, ConfigThatIsADirectoryOrEndlessIsRefused) {
   EXPECT_NE(endless.err.find("larger than"), std::string::npos) << endless.err;
 }
 
+// Issue 37: an alias inside the node it names was a SIGSEGV in each of these commands.
+TEST(CliBadYaml, AnEndlessAliasIsExit2NamingTheAliasInEveryCommand) {
+  TempDir dir;
+  const auto config =
+      write_text(dir / "endless.yaml", "model:\n  layers: &L [{type: residual, layers: *L}, flatten, linear]\n");
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"config"}, {"config", "--explain"}, {"model"}, {"plan"}}) {
+    std::vector<std::string> args = command;
+    args.insert(args.end(), {"--config", config.string()});
+    const auto r = run_gputrain(args);
+    EXPECT_EQ(r.exit_code, 2) << command.front() << ": " << r.err;
+    EXPECT_NE((r.out + r.err).find(config.string() + ":2:40: the alias *L is inside the node it names"),
+              std::string::npos)
+        << r.out << r.err;
+  }
+}
+
+TEST(CliBadYaml, AliasesExpandingToBillionsAreRefusedAtOnce) {
+  TempDir dir;
+  std::string yaml = "model:\n  a0: &a0 [lol]\n";
+  for (int level = 1; level <= 9; ++level) {
+    yaml += "  a" + std::to_string(level) + ": &a" + std::to_string(level) + " [";
+    for (int i = 0; i < 10; ++i) yaml += (i ? ", *a" : "*a") + std::to_string(level - 1);
+    yaml += "]\n";
+  }
+  const auto r = run_gputrain({"model", "--config", write_text(dir / "laughs.yaml", yaml).string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("more than 100000 values once its aliases (*name) are expanded"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace gputrain::testing

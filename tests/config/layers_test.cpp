@@ -99,14 +99,17 @@ TEST(LayerConfig, ErrorsNameTheLayerAtItsPosition) {
   EXPECT_EQ(error_of("    - {type: relu, type: gelu}\n"), "x.yaml:4:20: model.layers[0] (relu): `type` is given twice");
 }
 
-TEST(LayerConfig, TheNameAndTheListGoTogether) {
+TEST(LayerConfig, TheListImpliesItsNameAndAnotherNameIsRefused) {
+  const auto implied = load_config_text("model:\n  layers: [flatten, linear]\n", "x.yaml");
+  EXPECT_EQ(implied.config.model.name, ModelName::kLayers);
+  EXPECT_EQ(load_config_text("", "x.yaml", {"model.layers=[flatten, linear]"}).config.model.name, ModelName::kLayers);
   try {
-    load_config_text("model:\n  layers: [relu]\n", "x.yaml");
-    ADD_FAILURE() << "layers without name: layers was accepted";
+    load_config_text("model:\n  name: mlp\n  layers: [relu]\n", "x.yaml");
+    ADD_FAILURE() << "layers with name: mlp was accepted";
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "x.yaml:2:11: model.layers: declares a network, but model.name is `cifar10_cnn`; write `name: layers` "
-              "to use it");
+              "x.yaml:3:11: model.layers: declares a network, but model.name is `mlp`; leave model.name out "
+              "(model.layers implies `layers`) or remove model.layers to use `mlp`");
   }
   EXPECT_THROW(load_config_text("model:\n  name: layers\n", "x.yaml"), ConfigError);
   EXPECT_THROW(load_config_text("model:\n  name: layers\n  layers: []\n", "x.yaml"), ConfigError);

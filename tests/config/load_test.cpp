@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include <filesystem>
 #include <thread>
@@ -368,6 +369,67 @@ TEST(ConfigLimits, DeepNestingIsAClearErrorNotACrash) {
   }
   EXPECT_NE(user_error("", {"data.normalize.mean=" + repeat("[", 100000)}).find("nested too deeply"),
             std::string::npos);
+}
+
+// YAML aliases (*name) repeat what an anchor (&name) holds without copying it
+// in the text: refused when they make a node endless or the document larger
+// than an experiment file, before any node is built (issue 37).
+// "Billion laughs": `levels` anchors, each a list of ten aliases to the one before.
+std::string laughs(int levels, const std::string& under) {
+  std::string yaml = "a0: &a0 [lol]\n";
+  for (int level = 1; level <= levels; ++level) {
+    yaml += "a" + std::to_string(level) + ": &a" + std::to_string(level) + " [";
+    for (int i = 0; i < 10; ++i) yaml += (i ? ", *a" : "*a") + std::to_string(level - 1);
+    yaml += "]\n";
+  }
+  return under + ":\n" + [&] {
+    std::string indented;
+    for (std::size_t at = 0; at < yaml.size();) {
+      const std::size_t end = yaml.find('\n', at);
+      indented += "  " + yaml.substr(at, end + 1 - at);
+      at = end + 1;
+    }
+    return indented;
+  }();
+}
+
+TEST(ConfigAliases, AnAliasInsideTheNodeItNamesIsRefusedNotACrash) {
+  EXPECT_EQ(user_error("model:\n  layers: &L [{type: residual, layers: *L}, flatten, linear]\n"),
+            "exp.yaml:2:40: the alias *L is inside the node it names (&L at line 2), which would make it endless; an "
+            "alias can only repeat a node that ends before it");
+  EXPECT_NE(user_error("data: &d {normalize: *d}\n").find("exp.yaml:1:22: the alias *d is inside"), std::string::npos);
+  EXPECT_NE(user_error("", {"model.layers=&L [{type: residual, layers: *L}]"}).find("the alias *L is inside"),
+            std::string::npos);
+}
+
+TEST(ConfigAliases, AliasesThatExpandPastTheLimitAreRefusedAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  // Six levels stand for a million values, nine for a billion; an unknown key does not read them first.
+  for (const auto& yaml : {laughs(6, "model"), laughs(9, "model"), laughs(9, "no_such_key")}) {
+    const std::string error = user_error(yaml);
+    EXPECT_EQ(error.rfind("exp.yaml:", 0), 0u) << error;
+    EXPECT_NE(error.find("with the alias *a"), std::string::npos) << error;
+    EXPECT_NE(error.find("more than 100000 values once its aliases (*name) are expanded"), std::string::npos) << error;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  // An alias nesting a deep list in itself, again and again: deeper than any reader should recurse.
+  std::string deep = "a0: &a0 " + std::string(40, '[') + std::string(40, ']') + "\n";
+  for (int level = 1; level <= 4; ++level) {
+    deep += "a" + std::to_string(level) + ": &a" + std::to_string(level) + " " + std::string(40, '[') + "*a" +
+            std::to_string(level - 1) + std::string(40, ']') + "\n";
+  }
+  const std::string error = user_error(deep);
+  EXPECT_NE(error.find("with the alias *a1, the document is nested too deeply"), std::string::npos) << error;
+}
+
+TEST(ConfigAliases, AliasesWithinTheLimitsStillRead) {
+  const auto loaded = load_config_text(
+      "model:\n  layers: [&block {type: linear, out_features: 8}, relu, *block, relu, linear]\n"
+      "data: {dataset: synthetic, normalize: {mean: &m [0.5], std: *m}}\n",
+      "exp.yaml");
+  ASSERT_EQ(loaded.config.model.layers.size(), 5u);
+  EXPECT_EQ(loaded.config.model.layers[2].values.at("out_features"), 8);
+  EXPECT_EQ(loaded.config.data.normalize.std, std::vector<double>{0.5});
 }
 
 TEST(ConfigLoad, DirectoryIsNotAnExperimentFile) {

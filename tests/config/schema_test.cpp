@@ -32,6 +32,8 @@ class KeyLister {
   }
   template <typename Message>
   void check(const std::string&, bool, const Message&) {}
+  template <typename T>
+  void imply(const char*, T&, const T&, bool) {}
 
  private:
   std::vector<std::string>& keys_;
@@ -78,6 +80,8 @@ class Perturber {
   }
   template <typename Message>
   void check(const std::string&, bool, const Message&) {}
+  template <typename T>
+  void imply(const char*, T&, const T&, bool) {}
 
  private:
   static void change(std::string& value) { value = value == "auto" ? "cpu" : value + "x"; }

@@ -29,6 +29,31 @@ TEST(SweepPoints, EveryValueCombinationWithEverySeedSeedsFastest) {
   EXPECT_THROW(sweep_points({0}, {"=1,2"}), UserError);
 }
 
+// The message of the UserError sweep_points raises.
+std::string refusal(const std::vector<uint64_t>& seeds, const std::vector<std::string>& vary) {
+  try {
+    sweep_points(seeds, vary);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted";
+  return "";
+}
+
+TEST(SweepPoints, RefusesAKeyTwiceTheKeysItSetsAndTooManyRuns) {
+  EXPECT_EQ(refusal({0}, {"optim.lr=0.1", "optim.lr=0.2,0.3"}),
+            "--vary optim.lr=0.2,0.3: optim.lr is varied twice; give all its values in one --vary optim.lr=V1,V2,...");
+  EXPECT_EQ(refusal({0, 1}, {"seed=3,4"}),
+            "--vary seed=3,4: the sweep sets seed for each run; give the seeds with --seeds");
+  EXPECT_NE(refusal({0}, {"name=a,b"}).find("the sweep sets name for each run"), std::string::npos);
+  const std::string ten = "0,1,2,3,4,5,6,7,8,9";
+  EXPECT_EQ(sweep_points({0}, {"a=" + ten, "b=" + ten, "c=" + ten}).size(), 1000u);
+  EXPECT_EQ(refusal({0, 1}, {"a=" + ten, "b=" + ten, "c=" + ten}),
+            "--vary c=0,1,2,3,4,5,6,7,8,9: the sweep would make more than 1000 runs (1000 value combinations x 2 "
+            "seeds); vary fewer values or split the sweep");
+  EXPECT_NE(refusal(std::vector<uint64_t>(1001, 0), {}).find("more than the 1000 runs"), std::string::npos);
+}
+
 TEST(SweepSummary, MeanAndSampleStandardDeviation) {
   EXPECT_FALSE(spread({}).has_value());
   EXPECT_DOUBLE_EQ(spread({3.0})->std, 0.0);

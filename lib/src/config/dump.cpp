@@ -27,6 +27,8 @@ class Dumper {
   }
   template <typename Message>
   void check(const std::string&, bool, const Message&) {}
+  template <typename T>
+  void imply(const char*, T&, const T&, bool) {}
 
  private:
   // Quoted, so that a name or path such as "1e3" or "yes" stays a string.

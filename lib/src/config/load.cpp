@@ -5,12 +5,16 @@
 #include <yaml-cpp/eventhandler.h>  // nor YAML::EventHandler
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include "gputrain/common/strings.h"
 #include "node_reader.h"
@@ -75,32 +79,69 @@ void reject_merge_keys(const YAML::Node& node, const std::string& origin) {
   }
 }
 
-// Where each document of a stream starts, without building it. yaml-cpp
-// 0.7's LoadAll never returns on a stray ',' (jbeder/yaml-cpp#1040, fixed in
-// 0.8 by #1319): the parser hands back the same empty document again and
-// again without consuming the token, allocating a node each time.
-class DocumentStarts : public YAML::EventHandler {
+// An experiment file holds a few hundred values; aliases (*name) repeat what
+// an anchor (&name) holds without copying it in the text, so a small file can
+// stand for billions of values ("billion laughs") or, aliasing a node it is
+// inside of, for an endless tree. Every reader walks the tree as if the
+// aliases were copies, so the scan counts them as copies and stops at these.
+constexpr int64_t kMaxExpandedValues = 100000;
+constexpr int64_t kMaxExpandedDepth = 100;
+
+// One pass over the document's events, before any node is built: where each
+// document starts, and how many values and levels it holds with its aliases
+// expanded. yaml-cpp 0.7's LoadAll never returns on a stray ',' (jbeder/yaml-cpp#1040,
+// fixed in 0.8 by #1319): the parser hands back the same empty document again
+// and again without consuming the token, allocating a node each time.
+class DocumentScan : public YAML::EventHandler {
  public:
-  void OnDocumentStart(const YAML::Mark&) override { first_node_.reset(); }
+  explicit DocumentScan(std::string origin) : origin_(std::move(origin)) {}
+
+  void OnDocumentStart(const YAML::Mark&) override {
+    first_node_.reset();
+    open_.clear();
+    anchors_.clear();
+    total_ = Extent{};
+  }
   void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark, /*null=*/true); }
-  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
-  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override { node(mark); }
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
-    node(mark);
+  void OnAnchor(const YAML::Mark&, const std::string& name) override { pending_name_ = name; }
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { leaf(mark, anchor, /*null=*/true); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override;
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string&) override {
+    leaf(mark, anchor);
   }
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
-    node(mark);
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    open(mark, anchor);
   }
-  void OnMapEnd() override {}
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    open(mark, anchor);
+  }
+  void OnMapEnd() override { close(); }
 
   // The first node of the document just handled, and whether it was a bare null.
   std::optional<YAML::Mark> first_node() const { return first_node_; }
   bool bare_null() const { return bare_null_; }
 
  private:
-  void node(const YAML::Mark& mark, bool null = false) {
+  // A node with its aliases expanded: how many values, and how many levels deep.
+  struct Extent {
+    int64_t values = 0;
+    int64_t depth = 0;
+  };
+  struct Anchor {
+    std::string name;
+    YAML::Mark mark;
+    Extent extent;
+    bool open = true;  // still being read: an alias to it would be inside itself
+  };
+  struct Open {
+    YAML::anchor_t anchor;
+    Extent extent;
+  };
+
+  void seen(const YAML::Mark& mark, bool null = false) {
     if (first_node_) {
       bare_null_ = false;
       return;
@@ -108,15 +149,85 @@ class DocumentStarts : public YAML::EventHandler {
     first_node_ = mark;
     bare_null_ = null;
   }
+  void leaf(const YAML::Mark& mark, YAML::anchor_t anchor, bool null = false) {
+    seen(mark, null);
+    if (anchor != YAML::NullAnchor) anchors_[anchor] = Anchor{pending_name_, mark, {1, 1}, false};
+    add(mark, {1, 1}, nullptr);
+  }
+  void open(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    seen(mark);
+    if (anchor != YAML::NullAnchor) anchors_[anchor] = Anchor{pending_name_, mark, {}, true};
+    open_.push_back({anchor, {1, 1}});
+    open_mark_.push_back(mark);
+    if (static_cast<int64_t>(open_.size()) > kMaxExpandedDepth) fail_depth(mark, nullptr);
+  }
+  void close() {
+    const Open done = open_.back();
+    const YAML::Mark mark = open_mark_.back();
+    open_.pop_back();
+    open_mark_.pop_back();
+    if (done.anchor != YAML::NullAnchor) {
+      Anchor& anchor = anchors_[done.anchor];
+      anchor.extent = done.extent;
+      anchor.open = false;
+    }
+    add(mark, done.extent, nullptr);
+  }
+  // Adds a child of `extent` to the innermost open node (or the document).
+  void add(const YAML::Mark& mark, Extent extent, const Anchor* alias) {
+    Extent& parent = open_.empty() ? total_ : open_.back().extent;
+    // Both are at most the limit, so the sum cannot overflow.
+    parent.values += extent.values;
+    if (parent.values > kMaxExpandedValues) fail_values(mark, alias);
+    const int64_t levels = static_cast<int64_t>(open_.size()) + extent.depth;
+    if (levels > kMaxExpandedDepth) fail_depth(mark, alias);
+    parent.depth = std::max(parent.depth, extent.depth + (open_.empty() ? 0 : 1));
+  }
+
+  std::string at(const YAML::Mark& mark) const { return detail::mark_from(mark, origin_).str(); }
+  [[noreturn]] void fail_values(const YAML::Mark& mark, const Anchor* alias) const {
+    throw UserError(fmt::format(
+        "{}: {}the document holds more than {} values once its aliases (*name) are expanded, each as a copy of "
+        "what it names; an experiment file holds a few hundred. Write the repeated part out, or alias less of it",
+        at(mark), alias ? fmt::format("with the alias *{}, ", alias->name) : "", kMaxExpandedValues));
+  }
+  [[noreturn]] void fail_depth(const YAML::Mark& mark, const Anchor* alias) const {
+    throw UserError(fmt::format(
+        "{}: {}nested too deeply: more than {} levels{}; an experiment file nests three (section, key, list)", at(mark),
+        alias ? fmt::format("with the alias *{}, the document is ", alias->name) : "", kMaxExpandedDepth,
+        alias ? " once its aliases are expanded" : ""));
+  }
+
+  std::string origin_;
   std::optional<YAML::Mark> first_node_;
   bool bare_null_ = false;
+  std::string pending_name_;
+  std::map<YAML::anchor_t, Anchor> anchors_;
+  std::vector<Open> open_;
+  std::vector<YAML::Mark> open_mark_;
+  Extent total_;
 };
+
+void DocumentScan::OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) {
+  seen(mark);
+  const auto found = anchors_.find(anchor);
+  // The parser refuses an alias to an anchor it has not seen, so this is one.
+  GPUTRAIN_CHECK(found != anchors_.end(), "alias to unknown anchor {}", anchor);
+  const Anchor& target = found->second;
+  if (target.open) {
+    throw UserError(fmt::format(
+        "{}: the alias *{} is inside the node it names (&{} at line {}), which would make it endless; an alias "
+        "can only repeat a node that ends before it",
+        at(mark), target.name, target.name, target.mark.line + 1));
+  }
+  add(mark, target.extent, &target);
+}
 
 // ParserException for a stream of more than one document, or one the parser stalls in.
 void check_one_document(const std::string& text, const std::string& origin) {
   std::istringstream in(text);
   YAML::Parser parser(in);
-  DocumentStarts starts;
+  DocumentScan starts(origin);
   std::optional<YAML::Mark> previous_null;
   for (int documents = 0; parser.HandleNextDocument(starts);) {
     const std::optional<YAML::Mark> at = starts.first_node();
@@ -179,6 +290,7 @@ void apply_override(YAML::Node& root, const std::string& assignment, int number,
   }
   YAML::Node value;
   try {
+    check_one_document(assignment.substr(equals + 1), origin);
     value = YAML::Load(assignment.substr(equals + 1));
   } catch (const YAML::DeepRecursion&) {
     throw ConfigError({origin, 0, 0}, key, fmt::format("value is {}", kTooDeep));

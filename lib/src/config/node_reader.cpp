@@ -222,7 +222,8 @@ NodeReader NodeReader::section(const std::string& key) {
 
 YAML::Node NodeReader::raw(const std::string& key) { return value_node(key); }
 
-void NodeReader::reject_unknown_keys() const {
+std::vector<ConfigError> NodeReader::unknown_keys() const {
+  std::vector<ConfigError> problems;
   std::set<std::string> seen;
   const std::vector<std::string> valid(known_.begin(), known_.end());
   for (const auto& entry : map_) {
@@ -234,7 +235,10 @@ void NodeReader::reject_unknown_keys() const {
       const auto child = overrides_.lower_bound(path(key) + ".");
       if (child != overrides_.end() && child->first.rfind(path(key) + ".", 0) == 0) at = child->second;
     }
-    if (!seen.insert(key).second) throw ConfigError(at, path(key), "duplicate key");
+    if (!seen.insert(key).second) {
+      problems.emplace_back(at, path(key), "duplicate key");
+      continue;
+    }
     if (known_.count(key)) continue;
     std::string problem = "unknown key";
     if (const std::string near = closest_match(key, valid); !near.empty()) {
@@ -242,8 +246,9 @@ void NodeReader::reject_unknown_keys() const {
     } else {
       problem += fmt::format("; valid keys here: {}", join_choices(valid));
     }
-    throw ConfigError(at, path(key), problem);
+    problems.emplace_back(at, path(key), problem);
   }
+  return problems;
 }
 
 }  // namespace gputrain::config::detail

@@ -56,9 +56,9 @@ class NodeReader {
   // The raw node, for keys with more than one shape (gpus: all | [0, 1]).
   YAML::Node raw(const std::string& key);
 
-  // Throws for every key of the mapping that no read asked for (with the
-  // closest valid key) and for duplicate keys.
-  void reject_unknown_keys() const;
+  // A problem for every key of the mapping that no read asked for (with the
+  // closest valid key) and for every duplicate key.
+  std::vector<ConfigError> unknown_keys() const;
 
   [[noreturn]] void fail(const std::string& key, std::string_view problem) const;
   std::string path(const std::string& key) const { return prefix_ + key; }

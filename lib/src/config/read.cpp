@@ -1,6 +1,9 @@
 #include "read.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <optional>
 
 #include "gputrain/config/schema.h"
 
@@ -9,31 +12,56 @@ namespace gputrain::config::detail {
 namespace {
 
 // Reads each declared key through a NodeReader, enforces its constraint and
-// the checks across keys, and refuses keys no declaration names.
+// the checks across keys, and refuses keys no declaration names. It goes on
+// past a problem, so that one run of `gputrain config` lists them all: a key
+// at fault keeps its default, and a check is skipped when its key is at fault
+// already (its message would be about the default, not the user's value).
 class Reader {
  public:
-  Reader(NodeReader& reader, const SourceMap& sources) : reader_(reader), sources_(sources) {}
+  Reader(NodeReader& reader, const SourceMap& sources, Problems& problems)
+      : reader_(reader), sources_(sources), problems_(problems) {}
 
   template <typename T, typename C>
   void field(const char* key, T& value, const C& constraint, const char* /*doc*/) {
-    reader_.read(key, value);
-    enforce(key, value, constraint);
+    const T before = value;
+    try {
+      reader_.read(key, value);
+      enforce(key, value, constraint);
+    } catch (const ConfigError& e) {
+      value = before;
+      problems_.add(reader_.path(key), e);
+    }
   }
 
   template <typename S>
   void section(const char* key, S& sub) {
-    NodeReader inner = reader_.section(key);
-    Reader reader(inner, sources_);
+    std::optional<NodeReader> inner;
+    try {
+      inner.emplace(reader_.section(key));
+    } catch (const ConfigError& e) {
+      problems_.add(reader_.path(key), e);
+      return;
+    }
+    Reader reader(*inner, sources_, problems_);
     visit(reader, sub);
-    inner.reject_unknown_keys();
+    for (const ConfigError& e : inner->unknown_keys()) problems_.add(e.key(), e);
+  }
+
+  // A key left out takes `implied` when `when` holds (model.layers makes model.name `layers`).
+  template <typename T>
+  void imply(const char* key, T& value, const T& implied, bool when) {
+    if (when && !sources_.exact(reader_.path(key)).known()) value = implied;
   }
 
   template <typename Message>
   void check(const std::string& key, bool ok, const Message& message) {
     if (ok) return;
     // A rule across sections names its key from the top; its mark is where that key was read.
-    if (key.find('.') == std::string::npos) reader_.fail(key, message());
-    throw ConfigError(sources_.at(reader_.path(key)), reader_.path(key), message());
+    const bool local = key.find('.') == std::string::npos;
+    const std::string full = local ? reader_.path(key) : key;
+    if (problems_.blames(full)) return;
+    const SourceMark at = local ? reader_.mark_of(key) : sources_.at(full);
+    problems_.add(full, ConfigError(at, full, message()));
   }
 
  private:
@@ -71,15 +99,34 @@ class Reader {
 
   NodeReader& reader_;
   const SourceMap& sources_;
+  Problems& problems_;
 };
 
 }  // namespace
 
+void Problems::add(const std::string& key, const ConfigError& problem) {
+  all_.push_back(problem);
+  keys_.insert(key);
+}
+
+void Problems::throw_any() const {
+  if (all_.size() == 1) throw all_.front();
+  if (!all_.empty()) throw ConfigErrors(all_);
+}
+
 ExperimentConfig read_experiment(NodeReader& root, const SourceMap& sources) {
   ExperimentConfig config;
-  Reader reader(root, sources);
+  Problems problems;
+  Reader reader(root, sources, problems);
   visit(reader, config);
-  root.reject_unknown_keys();
+  for (const ConfigError& e : root.unknown_keys()) problems.add(e.key(), e);
+  problems.throw_any();
+  for (const DatasetOnlyKey& only : dataset_only_keys(config.data)) {
+    if (!only.set || only.reader == config.data.dataset) continue;
+    const std::string key = std::string("data.") + only.key;
+    spdlog::warn("{}: {}: only data.dataset: {} reads it; {} ignores it", sources.at(key).str(), key, word(only.reader),
+                 word(config.data.dataset));
+  }
   if (config.data.root.empty()) config.data.root = default_data_root(config.data.dataset);
   return config;
 }

@@ -44,4 +44,20 @@ std::string too_many_threads(int64_t value) {
       max_threads(), value, std::max(1u, std::thread::hardware_concurrency()));
 }
 
+std::vector<DatasetOnlyKey> dataset_only_keys(const DataConfig& c) {
+  const DataConfig d;
+  return {{"target_column", DatasetName::kCsv, c.target_column != d.target_column},
+          {"test_root", DatasetName::kImageFolder, c.test_root != d.test_root},
+          {"image_size", DatasetName::kImageFolder, c.image_size != d.image_size},
+          {"channels", DatasetName::kImageFolder, c.channels != d.channels},
+          {"cache", DatasetName::kImageFolder, c.cache != d.cache},
+          {"length", DatasetName::kRandom, c.length != d.length},
+          {"input_size", DatasetName::kRandom, c.input_size != d.input_size},
+          {"samples", DatasetName::kSynthetic, c.samples != d.samples},
+          {"test_samples", DatasetName::kSynthetic, c.test_samples != d.test_samples},
+          {"features", DatasetName::kSynthetic, c.features != d.features},
+          {"classes", DatasetName::kSynthetic, c.classes != d.classes},
+          {"targets", DatasetName::kSynthetic, c.targets != d.targets}};
+}
+
 }  // namespace gputrain::config

@@ -12,6 +12,7 @@
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
+#include "gputrain/config/config_errors.h"
 #include "gputrain/config/load.h"
 #include "gputrain/config/output_paths.h"
 #include "gputrain/data/batch_loader.h"
@@ -38,12 +39,16 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
-// Runs `part`; what it refuses becomes a problem. False when it refused.
+// Runs `part`; what it refuses becomes a problem (each of a config's, one a
+// line). False when it refused.
 template <class Part>
 bool attempt(RunPlan& plan, Part&& part) {
   try {
     part();
     return true;
+  } catch (const config::ConfigErrors& e) {
+    for (const ConfigError& one : e.all()) plan.problems.emplace_back(one.what());
+    return false;
   } catch (const Error& e) {
     plan.problems.emplace_back(e.what());
     return false;

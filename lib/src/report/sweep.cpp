@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <regex>
+#include <set>
+#include <string_view>
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
@@ -60,7 +62,7 @@ std::vector<uint64_t> parse_seeds(const std::string& text) {
   if (const auto dots = text.find(".."); dots != std::string::npos) {
     const uint64_t first = seed_number(text.substr(0, dots), text);
     const uint64_t last = seed_number(text.substr(dots + 2), text);
-    if (last < first || last - first >= 1000) {
+    if (last < first || last - first >= kMaxSweepRuns) {
       throw UserError(
           fmt::format("--seeds {}: a range runs from the smaller seed to the larger, 1000 runs at most", text));
     }
@@ -72,16 +74,37 @@ std::vector<uint64_t> parse_seeds(const std::string& text) {
 }
 
 std::vector<SweepPoint> sweep_points(const std::vector<uint64_t>& seeds, const std::vector<std::string>& vary) {
+  if (seeds.size() > kMaxSweepRuns) {
+    throw UserError(
+        fmt::format("--seeds: {} seeds, more than the {} runs a sweep makes at most", seeds.size(), kMaxSweepRuns));
+  }
   std::vector<std::vector<std::string>> combos{{}};
+  std::set<std::string> keys;
   for (const std::string& entry : vary) {
     const auto equals = entry.find('=');
     if (equals == std::string::npos || equals == 0 || equals + 1 == entry.size()) {
       throw UserError(fmt::format("--vary {}: write KEY=V1,V2,... (e.g. --vary optim.lr=0.05,0.1)", entry));
     }
-    const std::string key = entry.substr(0, equals);
+    const std::string key(trim(std::string_view(entry).substr(0, equals)));
+    // The sweep sets these itself for every run, over what --vary would give.
+    if (key == "seed" || key == "name") {
+      throw UserError(fmt::format("--vary {}: the sweep sets {} for each run{}", entry, key,
+                                  key == "seed" ? "; give the seeds with --seeds" : " (<name>-sweep-<N>)"));
+    }
+    if (!keys.insert(key).second) {
+      throw UserError(fmt::format("--vary {}: {} is varied twice; give all its values in one --vary {}=V1,V2,...",
+                                  entry, key, key));
+    }
+    const std::vector<std::string> values = split(entry.substr(equals + 1), ',');
+    if (combos.size() * values.size() * seeds.size() > kMaxSweepRuns) {
+      throw UserError(fmt::format(
+          "--vary {}: the sweep would make more than {} runs ({} value combinations x {}); vary fewer values or "
+          "split the sweep",
+          entry, kMaxSweepRuns, combos.size() * values.size(), count_of(static_cast<int64_t>(seeds.size()), "seed")));
+    }
     std::vector<std::vector<std::string>> next;
     for (const auto& combo : combos) {
-      for (const std::string& value : split(entry.substr(equals + 1), ',')) {
+      for (const std::string& value : values) {
         std::vector<std::string> extended = combo;
         extended.push_back(fmt::format("{}={}", key, trim(value)));
         next.push_back(extended);

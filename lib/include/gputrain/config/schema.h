@@ -8,12 +8,14 @@
 //   v.field(key, value, constraint, doc)  one key (constraint: Any, Min or Range)
 //   v.section(key, sub)                   a nested mapping, visited with visit(v', sub)
 //   v.check(key, ok, message)             a rule across keys: `key` is blamed when !ok
+//   v.imply(key, value, implied, when)    a key left out takes `implied` when `when` holds
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "gputrain/common/strings.h"
 #include "gputrain/config/config.h"
@@ -53,6 +55,17 @@ std::string too_many_threads(int64_t value);
 inline constexpr double kMinNormalizeStd = 1e-6;
 // The loader refuses fp16 with `device: cpu`; the trainer, with a device that resolved to the CPU.
 inline constexpr const char* kFp16NeedsCuda = "fp16 autocast needs CUDA; on CPU use bf16 (train.amp: bf16)";
+
+// A data key that only one kind of data set reads; `set`: it differs from its default.
+struct DatasetOnlyKey {
+  const char* key;  // below data.
+  DatasetName reader;
+  bool set;
+};
+// Every such key of `c`. With another data.dataset one is ignored, and the
+// reader warns: not refused, since `--set data.dataset=npy` over a synthetic
+// experiment (the set `gputrain datasets export` wrote) is a way of working.
+std::vector<DatasetOnlyKey> dataset_only_keys(const DataConfig& c);
 
 template <class V>
 void visit(V& v, NormalizeConfig& c) {
@@ -161,14 +174,19 @@ void visit(V& v, DataConfig& c) {
 template <class V>
 void visit(V& v, ModelConfig& c) {
   v.field("name", c.name, Any{},
-          "`linear`, the MLP, the seed tutorial's CIFAR-10 Net, or `layers`: the network `model.layers` declares");
+          "`linear`, the MLP, the seed tutorial's CIFAR-10 Net, or `layers`: the network `model.layers` declares "
+          "(implied when `model.layers` is given and this key is left out)");
   v.field("layers", c.layers, Any{},
-          "`name: layers`: the network as a list of layers, each `{type: conv2d, out_channels: 64, kernel: 3}` or "
+          "the network as a list of layers (makes `model.name` `layers`), each `{type: conv2d, out_channels: 64, "
+          "kernel: 3}` or "
           "a type's word (`relu`); input sizes follow the data set. Types and their keys: the table below");
+  v.imply("name", c.name, ModelName::kLayers, !c.layers.empty());
   v.check("layers", (c.name == ModelName::kLayers) == !c.layers.empty(), [&] {
     return c.layers.empty() ? std::string("is empty, but model.name is `layers`: declare the network here")
-                            : fmt::format("declares a network, but model.name is `{}`; write `name: layers` to use it",
-                                          word(c.name));
+                            : fmt::format(
+                                  "declares a network, but model.name is `{}`; leave model.name out (model.layers "
+                                  "implies `layers`) or remove model.layers to use `{}`",
+                                  word(c.name), word(c.name));
   });
   v.field("in_features", c.in_features, Min{1}, "input size; `auto`: from the data set");
   v.field("out_features", c.out_features, Min{1}, "output size; `auto`: the data set's classes or targets");

@@ -11,6 +11,10 @@
 
 namespace gputrain::report {
 
+// Runs one sweep makes at most: seeds x --vary combinations. A sweep runs
+// them one after another, so more is days of training, most likely a typo.
+inline constexpr std::size_t kMaxSweepRuns = 1000;
+
 // --seeds: "0..4" (both ends included) or "0,3,7". UserError otherwise.
 std::vector<uint64_t> parse_seeds(const std::string& text);
 
@@ -22,7 +26,8 @@ struct SweepPoint {
 
 // Every combination of the seeds and the --vary KEY=V1,V2,... values (each
 // value a YAML scalar: commas separate them), the seeds varying fastest.
-// UserError for a --vary without KEY= or without values.
+// UserError for a --vary without KEY= or without values, a key varied twice,
+// `seed` or `name` (the sweep sets them), or more than kMaxSweepRuns runs.
 std::vector<SweepPoint> sweep_points(const std::vector<uint64_t>& seeds, const std::vector<std::string>& vary);
 
 struct SweepRun {
