@@ -16,6 +16,7 @@
 #include "gputrain/device/nvtx.h"
 #include "gputrain/logging/format.h"
 #include "gputrain/train/fast_paths.h"
+#include "gputrain/train/optimizer_step.h"
 #include "multi_tensor_optim.h"
 
 namespace gputrain::train {
@@ -42,13 +43,13 @@ StepSums on_current_stream(const StepSums& sums) {
 }  // namespace
 
 struct GraphedStep::State {
-  State(torch::nn::Sequential m, detail::SplitStep& s, LossSpec l, bool cl, torch::Device d, int64_t b)
+  State(torch::nn::Sequential m, detail::SplitStep& s, LossSpec l, bool cl, torch::Device d, const GraphPlan& p)
       : model(std::move(m)),
         split(s),
         loss(std::move(l)),
         channels_last(cl),
         device(d),
-        batch_size(b),
+        plan(p),
         side(c10::cuda::getStreamFromPool(false, d.index())) {}
 
   torch::nn::Sequential model;
@@ -56,7 +57,7 @@ struct GraphedStep::State {
   LossSpec loss;
   bool channels_last;
   torch::Device device;
-  int64_t batch_size;  // the captured shape's
+  GraphPlan plan;  // the captured shape, and what the step does after backward
   // Every eager step and the capture run here. One stream for the run: the
   // caching allocator keeps freed blocks per stream and cuBLAS a workspace per
   // stream, so a new pool stream per short last batch grew an H100 run's
@@ -90,6 +91,7 @@ struct GraphedStep::State {
 
   void launch() {
     device::NvtxRange range("optimizer");
+    if (plan.grad_clip > 0) clip_grad_norm(model->parameters(), plan.grad_clip);  // device only: no host read
     split.launch_step();
   }
 
@@ -132,10 +134,10 @@ struct GraphedStep::State {
 };
 
 GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss,
-                         bool channels_last, torch::Device device, int64_t batch_size) {
+                         bool channels_last, torch::Device device, const GraphPlan& plan) {
   auto* split = dynamic_cast<detail::SplitStep*>(&optimizer);
   GPUTRAIN_CHECK(split != nullptr && device.is_cuda(), "GraphedStep needs a fused optimizer on CUDA");
-  state_ = std::make_unique<State>(std::move(model), *split, loss, channels_last, device, batch_size);
+  state_ = std::make_unique<State>(std::move(model), *split, loss, channels_last, device, plan);
 }
 
 GraphedStep::~GraphedStep() = default;
@@ -143,7 +145,7 @@ GraphedStep::~GraphedStep() = default;
 StepSums GraphedStep::step(const data::Batch& batch) {
   State& s = *state_;
   const c10::DeviceGuard device_guard(s.device);
-  if (batch.size() != s.batch_size) {
+  if (batch.size() != s.plan.micro_batch) {
     // The epoch's short last batch: the graph replays one shape, so this one runs eagerly.
     device::NvtxRange range("step (eager, other shape)");
     return on_current_stream(s.eager_step(batch.inputs.to(s.device, /*non_blocking=*/true),
@@ -180,7 +182,7 @@ StepSums GraphedStep::step(const data::Batch& batch) {
 struct GraphedStep::State {};
 
 GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, const LossSpec&, bool, torch::Device,
-                         int64_t) {
+                         const GraphPlan&) {
   GPUTRAIN_CHECK(false, "GraphedStep needs a build of LibTorch with CUDA");
 }
 
