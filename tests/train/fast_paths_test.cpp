@@ -183,6 +183,13 @@ TEST_F(FastPathRuns, CudaGraphClipsLikeEagerSteps_CUDA) {
   expect_equal(graphed_on_gpu({"train.grad_clip=0.05"}, true), graphed_on_gpu({"train.grad_clip=0.05"}, false), 1e-4);
 }
 
+// The class weights are one device tensor the captured loss reads on every replay.
+TEST_F(FastPathRuns, CudaGraphWeighsClassesLikeEagerSteps_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const std::string weights = "train.class_weights=[1, 3, 0.5, 1, 1, 2, 1, 1, 1, 0.25]";
+  expect_equal(graphed_on_gpu({weights}, true), graphed_on_gpu({weights}, false), 1e-4);
+}
+
 // 40 images in batches of 16 leave a last batch of 8 each epoch: it runs
 // eagerly, before and after the capture, on the gradients and optimizer state
 // that the graph replays, so the weights stay those of eager steps.
@@ -358,6 +365,20 @@ TEST(FastPathPlan, ClippingIsCapturedWithTheStep) {
                   "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured with "
                   "gradients clipped on the device)"))
       << clipped.decisions[1];
+}
+
+// The weighted loss is device work on a tensor made once, so the graph captures it.
+TEST(FastPathPlan, ClassWeightsAreCapturedWithTheStep) {
+  config::ExperimentConfig c;
+  c.train.class_weights = {1, 3};
+  const torch::Device gpu(torch::kCUDA, 0);
+  EXPECT_EQ(cuda_graph_blocker(c, true, facts(gpu, true, 1'000)).find("class"), std::string::npos);
+  const FastPaths weighted = plan_fast_paths(c, facts(gpu, true, 1'000));
+  EXPECT_TRUE(weighted.cuda_graph);
+  EXPECT_TRUE(has(weighted.decisions,
+                  "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured with "
+                  "the class weights in a device tensor)"))
+      << weighted.decisions[1];
 }
 
 TEST(FastPathFacts, TensorCoreChannelsCountEveryConvolutionAfterTheFirst) {

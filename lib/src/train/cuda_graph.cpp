@@ -137,6 +137,9 @@ GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& o
                          bool channels_last, torch::Device device, const GraphPlan& plan) {
   auto* split = dynamic_cast<detail::SplitStep*>(&optimizer);
   GPUTRAIN_CHECK(split != nullptr && device.is_cuda(), "GraphedStep needs a fused optimizer on CUDA");
+  // The captured loss reads the class weights at this address on every replay: made once, never written.
+  GPUTRAIN_CHECK(!loss.class_weights.defined() || loss.class_weights.device() == device,
+                 "GraphedStep needs the class weights on {} (got {})", device.str(), loss.class_weights.device().str());
   state_ = std::make_unique<State>(std::move(model), *split, loss, channels_last, device, plan);
 }
 

@@ -35,6 +35,7 @@ Choice decide(config::Switch setting, const Choice& rule) {
 std::string captured_extras(const config::TrainConfig& t) {
   std::vector<std::string> extras;
   if (t.grad_clip > 0) extras.push_back("gradients clipped on the device");
+  if (!t.class_weights.empty()) extras.push_back("the class weights in a device tensor");
   return extras.empty() ? "" : fmt::format("; captured with {}", fmt::join(extras, ", "));
 }
 
@@ -72,7 +73,6 @@ std::string cuda_graph_blocker(const config::ExperimentConfig& c, bool fused, co
   if (!facts.single_device) return "it needs one device (strategy: single)";
   if (c.train.accumulation_steps != 1) return "it needs train.accumulation_steps: 1";
   if (c.train.amp != config::AmpMode::kOff) return "it runs with train.amp: off only";
-  if (!c.train.class_weights.empty()) return "it does not weight the loss by class (train.class_weights)";
   if (!fused) return "it needs optim.fused on (the update must read its learning rate from the device)";
   return "";
 }
