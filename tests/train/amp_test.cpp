@@ -90,7 +90,7 @@ TEST_F(ScalerStep, UnscaleDividesGradientsExactlyThenClipBoundsTheNorm) {
   scaler.unscale_(sgd_);
   EXPECT_TRUE(torch::equal(w_.grad(), x_));
 
-  const double norm = clip_grad_norm({w_}, 0.5);
+  const double norm = clip_grad_norm({w_}, 0.5).item<double>();
   EXPECT_DOUBLE_EQ(norm, 5.0);  // |[3, 4]| before clipping
   EXPECT_LE(w_.grad().norm().item<double>(), 0.5 + 1e-6);
 

@@ -64,6 +64,12 @@ train: {epochs: 1, log_every: 100}
   static inline TempDir* dir_ = nullptr;
 };
 
+// The fixture's helpers for free functions.
+struct FastPathRunsAccess : FastPathRuns {
+  using FastPathRuns::cifar;
+  using FastPathRuns::trained;
+};
+
 void expect_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, double tolerance) {
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -161,6 +167,27 @@ TEST_F(FastPathRuns, CudaGraphTrainsLikeEagerSteps_CUDA) {
   expect_equal(on_gpu({"train.cuda_graph=true"}), on_gpu({}), 1e-4);
   // Each group's lr is a device tensor the graph reads, rewritten every step by the schedule.
   expect_equal(on_gpu(with_groups({"train.cuda_graph=true"})), on_gpu(with_groups({"train.cuda_graph=false"})), 1e-4);
+}
+
+// Work that once kept the graph off is now captured with the step; each graphed
+// run trains like its eager twin. Batches of 16 with a short last one of 8.
+std::vector<torch::Tensor> graphed_on_gpu(std::vector<std::string> overrides, bool graph) {
+  overrides.insert(overrides.end(), {"device=cuda", "optim.fused=true", "train.epochs=4",
+                                     graph ? "train.cuda_graph=true" : "train.cuda_graph=false"});
+  const auto loaded = FastPathRunsAccess::cifar(overrides);
+  return FastPathRunsAccess::trained(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)));
+}
+
+TEST_F(FastPathRuns, CudaGraphClipsLikeEagerSteps_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  expect_equal(graphed_on_gpu({"train.grad_clip=0.05"}, true), graphed_on_gpu({"train.grad_clip=0.05"}, false), 1e-4);
+}
+
+// The class weights are one device tensor the captured loss reads on every replay.
+TEST_F(FastPathRuns, CudaGraphWeighsClassesLikeEagerSteps_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const std::string weights = "train.class_weights=[1, 3, 0.5, 1, 1, 2, 1, 1, 1, 0.25]";
+  expect_equal(graphed_on_gpu({weights}, true), graphed_on_gpu({weights}, false), 1e-4);
 }
 
 // 40 images in batches of 16 leave a last batch of 8 each epoch: it runs
@@ -339,6 +366,35 @@ TEST(FastPathPlan, OnCudaGraphsByDefaultAndChannelsLastNeedsAmp) {
                   "train.channels_last: off (auto: convolutions with channel counts that are not "
                   "multiples of 8 ran slower channels-last)"));
   EXPECT_FALSE(plan_fast_paths(c, facts(gpu, false, 1'000)).cudnn_benchmark) << "no convolutions";
+}
+
+// Clipping runs on the device (clip_grad_norm), so the graph captures it; the
+// decision says so.
+TEST(FastPathPlan, ClippingIsCapturedWithTheStep) {
+  config::ExperimentConfig c;
+  c.train.grad_clip = 1;
+  const torch::Device gpu(torch::kCUDA, 0);
+  EXPECT_EQ(cuda_graph_blocker(c, true, facts(gpu, true, 1'000)), "");
+  const FastPaths clipped = plan_fast_paths(c, facts(gpu, true, 1'000));
+  EXPECT_TRUE(clipped.cuda_graph);
+  EXPECT_TRUE(has(clipped.decisions,
+                  "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured with "
+                  "gradients clipped on the device)"))
+      << clipped.decisions[1];
+}
+
+// The weighted loss is device work on a tensor made once, so the graph captures it.
+TEST(FastPathPlan, ClassWeightsAreCapturedWithTheStep) {
+  config::ExperimentConfig c;
+  c.train.class_weights = {1, 3};
+  const torch::Device gpu(torch::kCUDA, 0);
+  EXPECT_EQ(cuda_graph_blocker(c, true, facts(gpu, true, 1'000)).find("class"), std::string::npos);
+  const FastPaths weighted = plan_fast_paths(c, facts(gpu, true, 1'000));
+  EXPECT_TRUE(weighted.cuda_graph);
+  EXPECT_TRUE(has(weighted.decisions,
+                  "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured with "
+                  "the class weights in a device tensor)"))
+      << weighted.decisions[1];
 }
 
 TEST(FastPathFacts, TensorCoreChannelsCountEveryConvolutionAfterTheFirst) {

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/sgd.h>
 
 #include <cmath>
+#include <algorithm>
 #include <limits>
 
 #include "gputrain/train/cuda_graph.h"
@@ -191,7 +193,7 @@ TEST(GraphedStepFallback, AParameterWithoutAGradientStepsEagerly_CUDA) {
   options.momentum = 0.9;
   options.fused = config::Switch::kOn;
   const auto optimizer = make_optimizer(options, param_groups(options, model->named_parameters()));
-  const auto step = make_graphed_step(model, *optimizer, {LossKind::kCrossEntropy, 2, {}}, false, cuda, 4);
+  const auto step = make_graphed_step(model, *optimizer, {LossKind::kCrossEntropy, 2, {}}, false, cuda, GraphPlan{4, 0});
   const torch::Tensor unused = model[1]->parameters()[0].detach().clone();
   for (int i = 0; i < 6; ++i) {
     const torch::Tensor before = model[0]->parameters()[0].detach().clone();
@@ -199,6 +201,68 @@ TEST(GraphedStepFallback, AParameterWithoutAGradientStepsEagerly_CUDA) {
     EXPECT_FALSE(torch::equal(model[0]->parameters()[0].detach(), before)) << "step " << i;
   }
   EXPECT_TRUE(torch::equal(model[1]->parameters()[0].detach(), unused));
+}
+
+// Gradients of several shapes, one parameter left without a gradient.
+std::vector<torch::Tensor> parameters_with_grads(double scale) {
+  std::vector<torch::Tensor> params;
+  for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{7}, {3, 5}, {2, 3, 4, 4}, {}, {1}}) {
+    torch::Tensor p = torch::randn(shape).requires_grad_();
+    p.mutable_grad() = torch::randn(shape) * scale;
+    params.push_back(p);
+  }
+  params.push_back(torch::randn({4}).requires_grad_());  // no gradient: not counted, not touched
+  return params;
+}
+
+// The device-side clip (no host read, so a CUDA graph captures it) clips as
+// LibTorch's torch::nn::utils::clip_grad_norm_ does, on norms above and
+// below the limit, and returns the same norm.
+TEST(ClipGradNorm, MatchesLibTorchsClipGradNorm) {
+  for (const double scale : {0.01, 1.0, 100.0}) {
+    for (const double max_norm : {0.5, 2.0, 1e3}) {
+      SCOPED_TRACE(::testing::Message() << "scale " << scale << ", max_norm " << max_norm);
+      torch::manual_seed(3);
+      const std::vector<torch::Tensor> ours = parameters_with_grads(scale);
+      torch::manual_seed(3);
+      const std::vector<torch::Tensor> theirs = parameters_with_grads(scale);
+      const torch::Tensor norm = clip_grad_norm(ours, max_norm);
+      const double expected = torch::nn::utils::clip_grad_norm_(theirs, max_norm);
+      EXPECT_EQ(norm.dim(), 0);
+      EXPECT_NEAR(norm.item<double>(), expected, 1e-6 * std::max(1.0, expected));
+      for (std::size_t i = 0; i + 1 < ours.size(); ++i) {
+        EXPECT_TRUE(torch::allclose(ours[i].grad(), theirs[i].grad(), 1e-6, 1e-6)) << "parameter " << i;
+      }
+      EXPECT_FALSE(ours.back().grad().defined());
+    }
+  }
+  EXPECT_EQ(clip_grad_norm({torch::ones({2}).requires_grad_()}, 1.0).item<double>(), 0.0) << "no gradients";
+}
+
+// Clipping inside the eager step: the update is made from the clipped gradient.
+TEST(ClipGradNorm, TheEagerStepClipsBeforeItsUpdate) {
+  auto step_with_clip = [](double grad_clip) {
+    torch::manual_seed(0);
+    torch::nn::Sequential model(torch::nn::Linear(3, 2));
+    torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(1.0));
+    auto strategy = parallel::make_strategy({parallel::StrategyKind::kSingle, {torch::Device(torch::kCPU)}, "t"}, {});
+    GradScaler scaler{GradScalerOptions().enabled(false)};
+    EagerStepParts parts;
+    parts.strategy = strategy.get();
+    parts.model = model;
+    parts.optimizer = &sgd;
+    parts.scaler = &scaler;
+    parts.loss = {LossKind::kCrossEntropy, 2, {}};
+    parts.grad_clip = grad_clip;
+    std::vector<torch::Tensor> before;
+    for (const auto& p : model->parameters()) before.push_back(p.detach().clone());
+    make_eager_step(parts)->run({batch(4, 3)}, [](const torch::Tensor&) { return parallel::StepFlags{}; });
+    std::vector<torch::Tensor> moved;  // lr 1: the update is the (clipped) gradient
+    for (std::size_t i = 0; i < before.size(); ++i) moved.push_back((before[i] - model->parameters()[i]).flatten());
+    return torch::cat(moved).norm().item<double>();
+  };
+  EXPECT_GT(step_with_clip(0), 0.1);
+  EXPECT_NEAR(step_with_clip(0.1), 0.1, 1e-6);
 }
 
 }  // namespace

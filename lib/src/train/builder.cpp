@@ -96,10 +96,11 @@ std::unique_ptr<NonFiniteSteps> build_non_finite(const config::ExperimentConfig&
 // The eager step, or the CUDA graph where the fast paths chose it.
 std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, RunParts& run) {
   run.non_finite = build_non_finite(c, run);
-  if (run.fast.cuda_graph)
-    return make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device,
-                             c.data.batch_size.value(),  // one micro-batch a step: cuda_graph_blocker saw to it
+  if (run.fast.cuda_graph) {
+    const GraphPlan plan{c.data.batch_size.value(), c.train.grad_clip};  // one micro-batch a step: cuda_graph_blocker
+    return make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device, plan,
                              run.non_finite.get());
+  }
   EagerStepParts parts;
   parts.strategy = run.strategy.get();
   parts.model = run.model;

@@ -18,6 +18,7 @@
 #include "gputrain/device/nvtx.h"
 #include "gputrain/logging/format.h"
 #include "gputrain/train/fast_paths.h"
+#include "gputrain/train/optimizer_step.h"
 #include "multi_tensor_optim.h"
 
 namespace gputrain::train {
@@ -44,14 +45,14 @@ StepSums on_current_stream(const StepSums& sums) {
 }  // namespace
 
 struct GraphedStep::State {
-  State(torch::nn::Sequential m, detail::SplitStep& s, LossSpec l, bool cl, torch::Device d, int64_t b,
+  State(torch::nn::Sequential m, detail::SplitStep& s, LossSpec l, bool cl, torch::Device d, const GraphPlan& p,
         NonFiniteSteps* n)
       : model(std::move(m)),
         split(s),
         loss(std::move(l)),
         channels_last(cl),
         device(d),
-        batch_size(b),
+        plan(p),
         non_finite(n),
         side(c10::cuda::getStreamFromPool(false, d.index())) {}
 
@@ -60,7 +61,7 @@ struct GraphedStep::State {
   LossSpec loss;
   bool channels_last;
   torch::Device device;
-  int64_t batch_size;          // the captured shape's
+  GraphPlan plan;              // the captured shape, and what the step does after backward
   NonFiniteSteps* non_finite;  // null: the loss is not checked
   // Every eager step and the capture run here. One stream for the run: the
   // caching allocator keeps freed blocks per stream and cuBLAS a workspace per
@@ -105,6 +106,7 @@ struct GraphedStep::State {
 
   void launch() {
     device::NvtxRange range("optimizer");
+    if (plan.grad_clip > 0) clip_grad_norm(model->parameters(), plan.grad_clip);  // device only: no host read
     split.launch_step();
   }
 
@@ -148,10 +150,14 @@ struct GraphedStep::State {
 };
 
 GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss,
-                         bool channels_last, torch::Device device, int64_t batch_size, NonFiniteSteps* non_finite) {
+                         bool channels_last, torch::Device device, const GraphPlan& plan,
+                         NonFiniteSteps* non_finite) {
   auto* split = dynamic_cast<detail::SplitStep*>(&optimizer);
   GPUTRAIN_CHECK(split != nullptr && device.is_cuda(), "GraphedStep needs a fused optimizer on CUDA");
-  state_ = std::make_unique<State>(std::move(model), *split, loss, channels_last, device, batch_size, non_finite);
+  // The captured loss reads the class weights at this address on every replay: made once, never written.
+  GPUTRAIN_CHECK(!loss.class_weights.defined() || loss.class_weights.device() == device,
+                 "GraphedStep needs the class weights on {} (got {})", device.str(), loss.class_weights.device().str());
+  state_ = std::make_unique<State>(std::move(model), *split, loss, channels_last, device, plan, non_finite);
 }
 
 GraphedStep::~GraphedStep() = default;
@@ -159,7 +165,7 @@ GraphedStep::~GraphedStep() = default;
 StepSums GraphedStep::step(const data::Batch& batch) {
   State& s = *state_;
   const c10::DeviceGuard device_guard(s.device);
-  if (batch.size() != s.batch_size) {
+  if (batch.size() != s.plan.micro_batch) {
     // The epoch's short last batch: the graph replays one shape, so this one runs eagerly.
     device::NvtxRange range("step (eager, other shape)");
     return on_current_stream(s.eager_step(batch.inputs.to(s.device, /*non_blocking=*/true),
@@ -206,8 +212,8 @@ StepSums GraphedStep::step(const data::Batch& batch) {
 
 struct GraphedStep::State {};
 
-GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, const LossSpec&, bool, torch::Device, int64_t,
-                         NonFiniteSteps*) {
+GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, const LossSpec&, bool, torch::Device,
+                         const GraphPlan&, NonFiniteSteps*) {
   GPUTRAIN_CHECK(false, "GraphedStep needs a build of LibTorch with CUDA");
 }
 

@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "gputrain/models/factory.h"
@@ -34,6 +35,15 @@ struct Choice {
 Choice decide(config::Switch setting, const Choice& rule) {
   if (setting == config::Switch::kAuto) return {rule.on, "auto: " + rule.why};
   return {setting == config::Switch::kOn, "set"};
+}
+
+// What the captured step does besides forward, backward and the update,
+// for the decision's log line: each was once a reason the graph was off.
+std::string captured_extras(const config::TrainConfig& t) {
+  std::vector<std::string> extras;
+  if (t.grad_clip > 0) extras.push_back("gradients clipped on the device");
+  if (!t.class_weights.empty()) extras.push_back("the class weights in a device tensor");
+  return extras.empty() ? "" : fmt::format("; captured with {}", fmt::join(extras, ", "));
 }
 
 }  // namespace
@@ -69,9 +79,7 @@ std::string cuda_graph_blocker(const config::ExperimentConfig& c, bool fused, co
   if (!facts.device.is_cuda()) return fmt::format("it needs CUDA and the run is on {}", facts.device.str());
   if (!facts.single_device) return "it needs one device (strategy: single)";
   if (c.train.accumulation_steps != 1) return "it needs train.accumulation_steps: 1";
-  if (c.train.grad_clip > 0) return "clipping (train.grad_clip) reads the gradient norm on the host every step";
   if (c.train.amp != config::AmpMode::kOff) return "it runs with train.amp: off only";
-  if (!c.train.class_weights.empty()) return "it does not weight the loss by class (train.class_weights)";
   if (!fused) return "it needs optim.fused on (the update must read its learning rate from the device)";
   return "";
 }
@@ -100,7 +108,7 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
     spdlog::warn("train.cuda_graph: off because {}; steps run eagerly", blocker);
     record("train.cuda_graph", false, "set, but " + blocker);
   } else {
-    record("train.cuda_graph", fast.cuda_graph, graph.why);
+    record("train.cuda_graph", fast.cuda_graph, graph.why + (fast.cuda_graph ? captured_extras(c.train) : ""));
   }
 
   const bool mixed = c.train.amp != config::AmpMode::kOff;

@@ -1,6 +1,7 @@
 #include "gputrain/train/optimizer_step.h"
 
-#include <torch/nn/utils/clip_grad.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_norm.h>
 
 #include "gputrain/common/error.h"
 #include "gputrain/device/nvtx.h"
@@ -94,8 +95,8 @@ class EagerStep : public OptimizerStep {
 class GraphStep : public OptimizerStep {
  public:
   GraphStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
-            const torch::Device& device, int64_t batch_size, NonFiniteSteps* non_finite)
-      : graphed_(std::move(model), optimizer, loss, channels_last, device, batch_size, non_finite) {}
+            const torch::Device& device, const GraphPlan& plan, NonFiniteSteps* non_finite)
+      : graphed_(std::move(model), optimizer, loss, channels_last, device, plan, non_finite) {}
 
   StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) override {
     const StepSums sums = graphed_.step(group.front());  // one micro-batch: cuda_graph_blocker saw to it
@@ -111,9 +112,20 @@ class GraphStep : public OptimizerStep {
 
 }  // namespace
 
-double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
+torch::Tensor clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
   GPUTRAIN_CHECK(max_norm > 0, "clip_grad_norm needs max_norm > 0 (got {})", max_norm);
-  return torch::nn::utils::clip_grad_norm_(parameters, max_norm);
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : parameters) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  if (grads.empty()) return torch::zeros({});
+  // PyTorch's torch.nn.utils.clip_grad_norm_ (foreach): one norm per
+  // gradient, their norm, and a coefficient capped at 1 that multiplies every
+  // gradient; multiplying by exactly 1 changes nothing, as not multiplying would.
+  const torch::Tensor total = at::linalg_vector_norm(at::stack(at::_foreach_norm(grads)), 2);
+  at::_foreach_mul_(grads, at::clamp_max(max_norm / (total + 1e-6), 1.0));
+  return total;
 }
 
 std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts) {
@@ -122,8 +134,8 @@ std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts) {
 
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
                                                  const LossSpec& loss, bool channels_last, const torch::Device& device,
-                                                 int64_t batch_size, NonFiniteSteps* non_finite) {
-  return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device, batch_size, non_finite);
+                                                 const GraphPlan& plan, NonFiniteSteps* non_finite) {
+  return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device, plan, non_finite);
 }
 
 }  // namespace gputrain::train

@@ -311,7 +311,9 @@ void visit(V& v, TrainConfig& c) {
   v.check("max_memory", c.max_memory == "auto" || parse_bytes(c.max_memory).has_value(), [&] {
     return fmt::format("'{}' is not a size; write auto or bytes with a unit: 2GiB, 512MiB, 1.5GB", c.max_memory);
   });
-  v.field("grad_clip", c.grad_clip, at_least(0), "maximum global L2 norm of the gradients; 0 = off");
+  v.field("grad_clip", c.grad_clip, at_least(0),
+          "maximum global L2 norm of the gradients, clipped on the device (no host read, so `cuda_graph` captures it); "
+          "0 = off");
   v.field("log_every", c.log_every, Min{1}, "optimizer steps between log lines and metrics.jsonl records");
   v.field("log_replicas", c.log_replicas, Any{},
           "dp: each replica logs its input and output sizes, as the seed tutorial shows; ddp: rank 0 logs every "
@@ -320,7 +322,7 @@ void visit(V& v, TrainConfig& c) {
           "one positive weight per class for the cross-entropy (seed 002: `[1, 3]`), as PyTorch's "
           "`CrossEntropyLoss(weight=...)`: the batch's loss is the weighted mean, divided by the sum of its "
           "samples' weights. As many as the data set has "
-          "classes; [] = all 1. Not with `train.cuda_graph`");
+          "classes; [] = all 1");
   v.field("label_smoothing", c.label_smoothing, Range{0, 1},
           "cross-entropy with label smoothing ε, as PyTorch's `CrossEntropyLoss(label_smoothing=ε)`: each "
           "sample's target is 1 − ε on its class plus ε / classes on every class; 0 = off. The training loss only: "
@@ -355,8 +357,8 @@ void visit(V& v, TrainConfig& c) {
       "cuda_graph", c.cuda_graph, Any{},
       "capture the whole train step (zero the gradients, forward, loss, backward, update) as a CUDA graph after 3 "
       "eager warm-up steps and replay it: one launch per step; an epoch's short last batch runs eagerly. Needs CUDA, "
-      "`strategy: single`, `accumulation_steps: 1`, `grad_clip: 0`, `amp: off` and `optim.fused` on, no "
-      "`class_weights`; otherwise the run logs why and steps eagerly. `auto`: on wherever those hold");
+      "`strategy: single`, `accumulation_steps: 1`, `amp: off` and `optim.fused` on; otherwise the run logs why "
+      "and steps eagerly. Clipping and class weights are captured with the step. `auto`: on wherever those hold");
   v.field("channels_last", c.channels_last, Any{},
           "model weights and 4-D inputs in channels-last memory format (what cuDNN's tensor-core convolutions and "
           "oneDNN prefer); inputs are reordered on the device. `auto`: on the CPU for convolutions on images of 3 or "

@@ -5,7 +5,8 @@
 // instead of one launch per kernel. A graph replays fixed addresses and fixed
 // shapes: every batch is copied into one static input tensor, and the
 // learning rate and step count reach the update through device tensors
-// (optim.fused), written before each replay.
+// (optim.fused), written before each replay. Clipping is device work
+// (clip_grad_norm) and is captured with the rest (GraphPlan).
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
@@ -33,14 +34,22 @@ struct StepSums {
 // replays fixed gradient tensors, so such a model steps eagerly instead.
 std::vector<std::string> parameters_without_gradient(const torch::nn::Module& model);
 
+// What one replay covers: zeroing the gradients, forward, loss and backward
+// on a batch of `micro_batch` samples, clipping (when `grad_clip` > 0, on the
+// device: clip_grad_norm) and the update.
+struct GraphPlan {
+  int64_t micro_batch = 0;  // samples per batch
+  double grad_clip = 0;     // train.grad_clip; 0: off
+};
+
 class GraphedStep {
  public:
   // `optimizer` comes from make_optimizer with optim.fused; it must outlive this.
-  // Batches of `batch_size` samples are captured; others run eagerly.
+  // Batches of `plan.micro_batch` samples are captured; others run eagerly.
   // `non_finite` (may be null) checks each step's loss inside the graph; the
   // optimizer was given its found() (skip_when) to skip a non-finite step.
   GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
-              torch::Device device, int64_t batch_size, NonFiniteSteps* non_finite = nullptr);
+              torch::Device device, const GraphPlan& plan, NonFiniteSteps* non_finite = nullptr);
   ~GraphedStep();
   GraphedStep(const GraphedStep&) = delete;
   GraphedStep& operator=(const GraphedStep&) = delete;

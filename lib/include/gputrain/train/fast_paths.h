@@ -66,9 +66,11 @@ struct FastPaths {
 FastPaths plan_fast_paths(const config::ExperimentConfig& config, const RunFacts& facts);
 
 // What a run with train.cuda_graph needs: CUDA, one device (strategy single),
-// static shapes (data.drop_last, or a training set the micro-batch divides), no
-// accumulation, no clipping, amp off, no class weights and the fused optimizer
-// step (`fused`, resolved). Returns why the graph cannot be used, or "".
+// no accumulation, amp off and the fused optimizer step (`fused`, resolved).
+// Clipping runs on the device (clip_grad_norm) and is captured; so is a loss
+// weighted by class, whose weights are one device tensor made before the
+// run. A batch of another shape (an epoch's short last one) runs eagerly.
+// Returns why the graph cannot be used, or "".
 std::string cuda_graph_blocker(const config::ExperimentConfig& config, bool fused, const RunFacts& facts);
 
 // train.matmul_precision resolved for `device`, with why.

@@ -14,15 +14,20 @@
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/train/amp.h"
 #include "gputrain/train/non_finite.h"
+#include "gputrain/train/cuda_graph.h"
 #include "gputrain/train/optim.h"
 
 namespace gputrain::train {
 
 // Clips the gradients' global L2 norm to max_norm (> 0) and returns the norm
-// before clipping. With fp16, call it after GradScaler::unscale_ so it sees
-// the true gradients; if they hold inf/NaN the norm is not finite and the
-// clipped gradients are garbage, which is harmless because step() skips them.
-double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm);
+// before clipping, a 0-dim tensor on the gradients' device. Unlike LibTorch's
+// torch::nn::utils::clip_grad_norm_, which returns a double and so waits for
+// the device every step, nothing here reads the host: a CUDA graph can capture
+// it, and an eager step does not stall on it. With fp16, call it after
+// GradScaler::unscale_ so it sees the true gradients; if they hold inf/NaN the
+// norm is not finite and the clipped gradients are garbage, which is harmless
+// because step() skips them.
+torch::Tensor clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm);
 
 // What one micro-batch measured, on the device (no sync).
 struct MicroBatchSums {
@@ -70,10 +75,10 @@ struct EagerStepParts {
 std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts);
 
 // train.cuda_graph: `optimizer` comes from make_optimizer with optim.fused and must outlive the step;
-// batches of `batch_size` samples replay the graph, a short last batch runs eagerly. `non_finite`
+// batches shaped as `plan` says replay the graph, a short last batch runs eagerly. `non_finite`
 // (may be null; must outlive the step) checks each step's loss inside the graph.
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
                                                  const LossSpec& loss, bool channels_last, const torch::Device& device,
-                                                 int64_t batch_size, NonFiniteSteps* non_finite = nullptr);
+                                                 const GraphPlan& plan, NonFiniteSteps* non_finite = nullptr);
 
 }  // namespace gputrain::train
