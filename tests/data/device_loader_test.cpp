@@ -6,6 +6,10 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
+#include <mutex>
+#include <numeric>
+
 #include "gputrain/common/error.h"
 #include "gputrain/data/host_loader.h"
 #include "test_datasets.h"
@@ -153,6 +157,107 @@ TEST(DeviceLoader, SameImageBatchesOnTheGpu_CUDA) {
     EXPECT_TRUE(cache.next()->inputs.is_cuda());
     expect_same_batches(stream, cache, 2, 1e-6);
   }
+}
+
+// Under ddp each rank loads only its rows of every batch (LoaderOptions::shard).
+std::unique_ptr<BatchLoader> sharded(bool on_device, std::shared_ptr<const Dataset> dataset, LoaderOptions options,
+                                     Shard shard) {
+  options.shard = shard;
+  if (on_device) return std::make_unique<DeviceLoader>(std::move(dataset), std::move(options), torch::kCPU);
+  return std::make_unique<HostLoader>(std::move(dataset), std::move(options));
+}
+
+// The ranks' shards of each batch, put together, are the batch of one process, bit for bit: the same
+// samples in the same order, each augmented with its own row's draws. 100 images in batches of 24 end
+// with a batch of 4, which 3 ranks share as 2, 2 and none.
+TEST(LoaderShards, TheRanksRowsMakeOneProcesssBatchesBitForBit) {
+  const auto dataset = image_dataset(100, 3, 10);
+  for (const LoaderOptions& options : augmentations()) {
+    for (const int64_t ranks : {2, 3}) {
+      for (const bool on_device : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "reflect " << options.reflect << ", alternating_flip " << options.alternating_flip << ", "
+                     << ranks << " ranks, " << (on_device ? "DeviceLoader" : "HostLoader"));
+        HostLoader whole(dataset, options);
+        std::vector<std::unique_ptr<BatchLoader>> shards;
+        for (int64_t r = 0; r < ranks; ++r) shards.push_back(sharded(on_device, dataset, options, {r, ranks}));
+        for (int64_t epoch = 0; epoch < 2; ++epoch) {
+          whole.start_epoch(epoch);
+          for (auto& shard : shards) shard->start_epoch(epoch);
+          while (auto want = whole.next()) {
+            std::vector<torch::Tensor> inputs, targets;
+            for (int64_t r = 0; r < ranks; ++r) {
+              const auto got = shards[static_cast<std::size_t>(r)]->next();
+              ASSERT_TRUE(got.has_value());
+              EXPECT_EQ(got->index, want->index);
+              EXPECT_EQ(got->global_size(), want->size());
+              const RowRange mine = shard_rows(want->size(), {r, ranks});
+              EXPECT_EQ(got->size(), mine.end - mine.begin);
+              inputs.push_back(got->inputs);
+              targets.push_back(got->targets);
+            }
+            EXPECT_TRUE(torch::equal(torch::cat(inputs), want->inputs))
+                << "epoch " << epoch << " batch " << want->index;
+            EXPECT_TRUE(torch::equal(torch::cat(targets), want->targets));
+          }
+          for (auto& shard : shards) EXPECT_FALSE(shard->next().has_value());
+        }
+      }
+    }
+  }
+}
+
+// An image set decoded on demand (as image_folder under data.cache: none) that records what it decodes.
+class RecordedReads final : public Dataset {
+ public:
+  explicit RecordedReads(std::shared_ptr<const Dataset> images) : images_(std::move(images)) {}
+  const DatasetInfo& info() const override { return images_->info(); }
+  const torch::Tensor& inputs() const override { return none_; }
+  const torch::Tensor& targets() const override { return images_->targets(); }
+  bool resident() const override { return false; }
+  void read_image(int64_t index, uint8_t* out) const override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      reads_.push_back(index);
+    }
+    images_->read_image(index, out);
+  }
+  std::vector<int64_t> reads() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<int64_t> sorted = reads_;
+    std::sort(sorted.begin(), sorted.end());
+    return sorted;
+  }
+
+ private:
+  std::shared_ptr<const Dataset> images_;
+  torch::Tensor none_;
+  mutable std::mutex mutex_;
+  mutable std::vector<int64_t> reads_;
+};
+
+// Each of 2 ranks decodes its own half of every batch and nothing else: together, every sample once an epoch.
+TEST(LoaderShards, ARankDecodesOnlyItsOwnRows) {
+  const auto images = image_dataset(50, 3, 8);
+  LoaderOptions options = augmented();
+  options.mean.clear();
+  options.std.clear();
+  std::vector<std::shared_ptr<RecordedReads>> recorded;
+  std::vector<int64_t> together;
+  for (int64_t r = 0; r < 2; ++r) {
+    recorded.push_back(std::make_shared<RecordedReads>(images));
+    const auto shard = sharded(/*on_device=*/false, recorded.back(), options, {r, 2});
+    shard->start_epoch(0);
+    int64_t rows = 0;
+    while (auto batch = shard->next()) rows += batch->size();
+    const std::vector<int64_t> reads = recorded.back()->reads();
+    EXPECT_EQ(static_cast<int64_t>(reads.size()), rows) << "rank " << r;
+    together.insert(together.end(), reads.begin(), reads.end());
+  }
+  std::sort(together.begin(), together.end());
+  std::vector<int64_t> every(50);
+  std::iota(every.begin(), every.end(), int64_t{0});
+  EXPECT_EQ(together, every);
 }
 
 TEST(DeviceCacheFit, TheSplitMayTakeHalfTheFreeMemory) {

@@ -7,7 +7,10 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/parallel/data_parallel.h>
 
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
@@ -236,7 +239,7 @@ TEST(DeclaredModel, SyncBatchnormSummedOverOneProcessIsBatchnorm) {
     EXPECT_TRUE(torch::allclose(outputs[1], outputs[0], 1e-4, 1e-5)) << step;
     EXPECT_TRUE(torch::allclose(inputs[1].grad(), inputs[0].grad(), 1e-3, 1e-5)) << step;
   }
-  EXPECT_EQ(sums, 3 * 2 * 2);  // each layer's statistics, then their gradient, every step
+  EXPECT_EQ(sums, 3 * 2 * 3);  // each layer's count and mean, its M2, then their gradient, every step
   const auto expected = plain->named_parameters(), actual = synced->named_parameters();
   for (const auto& p : expected)
     EXPECT_TRUE(torch::allclose(actual[p.key()].grad(), p.value().grad(), 1e-3, 1e-4)) << p.key();
@@ -247,7 +250,62 @@ TEST(DeclaredModel, SyncBatchnormSummedOverOneProcessIsBatchnorm) {
   plain->eval();
   const torch::Tensor x = torch::randn({2, 3, 5, 5});
   EXPECT_TRUE(torch::allclose(synced->forward(x), plain->forward(x), 1e-5, 1e-6));
-  EXPECT_EQ(sums, 12);  // evaluation uses the running statistics: nothing to sum
+  EXPECT_EQ(sums, 18);  // evaluation uses the running statistics: nothing to sum
+}
+
+// Sums across the ranks of threads of this process, as ddp's all-reduce sums across processes.
+class ThreadSum {
+ public:
+  explicit ThreadSum(int ranks) : ranks_(ranks) {}
+  void operator()(torch::Tensor& values) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int64_t round = round_;
+    total_ = arrived_ == 0 ? values.clone() : total_ + values;
+    if (++arrived_ == ranks_) {
+      result_ = total_;
+      arrived_ = 0;
+      ++round_;
+      done_.notify_all();
+    } else {
+      done_.wait(lock, [&] { return round_ != round; });
+    }
+    values.copy_(result_);
+  }
+
+ private:
+  int ranks_;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  int arrived_ = 0;
+  int64_t round_ = 0;
+  torch::Tensor total_, result_;
+};
+
+// Values far from zero with a small spread, 1e4 + N(0, 1e-2), on 2 ranks whose rows differ in count and
+// mean: the combined mean and variance are float64's of the same float32 values. Sums of x and x^2 in
+// float32 (x^2 ~ 1e8, spaced 8 apart) lose such a variance entirely.
+TEST(DeclaredModel, SyncBatchnormCombinesRanksStatisticsAsFloat64Does) {
+  config::ModelConfig config = declared("  - {type: batchnorm, momentum: 0.999}\n  - linear\n");
+  config.sync_batchnorm = true;
+  torch::manual_seed(2);
+  const std::vector<torch::Tensor> rows{1e4 + 1e-2 * torch::randn({64, 3}), 1e4 + 0.02 + 1e-2 * torch::randn({48, 3})};
+  std::vector<torch::nn::Sequential> ranks{make_model(config, {{3}, 2}), make_model(config, {{3}, 2})};
+  ThreadSum sum(2);
+  for (auto& model : ranks) share_batch_statistics(model, [&sum](torch::Tensor& values) { sum(values); });
+  std::thread other([&] { ranks[1]->forward(rows[1]); });
+  ranks[0]->forward(rows[0]);
+  other.join();
+
+  const torch::Tensor all = torch::cat(rows).to(torch::kFloat64);
+  const torch::Tensor mean = all.mean(0), var = all.var(0, /*unbiased=*/true);
+  for (auto& model : ranks) {
+    const auto buffers = model->named_buffers();
+    // momentum 0.999: running = 0.001 x (0 or 1) + 0.999 x the batch's statistic
+    const torch::Tensor got_mean = buffers["bn1.running_mean"].to(torch::kFloat64) / 0.999;
+    const torch::Tensor got_var = (buffers["bn1.running_var"].to(torch::kFloat64) - 0.001) / 0.999;
+    EXPECT_LT((got_mean - mean).abs().max().item<double>(), 2e-3) << got_mean << mean;
+    EXPECT_LT(((got_var - var) / var).abs().max().item<double>(), 1e-3) << got_var << var;
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include "gputrain/config/load.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/parallel/strategy.h"
+#include "gputrain/train/evaluate.h"
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -76,8 +78,9 @@ std::map<std::string, std::string> rank_env(int rank, int world, int port) {
           {"OMP_NUM_THREADS", "1"}};  // as torchrun sets it: spinning OpenMP threads of two processes crawl
 }
 
-torch::nn::Sequential load_model(const std::filesystem::path& config, const std::filesystem::path& weights) {
-  auto model = models::make_model(config::load_config(config.string(), {}).config.model, {{6}, 3});
+torch::nn::Sequential load_model(const std::filesystem::path& config, const std::filesystem::path& weights,
+                                 std::vector<int64_t> input_shape = {6}, int64_t classes = 3) {
+  auto model = models::make_model(config::load_config(config.string(), {}).config.model, {input_shape, classes});
   checkpoint::load_weights(model, weights.string());
   return model;
 }
@@ -151,6 +154,44 @@ TEST(Ddp, TwoGlooRanksUnderNprocMatchOneProcess) {
   EXPECT_NE(testing::read_text(dir / "two/ddp/report.html").find("Ranks (ddp)"), std::string::npos);
 }
 
+// Each rank loads, decodes and augments only its rows of every batch, on host loader threads
+// (data.device_cache: false) and from the device cache alike: the images, their order and each row's
+// random crop and mirror are those of one process, which the two ranks then train as. 48 images in
+// batches of 10 end with a batch of 8.
+TEST(Ddp, RanksLoadingOnlyTheirRowsOfAugmentedImagesTrainAsOneProcess) {
+  TempDir dir;
+  const auto made = run_gputrain(
+      {"datasets", "make-cifar", "--out", (dir / "cifar").string(), "--train", "48", "--test", "12", "--seed", "2"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const auto config = testing::write_text(dir / "ddp.yaml", fmt::format(R"(
+name: ddp
+seed: 3
+device: cpu
+data: {{dataset: cifar10, root: {}, batch_size: 10, num_workers: 2, pin_memory: false, shuffle: true,
+       normalize: {{mean: [0.5], std: [0.5]}}, augment: {{random_crop: 4, hflip: true}}}}
+model: {{name: layers, layers: [flatten, {{type: linear, out_features: 10}}]}}
+optim: {{name: sgd, lr: 0.01, momentum: 0.9}}
+train: {{epochs: 2, log_every: 1}}
+ddp: {{timeout_s: 30}}
+)",
+                                                                        (dir / "cifar").string()));
+  for (const char* cache : {"false", "true"}) {
+    SCOPED_TRACE(std::string("data.device_cache=") + cache);
+    const std::string set = std::string("data.device_cache=") + cache;
+    const auto one =
+        run_gputrain({"train", "--config", config.string(), "--output", (dir / "one" / cache).string(), "--set", set});
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    const auto two = run_gputrain({"train", "--config", config.string(), "--output", (dir / "two" / cache).string(),
+                                   "--nproc", "2", "--set", set});
+    ASSERT_EQ(two.exit_code, 0) << two.err;
+    const auto p = load_model(config, dir / "one" / cache / "ddp/model.pt", {3, 32, 32}, 10)->parameters();
+    const auto q = load_model(config, dir / "two" / cache / "ddp/model.pt", {3, 32, 32}, 10)->parameters();
+    ASSERT_EQ(p.size(), q.size());
+    for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::allclose(p[i], q[i], 1e-5, 1e-6)) << i;
+    EXPECT_NEAR(summary(two.out)["test_loss"].get<double>(), summary(one.out)["test_loss"].get<double>(), 1e-5);
+  }
+}
+
 // model.sync_batchnorm: two ranks normalise with their global batch's statistics and train as one
 // process does on the whole batch; without it each rank's batchnorm sees its own rows and they drift apart.
 // The 36 samples in batches of 8 end with a batch of 4: each rank's share of it differs from the others'.
@@ -201,6 +242,24 @@ TEST(Ddp, SyncBatchnormOnTwoGlooRanksTrainsAsOneProcess) {
                                 "strategy=dp", "--set", "dp.replicas=2"});
   EXPECT_EQ(dp.exit_code, 2);
   EXPECT_NE(dp.err.find("model.sync_batchnorm: works under ddp, not dp"), std::string::npos) << dp.err;
+}
+
+// Without model.sync_batchnorm each rank's batchnorm running statistics follow its own rows. Before
+// each evaluation and checkpoint every rank takes rank 0's, so the test figures reported are those of
+// the one model the run saves: evaluating model.pt gives them again.
+TEST(Ddp, RanksEvaluateWithRankZerosBatchnormStatisticsTheModelSaved) {
+  TempDir dir;
+  std::string text = experiment(36, 8, 2, 30);
+  text.replace(text.find("model: {name: mlp, hidden: [12]}"), std::string("model: {name: mlp, hidden: [12]}").size(),
+               "model: {name: layers, layers: [{type: linear, out_features: 12}, batchnorm, relu, linear]}");
+  const auto config = testing::write_text(dir / "ddp.yaml", text);
+  const auto two =
+      run_gputrain({"train", "--config", config.string(), "--output", (dir / "two").string(), "--nproc", "2"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  const train::EvalResult saved =
+      train::evaluate_saved_weights(config::load_config(config.string(), {}), {}, (dir / "two/ddp/model.pt").string());
+  EXPECT_NEAR(summary(two.out)["test_loss"].get<double>(), saved.mean_loss(), 1e-6);
+  EXPECT_NEAR(summary(two.out)["test_accuracy"].get<double>(), saved.accuracy(), 1e-9);
 }
 
 // Batches of 5 split 3 + 2, and the last batch of 1 leaves rank 1 no rows.
@@ -610,9 +669,13 @@ TEST(DistributedStrategy, TwoRanksOnThreadsShareBatchesAndSums) {
       strategy->all_reduce_sum(sums);
       EXPECT_TRUE(sums.equal(torch::full({2}, 3.0, torch::kFloat64)));
 
-      const data::Batch five{torch::arange(5).view({5, 1}), torch::arange(5), 0};
-      EXPECT_TRUE(strategy->local_part(five).targets.equal(r == 0 ? torch::arange(3) : torch::arange(3, 5)));
-      EXPECT_EQ(strategy->local_part(data::Batch{torch::ones({1, 1}), torch::zeros({1}), 0}).size(), r == 0 ? 1 : 0);
+      // Each rank loads its own rows of every batch: 5 split 3 + 2, and a batch of 1 leaves rank 1 none.
+      const data::Shard shard = strategy->loader_shard();
+      EXPECT_EQ(shard.index, r);
+      EXPECT_EQ(shard.count, 2);
+      EXPECT_EQ(data::shard_rows(5, shard).begin, r == 0 ? 0 : 3);
+      EXPECT_EQ(data::shard_rows(5, shard).end, r == 0 ? 3 : 5);
+      EXPECT_EQ(data::shard_rows(1, shard).end - data::shard_rows(1, shard).begin, r == 0 ? 1 : 0);
 
       torch::nn::Sequential model(torch::nn::Linear(3, 2));
       {
@@ -628,6 +691,17 @@ TEST(DistributedStrategy, TwoRanksOnThreadsShareBatchesAndSums) {
       const auto& linear = model[0]->as<torch::nn::Linear>();
       EXPECT_TRUE(linear->weight.grad().equal(torch::full({2, 3}, 3.0)));  // 1 + 2
       EXPECT_TRUE(linear->bias.grad().equal(torch::full({2}, 2.0)));       // 1 + 1
+
+      // Batchnorm's running statistics drift apart on the ranks' own rows; then every rank takes rank 0's.
+      torch::nn::Sequential normed(torch::nn::BatchNorm1d(2));
+      normed->forward(torch::full({4, 2}, r + 1.0) + torch::arange(4.0).view({4, 1}));
+      const auto& batchnorm = normed[0]->as<torch::nn::BatchNorm1d>();
+      EXPECT_TRUE(batchnorm->running_mean.allclose(torch::full({2}, 0.1 * (r + 2.5)))) << batchnorm->running_mean;
+      strategy->broadcast_buffers(normed);
+      EXPECT_TRUE(batchnorm->running_mean.allclose(torch::full({2}, 0.1 * 2.5)))
+          << "rank " << r << ": " << batchnorm->running_mean;
+      EXPECT_TRUE(batchnorm->running_var.allclose(torch::full({2}, 0.9 + 0.1 * 5.0 / 3)));
+      EXPECT_EQ(batchnorm->num_batches_tracked.item<int64_t>(), 1);
     } catch (...) {
       errors[static_cast<std::size_t>(r)] = std::current_exception();
     }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/data/device_loader.h"
@@ -33,6 +35,13 @@ LoaderOptions loader_options(const config::DataConfig& config, Split split, uint
     options.alternating_flip = config.augment.alternating_flip;
   }
   return options;
+}
+
+RowRange shard_rows(int64_t rows, const Shard& shard) {
+  GPUTRAIN_CHECK(shard.count >= 1 && shard.index >= 0 && shard.index < shard.count, "shard {} of {}", shard.index,
+                 shard.count);
+  const int64_t chunk = (rows + shard.count - 1) / shard.count;
+  return {std::min(rows, shard.index * chunk), std::min(rows, (shard.index + 1) * chunk)};
 }
 
 int64_t batch_count(const LoaderOptions& options, int64_t samples) {

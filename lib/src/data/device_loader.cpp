@@ -72,11 +72,15 @@ struct DeviceLoader::State {
     return host.to(device, /*non_blocking=*/true);
   }
 
-  // Images [B, C, H, W] uint8 -> normalised float32, augmented per the batch's draws.
-  torch::Tensor images(const torch::Tensor& rows, int64_t index) const {
+  // Images [B, C, H, W] uint8 -> normalised float32, augmented per the batch's
+  // draws: `rows` are rows [offset, offset + B) of batch `index`, whose `whole` rows draw together.
+  torch::Tensor images(const torch::Tensor& rows, int64_t index, int64_t whole, int64_t offset) const {
     torch::Tensor x = inputs.index_select(0, rows);
-    if (options.random_crop > 0 || options.hflip)
-      x = place(x, detail::draw_placements(options, epoch, index, x.size(0)), rows);
+    if (options.random_crop > 0 || options.hflip) {
+      const std::vector<detail::Placement> drawn = detail::draw_placements(options, epoch, index, whole);
+      const auto from = drawn.begin() + offset;
+      x = place(x, std::vector<detail::Placement>(from, from + x.size(0)), rows);
+    }
     return x.to(torch::kFloat32).mul_(scale).add_(shift);
   }
 
@@ -140,10 +144,13 @@ std::optional<Batch> DeviceLoader::next() {
   if (s.delivered >= s.batches) return std::nullopt;
   const int64_t index = s.delivered++;
   const int64_t first = index * s.options.batch_size;
-  const torch::Tensor rows = s.order.narrow(0, first, std::min(s.options.batch_size, s.order.size(0) - first));
+  const int64_t whole = std::min(s.options.batch_size, s.order.size(0) - first);
+  const RowRange mine = shard_rows(whole, s.options.shard);  // this process's rows (ddp: its rank's)
+  const torch::Tensor rows = s.order.narrow(0, first + mine.begin, mine.end - mine.begin);
   Batch batch;
   batch.index = index;
-  batch.inputs = s.dataset->info().images ? s.images(rows, index) : s.inputs.index_select(0, rows);
+  if (s.options.shard.count > 1) batch.whole_rows = whole;
+  batch.inputs = s.dataset->info().images ? s.images(rows, index, whole, mine.begin) : s.inputs.index_select(0, rows);
   if (s.targets.defined()) batch.targets = s.targets.index_select(0, rows);
   return batch;
 }

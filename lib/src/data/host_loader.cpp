@@ -223,14 +223,18 @@ struct HostLoader::State {
     return torch::TensorOptions().dtype(type).pinned_memory(pin);
   }
 
+  // This process's rows of batch `index` (all of them but under ddp).
   Batch make_batch(int64_t index) const {
     const int64_t first = index * options.batch_size;
-    const int64_t count = std::min(options.batch_size, dataset->info().samples - first);
-    const int64_t* rows = order.data() + first;
+    const int64_t whole = std::min(options.batch_size, dataset->info().samples - first);
+    const RowRange mine = shard_rows(whole, options.shard);
+    const int64_t count = mine.end - mine.begin;
+    const int64_t* rows = order.data() + first + mine.begin;
     Batch batch;
     batch.index = index;
-    batch.inputs =
-        dataset->info().images ? gather_images(rows, count, index) : gather_rows(dataset->inputs(), rows, count);
+    if (options.shard.count > 1) batch.whole_rows = whole;
+    batch.inputs = dataset->info().images ? gather_images(rows, count, index, whole, mine.begin)
+                                          : gather_rows(dataset->inputs(), rows, count);
     switch (dataset->info().target_kind) {
       case TargetKind::kClasses:
         batch.targets = gather_labels(rows, count);
@@ -270,7 +274,8 @@ struct HostLoader::State {
     return out;
   }
 
-  torch::Tensor gather_images(const int64_t* rows, int64_t count, int64_t index) const {
+  // `count` images from row `offset` of batch `index`, whose `whole` rows draw their augmentation together.
+  torch::Tensor gather_images(const int64_t* rows, int64_t count, int64_t index, int64_t whole, int64_t offset) const {
     const std::vector<int64_t>& s = dataset->info().input_shape;
     const ImageShape shape{s.at(0), s.at(1), s.at(2)};
     const int64_t sample = shape.channels * shape.height * shape.width;
@@ -279,10 +284,10 @@ struct HostLoader::State {
     const uint8_t* from = dataset->resident() ? dataset->inputs().const_data_ptr<uint8_t>() : nullptr;
     std::vector<uint8_t> decoded(from ? 0 : static_cast<std::size_t>(sample));
     float* to = out.data_ptr<float>();
-    std::vector<Placement> placements = detail::draw_placements(options, epoch, index, count);
+    std::vector<Placement> placements = detail::draw_placements(options, epoch, index, whole);
     const auto write = options.reflect ? write_reflected_image : write_image;
     for (int64_t i = 0; i < count; ++i) {
-      Placement& at = placements[static_cast<std::size_t>(i)];
+      Placement& at = placements[static_cast<std::size_t>(offset + i)];
       if (options.alternating_flip) at.flip = detail::alternating_flip(options, rows[i], epoch);
       if (!from) dataset->read_image(rows[i], decoded.data());
       write(from ? from + rows[i] * sample : decoded.data(), to + i * sample, shape, maps.data(), at);

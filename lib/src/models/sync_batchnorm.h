@@ -1,9 +1,11 @@
 #pragma once
 // model.sync_batchnorm: batchnorm whose batch statistics are those of the
-// global batch under ddp. Each process sums its rows' values and squares per
-// channel, one all-reduce sums those across processes, and the backward pass
-// all-reduces their gradient, so every rank normalises with (and learns from)
-// the statistics one process on the whole batch would see. Without a summing
+// global batch under ddp. Each process computes its rows' count, mean and
+// sum of squared deviations per channel, two all-reduces combine those across
+// processes (Chan et al.'s parallel variance), and the backward pass
+// all-reduces the gradient of the global moments, so every rank normalises
+// with (and learns from) the statistics one process on the whole batch would
+// see. Without a summing
 // function (one process, evaluation) it is torch's batchnorm. Its parameters
 // and buffers are named as BatchNorm's: checkpoints move between the two.
 #include <torch/nn/cloneable.h>

@@ -199,15 +199,29 @@ void DistributedStrategy::join() const {
 }
 
 void DistributedStrategy::prepare(torch::nn::Sequential& model) {
-  torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> tensors = model->parameters();
   for (const auto& buffer : model->buffers()) tensors.push_back(buffer);
-  bucketed("broadcasting rank 0's initial weights", tensors, [this](std::vector<at::Tensor>& io) {
+  broadcast("broadcasting rank 0's initial weights", tensors);
+  make_reducer(model);
+}
+
+// Rank 0's rather than the ranks' average: the same choice as DDP, and the
+// checkpoint (written by rank 0) holds exactly what every rank evaluates with.
+// Once per evaluation and checkpoint, not per forward as DDP: training with
+// per-rank running statistics changes nothing, since train mode normalises
+// with the batch's own statistics.
+void DistributedStrategy::broadcast_buffers(torch::nn::Sequential& model) {
+  broadcast("broadcasting rank 0's buffers (batchnorm's running statistics)", model->buffers());
+}
+
+void DistributedStrategy::broadcast(const char* what, const std::vector<torch::Tensor>& tensors) {
+  if (tensors.empty()) return;
+  torch::NoGradGuard no_grad;
+  bucketed(what, tensors, [this](std::vector<at::Tensor>& io) {
     c10d::BroadcastOptions options;
     options.rootRank = 0;
     return group_->broadcast(io, options);
   });
-  make_reducer(model);
 }
 
 void DistributedStrategy::make_reducer(torch::nn::Sequential& model) {
@@ -280,29 +294,15 @@ void DistributedStrategy::log_reducer_stats() const {
       ms("avg_backward_compute_time"), comm, overlap, 100 * std::min(1.0, overlap / comm));
 }
 
-data::Batch DistributedStrategy::local_part(const data::Batch& batch) const {
-  // A batch too small to reach this rank leaves it no rows; it still takes
-  // part in every collective, with zero gradients.
-  int64_t begin = batch.size();
-  int64_t end = begin;
-  const std::vector<ReplicaSplit> splits = split_batch(batch.size(), rank_names_);
-  for (const ReplicaSplit& split : splits) {
-    if (split.replica == launch_.rank) {
-      begin = split.begin;
-      end = split.end;
-    }
-  }
-  if (log_replicas_ && is_primary()) {
-    std::vector<std::string> shares;
-    for (const ReplicaSplit& s : splits)
-      shares.push_back(fmt::format("rank {} rows [{},{}) n={}", s.replica, s.begin, s.end, s.rows()));
-    spdlog::info("ddp: batch of {} over {}: {}", batch.size(), count_of(launch_.world_size, "rank"),
-                 fmt::join(shares, "; "));
-  }
-  data::Batch part = batch;
-  part.inputs = batch.inputs.slice(0, begin, end);
-  if (batch.targets.defined()) part.targets = batch.targets.slice(0, begin, end);
-  return part;
+// A batch too small to reach a rank leaves it no rows; it still takes part in
+// every collective, with zero gradients.
+void DistributedStrategy::log_share(const data::Batch& local) const {
+  if (!log_replicas_ || !is_primary()) return;
+  std::vector<std::string> shares;
+  for (const ReplicaSplit& s : split_batch(local.global_size(), rank_names_))
+    shares.push_back(fmt::format("rank {} rows [{},{}) n={}", s.replica, s.begin, s.end, s.rows()));
+  spdlog::info("ddp: batch of {} over {}: {}", local.global_size(), count_of(launch_.world_size, "rank"),
+               fmt::join(shares, "; "));
 }
 
 void DistributedStrategy::after_backward(torch::nn::Sequential& model) {

@@ -38,7 +38,9 @@ class DistributedStrategy : public SingleDeviceStrategy {
   std::string describe() const override;
   bool is_primary() const override { return launch_.rank == 0; }
   void prepare(torch::nn::Sequential& model) override;
-  data::Batch local_part(const data::Batch& batch) const override;
+  void broadcast_buffers(torch::nn::Sequential& model) override;
+  data::Shard loader_shard() const override { return {launch_.rank, launch_.world_size}; }
+  void log_share(const data::Batch& local) const override;
   torch::Tensor forward_to_train(torch::nn::Sequential& model, const torch::Tensor& inputs, bool last) override;
   void run_backward(const std::function<void()>& backward) override;
   void after_backward(torch::nn::Sequential& model) override;
@@ -58,6 +60,8 @@ class DistributedStrategy : public SingleDeviceStrategy {
   // One collective per bucket of about kBucketBytes (one dtype and device
   // each): later buckets are packed while earlier ones are on the wire.
   void bucketed(const char* what, const std::vector<torch::Tensor>& tensors, const Collective& start);
+  // `tensors` take rank 0's values.
+  void broadcast(const char* what, const std::vector<torch::Tensor>& tensors);
   // c10d's Reducer over the model's parameters, driven as PyTorch's
   // DistributedDataParallel drives it.
   void make_reducer(torch::nn::Sequential& model);

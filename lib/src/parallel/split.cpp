@@ -1,16 +1,19 @@
 #include "gputrain/parallel/split.h"
 
 #include "gputrain/common/error.h"
+#include "gputrain/data/batch_loader.h"
 
 namespace gputrain::parallel {
 
 std::vector<ReplicaSplit> split_batch(int64_t rows, const std::vector<std::string>& devices) {
   GPUTRAIN_CHECK(!devices.empty(), "split_batch needs at least one device");
   const auto n = static_cast<int64_t>(devices.size());
-  const int64_t chunk = (rows + n - 1) / n;
   std::vector<ReplicaSplit> splits;
-  for (int64_t replica = 0, begin = 0; replica < n && begin < rows; ++replica, begin += chunk) {
-    splits.push_back({replica, devices[static_cast<std::size_t>(replica)], begin, std::min(rows, begin + chunk)});
+  // The loaders' rule, so that a ddp rank loads exactly the rows logged as its share.
+  for (int64_t replica = 0; replica < n; ++replica) {
+    const data::RowRange r = data::shard_rows(rows, {replica, n});
+    if (r.begin >= r.end) break;
+    splits.push_back({replica, devices[static_cast<std::size_t>(replica)], r.begin, r.end});
   }
   return splits;
 }

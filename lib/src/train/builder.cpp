@@ -249,12 +249,15 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
   torch::manual_seed(c.seed);
   run.train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed);
   const data::DatasetInfo& info = run.train_set->info();
-  run.train_batches = data::make_batch_loader(run.train_set, data::loader_options(micro, data::Split::kTrain, c.seed),
-                                              c.data.device_cache, run.device);
+  // Each process loads only its rows of every batch (ddp: its rank's share).
+  data::LoaderOptions train_options = data::loader_options(micro, data::Split::kTrain, c.seed);
+  train_options.shard = run.strategy->loader_shard();
+  run.train_batches = data::make_batch_loader(run.train_set, train_options, c.data.device_cache, run.device);
   if (info.target_kind != data::TargetKind::kNone) {
     run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
-    run.test_batches = data::make_batch_loader(run.test_set, data::loader_options(c.data, data::Split::kTest, c.seed),
-                                               c.data.device_cache, run.device);
+    data::LoaderOptions test_options = data::loader_options(c.data, data::Split::kTest, c.seed);
+    test_options.shard = run.strategy->loader_shard();
+    run.test_batches = data::make_batch_loader(run.test_set, test_options, c.data.device_cache, run.device);
     run.loss = build_loss(loaded, info, run.device);
     check_evaluation_keys(loaded, info);
     run.tta = test_time_augmentation(c.train.tta);

@@ -62,7 +62,8 @@ EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, pa
       classification ? torch::zeros({cells}, torch::TensorOptions().dtype(torch::kInt64).device(strategy.device()))
                      : torch::Tensor();
   while (auto batch = batches.next()) {
-    const data::Batch local = strategy.local_part(*batch);
+    const data::Batch& local = *batch;  // this process's rows (ddp: its rank's)
+    strategy.log_share(local);
     const torch::Tensor targets = local.targets.to(strategy.device(), /*non_blocking=*/true);
     AutocastScope autocast(amp, device_type);
     const torch::Tensor outputs = test_time_outputs(model, strategy, local.inputs, tta);

@@ -167,7 +167,7 @@ void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMe
   while (!stopping && ended_early.empty()) {
     std::optional<data::Batch> next = next_batch(*run.train_batches);
     if (!next) break;
-    progress.samples += next->size();
+    progress.samples += next->global_size();
     group.push_back(std::move(*next));
     ++batch;
     if (static_cast<int64_t>(group.size()) == run.accumulation) flush_group();
@@ -227,7 +227,8 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer) 
   const auto epoch_start = Clock::now();
   int64_t samples = 0;
   while (auto next = run.train_batches->next()) {
-    const data::Batch local = run.strategy->local_part(*next);
+    const data::Batch& local = *next;  // this process's rows (ddp: its rank's)
+    run.strategy->log_share(local);
     const torch::Tensor outputs = run.strategy->forward(run.model, local.inputs);
     samples += local.size();
     spdlog::debug("forward: input {} output {}", logging::shape_str(local.inputs), logging::shape_str(outputs));

@@ -19,12 +19,12 @@ class EagerStep : public OptimizerStep {
 
   StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) override {
     int64_t group_samples = 0;
-    for (const auto& mb : group) group_samples += mb.size();
+    for (const auto& mb : group) group_samples += mb.global_size();
     zero_grad();
     StepResult result;
-    for (const auto& global : group) {
-      const bool last = &global == &group.back();
-      const data::Batch mb = p_.strategy->local_part(global);
+    for (const auto& mb : group) {  // this process's rows of each micro-batch (ddp: its rank's)
+      const bool last = &mb == &group.back();
+      p_.strategy->log_share(mb);
       torch::Tensor outputs;
       torch::Tensor batch_loss;
       const torch::Tensor targets = mb.targets.to(device_, /*non_blocking=*/true);

@@ -62,7 +62,13 @@ EvalResult Trainer::State::evaluate() {
     ema->swap_into_model();
     run.strategy->weights_changed();
   };
-  if (averaged) swap_average();
+  // Every rank evaluates its share of the test set with rank 0's batchnorm statistics (the
+  // live ones, and the average's when that is what is evaluated), so the figures are one model's.
+  run.strategy->broadcast_buffers(run.model);
+  if (averaged) {
+    swap_average();
+    run.strategy->broadcast_buffers(run.model);
+  }
   const EvalResult result = train::evaluate(run.model, *run.test_batches, *run.strategy, run.loss, run.amp, run.tta);
   if (averaged) swap_average();
   run.model->train();
@@ -120,6 +126,7 @@ void Trainer::resume(const checkpoint::Checkpoint& checkpoint) {
 
 void Trainer::State::save_checkpoint(bool regular, bool best) {
   apply_on_nan();  // a checkpoint never follows a non-finite step that train.on_nan: stop has not yet seen
+  run.strategy->broadcast_buffers(run.model);  // the checkpoint holds the buffers every rank continues from
   checkpoint::TrainingState state;
   state.position = {epochs_done, batch, step};
   state.epoch_sums = epoch_sums.summed(*run.strategy);

@@ -18,8 +18,29 @@ struct Batch {
   torch::Tensor inputs;   // float32: images normalised, [B, C, H, W]; features [B, F]
   torch::Tensor targets;  // int64 [B], float32 [B, T], or undefined when unlabeled
   int64_t index = 0;      // batch number within the epoch
+  // Rows of the whole batch this one is a shard of (LoaderOptions::shard); 0: it is whole.
+  int64_t whole_rows = 0;
   int64_t size() const { return inputs.size(0); }
+  // The whole batch's rows, of which this process holds size().
+  int64_t global_size() const { return whole_rows > 0 ? whole_rows : size(); }
 };
+
+// Which rows of every batch this process makes: under ddp each rank loads,
+// decodes and augments only its own, by PyTorch's scatter rule (a chunk of
+// ceil(B / count) rows each, the last one shorter, none for a rank the batch
+// does not reach). The sample order and each row's augmentation draws are
+// those of the whole batch, whoever makes the row.
+struct Shard {
+  int64_t index = 0;
+  int64_t count = 1;
+};
+
+// Rows [begin, end) of a batch of `rows` that `shard` makes.
+struct RowRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+RowRange shard_rows(int64_t rows, const Shard& shard);
 
 struct LoaderOptions {
   int64_t batch_size = 1;
@@ -35,6 +56,7 @@ struct LoaderOptions {
   bool reflect = false;     // the padding mirrors the edge instead of being 0 bytes
   bool hflip = false;
   bool alternating_flip = false;  // with hflip: each image mirrored in every other epoch
+  Shard shard;                    // ddp: this rank's rows of every batch
 };
 
 // LoaderOptions from the config for one split: augmentation only for training,

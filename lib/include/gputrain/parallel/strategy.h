@@ -88,8 +88,13 @@ class Strategy {
   virtual bool is_primary() const { return true; }
   // Once, before training: ddp makes every rank start from rank 0's weights.
   virtual void prepare(torch::nn::Sequential& model) { (void)model; }
-  // The rows of a global batch this process works on: all of them but under ddp.
-  virtual data::Batch local_part(const data::Batch& batch) const { return batch; }
+  // The rows of every global batch this process loads and works on
+  // (LoaderOptions::shard): all of them but under ddp, where each rank
+  // loads, decodes and augments only its own share.
+  virtual data::Shard loader_shard() const { return {}; }
+  // ddp under train.log_replicas: rank 0 logs every rank's share of the
+  // batch that `local` is this process's part of.
+  virtual void log_share(const data::Batch& local) const { (void)local; }
   // The forward pass of this process's rows; dp scatters them across replicas
   // (each replica thread runs under the caller's thread-local state: grad
   // mode, autocast) and gathers the outputs on device().
@@ -111,6 +116,11 @@ class Strategy {
   // already weighted by its share of the global batch). dp sums its
   // replicas' into the model's.
   virtual void after_backward(torch::nn::Sequential& model) { (void)model; }
+  // ddp: every rank takes rank 0's buffers (batchnorm's running statistics,
+  // which each rank otherwise updates from its own rows), as PyTorch DDP's
+  // broadcast_buffers does; the trainer calls it before each evaluation and
+  // checkpoint, so that the test figures and the checkpoint belong to one model.
+  virtual void broadcast_buffers(torch::nn::Sequential& model) { (void)model; }
   // The model's weights were replaced outside an optimizer step (train.ema's
   // average swapped in for an evaluation, or back): dp refreshes its copies.
   virtual void weights_changed() {}
