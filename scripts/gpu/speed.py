@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from summarize import train_epochs  # beside this file, in the checkout and in the bundle
+
 # name, config, baseline, floor, extra arguments. The CIFAR recipe on the generated set is the
 # throughput workload of the earlier GPU runs; fashion_mnist_fast.yaml is the time-to-accuracy
 # network, where bf16 with channels_last must beat its own fp32 graphed step.
@@ -41,20 +43,6 @@ CASES = [
     ("tta_net_bf16", FAST, "tta_net_fp32", 1.0, ["--set", "train.amp=bf16", "--set", "train.channels_last=true"]),
 ]
 CUDA_ONLY = {"fp16"}  # fp16 autocast runs on CUDA alone
-
-
-def epochs_of(run_dir):
-    """The training epoch records of metrics.jsonl, in order."""
-    out = []
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        for line in f:
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            if r.get("split") == "train" and "epoch_s" in r and r.get("samples_per_s"):
-                out.append(r)
-    return out
 
 
 def steady(epochs):
@@ -109,7 +97,7 @@ def run_case(args, name, config, extra, epochs):
                  if "train.cuda_graph" in line and "[" in line]
     if decisions:
         result["cuda_graph"] = decisions[0][:300]
-    figures = steady(epochs_of(os.path.join(args.runs, f"speed_{name}")))
+    figures = steady([r for r in train_epochs(os.path.join(args.runs, f"speed_{name}")) if r.get("samples_per_s")])
     if figures:
         result.update({k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()})
     return result

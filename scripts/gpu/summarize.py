@@ -36,9 +36,9 @@ def decode_json_objects(text):
             i += 1
 
 
-def last_train_epoch(run_dir):
-    """The last epoch record of metrics.jsonl, and the peak device memory over all epochs."""
-    last, peak = None, None
+def train_epochs(run_dir):
+    """The training epoch records of the run's metrics.jsonl, in order ([] when it has none)."""
+    epochs = []
     try:
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
             for line in f:
@@ -47,12 +47,17 @@ def last_train_epoch(run_dir):
                 except ValueError:
                     continue
                 if r.get("split") == "train" and "epoch_s" in r:
-                    last = r
-                    if r.get("memory_peak") is not None:
-                        peak = max(peak or 0, r["memory_peak"])
+                    epochs.append(r)
     except OSError:
         pass
-    return last, peak
+    return epochs
+
+
+def last_train_epoch(run_dir):
+    """The last epoch record of metrics.jsonl, and the peak device memory over all epochs."""
+    epochs = train_epochs(run_dir)
+    peaks = [r["memory_peak"] for r in epochs if r.get("memory_peak") is not None]
+    return (epochs[-1] if epochs else None), (max(peaks) if peaks else None)
 
 
 def figures_of(name, log, logs_dir):
