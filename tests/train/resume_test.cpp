@@ -229,24 +229,29 @@ config::LoadedConfig diverging(const std::vector<std::string>& extra) {
   return loaded;
 }
 
-TEST_F(OnNan, StopNamesTheEpochStepAndLastCheckpoint) {
-  TempDir dir;
-  Trainer trainer(diverging({"optim.scheduler=none", "checkpoint.every_steps=1"}), cpu());
+// Trains to train.on_nan: stop's error, which must name `where` and the last
+// good checkpoint, `checkpoint` in `checkpoints`.
+void expect_nan_stop(Trainer& trainer, const std::filesystem::path& checkpoints, const std::string& where,
+                     const std::string& checkpoint) {
   Recorder recorder;
   FitOptions options;
-  options.checkpoint_dir = dir / "checkpoints";
+  options.checkpoint_dir = checkpoints;
   try {
     trainer.fit(recorder, options);
     FAIL() << "training went on";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::kRuntime);
     const std::string message = e.what();
-    EXPECT_NE(message.find("epoch 1, step 2: the loss is not finite"), std::string::npos) << message;
-    EXPECT_NE(message.find("The last good checkpoint is " +
-                           (dir / "checkpoints" / "ckpt-s00000001-e0000-b000002.ckpt").string()),
-              std::string::npos)
+    EXPECT_NE(message.find(where + ": the loss is not finite"), std::string::npos) << message;
+    EXPECT_NE(message.find("The last good checkpoint is " + (checkpoints / checkpoint).string()), std::string::npos)
         << message;
   }
+}
+
+TEST_F(OnNan, StopNamesTheEpochStepAndLastCheckpoint) {
+  TempDir dir;
+  Trainer trainer(diverging({"optim.scheduler=none", "checkpoint.every_steps=1"}), cpu());
+  expect_nan_stop(trainer, dir / "checkpoints", "epoch 1, step 2", "ckpt-s00000001-e0000-b000002.ckpt");
 }
 
 TEST_F(OnNan, SkipCountsTheSkippedStepsAndFinishes) {
@@ -304,21 +309,7 @@ TEST_F(OnNan, StopAtTheNextReadNamesTheStepsAndSavesNothingAfterThem) {
   TempDir out;
   // Steps 5 and 7 (samples 32-39 and 48-55); a checkpoint every 3 steps would be due at step 6.
   Trainer trainer(poisoned_run(data, {33, 50}, {"checkpoint.every_steps=3", "train.log_every=8"}), cpu());
-  Recorder recorder;
-  FitOptions options;
-  options.checkpoint_dir = out / "checkpoints";
-  try {
-    trainer.fit(recorder, options);
-    FAIL() << "training went on";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ExitCode::kRuntime);
-    const std::string message = e.what();
-    EXPECT_NE(message.find("epoch 1, step 5: the loss is not finite"), std::string::npos) << message;
-    EXPECT_NE(message.find("The last good checkpoint is " +
-                           (out / "checkpoints" / "ckpt-s00000003-e0000-b000003.ckpt").string()),
-              std::string::npos)
-        << message;
-  }
+  expect_nan_stop(trainer, out / "checkpoints", "epoch 1, step 5", "ckpt-s00000003-e0000-b000003.ckpt");
   std::vector<std::string> written;
   for (const auto& entry : std::filesystem::directory_iterator(out / "checkpoints")) {
     written.push_back(entry.path().filename().string());
@@ -329,6 +320,7 @@ TEST_F(OnNan, StopAtTheNextReadNamesTheStepsAndSavesNothingAfterThem) {
   // Without a checkpoint in between, the log interval at step 8 sees both.
   Trainer later(poisoned_run(data, {33, 50}, {"train.log_every=8"}), cpu());
   try {
+    Recorder recorder;
     later.fit(recorder);
     FAIL() << "training went on";
   } catch (const Error& e) {
