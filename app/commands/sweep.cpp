@@ -83,8 +83,9 @@ int run_sweep(const SweepArgs& args) {
     argv.insert(argv.end(), {"--set", fmt::format("seed={}", point.seed), "--set", "name=" + name});
     const std::string rerun = fmt::format("gputrain {}", fmt::join(argv.begin() + 1, argv.end(), " "));
     if (relay.stop_signal() != 0) {  // between two runs
-      spdlog::warn("{}", report::sweep_stop_message(signal_name(relay.stop_signal()), {point, 0, nullptr}, points.size(),
-                                                    /*started=*/false, rerun));
+      spdlog::warn("{}",
+                   report::sweep_stop_message(signal_name(relay.stop_signal()), {point, 0, nullptr}, points.size(),
+                                              /*started=*/false, rerun));
       worst = exit_code_for(relay.stop_signal());
       break;
     }
