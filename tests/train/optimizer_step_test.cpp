@@ -6,8 +6,8 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/sgd.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "gputrain/train/cuda_graph.h"
@@ -193,7 +193,8 @@ TEST(GraphedStepFallback, AParameterWithoutAGradientStepsEagerly_CUDA) {
   options.momentum = 0.9;
   options.fused = config::Switch::kOn;
   const auto optimizer = make_optimizer(options, param_groups(options, model->named_parameters()));
-  const auto step = make_graphed_step(model, *optimizer, {LossKind::kCrossEntropy, 2, {}}, false, cuda, GraphPlan{4, 0});
+  const auto step =
+      make_graphed_step(model, *optimizer, {LossKind::kCrossEntropy, 2, {}}, false, cuda, GraphPlan{4, 0});
   const torch::Tensor unused = model[1]->parameters()[0].detach().clone();
   for (int i = 0; i < 6; ++i) {
     const torch::Tensor before = model[0]->parameters()[0].detach().clone();

@@ -150,8 +150,7 @@ struct GraphedStep::State {
 };
 
 GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss,
-                         bool channels_last, torch::Device device, const GraphPlan& plan,
-                         NonFiniteSteps* non_finite) {
+                         bool channels_last, torch::Device device, const GraphPlan& plan, NonFiniteSteps* non_finite) {
   auto* split = dynamic_cast<detail::SplitStep*>(&optimizer);
   GPUTRAIN_CHECK(split != nullptr && device.is_cuda(), "GraphedStep needs a fused optimizer on CUDA");
   // The captured loss reads the class weights at this address on every replay: made once, never written.

@@ -79,7 +79,7 @@ struct EpochMetrics {
   int64_t memory_allocated = 0;
   int64_t memory_reserved = 0;
   int64_t memory_peak = 0;
-  double loader_wait_s = 0;       // training thread blocked waiting for batches
+  double loader_wait_s = 0;  // training thread blocked waiting for batches
   // The share of epoch_s in which the GPU ran the steps, timed with CUDA
   // events around each step (device::StepBusyTimer); unset off CUDA.
   std::optional<double> gpu_busy;

@@ -13,8 +13,8 @@
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/train/amp.h"
-#include "gputrain/train/non_finite.h"
 #include "gputrain/train/cuda_graph.h"
+#include "gputrain/train/non_finite.h"
 #include "gputrain/train/optim.h"
 
 namespace gputrain::train {
