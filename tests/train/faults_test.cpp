@@ -64,9 +64,10 @@ TEST(Faults, NonFiniteLossNamesWhereAndTheLastCheckpoint) {
 TEST(Faults, NonFiniteLossNamesTheStepRangeOfARead) {
   EXPECT_EQ(step_range({3, 5, 9, 96}), "steps 5 to 9");
   EXPECT_EQ(step_range({1, 5, 5, 32}), "step 5");
-  EXPECT_EQ(non_finite_loss_message(1, {3, 5, 9, 96}, "c.ckpt").substr(0, 146),
-            "epoch 1, steps 5 to 9: the loss is not finite (inf or NaN) at 3 of them; none of those updated the "
-            "weights, so training stops (train.on_nan: stop). The l");
+  const std::string start =
+      "epoch 1, steps 5 to 9: the loss is not finite (inf or NaN) at 3 of them; none of those updated the "
+      "weights, so training stops (train.on_nan: stop). The last good checkpoint is c.ckpt";
+  EXPECT_EQ(non_finite_loss_message(1, {3, 5, 9, 96}, "c.ckpt").substr(0, start.size()), start);
 }
 
 }  // namespace
