@@ -260,12 +260,9 @@ fi
 # Speed floors (issue 36): every configuration a user turns on against the graphed fp32 step
 # of this same call, from at least 2 s of steady state each (scripts/gpu/speed.py). On the GPU a
 # 50,000-image set, so that an epoch outlasts the graph's warm-up; the dry run checks the plumbing.
-if [ "$DRY" = 1 ]; then
-  SPEED_DATA="$DATA/cifar"
-else
-  SPEED_DATA="$DATA/cifar50k"
-  step make_speed_data cuda 120 0 'wrote' -- "$BIN" datasets make-cifar --out "$SPEED_DATA" --train 50000 --test 2000
-fi
+SPEED_DATA="$DATA/cifar50k"
+step make_speed_data cuda 120 0 'wrote' -- "$BIN" datasets make-cifar --out "$SPEED_DATA" --train 50000 --test 2000
+[ "$DRY" = 0 ] || SPEED_DATA="$DATA/cifar"
 SPEED=(python3 "$HERE/speed.py" --bin "$BIN" --configs "$CONFIGS" --data "$SPEED_DATA" --fmnist "$FMNIST"
        --runs "$RUNS/speed" --out "$LOGS/speed.json" --device "$DEV")
 [ "$DRY" = 1 ] && SPEED+=(--dry-run)

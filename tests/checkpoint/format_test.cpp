@@ -1,6 +1,7 @@
 // The checkpoint envelope: every way a file can be wrong gives its own error naming the file.
 #include "gputrain/checkpoint/format.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -66,10 +67,11 @@ TEST(CheckpointFormat, ForeignFilesAreNamedAsSuch) {
 
 TEST(CheckpointFormat, NewerFormatVersionsAreRefused) {
   std::string sealed = seal(kPayload);
-  sealed[8] = 2;  // the version, with the header's checksum made to match
+  sealed[8] = static_cast<char>(kFormatVersion + 1);  // the version, with the header's checksum made to match
   const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(sealed.data()), 28);
   for (int i = 0; i < 4; ++i) sealed[28 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
-  expect_problem(sealed, "checkpoint format version 2 is newer than this gputrain reads (1)");
+  expect_problem(sealed, fmt::format("checkpoint format version {} is newer than this gputrain reads ({})",
+                                     kFormatVersion + 1, kFormatVersion));
 }
 
 }  // namespace

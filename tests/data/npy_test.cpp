@@ -174,7 +174,7 @@ TEST(Npy, EmptySplitsSplitsThatDisagreeAndHugeLabelsAreRefused) {
       << what_loading_throws(config);
 
   arrays = Arrays();
-  arrays.train_targets = torch::tensor({int64_t{0}, 1, 2, 0, 1000000000, 1}, torch::kInt64);
+  arrays.train_targets = torch::tensor(std::vector<int64_t>{0, 1, 2, 0, 1000000000, 1});
   arrays.write(dir.path());
   EXPECT_NE(what_loading_throws(config).find("sample 4 has label 1000000000; class labels run from 0 to classes - 1, "
                                              "and at most 100000 classes"),

@@ -194,9 +194,10 @@ void visit(V& v, ModelConfig& c) {
   v.field("activation", c.activation, Any{}, "the MLP's activation");
   v.field("dropout", c.dropout, Range{0, 1}, "dropout after each hidden layer of the MLP");
   v.field("sync_batchnorm", c.sync_batchnorm, Any{},
-          "under ddp, each batchnorm layer normalises with the statistics of the global batch (summed across the "
-          "ranks by one all-reduce per layer in the forward pass and one in the backward, as PyTorch's "
-          "SyncBatchNorm) instead of its own rows', so N ranks train as one process on the whole batch. Off: each "
+          "under ddp, each batchnorm layer normalises with the statistics of the global batch (the ranks' count, "
+          "mean and squared deviations combined by Chan's parallel variance in float64: two small all-reduces per "
+          "layer in the forward pass and one in the backward, as PyTorch's SyncBatchNorm) instead of its own "
+          "rows', so N ranks train as one process on the whole batch. Off: each "
           "rank's batchnorm sees its rows only. One process: nothing to share. dp refuses it (its replicas are "
           "threads: run ddp with --nproc instead)");
 }
