@@ -84,6 +84,9 @@ void reject_merge_keys(const YAML::Node& node, const std::string& origin) {
 // stand for billions of values ("billion laughs") or, aliasing a node it is
 // inside of, for an endless tree. Every reader walks the tree as if the
 // aliases were copies, so the scan counts them as copies and stops at these.
+// The values limit bounds what the aliases add beyond the values the file
+// writes out: those are bounded by the file's size, and a run of a model of
+// 100 000 declared layers writes (and reads back) a config of as many.
 constexpr int64_t kMaxExpandedValues = 100000;
 constexpr int64_t kMaxExpandedDepth = 100;
 
@@ -101,6 +104,7 @@ class DocumentScan : public YAML::EventHandler {
     open_.clear();
     anchors_.clear();
     total_ = Extent{};
+    written_ = 0;
   }
   void OnDocumentEnd() override {}
   void OnAnchor(const YAML::Mark&, const std::string& name) override { pending_name_ = name; }
@@ -151,11 +155,13 @@ class DocumentScan : public YAML::EventHandler {
   }
   void leaf(const YAML::Mark& mark, YAML::anchor_t anchor, bool null = false) {
     seen(mark, null);
+    ++written_;
     if (anchor != YAML::NullAnchor) anchors_[anchor] = Anchor{pending_name_, mark, {1, 1}, false};
     add(mark, {1, 1}, nullptr);
   }
   void open(const YAML::Mark& mark, YAML::anchor_t anchor) {
     seen(mark);
+    ++written_;
     if (anchor != YAML::NullAnchor) anchors_[anchor] = Anchor{pending_name_, mark, {}, true};
     open_.push_back({anchor, {1, 1}});
     open_mark_.push_back(mark);
@@ -176,9 +182,9 @@ class DocumentScan : public YAML::EventHandler {
   // Adds a child of `extent` to the innermost open node (or the document).
   void add(const YAML::Mark& mark, Extent extent, const Anchor* alias) {
     Extent& parent = open_.empty() ? total_ : open_.back().extent;
-    // Both are at most the limit, so the sum cannot overflow.
+    // Both are at most the limit plus the file's own values, so the sum cannot overflow.
     parent.values += extent.values;
-    if (parent.values > kMaxExpandedValues) fail_values(mark, alias);
+    if (parent.values - written_ > kMaxExpandedValues) fail_values(mark, alias);
     const int64_t levels = static_cast<int64_t>(open_.size()) + extent.depth;
     if (levels > kMaxExpandedDepth) fail_depth(mark, alias);
     parent.depth = std::max(parent.depth, extent.depth + (open_.empty() ? 0 : 1));
@@ -187,9 +193,10 @@ class DocumentScan : public YAML::EventHandler {
   std::string at(const YAML::Mark& mark) const { return detail::mark_from(mark, origin_).str(); }
   [[noreturn]] void fail_values(const YAML::Mark& mark, const Anchor* alias) const {
     throw UserError(fmt::format(
-        "{}: {}the document holds more than {} values once its aliases (*name) are expanded, each as a copy of "
-        "what it names; an experiment file holds a few hundred. Write the repeated part out, or alias less of it",
-        at(mark), alias ? fmt::format("with the alias *{}, ", alias->name) : "", kMaxExpandedValues));
+        "{}: {}the document holds more than {} values once its aliases (*name) are expanded, beyond the {} it "
+        "writes out, each alias counted as a copy of what it names; an experiment file holds a few hundred. Write "
+        "the repeated part out, or alias less of it",
+        at(mark), alias ? fmt::format("with the alias *{}, ", alias->name) : "", kMaxExpandedValues, written_));
   }
   [[noreturn]] void fail_depth(const YAML::Mark& mark, const Anchor* alias) const {
     throw UserError(fmt::format(
@@ -206,6 +213,7 @@ class DocumentScan : public YAML::EventHandler {
   std::vector<Open> open_;
   std::vector<YAML::Mark> open_mark_;
   Extent total_;
+  int64_t written_ = 0;  // values (scalars, nulls, lists and maps) the document writes out so far
 };
 
 void DocumentScan::OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) {
