@@ -17,6 +17,18 @@
 namespace gputrain::train {
 namespace {
 
+// A one-process eager step's parts, with a cross-entropy loss over 2 classes.
+EagerStepParts cpu_parts(parallel::Strategy* strategy, torch::nn::Sequential model, torch::optim::Optimizer* optimizer,
+                         GradScaler* scaler) {
+  EagerStepParts parts;
+  parts.strategy = strategy;
+  parts.model = std::move(model);
+  parts.optimizer = optimizer;
+  parts.scaler = scaler;
+  parts.loss = {LossKind::kCrossEntropy, 2, {}};
+  return parts;
+}
+
 // The eager step built from its parts alone: no YAML, no trainer.
 class EagerStepTest : public ::testing::Test {
  protected:
@@ -25,13 +37,7 @@ class EagerStepTest : public ::testing::Test {
     model_ = torch::nn::Sequential(torch::nn::Linear(3, 2));
     optimizer_ = std::make_unique<torch::optim::SGD>(model_->parameters(), torch::optim::SGDOptions(0.1));
     strategy_ = parallel::make_strategy({parallel::StrategyKind::kSingle, {torch::Device(torch::kCPU)}, "test"}, {});
-    EagerStepParts parts;
-    parts.strategy = strategy_.get();
-    parts.model = model_;
-    parts.optimizer = optimizer_.get();
-    parts.scaler = &scaler_;
-    parts.loss = {LossKind::kCrossEntropy, 2, {}};
-    step_ = make_eager_step(parts);
+    step_ = make_eager_step(cpu_parts(strategy_.get(), model_, optimizer_.get(), &scaler_));
   }
   torch::Tensor weights() const { return model_->parameters()[0].detach().clone(); }
 
@@ -137,12 +143,7 @@ TEST(NonFiniteSteps, TheEagerStepSkipsANonFiniteBatchWithoutReadingIt) {
     ASSERT_TRUE(skip_updates_when(*optimizer, check.found()));
     const auto strategy = parallel::make_strategy({parallel::StrategyKind::kSingle, {torch::kCPU}, "test"}, {});
     GradScaler scaler(GradScalerOptions().enabled(false));
-    EagerStepParts parts;
-    parts.strategy = strategy.get();
-    parts.model = model;
-    parts.optimizer = optimizer.get();
-    parts.scaler = &scaler;
-    parts.loss = {LossKind::kCrossEntropy, 2, {}};
+    EagerStepParts parts = cpu_parts(strategy.get(), model, optimizer.get(), &scaler);
     parts.non_finite = &check;
     const auto step = make_eager_step(parts);
     const auto no_loss = [](const torch::Tensor& loss) {
@@ -249,12 +250,7 @@ TEST(ClipGradNorm, TheEagerStepClipsBeforeItsUpdate) {
     torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(1.0));
     auto strategy = parallel::make_strategy({parallel::StrategyKind::kSingle, {torch::Device(torch::kCPU)}, "t"}, {});
     GradScaler scaler{GradScalerOptions().enabled(false)};
-    EagerStepParts parts;
-    parts.strategy = strategy.get();
-    parts.model = model;
-    parts.optimizer = &sgd;
-    parts.scaler = &scaler;
-    parts.loss = {LossKind::kCrossEntropy, 2, {}};
+    EagerStepParts parts = cpu_parts(strategy.get(), model, &sgd, &scaler);
     parts.grad_clip = grad_clip;
     std::vector<torch::Tensor> before;
     for (const auto& p : model->parameters()) before.push_back(p.detach().clone());
