@@ -246,6 +246,20 @@ TEST(ConfigLoad, GpusTakesAllAListOrOneIndex) {
   EXPECT_EQ(load_config_text("gpus: 2", "x").config.gpus.indices, (std::vector<int64_t>{2}));
 }
 
+TEST(ConfigLoad, ImageSizeTakesOneSizeOrHeightAndWidth) {
+  EXPECT_EQ(load_config_text("data: {image_size: 28}", "x").config.data.image_size, (std::vector<int64_t>{28}));
+  EXPECT_EQ(load_config_text("data: {image_size: [24, 32]}", "x").config.data.image_size,
+            (std::vector<int64_t>{24, 32}));
+  EXPECT_TRUE(load_config_text("", "x").config.data.image_size.empty());
+  for (const char* bad : {"data: {image_size: [24, 32, 3]}", "data: {image_size: [0, 32]}"}) {
+    const ConfigError error = config_error(bad);
+    EXPECT_EQ(error.key(), "data.image_size") << bad;
+    EXPECT_NE(std::string(error.what()).find("must be one size (a square) or [height, width], each >= 1"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 TEST(ConfigOverrides, DottedKeysOverrideTheFileInOrder) {
   const auto c = load_config_text("data: {batch_size: 64}\n", "x",
                                   {"data.batch_size=32", "optim.lr=0.5", "gpus=[0,1]", "data.batch_size=16",

@@ -187,7 +187,7 @@ TEST_F(ImageFolder, ImageSizeResizesEveryImage) {
     for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
       config::DataConfig config = folder(cache);
       config.root = root.string();
-      config.image_size = 8;
+      config.image_size = {8};
       const auto train = make_dataset(config, Split::kTrain, 0);
       EXPECT_EQ(train->info().input_shape, (std::vector<int64_t>{1, 8, 8}));
       std::vector<uint8_t> pixels(64);
@@ -195,6 +195,17 @@ TEST_F(ImageFolder, ImageSizeResizesEveryImage) {
       for (uint8_t pixel : pixels) EXPECT_NEAR(pixel, 100, 1) << root;
     }
   }
+}
+
+TEST_F(ImageFolder, ImageSizeTakesHeightAndWidth) {
+  write(images(6, {1, 12, 16}, 18));
+  config::DataConfig config = folder();
+  config.image_size = {6, 4};
+  const auto train = make_dataset(config, Split::kTrain, 0);
+  EXPECT_EQ(train->info().input_shape, (std::vector<int64_t>{1, 6, 4}));
+  EXPECT_EQ(train->inputs().sizes(), (std::vector<int64_t>{6, 1, 6, 4}));
+  config.image_size = {0};  // as stored, as before lists
+  EXPECT_EQ(make_dataset(config, Split::kTrain, 0)->info().input_shape, (std::vector<int64_t>{1, 12, 16}));
 }
 
 TEST_F(ImageFolder, MixedSizesNeedImageSize) {
@@ -209,7 +220,7 @@ TEST_F(ImageFolder, MixedSizesNeedImageSize) {
     EXPECT_NE(message.find("set data.image_size"), std::string::npos) << message;
   }
   config::DataConfig resized = folder();
-  resized.image_size = 4;
+  resized.image_size = {4};
   EXPECT_EQ(make_dataset(resized, Split::kTrain, 0)->info().samples, 7);
 }
 
@@ -219,7 +230,7 @@ TEST_F(ImageFolder, AnUnreadableImageIsNamedAtStartOrInItsBatch) {
   EXPECT_NE(error(folder()).find(file("train/dog/2.png").string() + ": not a readable PNG"), std::string::npos)
       << error(folder());
   config::DataConfig per_batch = folder(config::ImageCache::kNone);
-  per_batch.image_size = 4;  // no header read at start: the batch meets the file first
+  per_batch.image_size = {4};  // no header read at start: the batch meets the file first
   const auto lazy = make_dataset(per_batch, Split::kTrain, 0);
   std::string message = "no DataError";
   try {
@@ -306,6 +317,52 @@ TEST_F(ImageFolder, AFifoOrDanglingLinkNamedAsAnImageIsRefusedUnread) {
   fs::create_symlink(file("nowhere.png"), file("train/dog/x.png"));
   EXPECT_NE(error(folder()).find(file("train/dog/x.png").string() + ": no such file"), std::string::npos)
       << error(folder());
+}
+
+// Sets the height and width a JPEG's baseline frame header (SOF0) states.
+void state_jpeg_size(const fs::path& jpeg, uint16_t height, uint16_t width) {
+  std::string bytes = gputrain::testing::read_text(jpeg);
+  const std::size_t frame = bytes.find("\xFF\xC0");
+  ASSERT_NE(frame, std::string::npos);
+  const std::size_t size_at = frame + 2 + 2 + 1;  // marker, segment length, sample precision
+  const char stated[] = {static_cast<char>(height >> 8), static_cast<char>(height & 0xFF),
+                         static_cast<char>(width >> 8), static_cast<char>(width & 0xFF)};
+  bytes.replace(size_at, 4, stated, 4);
+  gputrain::testing::write_text(jpeg, bytes);
+}
+
+TEST_F(ImageFolder, ImagesAboveMaxImagePixelsAreRefusedBeforeDecoding) {
+  write(images(6, {3, 8, 8}, 16), ImageFormat::kJpeg);
+  // A few hundred bytes claiming 65500 x 65500 pixels: 12 GB decoded.
+  state_jpeg_size(file("train/dog/2.jpg"), 65500, 65500);
+  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+    const std::string message = error(folder(cache));
+    EXPECT_NE(message.find(file("train/dog/2.jpg").string() +
+                           ": the image is 65500x65500, 4290250000 pixels, more than data.max_image_pixels (89478485)"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("Raise data.max_image_pixels"), std::string::npos) << message;
+  }
+  fs::remove(file("train/dog/2.jpg"));
+  TempDir other("image-folder-large");
+  write(images(3, {3, 16, 16}, 17), ImageFormat::kJpeg, other.path());
+  fs::copy_file(other / "train/cat/0.jpg", file("train/eel/9.jpg"));
+  // Each way an image is decoded: at start, per batch (after resizing) and for predict.
+  config::DataConfig limited = folder();
+  limited.max_image_pixels = 255;
+  EXPECT_NE(error(limited).find(file("train/eel/9.jpg").string() +
+                                ": the image is 16x16, 256 pixels, more than data.max_image_pixels (255)"),
+            std::string::npos)
+      << error(limited);
+  limited.cache = config::ImageCache::kNone;
+  limited.image_size = {8};
+  const auto lazy = make_dataset(limited, Split::kTrain, 0);
+  std::vector<uint8_t> pixels(3 * 8 * 8);
+  EXPECT_THROW(lazy->read_image(5, pixels.data()), DataError);
+  EXPECT_THROW(read_prediction_inputs(file("train/eel").string(), limited, lazy->info()), DataError);
+  limited.cache = config::ImageCache::kMemory;
+  limited.max_image_pixels = 256;
+  EXPECT_EQ(make_dataset(limited, Split::kTrain, 0)->info().samples, 6);
 }
 
 TEST_F(ImageFolder, TestRootReplacesRootTest) {

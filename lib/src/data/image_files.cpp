@@ -53,6 +53,17 @@ struct Decoded {
   int64_t height = 0, width = 0, channels = 0;
 };
 
+// Refuses a stated size above `max_pixels` before anything that size is allocated: a few hundred bytes can
+// claim 65500 x 65500 pixels (a decompression bomb).
+void require_pixels(const std::filesystem::path& file, int64_t height, int64_t width, int64_t max_pixels) {
+  if (height * width <= max_pixels) return;
+  throw DataError(
+      fmt::format("{}: the image is {}x{}, {} pixels, more than data.max_image_pixels ({}), the guard against "
+                  "decompression bombs (small files that decode to huge images). Raise data.max_image_pixels if "
+                  "images this large are meant",
+                  file.string(), width, height, height * width, max_pixels));
+}
+
 // --- PNG, through libpng's simplified API (it converts palettes, 16 bits, alpha and grey/RGB itself).
 
 ImageShape png_header(const std::filesystem::path& file, const std::string& bytes) {
@@ -67,11 +78,17 @@ ImageShape png_header(const std::filesystem::path& file, const std::string& byte
   return shape;
 }
 
-Decoded decode_png(const std::filesystem::path& file, const std::string& bytes, int64_t channels) {
+Decoded decode_png(const std::filesystem::path& file, const std::string& bytes, int64_t channels, int64_t max_pixels) {
   png_image image{};
   image.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&image, bytes.data(), bytes.size())) {
     throw DataError(fmt::format("{}: not a readable PNG ({})", file.string(), image.message));
+  }
+  try {
+    require_pixels(file, image.height, image.width, max_pixels);
+  } catch (const DataError&) {
+    png_image_free(&image);
+    throw;
   }
   image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
   Decoded decoded;
@@ -172,7 +189,9 @@ ImageShape jpeg_header(const std::filesystem::path& file, const std::string& byt
 }
 
 Decoded decode_jpeg(const std::filesystem::path& file, const std::string& bytes, int64_t channels,
-                    const ImageShape* at_least) {
+                    const ImageShape* at_least, int64_t max_pixels) {
+  const ImageShape stated = jpeg_header(file, bytes);
+  require_pixels(file, stated.height, stated.width, max_pixels);
   Decoded decoded;
   JpegErrors errors{};
   if (!run_jpeg(bytes, channels, false, at_least, decoded, errors)) {
@@ -188,7 +207,7 @@ bool is_image_file(const std::filesystem::path& file) {
   return extension == ".png" || extension == ".jpg" || extension == ".jpeg";
 }
 
-ImageShape read_image_header(const std::filesystem::path& file) {
+ImageShape read_image_header(const std::filesystem::path& file, int64_t max_pixels) {
   // The size is usually within the first bytes; when metadata before it is
   // larger (a PNG's ICC profile or text chunks, a JPEG's EXIF), the whole file is read.
   std::ifstream in(file, std::ios::binary);
@@ -200,18 +219,22 @@ ImageShape read_image_header(const std::filesystem::path& file) {
   const auto header = [&](const std::string& some) {
     return is_png(file) ? png_header(file, some) : jpeg_header(file, some);
   };
+  ImageShape shape;
   try {
-    return header(bytes);
+    shape = header(bytes);
   } catch (const DataError&) {
     if (in.eof()) throw;
-    return header(read_bytes(file));
+    shape = header(read_bytes(file));
   }
+  require_pixels(file, shape.height, shape.width, max_pixels);
+  return shape;
 }
 
-void decode_image(const std::filesystem::path& file, ImageShape shape, bool resize, uint8_t* out) {
+void decode_image(const std::filesystem::path& file, ImageShape shape, bool resize, int64_t max_pixels, uint8_t* out) {
   const std::string bytes = read_bytes(file);
-  const Decoded decoded = is_png(file) ? decode_png(file, bytes, shape.channels)
-                                       : decode_jpeg(file, bytes, shape.channels, resize ? &shape : nullptr);
+  const Decoded decoded = is_png(file)
+                              ? decode_png(file, bytes, shape.channels, max_pixels)
+                              : decode_jpeg(file, bytes, shape.channels, resize ? &shape : nullptr, max_pixels);
   const int64_t plane = shape.height * shape.width;
   if (decoded.height == shape.height && decoded.width == shape.width) {
     const uint8_t* in = decoded.pixels.data();

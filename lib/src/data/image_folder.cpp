@@ -112,10 +112,15 @@ std::string numbered_classes(const std::vector<std::string>& names) {
 
 class ImageFolderDataset final : public Dataset {
  public:
-  ImageFolderDataset(DatasetInfo info, std::vector<fs::path> files, torch::Tensor targets, bool resize)
-      : info_(std::move(info)), files_(std::move(files)), targets_(std::move(targets)), resize_(resize) {}
+  ImageFolderDataset(DatasetInfo info, std::vector<fs::path> files, torch::Tensor targets, bool resize,
+                     int64_t max_pixels)
+      : info_(std::move(info)),
+        files_(std::move(files)),
+        targets_(std::move(targets)),
+        resize_(resize),
+        max_pixels_(max_pixels) {}
 
-  void keep_in_memory() { inputs_ = decode_images(files_, info_.input_shape, resize_); }
+  void keep_in_memory() { inputs_ = decode_images(files_, info_.input_shape, resize_, max_pixels_); }
 
   const DatasetInfo& info() const override { return info_; }
   const torch::Tensor& inputs() const override { return inputs_; }
@@ -129,7 +134,7 @@ class ImageFolderDataset final : public Dataset {
   void read_image(int64_t index, uint8_t* out) const override {
     if (resident()) return Dataset::read_image(index, out);
     const std::vector<int64_t>& s = info_.input_shape;
-    decode_image(files_.at(static_cast<std::size_t>(index)), {s[0], s[1], s[2]}, resize_, out);
+    decode_image(files_.at(static_cast<std::size_t>(index)), {s[0], s[1], s[2]}, resize_, max_pixels_, out);
   }
 
  private:
@@ -138,6 +143,7 @@ class ImageFolderDataset final : public Dataset {
   torch::Tensor targets_;
   torch::Tensor inputs_;  // undefined under data.cache: none
   bool resize_;
+  int64_t max_pixels_;  // data.max_image_pixels
 };
 
 // Whether the decoded split stays in memory, and why (data.cache).
@@ -154,9 +160,10 @@ std::pair<bool, std::string> choose_cache(config::ImageCache cache, int64_t byte
 
 // Every image of `files` stored at `reference`'s size, checked before the
 // first batch (without data.image_size, when nothing decodes them all at start).
-void require_one_size(const std::vector<fs::path>& files, const fs::path& reference, ImageShape size) {
+void require_one_size(const std::vector<fs::path>& files, const fs::path& reference, ImageShape size,
+                      int64_t max_pixels) {
   parallel_for(static_cast<int64_t>(files.size()), [&](int64_t i) {
-    const ImageShape stored = read_image_header(files[static_cast<std::size_t>(i)]);
+    const ImageShape stored = read_image_header(files[static_cast<std::size_t>(i)], max_pixels);
     if (stored.height != size.height || stored.width != size.width) {
       throw DataError(fmt::format("{}: the image is {}x{}, not {}x{} as {}; set data.image_size to resize them all",
                                   files[static_cast<std::size_t>(i)].string(), stored.width, stored.height, size.width,
@@ -176,6 +183,12 @@ std::pair<dev_t, ino_t> directory_identity(const fs::path& dir) {
 }
 
 }  // namespace
+
+std::vector<int64_t> image_resize(const config::DataConfig& config) {
+  const std::vector<int64_t>& size = config.image_size;
+  if (size.empty() || (size.size() == 1 && size[0] == 0)) return {};
+  return size.size() == 1 ? std::vector<int64_t>{size[0], size[0]} : size;
+}
 
 std::vector<fs::path> list_images(const fs::path& dir) {
   std::vector<fs::path> files;
@@ -223,13 +236,14 @@ std::vector<fs::path> list_images(const fs::path& dir) {
   return files;
 }
 
-torch::Tensor decode_images(const std::vector<fs::path>& files, const std::vector<int64_t>& shape, bool resize) {
+torch::Tensor decode_images(const std::vector<fs::path>& files, const std::vector<int64_t>& shape, bool resize,
+                            int64_t max_pixels) {
   const ImageShape image{shape.at(0), shape.at(1), shape.at(2)};
   torch::Tensor pixels =
       torch::empty({static_cast<int64_t>(files.size()), image.channels, image.height, image.width}, torch::kUInt8);
   uint8_t* out = pixels.data_ptr<uint8_t>();
   parallel_for(static_cast<int64_t>(files.size()), [&](int64_t i) {
-    decode_image(files[static_cast<std::size_t>(i)], image, resize, out + i * image.bytes());
+    decode_image(files[static_cast<std::size_t>(i)], image, resize, max_pixels, out + i * image.bytes());
   });
   return pixels;
 }
@@ -277,10 +291,10 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
   }
   // The first training image: data.channels and data.image_size 0 follow it.
   const fs::path reference = train ? files.front() : list_images(train_classes.front().dir).at(0);
-  const ImageShape stored = read_image_header(reference);
+  const ImageShape stored = read_image_header(reference, config.max_image_pixels);
+  const std::vector<int64_t> resize = image_resize(config);
   const ImageShape shape{config.channels > 0 ? config.channels : stored.channels,
-                         config.image_size > 0 ? config.image_size : stored.height,
-                         config.image_size > 0 ? config.image_size : stored.width};
+                         resize.empty() ? stored.height : resize[0], resize.empty() ? stored.width : resize[1]};
 
   DatasetInfo info;
   info.name = kName;
@@ -299,17 +313,17 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
   const auto [memory, why] = choose_cache(config.cache, info.samples * shape.bytes());
   spdlog::info("data.cache: {} for the {} split's {} of {}x{}x{}{} ({})", memory ? "memory" : "none",
                train ? "training" : "test", count_of(info.samples, "image"), shape.channels, shape.height, shape.width,
-               config.image_size > 0 ? " (resized)" : "", why);
+               resize.empty() ? "" : " (resized)", why);
   auto dataset = std::make_shared<ImageFolderDataset>(std::move(info), files, torch::tensor(labels, torch::kInt64),
-                                                      config.image_size > 0);
+                                                      !resize.empty(), config.max_image_pixels);
   if (memory) {
     const auto start = std::chrono::steady_clock::now();
     dataset->keep_in_memory();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     spdlog::info("{}: decoded {} in {:.1f} s ({:.0f} images/s)", kName, count_of(dataset->info().samples, "image"),
                  seconds, static_cast<double>(dataset->info().samples) / std::max(seconds, 1e-9));
-  } else if (config.image_size == 0) {
-    require_one_size(files, reference, stored);
+  } else if (resize.empty()) {
+    require_one_size(files, reference, stored, config.max_image_pixels);
   }
   return dataset;
 }

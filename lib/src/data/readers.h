@@ -32,12 +32,15 @@ torch::Tensor read_csv_features(const std::string& file, const std::string& root
 // data.root: train/<class>/*.png|jpg|jpeg and test/<class>/... (or data.test_root), decoded per data.image_size,
 // data.channels and data.cache.
 std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& config, Split split);
+// data.image_size as [height, width]; empty when the images keep their stored size ([] or [0]).
+std::vector<int64_t> image_resize(const config::DataConfig& config);
 // The image files under `dir` and its folders, sorted by path.
 std::vector<std::filesystem::path> list_images(const std::filesystem::path& dir);
 // `files` decoded to [C, H, W] `shape` (resized to it when `resize`, data.image_size's rule, else each must
-// have it): uint8 [N, C, H, W], decoded on all hardware threads.
+// have it): uint8 [N, C, H, W], decoded on all hardware threads. An image stored with more than `max_pixels`
+// (data.max_image_pixels) is refused before it is decoded.
 torch::Tensor decode_images(const std::vector<std::filesystem::path>& files, const std::vector<int64_t>& shape,
-                            bool resize);
+                            bool resize, int64_t max_pixels);
 std::shared_ptr<const Dataset> make_random(const config::DataConfig& config, Split split, uint64_t seed);
 std::shared_ptr<const Dataset> make_synthetic(const config::DataConfig& config, Split split, uint64_t seed);
 

@@ -151,9 +151,12 @@ struct DataConfig {
   std::string root;           // resolved per dataset when empty
   std::string target_column;  // csv: the target's column name; empty: the last column
   // image_folder: root/train/<class>/*.png|jpg|jpeg and the test split's folders
-  std::string test_root;   // empty: root/test
-  int64_t image_size = 0;  // > 0: every image resized to image_size x image_size; 0: as stored (all alike)
-  int64_t channels = 0;    // 1 (grey) or 3 (RGB); 0: 1 when every image is grey, else 3
+  std::string test_root;  // empty: root/test
+  // [size] or [height, width]: every image resized to it; [] or [0]: as stored (all alike)
+  std::vector<int64_t> image_size;
+  int64_t channels = 0;  // 1 (grey) or 3 (RGB); 0: 1 when every image is grey, else 3
+  // Images stored larger than this are refused before decoding (decompression bombs); PIL's default.
+  int64_t max_image_pixels = 89478485;
   ImageCache cache = ImageCache::kAuto;  // decoded images kept in memory, or decoded per batch
   std::optional<int64_t> batch_size = 128;
   std::optional<int64_t> micro_batch_size;

@@ -120,13 +120,21 @@ void visit(V& v, DataConfig& c) {
   v.field("test_root", c.test_root, Any{},
           "`image_folder`: the test split's directory of class folders; empty: `root/test`");
   v.field("image_size", c.image_size, Min{0},
-          "`image_folder`: every image resized (bilinear, antialiased) to image_size × image_size; 0: kept as "
-          "stored, which then must be one size throughout");
+          "`image_folder`: every image resized (bilinear, antialiased) to `[height, width]`, or to a square of one "
+          "size (`28`), as torchvision's `Resize`; `[]` or 0: kept as stored, which then must be one size "
+          "throughout");
+  v.check("image_size",
+          c.image_size.size() <= 1 || (c.image_size.size() == 2 && c.image_size[0] > 0 && c.image_size[1] > 0),
+          [] { return std::string("must be one size (a square) or [height, width], each >= 1"); });
   v.field("channels", c.channels, Min{0},
           "`image_folder`: 1 (grey) or 3 (RGB), converted as decoded; 0: as the first training image (1 when grey, "
           "else 3)");
   v.check("channels", c.channels == 0 || c.channels == 1 || c.channels == 3,
           [] { return std::string("must be 1 (grey), 3 (RGB) or 0 (from the images)"); });
+  v.field("max_image_pixels", c.max_image_pixels, Min{1},
+          "`image_folder` and `predict`: an image whose header states more pixels (height × width) is refused "
+          "before it is decoded, as PIL's `Image.MAX_IMAGE_PIXELS` does: a file of a few hundred bytes can claim "
+          "65500 × 65500 pixels and take gigabytes to decode (a decompression bomb). Raise it for larger images");
   v.field("cache", c.cache, Any{},
           "`image_folder`: `memory` decodes every image once, at start (all threads), and keeps the uint8 pixels; "
           "`none` decodes each batch's images in the loader's worker threads, every epoch. `auto`: memory when "
