@@ -13,7 +13,7 @@ namespace gputrain::device {
 namespace {
 
 TEST(StepBusyTimer, TimesNothingOffCuda) {
-  StepBusyTimer timer(torch::Device(torch::kCPU));
+  StepBusyTimer timer{torch::Device(torch::kCPU)};
   timer.step_begin();
   timer.step_end();
   EXPECT_FALSE(timer.take_busy_seconds().has_value()) << "no CUDA events, no figure: never a made-up 0";
