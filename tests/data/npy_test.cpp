@@ -182,6 +182,18 @@ TEST(Npy, EmptySplitsSplitsThatDisagreeAndHugeLabelsAreRefused) {
       << what_loading_throws(config);
 }
 
+// Once an "internal error at layers.cpp:35": the model cannot take samples of no values.
+TEST(Npy, SamplesWithNoFeaturesAreRefused) {
+  TempDir dir("npy");
+  Arrays arrays;
+  arrays.train_inputs = torch::zeros({6, 0});
+  arrays.write(dir.path());
+  EXPECT_NE(what_loading_throws(npy_config(dir.path()))
+                .find("train_inputs.npy: shape (6, 0) leaves each sample no values (a dimension of 0)"),
+            std::string::npos)
+      << what_loading_throws(npy_config(dir.path()));
+}
+
 TEST(Npy, OneNpzHoldsTheFourArrays) {
   TempDir dir("npy");
   const Arrays arrays;
