@@ -201,6 +201,31 @@ TEST(CliBadData, AnEmptySplitOrSplitsThatDisagreeExitTwoNamingTheFiles) {
   EXPECT_NE(one_class.err.find("is class 0, so any model is 100% accurate"), std::string::npos) << one_class.err;
 }
 
+// A batchnorm layer cannot train on a batch of 1: 9 samples in batches of 4
+// leave one. Once LibTorch's bare "Expected more than 1 value per channel"
+// with exit 1; now exit 2, naming the batch and data.drop_last.
+TEST(CliBadData, ABatchnormBatchOfOneNamesDropLast) {
+  TempDir dir;
+  const fs::path root = dir / "nine";
+  fs::create_directories(root);
+  data::write_npy(root / "train_inputs.npy", torch::randn({9, 20}));
+  data::write_npy(root / "train_targets.npy", torch::arange(9, torch::kInt64).remainder(2));
+  data::write_npy(root / "test_inputs.npy", torch::randn({4, 20}));
+  data::write_npy(root / "test_targets.npy", torch::arange(4, torch::kInt64).remainder(2));
+  std::vector<std::string> sets{"data.dataset=npy", "data.root=" + root.string(), "data.batch_size=4",
+                                "data.shuffle=false", "model.layers=[{type: linear, out_features: 8}, batchnorm, relu, linear]"};
+  const auto r = run_gputrain(train_args(dir / "runs", sets));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("epoch 1, step 3: a batchnorm layer got a batch of 1 sample while training"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("9 training samples in batches of 4 leave a last batch of 1. Set data.drop_last: true"),
+            std::string::npos)
+      << r.err;
+  sets.push_back("data.drop_last=true");
+  const auto dropped = run_gputrain(train_args(dir / "runs", sets));
+  EXPECT_EQ(dropped.exit_code, 0) << dropped.err;
+}
+
 TEST(CliBadPaths, NonUtf8ConfigPathIsPrintedEscaped) {
   TempDir dir;
   const fs::path config = write_text(dir / "caf\xe9.yaml", "seed: -1\n");

@@ -110,6 +110,16 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   return summary;
 } catch (const c10::Error& e) {
   const std::string detail = first_line(e.what_without_backtrace());
+  if (detail.find("Expected more than 1 value per channel when training") != std::string::npos) {
+    // Batch statistics of one sample are undefined: the epoch's last batch (or a rank's share of one) was a single row.
+    const State& s = *state_;
+    throw UserError(fmt::format(
+        "epoch {}, step {}: a batchnorm layer got a batch of 1 sample while training, where its statistics are "
+        "undefined ({} training samples in batches of {} leave a last batch of {}). Set data.drop_last: true, or a "
+        "data.batch_size that leaves no batch of 1 (LibTorch: {})",
+        s.epochs_done + 1, s.step + 1, s.run.train_set->info().samples, *s.config.data.batch_size,
+        s.run.train_set->info().samples % *s.config.data.batch_size, detail));
+  }
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr && !is_out_of_memory(detail)) {
     rethrow_host_exhaustion(state_->config);
   }
