@@ -21,6 +21,7 @@
 
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/config/load.h"
+#include "gputrain/data/export.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/train/evaluate.h"
@@ -526,6 +527,49 @@ TEST(Ddp, SigintToTheLauncherCheckpointsOnceAndResumes) {
   expect_same_weights(config, dir / "run/ddp/model.pt", dir / "whole/ddp/model.pt");
 }
 
+// train.on_nan under ddp, on the device without a sync a step: a NaN in a
+// sample of rank 1's rows (sample 13: step 2, row 5 of 8) makes both ranks
+// skip that step, so `skip` trains to one process's weights and `stop` ends
+// both ranks at the same check, naming the step.
+TEST(Ddp, ANonFiniteLossOnOneRankIsSkippedOrStoppedOnEvery) {
+  TempDir dir;
+  torch::manual_seed(3);
+  torch::Tensor inputs = torch::randn({64, 6});
+  inputs[13][2] = std::numeric_limits<float>::quiet_NaN();
+  data::write_npy(dir / "train_inputs.npy", inputs);
+  data::write_npy(dir / "train_targets.npy", torch::arange(64, torch::kInt64).remainder(3));
+  data::write_npy(dir / "test_inputs.npy", torch::randn({16, 6}));
+  data::write_npy(dir / "test_targets.npy", torch::arange(16, torch::kInt64).remainder(3));
+  const auto config = testing::write_text(dir / "ddp.yaml", fmt::format(R"(
+name: ddp
+seed: 2
+device: cpu
+data: {{dataset: npy, root: {}, batch_size: 8, shuffle: false, num_workers: 0, pin_memory: false}}
+model: {{name: mlp, hidden: [12]}}
+optim: {{name: sgd, lr: 0.05, momentum: 0.9}}
+train: {{epochs: 2, log_every: 4, on_nan: skip}}
+ddp: {{timeout_s: 30}}
+)",
+                                                                       (dir / "").string()));
+  const auto one = run_gputrain({"train", "--config", config.string(), "--output", (dir / "one").string()});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto two =
+      run_gputrain({"train", "--config", config.string(), "--output", (dir / "two").string(), "--nproc", "2"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.err.find("epoch 1, step 2: the loss is not finite; 1 step skipped"), std::string::npos) << two.err;
+  expect_same_weights(config, dir / "one/ddp/model.pt", dir / "two/ddp/model.pt");
+  EXPECT_NE(two.err.find("epoch 2, step 10: the loss is not finite; 1 step skipped"), std::string::npos) << two.err;
+
+  const auto stopped = run_gputrain({"train", "--config", config.string(), "--output", (dir / "stop").string(),
+                                     "--nproc", "2", "--set", "train.on_nan=stop"});
+  EXPECT_EQ(stopped.exit_code, 1) << stopped.err;
+  const std::string stop_message = "epoch 1, step 2: the loss is not finite (inf or NaN)";
+  const std::size_t first = stopped.err.find(stop_message);
+  ASSERT_NE(first, std::string::npos) << stopped.err;
+  EXPECT_NE(stopped.err.find(stop_message, first + 1), std::string::npos) << "each rank stops there\n" << stopped.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "stop/ddp/model.pt"));
+}
+
 std::size_t checkpoint_files(const std::filesystem::path& dir) {
   std::size_t n = 0;
   std::error_code error;
@@ -661,10 +705,22 @@ TEST(DistributedStrategy, TwoRanksOnThreadsShareBatchesAndSums) {
       EXPECT_TRUE(agreed.stop);
       EXPECT_FALSE(agreed.checkpoint);
       EXPECT_TRUE(agreed.non_finite);
-      const StepFlags quiet = strategy->agree({false, r == 1, false}, {});
-      EXPECT_FALSE(quiet.stop);
-      EXPECT_TRUE(quiet.checkpoint);
-      EXPECT_FALSE(quiet.non_finite);
+      // Without a loss to read, nothing waits: a step's flags come back at the next step, on both ranks.
+      const StepFlags queued = strategy->agree({false, r == 1, false}, {});
+      EXPECT_FALSE(queued.stop || queued.checkpoint || queued.non_finite || queued.preempt) << "nothing queued before";
+      const StepFlags next = strategy->agree({false, false, false, r == 0}, {});
+      EXPECT_FALSE(next.stop);
+      EXPECT_TRUE(next.checkpoint) << "rank 1's request of the step before";
+      EXPECT_FALSE(next.preempt) << "this step's: read at the next";
+      // A step that reads its loss also returns what was still queued.
+      const StepFlags now = strategy->agree({}, torch::tensor(1.0F));
+      EXPECT_TRUE(now.preempt);
+      EXPECT_FALSE(now.checkpoint || now.non_finite);
+      EXPECT_FALSE(strategy->agree({}, torch::tensor(1.0F)).preempt) << "read once";
+      // train.on_nan's device flag: one rank's non-finite loss skips the step on both.
+      torch::Tensor found = torch::tensor(r == 1 ? 1.0F : 0.0F);
+      strategy->max_across_processes(found);
+      EXPECT_EQ(found.item<float>(), 1.0F);
       torch::Tensor sums = torch::full({2}, r + 1.0, torch::kFloat64);
       strategy->all_reduce_sum(sums);
       EXPECT_TRUE(sums.equal(torch::full({2}, 3.0, torch::kFloat64)));

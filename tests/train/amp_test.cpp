@@ -1,4 +1,5 @@
 #include "gputrain/train/amp.h"
+#include "gputrain/train/optim.h"
 #include "gputrain/train/optimizer_step.h"
 
 #include <ATen/autocast_mode.h>
@@ -261,6 +262,72 @@ TEST(AutocastScope, StateIsThreadLocal) {
   std::thread([&] { in_thread = cpu_mm_dtype(); }).join();
   EXPECT_EQ(in_thread, torch::kFloat);  // why each replica thread opens its own scope
   EXPECT_EQ(cpu_mm_dtype(), torch::kBFloat16);
+}
+
+// A CUDA graph's warm-up and capture run without autocast's weight cache:
+// a cached cast made outside the capture would be replayed stale.
+TEST(AutocastScope, TurnsTheCastCacheOffWhenAskedAndRestoresIt) {
+  ASSERT_TRUE(at::autocast::is_autocast_cache_enabled());
+  {
+    AutocastScope uncached(AmpMode::kBf16, torch::kCPU, /*cache_casts=*/false);
+    EXPECT_FALSE(at::autocast::is_autocast_cache_enabled());
+    EXPECT_EQ(cpu_mm_dtype(), torch::kBFloat16);
+  }
+  EXPECT_TRUE(at::autocast::is_autocast_cache_enabled());
+  {
+    AutocastScope cached(AmpMode::kBf16, torch::kCPU);
+    EXPECT_TRUE(at::autocast::is_autocast_cache_enabled());
+  }
+  {
+    AutocastScope off(AmpMode::kOff, torch::kCPU, /*cache_casts=*/false);  // leaves everything alone
+    EXPECT_TRUE(at::autocast::is_autocast_cache_enabled());
+  }
+}
+
+// The captured fp16 step: the scaler unscales and checks on the device and the
+// fused update skips on its flag, with no host read. Four steps, inf gradients
+// in the first and third: the weights, scale, growth tracker and skipped count
+// end as scaler.step() with LibTorch's SGD leaves them.
+TEST(GradScaler, TheFusedStepSkipsOnTheDeviceFlagAsStepDoes) {
+  const torch::Tensor x = torch::tensor({3.0f, 4.0f});
+  torch::Tensor w_host = torch::tensor({1.0f, 2.0f}).requires_grad_();
+  torch::Tensor w_device = w_host.detach().clone().requires_grad_();
+  torch::optim::SGD sgd(std::vector<torch::Tensor>{w_host}, torch::optim::SGDOptions(0.5).momentum(0.9));
+  config::OptimConfig fused_config;
+  fused_config.lr = 0.5;
+  fused_config.momentum = 0.9;
+  fused_config.fused = config::Switch::kOn;
+  const auto fused = make_optimizer(fused_config, {ParamGroup{{w_device}}});
+  GradScaler host_scaler(GradScalerOptions().growth_interval(2));
+  GradScaler device_scaler(GradScalerOptions().growth_interval(2));
+  for (int step = 0; step < 4; ++step) {
+    const bool inf = step == 0 || step == 2;
+    sgd.zero_grad();
+    host_scaler.scale((w_host * x).sum()).backward();
+    if (inf) w_host.grad()[1] = kInf;
+    EXPECT_EQ(host_scaler.step(sgd), !inf) << step;
+    host_scaler.update();
+
+    fused->zero_grad();
+    device_scaler.scale((w_device * x).sum()).backward();
+    if (inf) w_device.grad()[1] = kInf;
+    const torch::Tensor found = device_scaler.unscale_for_fused_step({w_device});
+    EXPECT_EQ(found.item<float>(), inf ? 1.0f : 0.0f) << step;
+    ASSERT_TRUE(skip_updates_when(*fused, found));
+    fused->step();
+    device_scaler.update();
+
+    EXPECT_TRUE(torch::allclose(w_device.detach(), w_host.detach(), 1e-6, 1e-6))
+        << "step " << step << ": " << w_device << " vs " << w_host;
+    EXPECT_EQ(device_scaler.scale(), host_scaler.scale()) << step;
+    EXPECT_EQ(device_scaler.growth_tracker(), host_scaler.growth_tracker()) << step;
+    EXPECT_EQ(device_scaler.skipped_steps(), host_scaler.skipped_steps()) << step;
+  }
+  EXPECT_EQ(device_scaler.skipped_steps(), 2);
+  EXPECT_EQ(device_scaler.state_dict(), host_scaler.state_dict());
+  // A checkpoint's count replaces the device's, which a captured step keeps adding to.
+  device_scaler.load_state_dict(host_scaler.state_dict());
+  EXPECT_EQ(device_scaler.skipped_steps(), 2);
 }
 
 TEST(AutocastScope, Fp16OnCpuIsAConfigError) {

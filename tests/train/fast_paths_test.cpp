@@ -193,6 +193,31 @@ TEST_F(FastPathRuns, CudaGraphWeighsClassesLikeEagerSteps_CUDA) {
   expect_equal(graphed_on_gpu({weights}, true), graphed_on_gpu({weights}, false), 1e-4);
 }
 
+// The 2 micro-batches of a step replay as one graph. 40 images: micro-batches
+// of 8 leave a last group of one micro-batch, those of 6 a last group of 6 and
+// 4; both run eagerly, on the gradients and optimizer state the graph replays.
+TEST_F(FastPathRuns, CudaGraphAccumulatesLikeEagerSteps_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (const char* batch : {"data.batch_size=16", "data.batch_size=12"}) {
+    SCOPED_TRACE(batch);
+    const std::vector<std::string> accumulation{"train.accumulation_steps=2", batch};
+    expect_equal(graphed_on_gpu(accumulation, true), graphed_on_gpu(accumulation, false), 1e-4);
+  }
+}
+
+// Autocast runs inside the graph without its weight cache, and fp16's scaler
+// unscales, checks and updates on the device: the weights are the eager
+// steps' up to the rounding of 16-bit math.
+TEST_F(FastPathRuns, CudaGraphRunsAmpLikeEagerSteps_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (const std::vector<std::string>& amp :
+       {std::vector<std::string>{"train.amp=bf16"}, std::vector<std::string>{"train.amp=fp16"},
+        std::vector<std::string>{"train.amp=fp16", "train.accumulation_steps=2", "train.grad_clip=0.05"}}) {
+    SCOPED_TRACE(amp.front() + (amp.size() > 1 ? " with accumulation and clipping" : ""));
+    expect_equal(graphed_on_gpu(amp, true), graphed_on_gpu(amp, false), 1e-3);
+  }
+}
+
 // 40 images in batches of 16 leave a last batch of 8 each epoch: it runs
 // eagerly, before and after the capture, on the gradients and optimizer state
 // that the graph replays, so the weights stay those of eager steps.
@@ -361,7 +386,7 @@ TEST(FastPathPlan, OnCudaGraphsByDefaultAndChannelsLastNeedsAmp) {
   wide.tensor_core_channels = true;
   const FastPaths mixed = plan_fast_paths(c, wide);
   EXPECT_TRUE(mixed.channels_last);
-  EXPECT_FALSE(mixed.cuda_graph) << "amp";
+  EXPECT_TRUE(mixed.cuda_graph) << "bf16 autocast is captured with the step";
   // The seed CNN (3 -> 6 -> 16 channels): channels-last under bf16 measured 50,404 vs 64,718 samples/s on an H100.
   const FastPaths narrow = plan_fast_paths(c, facts(gpu, true, 83'000'000));
   EXPECT_FALSE(narrow.channels_last);
@@ -384,6 +409,28 @@ TEST(FastPathPlan, ClippingIsCapturedWithTheStep) {
                   "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured with "
                   "gradients clipped on the device)"))
       << clipped.decisions[1];
+}
+
+// The K micro-batches of a step are one replay; autocast and fp16's scaler
+// work on the device, so the graph captures them too; the decision says so.
+TEST(FastPathPlan, AccumulationAndAmpAreCapturedWithTheStep) {
+  config::ExperimentConfig c;
+  c.train.accumulation_steps = 4;
+  c.train.amp = config::AmpMode::kFp16;
+  const torch::Device gpu(torch::kCUDA, 0);
+  EXPECT_EQ(cuda_graph_blocker(c, true, facts(gpu, true, 1'000)), "");
+  const FastPaths captured = plan_fast_paths(c, facts(gpu, true, 1'000));
+  EXPECT_TRUE(captured.cuda_graph);
+  EXPECT_TRUE(has(captured.decisions,
+                  "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured with "
+                  "the 4 micro-batches of each step (train.accumulation_steps) in one replay, fp16 autocast and its "
+                  "loss scaler on the device)"))
+      << captured.decisions[1];
+  c.train.accumulation_steps = 1;
+  c.train.amp = config::AmpMode::kBf16;
+  EXPECT_TRUE(has(plan_fast_paths(c, facts(gpu, true, 1'000)).decisions,
+                  "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured with "
+                  "bf16 autocast)"));
 }
 
 // The weighted loss is device work on a tensor made once, so the graph captures it.

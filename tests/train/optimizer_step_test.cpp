@@ -263,5 +263,22 @@ TEST(ClipGradNorm, TheEagerStepClipsBeforeItsUpdate) {
   EXPECT_NEAR(step_with_clip(0.1), 0.1, 1e-6);
 }
 
+// train.cuda_graph with train.accumulation_steps 3 on micro-batches of 4:
+// one replay takes 3 micro-batches from one static buffer of 12 samples; the
+// epoch's last group, with fewer micro-batches or a short last one, runs eagerly.
+TEST(GraphPlan, CapturesTheMicroBatchesOfAStepInOneStaticBuffer) {
+  const GraphPlan plan{4, 0, 3};
+  EXPECT_TRUE(plan.replays({batch(4), batch(4), batch(4)}));
+  EXPECT_FALSE(plan.replays({batch(4), batch(4)})) << "the epoch's last group, with fewer micro-batches";
+  EXPECT_FALSE(plan.replays({batch(4), batch(4), batch(2)})) << "a short last micro-batch";
+  EXPECT_FALSE(plan.replays({batch(4), batch(4), batch(4), batch(4)}));
+  EXPECT_EQ(plan.buffer_shape(torch::zeros({4, 3, 32, 32})), (std::vector<int64_t>{12, 3, 32, 32}));
+  EXPECT_EQ(plan.buffer_shape(torch::zeros({4}, torch::kInt64)), (std::vector<int64_t>{12}));
+  const GraphPlan one{16};
+  EXPECT_TRUE(one.replays({batch(16)}));
+  EXPECT_FALSE(one.replays({batch(8)}));
+  EXPECT_EQ(one.buffer_shape(torch::zeros({16, 20})), (std::vector<int64_t>{16, 20}));
+}
+
 }  // namespace
 }  // namespace gputrain::train

@@ -1,5 +1,6 @@
 #include "distributed.h"
 
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -341,12 +342,38 @@ bool DistributedStrategy::any_rank(bool local) {
   return io.front().item<int32_t>() != 0;
 }
 
+void DistributedStrategy::max_across_processes(torch::Tensor& values) {
+  std::vector<at::Tensor> io{values};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  guarded("agreeing whether the step's loss is finite", [&] { wait_in_order(group_->allreduce(io, options)); });
+}
+
+namespace {
+// [stop, checkpoint, non-finite, preempt] as int32, the order agree() reads them back.
+torch::Tensor flag_row(const StepFlags& local) {
+  return torch::tensor({local.stop ? 1 : 0, local.checkpoint ? 1 : 0, 0, local.preempt ? 1 : 0}, torch::kInt32);
+}
+StepFlags read_flag_row(const torch::Tensor& host) {
+  const int32_t* agreed = host.const_data_ptr<int32_t>();
+  return {agreed[0] != 0, agreed[1] != 0, agreed[2] != 0, agreed[3] != 0};
+}
+StepFlags either(const StepFlags& a, const StepFlags& b) {
+  return {a.stop || b.stop, a.checkpoint || b.checkpoint, a.non_finite || b.non_finite, a.preempt || b.preempt};
+}
+}  // namespace
+
 StepFlags DistributedStrategy::agree(StepFlags local, const torch::Tensor& step_loss) {
-  const auto options_int = torch::TensorOptions().dtype(torch::kInt32).device(device());
-  torch::Tensor flags =
-      torch::tensor({local.stop ? 1 : 0, local.checkpoint ? 1 : 0, 0, local.preempt ? 1 : 0}, torch::kInt32)
-          .to(options_int);
-  if (step_loss.defined()) flags[2].copy_(step_loss.isfinite().logical_not());  // on the device: no sync here
+  if (step_loss.defined()) return agree_now(local, step_loss);
+  const StepFlags previous = take_queued_flags();
+  queue_flags(local);
+  return previous;
+}
+
+StepFlags DistributedStrategy::agree_now(StepFlags local, const torch::Tensor& step_loss) {
+  const StepFlags queued = take_queued_flags();  // none in a run that always checks its loss here
+  torch::Tensor flags = flag_row(local).to(device());
+  flags[2].copy_(step_loss.isfinite().logical_not());  // on the device: no sync here
   std::vector<at::Tensor> io{flags};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
@@ -354,8 +381,45 @@ StepFlags DistributedStrategy::agree(StepFlags local, const torch::Tensor& step_
   guarded("agreeing on the step's flags", [&] { wait_on_host(group_->allreduce(io, options)); });
   const torch::Tensor host = io.front().cpu();
   collective_wait_s_ += std::chrono::duration<double>(Clock::now() - start).count();
-  const int32_t* agreed = host.data_ptr<int32_t>();
-  return {agreed[0] != 0, agreed[1] != 0, agreed[2] != 0, agreed[3] != 0};
+  return either(queued, read_flag_row(host));
+}
+
+void DistributedStrategy::queue_flags(StepFlags local) {
+  QueuedFlags q;
+  // Pinned, so the copy to the GPU is queued on the stream, not made by the host.
+  q.flags = nccl_ ? flag_row(local).pin_memory().to(device(), /*non_blocking=*/true) : flag_row(local);
+  std::vector<at::Tensor> io{q.flags};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  guarded("agreeing on the step's flags", [&] {
+    q.work = group_->allreduce(io, options);
+    if (!nccl_) return;  // Gloo's result is read when its work is done
+    wait_in_order(q.work);  // the stream waits, not the host
+    q.mirror = torch::empty({4}, torch::TensorOptions().dtype(torch::kInt32).pinned_memory(true));
+    q.mirror.copy_(q.flags, /*non_blocking=*/true);
+    const c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+    q.copied.emplace(c10::DeviceType::CUDA);
+    q.copied->record(cuda.getStream(device()));
+  });
+  queued_flags_ = std::move(q);
+}
+
+StepFlags DistributedStrategy::take_queued_flags() {
+  if (!queued_flags_) return {};
+  QueuedFlags q = std::move(*queued_flags_);
+  queued_flags_.reset();
+  const auto start = Clock::now();
+  // A step later the collective is done, or nearly: a wait here is what is
+  // left of it, not a round trip.
+  guarded("agreeing on the step's flags", [&] {
+    if (q.copied) {
+      q.copied->synchronize();
+    } else {
+      wait_on_host(q.work);
+    }
+  });
+  collective_wait_s_ += std::chrono::duration<double>(Clock::now() - start).count();
+  return read_flag_row(q.copied ? q.mirror : q.flags);
 }
 
 void DistributedStrategy::bucketed(const char* what, const std::vector<torch::Tensor>& tensors,

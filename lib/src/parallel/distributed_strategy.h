@@ -2,12 +2,14 @@
 // ddp's strategy: distributed.cpp joins the ranks and runs the collectives of
 // a step; distributed_failures.cpp names the ranks behind a failure and
 // leaves in order.
+#include <c10/core/Event.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,7 @@ class DistributedStrategy : public SingleDeviceStrategy {
   void after_backward(torch::nn::Sequential& model) override;
   void all_reduce_sum(torch::Tensor& values) override;
   void sum_across_processes(torch::Tensor& values) override;
+  void max_across_processes(torch::Tensor& values) override;
   bool any_rank(bool local) override;
   StepFlags agree(StepFlags local, const torch::Tensor& step_loss) override;
   int64_t world_size() const override { return launch_.world_size; }
@@ -67,6 +70,13 @@ class DistributedStrategy : public SingleDeviceStrategy {
   void make_reducer(torch::nn::Sequential& model);
   // At the end of training: the Reducer's own timing of backward and its all-reduce.
   void log_reducer_stats() const;
+  // agree() with a loss to check: one collective, waited for on the host.
+  StepFlags agree_now(StepFlags local, const torch::Tensor& step_loss);
+  // agree() without one: queues this step's collective, read by the next call.
+  void queue_flags(StepFlags local);
+  // The flags queued by the last step (all false when none), waiting for
+  // what is left of their collective.
+  StepFlags take_queued_flags();
   // Runs `body`; when c10d fails in it, names the ranks behind the failure and
   // throws DistributedError.
   void guarded(const std::string& what, const std::function<void()>& body);
@@ -85,6 +95,16 @@ class DistributedStrategy : public SingleDeviceStrategy {
       work->wait(timeout_);
     }
   }
+
+  // One step's flags on their way: the all-reduce, its result, and under
+  // NCCL the pinned host copy and the event after which it is valid.
+  struct QueuedFlags {
+    c10::intrusive_ptr<c10d::Work> work;
+    torch::Tensor flags;
+    torch::Tensor mirror;
+    std::optional<c10::Event> copied;
+  };
+  std::optional<QueuedFlags> queued_flags_;
 
   LaunchInfo launch_;
   bool log_replicas_;  // train.log_replicas: rank 0 logs every rank's share of each batch

@@ -100,11 +100,13 @@ void check_amp_device(AmpMode mode, c10::DeviceType device_type, const SourceMar
   }
 }
 
-AutocastScope::AutocastScope(AmpMode mode, c10::DeviceType device_type)
+AutocastScope::AutocastScope(AmpMode mode, c10::DeviceType device_type, bool cache_casts)
     : active_(mode != AmpMode::kOff), device_type_(device_type) {
   if (!active_) return;
   check_amp_device(mode, device_type);
   previous_ = autocast_state(device_type);
+  previous_cache_ = at::autocast::is_autocast_cache_enabled();
+  if (!cache_casts) at::autocast::set_autocast_cache_enabled(false);
   set_autocast_enabled(device_type, true);
   set_autocast_dtype(device_type, mode == AmpMode::kFp16 ? c10::kHalf : c10::kBFloat16);
   at::autocast::increment_nesting();
@@ -117,6 +119,7 @@ AutocastScope::~AutocastScope() {
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
   set_autocast_enabled(device_type_, previous_.enabled);
   set_autocast_dtype(device_type_, previous_.dtype);
+  at::autocast::set_autocast_cache_enabled(previous_cache_);
 }
 
 GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
@@ -198,6 +201,23 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
   return true;
 }
 
+at::Tensor GradScaler::unscale_for_fused_step(const std::vector<at::Tensor>& parameters) {
+  GPUTRAIN_CHECK(enabled(), "GradScaler::unscale_for_fused_step on a disabled scaler");
+  GPUTRAIN_CHECK(stage_ != Stage::kStepped, "GradScaler::unscale_for_fused_step called twice since update()");
+  if (stage_ == Stage::kReady) unscale_(parameters);
+  stage_ = Stage::kStepped;
+  at::Tensor found = found_inf_.front().to(scale_.device());
+  for (std::size_t i = 1; i < found_inf_.size(); ++i) found = found + found_inf_[i].to(scale_.device());
+  found = found.clamp_max(1);  // one flag, however many devices saw an inf
+  if (!skipped_on_device_.defined()) skipped_on_device_ = at::zeros({}, scale_.options().dtype(at::kLong));
+  skipped_on_device_.add_(found.to(at::kLong));
+  return found;
+}
+
+int64_t GradScaler::skipped_steps() const {
+  return skipped_steps_ + (skipped_on_device_.defined() ? skipped_on_device_.item<int64_t>() : 0);
+}
+
 void GradScaler::update() {
   if (!enabled()) return;
   GPUTRAIN_CHECK(!found_inf_.empty(), "GradScaler::update without an inf check: call step() or unscale_() first");
@@ -225,7 +245,7 @@ GradScalerState GradScaler::state_dict() const {
                                                      options_.backoff_factor(),
                                                      static_cast<double>(options_.growth_interval()),
                                                      static_cast<double>(growth_tracker()),
-                                                     static_cast<double>(skipped_steps_)};
+                                                     static_cast<double>(skipped_steps())};
   GradScalerState state;
   for (std::size_t i = 0; i < kStateKeys.size(); ++i) state.emplace(kStateKeys[i], values[i]);
   return state;
@@ -268,6 +288,7 @@ void GradScaler::load_state_dict(const GradScalerState& state) {
   options_ = loaded;
   init_growth_tracker_ = growth_tracker;
   skipped_steps_ = skipped_steps;
+  if (skipped_on_device_.defined()) skipped_on_device_.zero_();  // in place: a captured step adds to it
   if (scale_.defined()) {
     scale_.fill_(options_.init_scale());
     growth_tracker_.fill_(init_growth_tracker_);

@@ -156,12 +156,13 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   std::unique_ptr<GraphedStep> graphed;
   if (fast.cuda_graph) {
     graphed =
-        std::make_unique<GraphedStep>(model, *optimizer, loss, fast.channels_last, device, GraphPlan{inputs.size(0)});
+        std::make_unique<GraphedStep>(model, *optimizer, loss, fast.channels_last, device,
+                                      GraphPlan{inputs.size(0), /*grad_clip=*/0, /*micro_batches=*/1, amp});
   }
   const data::Batch on_device_batch{inputs, targets, fixed.index};
   auto bound_step = [&] {
     if (graphed) {
-      graphed->step(on_device_batch);
+      graphed->step({on_device_batch});
       return;
     }
     optimizer->zero_grad();

@@ -83,11 +83,11 @@ void check_ranks_agree_on_batch(const config::LoadedConfig& loaded, parallel::St
   }
 }
 
-// train.on_nan on the device where one process steps a multi-tensor optimizer
-// that can skip the update itself; fp16's scaler skips non-finite steps on
-// its own, and ddp's ranks agree on the loss in their per-step collective.
+// train.on_nan on the device wherever a multi-tensor optimizer can skip the
+// update itself (under ddp the ranks agree on the flag on the stream);
+// fp16's scaler skips non-finite steps on its own.
 std::unique_ptr<NonFiniteSteps> build_non_finite(const config::ExperimentConfig& c, RunParts& run) {
-  if (run.scaler->enabled() || run.strategy->world_size() > 1) return nullptr;
+  if (run.scaler->enabled()) return nullptr;
   auto check = std::make_unique<NonFiniteSteps>(run.device, c.train.on_nan == config::OnNan::kSkip);
   if (!skip_updates_when(*run.optimizer, check->found())) return nullptr;
   return check;
@@ -97,9 +97,9 @@ std::unique_ptr<NonFiniteSteps> build_non_finite(const config::ExperimentConfig&
 std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, RunParts& run) {
   run.non_finite = build_non_finite(c, run);
   if (run.fast.cuda_graph) {
-    const GraphPlan plan{c.data.batch_size.value(), c.train.grad_clip};  // one micro-batch a step: cuda_graph_blocker
+    const GraphPlan plan{c.data.batch_size.value() / run.accumulation, c.train.grad_clip, run.accumulation, run.amp};
     return make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device, plan,
-                             run.non_finite.get());
+                             run.non_finite.get(), run.scaler.get());
   }
   EagerStepParts parts;
   parts.strategy = run.strategy.get();

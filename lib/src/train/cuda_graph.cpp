@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #ifdef GPUTRAIN_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/DeviceGuard.h>
@@ -15,6 +17,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
+#include "gputrain/config/choices.h"
 #include "gputrain/device/nvtx.h"
 #include "gputrain/logging/format.h"
 #include "gputrain/train/fast_paths.h"
@@ -22,6 +25,18 @@
 #include "multi_tensor_optim.h"
 
 namespace gputrain::train {
+
+bool GraphPlan::replays(const std::vector<data::Batch>& group) const {
+  return static_cast<int64_t>(group.size()) == micro_batches &&
+         std::all_of(group.begin(), group.end(), [&](const data::Batch& mb) { return mb.size() == micro_batch; });
+}
+
+std::vector<int64_t> GraphPlan::buffer_shape(const torch::Tensor& part) const {
+  GPUTRAIN_CHECK(part.dim() >= 1, "a micro-batch tensor has a batch dimension (got a 0-dim tensor)");
+  std::vector<int64_t> shape = part.sizes().vec();
+  shape.front() = micro_batches * micro_batch;
+  return shape;
+}
 
 #ifdef GPUTRAIN_WITH_CUDA
 
@@ -39,14 +54,18 @@ void stream_waits_for(const c10::cuda::CUDAStream& waiter, const c10::cuda::CUDA
 }
 // Copies made on the caller's stream: the graph's static outputs are overwritten
 // by the next replay, and a side stream's tensors must not be freed under it.
-StepSums on_current_stream(const StepSums& sums) {
-  return {sums.loss_sum.clone(), sums.correct.defined() ? sums.correct.clone() : torch::Tensor()};
+std::vector<StepSums> on_current_stream(const std::vector<StepSums>& sums) {
+  std::vector<StepSums> copies;
+  for (const StepSums& s : sums) {
+    copies.push_back({s.loss_sum.clone(), s.correct.defined() ? s.correct.clone() : torch::Tensor()});
+  }
+  return copies;
 }
 }  // namespace
 
 struct GraphedStep::State {
   State(torch::nn::Sequential m, detail::SplitStep& s, LossSpec l, bool cl, torch::Device d, const GraphPlan& p,
-        NonFiniteSteps* n)
+        NonFiniteSteps* n, GradScaler* g)
       : model(std::move(m)),
         split(s),
         loss(std::move(l)),
@@ -54,6 +73,7 @@ struct GraphedStep::State {
         device(d),
         plan(p),
         non_finite(n),
+        scaler(g != nullptr && g->enabled() ? g : nullptr),
         side(c10::cuda::getStreamFromPool(false, d.index())) {}
 
   torch::nn::Sequential model;
@@ -63,16 +83,18 @@ struct GraphedStep::State {
   torch::Device device;
   GraphPlan plan;              // the captured shape, and what the step does after backward
   NonFiniteSteps* non_finite;  // null: the loss is not checked
+  GradScaler* scaler;          // null: no loss scaling (fp16 only)
   // Every eager step and the capture run here. One stream for the run: the
   // caching allocator keeps freed blocks per stream and cuBLAS a workspace per
   // stream, so a new pool stream per short last batch grew an H100 run's
   // memory by 64 MiB allocated and up to 1 GiB reserved every epoch.
   c10::cuda::CUDAStream side;
   int64_t eager_steps = 0;
-  torch::Tensor inputs;  // static: every replayed step reads its batch from here
-  torch::Tensor targets;
-  StepSums sums;               // static outputs of the graph
-  MeanBackward backward_mean;  // its 1/batch gradient is made before capture, in the warm-up steps
+  // Static: every replayed step reads its micro-batches from here, micro-batch k from slice k.
+  torch::Tensor inputs, targets;
+  std::vector<torch::Tensor> input_parts, target_parts;
+  std::vector<StepSums> sums;  // static outputs of the graph, one per micro-batch
+  MeanBackward backward_mean;  // its 1/samples gradient is made before capture, in the warm-up steps
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   bool eager_only = false;  // the step could not be captured: every step runs eagerly
 
@@ -82,45 +104,72 @@ struct GraphedStep::State {
     spdlog::warn("train.cuda_graph: off from here on because {}; steps run eagerly", why);
   }
 
-  // The device work of one step on `x` and `y`; the host half (prepare_step) runs outside.
-  StepSums body(const torch::Tensor& x, const torch::Tensor& y) {
+  void allocate(const data::Batch& like) {
+    const auto on_device = [&](const torch::Tensor& part) {
+      return torch::empty(plan.buffer_shape(part), part.options().device(device).pinned_memory(false));
+    };
+    inputs = on_device(like.inputs);
+    targets = on_device(like.targets);
+    for (int64_t k = 0; k < plan.micro_batches; ++k) {
+      input_parts.push_back(inputs.narrow(0, k * plan.micro_batch, plan.micro_batch));
+      target_parts.push_back(targets.narrow(0, k * plan.micro_batch, plan.micro_batch));
+    }
+  }
+
+  // The device work of one step on micro-batches `xs` and `ys`, their
+  // gradients summed as one batch of their combined size (as the eager step
+  // does); the host half (prepare_step) runs outside.
+  std::vector<StepSums> body(const std::vector<torch::Tensor>& xs, const std::vector<torch::Tensor>& ys) {
     for (auto& p : model->parameters()) {
       if (p.grad().defined()) p.grad().zero_();  // in place: the graph keeps the gradients' addresses
     }
-    torch::Tensor outputs;
-    torch::Tensor total;
-    {
-      device::NvtxRange range("forward");
-      outputs = model->forward(model_inputs(x, device, channels_last));
-      total = loss_sum(loss, outputs, y);
+    int64_t samples = 0;
+    for (const torch::Tensor& x : xs) samples += x.size(0);
+    std::vector<StepSums> step_sums;
+    torch::Tensor step_loss;
+    for (std::size_t k = 0; k < xs.size(); ++k) {
+      torch::Tensor outputs;
+      torch::Tensor total;
+      {
+        device::NvtxRange range("forward");
+        AutocastScope autocast(plan.amp, c10::kCUDA, /*cache_casts=*/false);
+        outputs = model->forward(model_inputs(xs[k], device, channels_last));
+        total = loss_sum(loss, outputs, ys[k]);
+      }
+      {
+        device::NvtxRange range("backward");
+        backward_mean(scaler != nullptr ? scaler->scale(total) : total, samples);
+      }
+      step_sums.push_back({total.detach(), correct_count(outputs, ys[k], loss.classes > 0)});
+      step_loss = step_loss.defined() ? step_loss + step_sums.back().loss_sum : step_sums.back().loss_sum;
     }
-    {
-      device::NvtxRange range("backward");
-      backward_mean(total, x.size(0));
-    }
-    const torch::Tensor correct = correct_count(outputs, y, loss.classes > 0);
-    if (non_finite == nullptr) return {total.detach(), correct};
-    non_finite->check(total);  // on the device: the update that follows reads its found()
-    return {non_finite->kept(total.detach()), non_finite->kept(correct)};
+    if (non_finite == nullptr) return step_sums;
+    non_finite->check(step_loss);  // on the device: the update that follows reads its found()
+    for (StepSums& s : step_sums) s = {non_finite->kept(s.loss_sum), non_finite->kept(s.correct)};
+    return step_sums;
   }
 
   void launch() {
     device::NvtxRange range("optimizer");
+    // fp16: unscaled and checked on the device; the fused update skips on the scaler's flag.
+    if (scaler != nullptr) split.skip_when(scaler->unscale_for_fused_step(model->parameters()));
     if (plan.grad_clip > 0) clip_grad_norm(model->parameters(), plan.grad_clip);  // device only: no host read
     split.launch_step();
+    if (scaler != nullptr) scaler->update();
   }
 
   // One step run eagerly on a side stream, as the warm-up before a capture
   // must. It zeroes and fills the same gradient tensors the graph replays, and
   // the fused update reads the same state, so eager and replayed steps mix.
   // `prepared`: prepare_step() already ran for this step.
-  StepSums eager_step(const torch::Tensor& x, const torch::Tensor& y, bool prepared = false) {
+  std::vector<StepSums> eager_step(const std::vector<torch::Tensor>& xs, const std::vector<torch::Tensor>& ys,
+                                   bool prepared = false) {
     const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device.index());
     stream_waits_for(side, current);
-    StepSums step_sums;
+    std::vector<StepSums> step_sums;
     {
       const c10::StreamGuard guard(side.unwrap());
-      step_sums = body(x, y);
+      step_sums = body(xs, ys);
       if (!prepared) split.prepare_step();
       launch();
     }
@@ -139,49 +188,58 @@ struct GraphedStep::State {
       // memory (cudaHostAlloc, event queries) while this thread captures,
       // which the default global mode forbids process-wide.
       graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-      sums = body(inputs, targets);
+      sums = body(input_parts, target_parts);
       launch();
       graph->capture_end();
     }
     stream_waits_for(current, side);
-    spdlog::info("train.cuda_graph: captured the train step (input {}); later steps replay it",
-                 logging::shape_str(inputs));
+    spdlog::info("train.cuda_graph: captured the train step ({} of input {}{}); later steps replay it",
+                 count_of(plan.micro_batches, "micro-batch"), logging::shape_str(input_parts.front()),
+                 plan.amp == AmpMode::kOff ? "" : fmt::format(", train.amp: {}", config::word(plan.amp)));
   }
 };
 
 GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss,
-                         bool channels_last, torch::Device device, const GraphPlan& plan, NonFiniteSteps* non_finite) {
+                         bool channels_last, torch::Device device, const GraphPlan& plan, NonFiniteSteps* non_finite,
+                         GradScaler* scaler) {
   auto* split = dynamic_cast<detail::SplitStep*>(&optimizer);
   GPUTRAIN_CHECK(split != nullptr && device.is_cuda(), "GraphedStep needs a fused optimizer on CUDA");
   // The captured loss reads the class weights at this address on every replay: made once, never written.
   GPUTRAIN_CHECK(!loss.class_weights.defined() || loss.class_weights.device() == device,
                  "GraphedStep needs the class weights on {} (got {})", device.str(), loss.class_weights.device().str());
-  state_ = std::make_unique<State>(std::move(model), *split, loss, channels_last, device, plan, non_finite);
+  GPUTRAIN_CHECK(plan.micro_batch > 0 && plan.micro_batches > 0, "GraphedStep needs a plan with micro-batches");
+  GPUTRAIN_CHECK(scaler == nullptr || !scaler->enabled() || non_finite == nullptr,
+                 "GraphedStep: fp16's scaler skips non-finite steps itself; give it no NonFiniteSteps");
+  state_ = std::make_unique<State>(std::move(model), *split, loss, channels_last, device, plan, non_finite, scaler);
 }
 
 GraphedStep::~GraphedStep() = default;
 
-StepSums GraphedStep::step(const data::Batch& batch) {
+std::vector<StepSums> GraphedStep::step(const std::vector<data::Batch>& group) {
   State& s = *state_;
   const c10::DeviceGuard device_guard(s.device);
-  if (batch.size() != s.plan.micro_batch) {
-    // The epoch's short last batch: the graph replays one shape, so this one runs eagerly.
+  if (!s.plan.replays(group)) {
+    // The epoch's last group (fewer micro-batches, or a short last one): the
+    // graph replays one shape, so this one runs eagerly.
     device::NvtxRange range("step (eager, other shape)");
-    return on_current_stream(s.eager_step(batch.inputs.to(s.device, /*non_blocking=*/true),
-                                          batch.targets.to(s.device, /*non_blocking=*/true)));
+    std::vector<torch::Tensor> xs, ys;
+    for (const data::Batch& mb : group) {
+      xs.push_back(mb.inputs.to(s.device, /*non_blocking=*/true));
+      ys.push_back(mb.targets.to(s.device, /*non_blocking=*/true));
+    }
+    return on_current_stream(s.eager_step(xs, ys));
   }
-  if (!s.inputs.defined()) {
-    s.inputs = torch::empty(batch.inputs.sizes(), batch.inputs.options().device(s.device).pinned_memory(false));
-    s.targets = torch::empty(batch.targets.sizes(), batch.targets.options().device(s.device).pinned_memory(false));
-  }
+  if (!s.inputs.defined()) s.allocate(group.front());
   {
     device::NvtxRange range("data");
-    s.inputs.copy_(batch.inputs, /*non_blocking=*/true);
-    s.targets.copy_(batch.targets, /*non_blocking=*/true);
+    for (std::size_t k = 0; k < group.size(); ++k) {
+      s.input_parts[k].copy_(group[k].inputs, /*non_blocking=*/true);
+      s.target_parts[k].copy_(group[k].targets, /*non_blocking=*/true);
+    }
   }
   if (s.eager_steps < kWarmupSteps || s.eager_only) {
     ++s.eager_steps;
-    return on_current_stream(s.eager_step(s.inputs, s.targets));
+    return on_current_stream(s.eager_step(s.input_parts, s.target_parts));
   }
   if (!s.graph) {
     const std::vector<std::string> missing = parameters_without_gradient(*s.model);
@@ -189,14 +247,14 @@ StepSums GraphedStep::step(const data::Batch& batch) {
       s.fall_back(fmt::format("{} got no gradient in the {} warm-up steps (a layer the loss does not reach): {}",
                               count_of(static_cast<int64_t>(missing.size()), "parameter"), kWarmupSteps,
                               fmt::join(missing, ", ")));
-      return on_current_stream(s.eager_step(s.inputs, s.targets));
+      return on_current_stream(s.eager_step(s.input_parts, s.target_parts));
     }
   }
   // Host half of this step: learning rate and step counts into the tensors the graph reads.
   const bool replayable = s.split.prepare_step();
   if (!replayable && !s.graph) {
     s.fall_back("the optimizer's update reads a per-step value from the host (parameters with different step counts)");
-    return on_current_stream(s.eager_step(s.inputs, s.targets, /*prepared=*/true));
+    return on_current_stream(s.eager_step(s.input_parts, s.target_parts, /*prepared=*/true));
   }
   GPUTRAIN_CHECK(replayable, "train.cuda_graph: the captured optimizer step can no longer be replayed");
   if (!s.graph) s.capture();
@@ -212,13 +270,13 @@ StepSums GraphedStep::step(const data::Batch& batch) {
 struct GraphedStep::State {};
 
 GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, const LossSpec&, bool, torch::Device,
-                         const GraphPlan&, NonFiniteSteps*) {
+                         const GraphPlan&, NonFiniteSteps*, GradScaler*) {
   GPUTRAIN_CHECK(false, "GraphedStep needs a build of LibTorch with CUDA");
 }
 
 GraphedStep::~GraphedStep() = default;
 
-StepSums GraphedStep::step(const data::Batch&) { return {}; }
+std::vector<StepSums> GraphedStep::step(const std::vector<data::Batch>&) { return {}; }
 
 #endif
 

@@ -41,6 +41,12 @@ Choice decide(config::Switch setting, const Choice& rule) {
 // for the decision's log line: each was once a reason the graph was off.
 std::string captured_extras(const config::TrainConfig& t) {
   std::vector<std::string> extras;
+  if (t.accumulation_steps > 1) {
+    extras.push_back(fmt::format("the {} micro-batches of each step (train.accumulation_steps) in one replay",
+                                 t.accumulation_steps));
+  }
+  if (t.amp == config::AmpMode::kBf16) extras.push_back("bf16 autocast");
+  if (t.amp == config::AmpMode::kFp16) extras.push_back("fp16 autocast and its loss scaler on the device");
   if (t.grad_clip > 0) extras.push_back("gradients clipped on the device");
   if (!t.class_weights.empty()) extras.push_back("the class weights in a device tensor");
   return extras.empty() ? "" : fmt::format("; captured with {}", fmt::join(extras, ", "));
@@ -78,8 +84,6 @@ std::string cuda_graph_blocker(const config::ExperimentConfig& c, bool fused, co
 #endif
   if (!facts.device.is_cuda()) return fmt::format("it needs CUDA and the run is on {}", facts.device.str());
   if (!facts.single_device) return "it needs one device (strategy: single)";
-  if (c.train.accumulation_steps != 1) return "it needs train.accumulation_steps: 1";
-  if (c.train.amp != config::AmpMode::kOff) return "it runs with train.amp: off only";
   if (!fused) return "it needs optim.fused on (the update must read its learning rate from the device)";
   return "";
 }

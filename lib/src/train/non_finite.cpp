@@ -16,9 +16,10 @@ NonFiniteSteps::NonFiniteSteps(const torch::Device& device, bool mask_sums)
 
 // A few tiny kernels, no host read: scatter_, not indexing with a tensor,
 // which LibTorch's C++ indexing turns into an item() call.
-void NonFiniteSteps::check(const torch::Tensor& step_loss) {
+void NonFiniteSteps::check(const torch::Tensor& step_loss, const std::function<void(torch::Tensor&)>& across_ranks) {
   torch::NoGradGuard no_grad;
   at::ne_out(found_, step_loss.detach().mul(0), 0);  // 0 * x is NaN, so not 0, exactly when x is inf or NaN
+  if (across_ranks) across_ranks(found_);
   history_.scatter_(0, next_, found_.view({1}));
   next_.add_(1);
   if (mask_sums_) bad_ = found_.ne(0);

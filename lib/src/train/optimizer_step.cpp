@@ -46,19 +46,20 @@ class EagerStep : public OptimizerStep {
     }
     device::NvtxRange range("optimizer");
     p_.strategy->after_backward(p_.model);
-    // fp16's scaler skips non-finite steps itself; otherwise this is the one
-    // device sync per optimizer step that train.on_nan costs. The step's loss
-    // total is finite exactly when every micro-batch's is (a float32 sum
-    // overflowing to inf is a diverging run too), and reading one number is
-    // the fewest ops: small models feel each one. Under ddp the same sync also
-    // carries the ranks' stop and checkpoint requests: one collective a step.
+    // fp16's scaler skips non-finite steps itself. Otherwise the step's loss
+    // total is checked: finite exactly when every micro-batch's is (a float32
+    // sum overflowing to inf is a diverging run too). On the device where the
+    // optimizer can skip on its flag (under ddp the ranks take the maximum of
+    // it on the stream); else read by agree(), the one device sync a step
+    // train.on_nan then costs, whose collective under ddp also carries the
+    // ranks' stop and checkpoint requests.
     torch::Tensor step_loss;
     if (!p_.scaler->enabled()) {
       step_loss = result.sums.front().loss_sum;
       for (std::size_t i = 1; i < result.sums.size(); ++i) step_loss = step_loss + result.sums[i].loss_sum;
     }
     if (p_.non_finite != nullptr) {  // checked on the device; the optimizer skips the step itself
-      p_.non_finite->check(step_loss);
+      p_.non_finite->check(step_loss, [&](torch::Tensor& found) { p_.strategy->max_across_processes(found); });
       for (MicroBatchSums& sums : result.sums) {
         sums.loss_sum = p_.non_finite->kept(sums.loss_sum);
         sums.correct = p_.non_finite->kept(sums.correct);
@@ -95,13 +96,17 @@ class EagerStep : public OptimizerStep {
 class GraphStep : public OptimizerStep {
  public:
   GraphStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
-            const torch::Device& device, const GraphPlan& plan, NonFiniteSteps* non_finite)
-      : graphed_(std::move(model), optimizer, loss, channels_last, device, plan, non_finite) {}
+            const torch::Device& device, const GraphPlan& plan, NonFiniteSteps* non_finite, GradScaler* scaler)
+      : graphed_(std::move(model), optimizer, loss, channels_last, device, plan, non_finite, scaler) {}
 
+  // fp16's skipped steps are counted on the device and show at the next log
+  // interval (GradScaler::skipped_steps), not in a warning per step.
   StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) override {
-    const StepSums sums = graphed_.step(group.front());  // one micro-batch: cuda_graph_blocker saw to it
+    const std::vector<StepSums> sums = graphed_.step(group);
     StepResult result;
-    result.sums.push_back({sums.loss_sum, sums.correct, group.front().size()});
+    for (std::size_t k = 0; k < group.size(); ++k) {
+      result.sums.push_back({sums[k].loss_sum, sums[k].correct, group[k].size()});
+    }
     result.agreed = agree({});  // nothing may sync inside the captured step: it checks its loss on the device
     return result;
   }
@@ -134,8 +139,10 @@ std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts) {
 
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
                                                  const LossSpec& loss, bool channels_last, const torch::Device& device,
-                                                 const GraphPlan& plan, NonFiniteSteps* non_finite) {
-  return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device, plan, non_finite);
+                                                 const GraphPlan& plan, NonFiniteSteps* non_finite,
+                                                 GradScaler* scaler) {
+  return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device, plan, non_finite,
+                                     scaler);
 }
 
 }  // namespace gputrain::train

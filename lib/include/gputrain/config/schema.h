@@ -365,9 +365,11 @@ void visit(V& v, TrainConfig& c) {
   v.field(
       "cuda_graph", c.cuda_graph, Any{},
       "capture the whole train step (zero the gradients, forward, loss, backward, update) as a CUDA graph after 3 "
-      "eager warm-up steps and replay it: one launch per step; an epoch's short last batch runs eagerly. Needs CUDA, "
-      "`strategy: single`, `accumulation_steps: 1`, `amp: off` and `optim.fused` on; otherwise the run logs why "
-      "and steps eagerly. Clipping and class weights are captured with the step. `auto`: on wherever those hold");
+      "eager warm-up steps and replay it: one launch per step; an epoch's last step, when its micro-batches are "
+      "fewer or shorter, runs eagerly. Needs CUDA, `strategy: single` and `optim.fused` on; otherwise the run logs "
+      "why and steps eagerly. Accumulation (the step's micro-batches in one replay), `amp` (bf16, and fp16 with its "
+      "loss scaler on the device: skipped steps show at the next log interval), clipping and class weights are "
+      "captured with the step. `auto`: on wherever those hold");
   v.field("channels_last", c.channels_last, Any{},
           "model weights and 4-D inputs in channels-last memory format (what cuDNN's tensor-core convolutions and "
           "oneDNN prefer); inputs are reordered on the device. `auto`: on the CPU for convolutions on images of 3 or "

@@ -129,12 +129,20 @@ class Strategy {
   // The same inside a training step (model.sync_batchnorm's statistics):
   // ordered on the device's stream, without waiting on the host where it can.
   virtual void sum_across_processes(torch::Tensor& values) { (void)values; }
+  // The element-wise maximum over every process, in place, ordered on the
+  // device's stream like sum_across_processes (train.on_nan's flag, agreed
+  // before the update that reads it).
+  virtual void max_across_processes(torch::Tensor& values) { (void)values; }
   // Whether `local` is true on any process: every rank calls it at the same
   // step boundaries, so all of them stop, skip or checkpoint together.
   virtual bool any_rank(bool local) { return local; }
   // Once per optimizer step: this process's flags, and `step_loss` (undefined
   // when not asked) checked for inf/NaN, agreed by every rank in one small
-  // collective and one device sync.
+  // collective. With a `step_loss` that costs one device sync. Without one
+  // (the loss is checked on the device), ddp waits for nothing: the
+  // collective is queued on the stream and its result read at the next
+  // step, so the flags returned are those raised one step earlier, on every
+  // rank alike (a stop or checkpoint request takes effect one step later).
   virtual StepFlags agree(StepFlags local, const torch::Tensor& step_loss);
 
   // Per-rank timing (ddp): how many processes train, and where each runs

@@ -45,9 +45,13 @@ AutocastState autocast_state(c10::DeviceType device_type);
 // Autocast state is thread-local: every thread that runs a forward pass (each
 // replica thread of data-parallel, for one) must open its own scope.
 // Throws like check_amp_device for a mode the device type cannot run.
+// `cache_casts` false turns autocast's cache of casted weights off while the
+// scope lives, as a CUDA graph's warm-up and capture need (torch.cuda's
+// make_graphed_callables does the same): a cached copy made outside the
+// capture would be read by every replay, stale after the first update.
 class AutocastScope {
  public:
-  AutocastScope(AmpMode mode, c10::DeviceType device_type);
+  AutocastScope(AmpMode mode, c10::DeviceType device_type, bool cache_casts = true);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
@@ -56,6 +60,7 @@ class AutocastScope {
   bool active_;
   c10::DeviceType device_type_;
   AutocastState previous_;
+  bool previous_cache_ = true;  // autocast's cache flag before the scope
 };
 
 // torch.amp.GradScaler's defaults. Enable it for fp16 only: bf16 has float32's
@@ -102,6 +107,14 @@ class GradScaler {
   // every gradient is finite. Returns whether it stepped. Waits for the device.
   bool step(torch::optim::Optimizer& optimizer);
 
+  // The device half of step() for an optimizer that skips an update on a
+  // flag itself (the fused kernels' found_inf): unscales unless unscale_
+  // already ran, counts the step as skipped on the device when a gradient is
+  // inf or NaN, and returns that flag, a float32 scalar on the scale's device
+  // (1: make no update), for the optimizer. No host read, so a CUDA graph
+  // captures it with the step; skipped_steps() reads the count. update() follows.
+  at::Tensor unscale_for_fused_step(const std::vector<at::Tensor>& parameters);
+
   // After step(): multiplies the scale by backoff_factor if a gradient was
   // non-finite, by growth_factor after growth_interval finite steps in a row.
   void update();
@@ -110,8 +123,9 @@ class GradScaler {
   double scale() const;
   // Finite steps in a row since the scale last changed.
   int64_t growth_tracker() const;
-  // Steps that step() skipped for non-finite gradients.
-  int64_t skipped_steps() const { return skipped_steps_; }
+  // Steps skipped for non-finite gradients, by step() and by
+  // unscale_for_fused_step() (then it reads the device).
+  int64_t skipped_steps() const;
 
   GradScalerState state_dict() const;
   // Throws CheckpointError for a missing, unknown or invalid entry, or an empty
@@ -129,7 +143,8 @@ class GradScaler {
   at::Tensor growth_tracker_;          // int32, 0-dim
   std::vector<at::Tensor> found_inf_;  // one float32 flag per gradient device
   Stage stage_ = Stage::kReady;
-  int64_t skipped_steps_ = 0;
+  int64_t skipped_steps_ = 0;            // by step(), on the host
+  at::Tensor skipped_on_device_;         // int64, 0-dim: by unscale_for_fused_step()
 };
 
 }  // namespace gputrain::train

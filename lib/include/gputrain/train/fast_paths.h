@@ -65,11 +65,11 @@ struct FastPaths {
 };
 FastPaths plan_fast_paths(const config::ExperimentConfig& config, const RunFacts& facts);
 
-// What a run with train.cuda_graph needs: CUDA, one device (strategy single),
-// no accumulation, amp off and the fused optimizer step (`fused`, resolved).
-// Clipping runs on the device (clip_grad_norm) and is captured; so is a loss
-// weighted by class, whose weights are one device tensor made before the
-// run. A batch of another shape (an epoch's short last one) runs eagerly.
+// What a run with train.cuda_graph needs: CUDA, one device (strategy single)
+// and the fused optimizer step (`fused`, resolved). Accumulation, amp (fp16's
+// scaler works on the device) and clipping are device work and are captured;
+// so is a loss weighted by class, whose weights are one device tensor made
+// before the run. A group of another shape (an epoch's last) runs eagerly.
 // Returns why the graph cannot be used, or "".
 std::string cuda_graph_blocker(const config::ExperimentConfig& config, bool fused, const RunFacts& facts);
 

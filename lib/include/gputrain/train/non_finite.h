@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "gputrain/train/faults.h"
@@ -23,8 +24,9 @@ class NonFiniteSteps {
 
   // Device work only, no sync (a CUDA graph captures it): found() becomes 1
   // when `step_loss`, the step's summed loss, is inf or NaN, else 0, and the
-  // step is noted.
-  void check(const torch::Tensor& step_loss);
+  // step is noted. `across_ranks` (ddp) makes found() the same on every rank
+  // before it is noted, so every rank skips, counts and stops alike.
+  void check(const torch::Tensor& step_loss, const std::function<void(torch::Tensor&)>& across_ranks = {});
   // A float32 scalar on the device, 1 for a non-finite step: the optimizer's found_inf.
   const torch::Tensor& found() const { return found_; }
   // `sum` of the step last checked, or 0 in its place when that step was not finite and sums are masked.

@@ -75,10 +75,12 @@ struct EagerStepParts {
 std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts);
 
 // train.cuda_graph: `optimizer` comes from make_optimizer with optim.fused and must outlive the step;
-// batches shaped as `plan` says replay the graph, a short last batch runs eagerly. `non_finite`
-// (may be null; must outlive the step) checks each step's loss inside the graph.
+// groups shaped as `plan` says replay the graph, an epoch's last group runs eagerly. `non_finite`
+// (may be null; must outlive the step) checks each step's loss inside the graph; `scaler` (may be
+// null; must outlive the step) scales fp16's loss and skips its non-finite steps on the device.
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
                                                  const LossSpec& loss, bool channels_last, const torch::Device& device,
-                                                 const GraphPlan& plan, NonFiniteSteps* non_finite = nullptr);
+                                                 const GraphPlan& plan, NonFiniteSteps* non_finite = nullptr,
+                                                 GradScaler* scaler = nullptr);
 
 }  // namespace gputrain::train
