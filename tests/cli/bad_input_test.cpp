@@ -212,13 +212,15 @@ TEST(CliBadData, ABatchnormBatchOfOneNamesDropLast) {
   data::write_npy(root / "train_targets.npy", torch::arange(9, torch::kInt64).remainder(2));
   data::write_npy(root / "test_inputs.npy", torch::randn({4, 20}));
   data::write_npy(root / "test_targets.npy", torch::arange(4, torch::kInt64).remainder(2));
-  std::vector<std::string> sets{"data.dataset=npy", "data.root=" + root.string(), "data.batch_size=4",
-                                "data.shuffle=false", "model.layers=[{type: linear, out_features: 8}, batchnorm, relu, linear]"};
+  std::vector<std::string> sets{
+      "data.dataset=npy",  "data.root=" + root.string(),
+      "data.batch_size=4", "data.shuffle=false",
+      "model.name=layers", "model.layers=[{type: linear, out_features: 8}, batchnorm, relu, linear]"};
   const auto r = run_gputrain(train_args(dir / "runs", sets));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("epoch 1, step 3: a batchnorm layer got a batch of 1 sample while training"), std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("9 training samples in batches of 4 leave a last batch of 1. Set data.drop_last: true"),
+  EXPECT_NE(r.err.find("9 training samples in batches of 4 leave a last batch of 1). Set data.drop_last: true"),
             std::string::npos)
       << r.err;
   sets.push_back("data.drop_last=true");

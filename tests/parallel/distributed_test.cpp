@@ -550,7 +550,7 @@ optim: {{name: sgd, lr: 0.05, momentum: 0.9}}
 train: {{epochs: 2, log_every: 4, on_nan: skip}}
 ddp: {{timeout_s: 30}}
 )",
-                                                                       (dir / "").string()));
+                                                                        (dir / "").string()));
   const auto one = run_gputrain({"train", "--config", config.string(), "--output", (dir / "one").string()});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   const auto two =

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 
 #include "gputrain/config/load.h"
 #include "gputrain/data/generate.h"
@@ -396,55 +397,38 @@ TEST(FastPathPlan, OnCudaGraphsByDefaultAndChannelsLastNeedsAmp) {
   EXPECT_FALSE(plan_fast_paths(c, facts(gpu, false, 1'000)).cudnn_benchmark) << "no convolutions";
 }
 
-// Clipping runs on the device (clip_grad_norm), so the graph captures it; the
-// decision says so.
-TEST(FastPathPlan, ClippingIsCapturedWithTheStep) {
-  config::ExperimentConfig c;
-  c.train.grad_clip = 1;
+// Work that runs on the device is captured with the step, and the decision
+// says which: clipping (clip_grad_norm), a loss weighted by class (one device
+// tensor made once), the K micro-batches of a step (one replay), autocast and
+// fp16's scaler (unscaled, checked and updated on the device).
+TEST(FastPathPlan, DeviceWorkIsCapturedWithTheStep) {
   const torch::Device gpu(torch::kCUDA, 0);
-  EXPECT_EQ(cuda_graph_blocker(c, true, facts(gpu, true, 1'000)), "");
-  const FastPaths clipped = plan_fast_paths(c, facts(gpu, true, 1'000));
-  EXPECT_TRUE(clipped.cuda_graph);
-  EXPECT_TRUE(has(clipped.decisions,
-                  "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured with "
-                  "gradients clipped on the device)"))
-      << clipped.decisions[1];
-}
-
-// The K micro-batches of a step are one replay; autocast and fp16's scaler
-// work on the device, so the graph captures them too; the decision says so.
-TEST(FastPathPlan, AccumulationAndAmpAreCapturedWithTheStep) {
-  config::ExperimentConfig c;
-  c.train.accumulation_steps = 4;
-  c.train.amp = config::AmpMode::kFp16;
-  const torch::Device gpu(torch::kCUDA, 0);
-  EXPECT_EQ(cuda_graph_blocker(c, true, facts(gpu, true, 1'000)), "");
-  const FastPaths captured = plan_fast_paths(c, facts(gpu, true, 1'000));
-  EXPECT_TRUE(captured.cuda_graph);
-  EXPECT_TRUE(has(captured.decisions,
-                  "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured with "
-                  "the 4 micro-batches of each step (train.accumulation_steps) in one replay, fp16 autocast and its "
-                  "loss scaler on the device)"))
-      << captured.decisions[1];
-  c.train.accumulation_steps = 1;
-  c.train.amp = config::AmpMode::kBf16;
-  EXPECT_TRUE(has(plan_fast_paths(c, facts(gpu, true, 1'000)).decisions,
-                  "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured with "
-                  "bf16 autocast)"));
-}
-
-// The weighted loss is device work on a tensor made once, so the graph captures it.
-TEST(FastPathPlan, ClassWeightsAreCapturedWithTheStep) {
-  config::ExperimentConfig c;
-  c.train.class_weights = {1, 3};
-  const torch::Device gpu(torch::kCUDA, 0);
-  EXPECT_EQ(cuda_graph_blocker(c, true, facts(gpu, true, 1'000)).find("class"), std::string::npos);
-  const FastPaths weighted = plan_fast_paths(c, facts(gpu, true, 1'000));
-  EXPECT_TRUE(weighted.cuda_graph);
-  EXPECT_TRUE(has(weighted.decisions,
-                  "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured with "
-                  "the class weights in a device tensor)"))
-      << weighted.decisions[1];
+  const std::vector<std::pair<std::function<void(config::TrainConfig&)>, std::string>> cases{
+      {[](config::TrainConfig& t) { t.grad_clip = 1; }, "gradients clipped on the device"},
+      {[](config::TrainConfig& t) {
+         t.class_weights = {1, 3};
+       },
+       "the class weights in a device tensor"},
+      {[](config::TrainConfig& t) {
+         t.accumulation_steps = 4;
+         t.amp = config::AmpMode::kFp16;
+       },
+       "the 4 micro-batches of each step (train.accumulation_steps) in one replay, fp16 autocast and its loss "
+       "scaler on the device"},
+      {[](config::TrainConfig& t) { t.amp = config::AmpMode::kBf16; }, "bf16 autocast"},
+  };
+  for (const auto& [set, captured] : cases) {
+    config::ExperimentConfig c;
+    set(c.train);
+    EXPECT_EQ(cuda_graph_blocker(c, true, facts(gpu, true, 1'000)), "") << captured;
+    const FastPaths fast = plan_fast_paths(c, facts(gpu, true, 1'000));
+    EXPECT_TRUE(fast.cuda_graph) << captured;
+    EXPECT_TRUE(has(fast.decisions,
+                    "train.cuda_graph: on (auto: one device, fused update, no host work inside the "
+                    "step; captured with " +
+                        captured + ")"))
+        << fast.decisions[1];
+  }
 }
 
 TEST(FastPathFacts, TensorCoreChannelsCountEveryConvolutionAfterTheFirst) {

@@ -346,9 +346,10 @@ std::shared_ptr<const Dataset> read_npy(const std::string& root, Split split) {
                                 split == Split::kTrain ? "training" : "test"));
   }
   if (inputs.numel() == 0) {
-    throw DataError(fmt::format("{}: {}: shape ({}) leaves each sample no values (a dimension of 0); every sample "
-                                "needs at least one feature",
-                                kName, input_bytes.where, fmt::join(inputs.sizes(), ", ")));
+    throw DataError(
+        fmt::format("{}: {}: shape ({}) leaves each sample no values (a dimension of 0); every sample "
+                    "needs at least one feature",
+                    kName, input_bytes.where, fmt::join(inputs.sizes(), ", ")));
   }
   if (targets.size(0) != samples) {
     throw DataError(fmt::format("{}: {} holds {} samples but {} holds {}: inputs and targets must pair up", kName,

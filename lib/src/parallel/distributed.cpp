@@ -393,7 +393,7 @@ void DistributedStrategy::queue_flags(StepFlags local) {
   options.reduceOp = c10d::ReduceOp::MAX;
   guarded("agreeing on the step's flags", [&] {
     q.work = group_->allreduce(io, options);
-    if (!nccl_) return;  // Gloo's result is read when its work is done
+    if (!nccl_) return;     // Gloo's result is read when its work is done
     wait_in_order(q.work);  // the stream waits, not the host
     q.mirror = torch::empty({4}, torch::TensorOptions().dtype(torch::kInt32).pinned_memory(true));
     q.mirror.copy_(q.flags, /*non_blocking=*/true);

@@ -155,9 +155,8 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   // above cannot be timed inside one, but the step as training runs it can.
   std::unique_ptr<GraphedStep> graphed;
   if (fast.cuda_graph) {
-    graphed =
-        std::make_unique<GraphedStep>(model, *optimizer, loss, fast.channels_last, device,
-                                      GraphPlan{inputs.size(0), /*grad_clip=*/0, /*micro_batches=*/1, amp});
+    graphed = std::make_unique<GraphedStep>(model, *optimizer, loss, fast.channels_last, device,
+                                            GraphPlan{inputs.size(0), /*grad_clip=*/0, /*micro_batches=*/1, amp});
   }
   const data::Batch on_device_batch{inputs, targets, fixed.index};
   auto bound_step = [&] {

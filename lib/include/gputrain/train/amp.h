@@ -143,8 +143,8 @@ class GradScaler {
   at::Tensor growth_tracker_;          // int32, 0-dim
   std::vector<at::Tensor> found_inf_;  // one float32 flag per gradient device
   Stage stage_ = Stage::kReady;
-  int64_t skipped_steps_ = 0;            // by step(), on the host
-  at::Tensor skipped_on_device_;         // int64, 0-dim: by unscale_for_fused_step()
+  int64_t skipped_steps_ = 0;     // by step(), on the host
+  at::Tensor skipped_on_device_;  // int64, 0-dim: by unscale_for_fused_step()
 };
 
 }  // namespace gputrain::train
