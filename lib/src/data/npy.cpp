@@ -140,7 +140,8 @@ torch::Tensor parse_npy(const NpyBytes& file) {
                                       fmt::join(h.shape, ", "), h.descr, expected, file.bytes.size() - h.data_start));
   }
   torch::Tensor tensor = torch::empty(h.shape, torch::TensorOptions().dtype(h.dtype.type));
-  std::memcpy(tensor.data_ptr(), file.bytes.data() + h.data_start, expected);
+  // An empty array's tensor has no storage (a null data pointer), which memcpy may not be given.
+  if (expected > 0) std::memcpy(tensor.data_ptr(), file.bytes.data() + h.data_start, expected);
   return tensor;
 }
 
