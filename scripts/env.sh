@@ -6,9 +6,12 @@ GPUTRAIN_VENV="${GPUTRAIN_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/gputrain/venv}"
 GPUTRAIN_TORCH_VERSION="2.11.0"
 GPUTRAIN_TENSORBOARD_VERSION="2.20.0"  # the tests read event files back with it
 GPUTRAIN_PYTHON="$GPUTRAIN_VENV/bin/python"
-# ccache keys on paths relative to the checkout, so other clones share its cache.
+# ccache keys on paths relative to the checkout, so other clones share its cache;
+# without NOHASHDIR it would also key the sanitizer build (line tables: -g) on the
+# build directory's absolute path, and a fresh clone elsewhere (CI) compiled it all again.
 CCACHE_BASEDIR="$GPUTRAIN_ROOT"
-export CCACHE_BASEDIR GPUTRAIN_ROOT GPUTRAIN_VENV GPUTRAIN_TORCH_VERSION GPUTRAIN_TENSORBOARD_VERSION GPUTRAIN_PYTHON
+CCACHE_NOHASHDIR=1
+export CCACHE_BASEDIR CCACHE_NOHASHDIR GPUTRAIN_ROOT GPUTRAIN_VENV GPUTRAIN_TORCH_VERSION GPUTRAIN_TENSORBOARD_VERSION GPUTRAIN_PYTHON
 
 # CMake arguments that locate LibTorch.
 gputrain_torch_cmake_args() {
