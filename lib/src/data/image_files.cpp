@@ -140,8 +140,10 @@ unsigned int jpeg_scale_denominator(JDIMENSION height, JDIMENSION width, const I
 // stops after the header: out's height, width and channels (1 when grey).
 // `at_least` (optional): the size the image is resized to next, which the
 // decoder's own downscaling may approach first.
+// `max_pixels` > 0: a header stating more stops before anything is allocated,
+// leaving its stated size in `out` and no pixels.
 bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, const ImageShape* at_least, Decoded& out,
-              JpegErrors& errors) {
+              JpegErrors& errors, int64_t max_pixels = 0) {
   jpeg_decompress_struct info{};
   info.err = jpeg_std_error(&errors.manager);
   errors.manager.error_exit = jpeg_fail;
@@ -155,7 +157,8 @@ bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, cons
   jpeg_read_header(&info, TRUE);
   out.height = info.image_height;
   out.width = info.image_width;
-  if (header_only) {
+  const bool over_limit = max_pixels > 0 && out.height * out.width > max_pixels;
+  if (header_only || over_limit) {
     out.channels = info.jpeg_color_space == JCS_GRAYSCALE ? 1 : 3;
     jpeg_destroy_decompress(&info);
     return true;
@@ -190,13 +193,13 @@ ImageShape jpeg_header(const std::filesystem::path& file, const std::string& byt
 
 Decoded decode_jpeg(const std::filesystem::path& file, const std::string& bytes, int64_t channels,
                     const ImageShape* at_least, int64_t max_pixels) {
-  const ImageShape stated = jpeg_header(file, bytes);
-  require_pixels(file, stated.height, stated.width, max_pixels);
   Decoded decoded;
   JpegErrors errors{};
-  if (!run_jpeg(bytes, channels, false, at_least, decoded, errors)) {
+  if (!run_jpeg(bytes, channels, false, at_least, decoded, errors, max_pixels)) {
     throw DataError(fmt::format("{}: the JPEG cannot be decoded ({})", file.string(), errors.message));
   }
+  // Over the limit, run_jpeg stopped after the header and left the stated size here.
+  require_pixels(file, decoded.height, decoded.width, max_pixels);
   return decoded;
 }
 

@@ -74,6 +74,13 @@ std::string options_problem(const GradScalerOptions& options) {
   return "";
 }
 
+// The per-device inf flags of an unscale, summed on `device`: > 0 when any gradient was inf or NaN.
+at::Tensor summed_flags(const std::vector<at::Tensor>& found_inf, const c10::Device& device) {
+  at::Tensor found = found_inf.front().to(device);
+  for (std::size_t i = 1; i < found_inf.size(); ++i) found = found + found_inf[i].to(device);
+  return found;
+}
+
 std::vector<at::Tensor> optimizer_parameters(const torch::optim::Optimizer& optimizer) {
   std::vector<at::Tensor> parameters;
   for (const auto& group : optimizer.param_groups()) {
@@ -206,9 +213,7 @@ at::Tensor GradScaler::unscale_for_fused_step(const std::vector<at::Tensor>& par
   GPUTRAIN_CHECK(stage_ != Stage::kStepped, "GradScaler::unscale_for_fused_step called twice since update()");
   if (stage_ == Stage::kReady) unscale_(parameters);
   stage_ = Stage::kStepped;
-  at::Tensor found = found_inf_.front().to(scale_.device());
-  for (std::size_t i = 1; i < found_inf_.size(); ++i) found = found + found_inf_[i].to(scale_.device());
-  found = found.clamp_max(1);  // one flag, however many devices saw an inf
+  const at::Tensor found = summed_flags(found_inf_, scale_.device()).clamp_max(1);  // one flag for the optimizer
   if (!skipped_on_device_.defined()) skipped_on_device_ = at::zeros({}, scale_.options().dtype(at::kLong));
   skipped_on_device_.add_(found.to(at::kLong));
   return found;
@@ -221,10 +226,8 @@ int64_t GradScaler::skipped_steps() const {
 void GradScaler::update() {
   if (!enabled()) return;
   GPUTRAIN_CHECK(!found_inf_.empty(), "GradScaler::update without an inf check: call step() or unscale_() first");
-  at::Tensor found = found_inf_.front().to(scale_.device());
-  for (std::size_t i = 1; i < found_inf_.size(); ++i) found = found + found_inf_[i].to(scale_.device());
-  at::_amp_update_scale_(scale_, growth_tracker_, found, options_.growth_factor(), options_.backoff_factor(),
-                         options_.growth_interval());
+  at::_amp_update_scale_(scale_, growth_tracker_, summed_flags(found_inf_, scale_.device()), options_.growth_factor(),
+                         options_.backoff_factor(), options_.growth_interval());
   found_inf_.clear();
   stage_ = Stage::kReady;
 }
