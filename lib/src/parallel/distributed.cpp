@@ -333,23 +333,13 @@ void DistributedStrategy::sum_across_processes(torch::Tensor& values) {
   guarded("summing batchnorm statistics (model.sync_batchnorm)", [&] { wait_in_order(group_->allreduce(io)); });
 }
 
-bool DistributedStrategy::any_rank(bool local) {
-  const auto options_int = torch::TensorOptions().dtype(torch::kInt32).device(device());
-  std::vector<at::Tensor> io{torch::full({1}, local ? 1 : 0, options_int)};
-  c10d::AllreduceOptions options;
-  options.reduceOp = c10d::ReduceOp::MAX;
-  guarded("agreeing across ranks", [&] { wait_on_host(group_->allreduce(io, options)); });
-  return io.front().item<int32_t>() != 0;
-}
-
-void DistributedStrategy::max_across_processes(torch::Tensor& values) {
-  std::vector<at::Tensor> io{values};
-  c10d::AllreduceOptions options;
-  options.reduceOp = c10d::ReduceOp::MAX;
-  guarded("agreeing whether the step's loss is finite", [&] { wait_in_order(group_->allreduce(io, options)); });
-}
-
 namespace {
+// An all-reduce that keeps each element's largest value: a flag raised on any rank is raised on all.
+c10d::AllreduceOptions maximum() {
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  return options;
+}
 // [stop, checkpoint, non-finite, preempt] as int32, the order agree() reads them back.
 torch::Tensor flag_row(const StepFlags& local) {
   return torch::tensor({local.stop ? 1 : 0, local.checkpoint ? 1 : 0, 0, local.preempt ? 1 : 0}, torch::kInt32);
@@ -363,6 +353,18 @@ StepFlags either(const StepFlags& a, const StepFlags& b) {
 }
 }  // namespace
 
+bool DistributedStrategy::any_rank(bool local) {
+  const auto options_int = torch::TensorOptions().dtype(torch::kInt32).device(device());
+  std::vector<at::Tensor> io{torch::full({1}, local ? 1 : 0, options_int)};
+  guarded("agreeing across ranks", [&] { wait_on_host(group_->allreduce(io, maximum())); });
+  return io.front().item<int32_t>() != 0;
+}
+
+void DistributedStrategy::max_across_processes(torch::Tensor& values) {
+  std::vector<at::Tensor> io{values};
+  guarded("agreeing whether the step's loss is finite", [&] { wait_in_order(group_->allreduce(io, maximum())); });
+}
+
 StepFlags DistributedStrategy::agree(StepFlags local, const torch::Tensor& step_loss) {
   if (step_loss.defined()) return agree_now(local, step_loss);
   const StepFlags previous = take_queued_flags();
@@ -375,10 +377,8 @@ StepFlags DistributedStrategy::agree_now(StepFlags local, const torch::Tensor& s
   torch::Tensor flags = flag_row(local).to(device());
   flags[2].copy_(step_loss.isfinite().logical_not());  // on the device: no sync here
   std::vector<at::Tensor> io{flags};
-  c10d::AllreduceOptions options;
-  options.reduceOp = c10d::ReduceOp::MAX;
   const auto start = Clock::now();
-  guarded("agreeing on the step's flags", [&] { wait_on_host(group_->allreduce(io, options)); });
+  guarded("agreeing on the step's flags", [&] { wait_on_host(group_->allreduce(io, maximum())); });
   const torch::Tensor host = io.front().cpu();
   collective_wait_s_ += std::chrono::duration<double>(Clock::now() - start).count();
   return either(queued, read_flag_row(host));
@@ -389,10 +389,8 @@ void DistributedStrategy::queue_flags(StepFlags local) {
   // Pinned, so the copy to the GPU is queued on the stream, not made by the host.
   q.flags = nccl_ ? flag_row(local).pin_memory().to(device(), /*non_blocking=*/true) : flag_row(local);
   std::vector<at::Tensor> io{q.flags};
-  c10d::AllreduceOptions options;
-  options.reduceOp = c10d::ReduceOp::MAX;
   guarded("agreeing on the step's flags", [&] {
-    q.work = group_->allreduce(io, options);
+    q.work = group_->allreduce(io, maximum());
     if (!nccl_) return;     // Gloo's result is read when its work is done
     wait_in_order(q.work);  // the stream waits, not the host
     q.mirror = torch::empty({4}, torch::TensorOptions().dtype(torch::kInt32).pinned_memory(true));
