@@ -2,7 +2,6 @@
 // failures that end every rank with a message naming the culprit, never a hang.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -32,28 +31,11 @@
 namespace gputrain::parallel {
 namespace {
 
+using testing::free_port;
 using testing::GputrainProcess;
+using testing::PortHolder;
 using testing::run_gputrain;
 using testing::TempDir;
-
-// A socket bound to a free port; listening on it makes the port busy.
-struct PortHolder {
-  PortHolder() {
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_ANY);
-    socklen_t length = sizeof(address);
-    bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-    port = ntohs(address.sin_port);
-  }
-  ~PortHolder() { close(fd); }
-  int fd = -1;
-  int port = 0;
-};
-
-int free_port() { return PortHolder().port; }
 
 std::string experiment(int samples, int batch, int epochs, int timeout_s) {
   return fmt::format(R"(
@@ -738,7 +720,7 @@ TEST(DistributedStrategy, TwoRanksOnThreadsShareBatchesAndSums) {
         torch::NoGradGuard no_grad;
         for (auto& p : model->parameters()) p.fill_(r + 1.0);  // differ until rank 0's are broadcast
       }
-      strategy->prepare(model);
+      strategy->prepare(model, GradientSync::kDuringBackward);
       for (auto& p : model->parameters()) EXPECT_TRUE(p.equal(torch::ones_like(p)));
       // The Reducer sums the gradients during the step's last backward: rank r's input is r + 1.
       const torch::Tensor outputs = strategy->forward_to_train(model, torch::full({1, 3}, r + 1.0), /*last=*/true);
@@ -747,6 +729,15 @@ TEST(DistributedStrategy, TwoRanksOnThreadsShareBatchesAndSums) {
       const auto& linear = model[0]->as<torch::nn::Linear>();
       EXPECT_TRUE(linear->weight.grad().equal(torch::full({2, 3}, 3.0)));  // 1 + 2
       EXPECT_TRUE(linear->bias.grad().equal(torch::full({2}, 2.0)));       // 1 + 1
+
+      // Under the CUDA graph the step sums them itself, after backward, to the same result.
+      torch::nn::Sequential graphed(torch::nn::Linear(3, 2));
+      strategy->prepare(graphed, GradientSync::kAfterBackward);
+      graphed->forward(torch::full({1, 3}, r + 1.0)).sum().backward();
+      strategy->sum_gradients(graphed);
+      const auto& summed = graphed[0]->as<torch::nn::Linear>();
+      EXPECT_TRUE(summed->weight.grad().equal(torch::full({2, 3}, 3.0)));
+      EXPECT_TRUE(summed->bias.grad().equal(torch::full({2}, 2.0)));
 
       // Batchnorm's running statistics drift apart on the ranks' own rows; then every rank takes rank 0's.
       torch::nn::Sequential normed(torch::nn::BatchNorm1d(2));

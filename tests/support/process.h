@@ -16,6 +16,18 @@
 
 namespace gputrain::testing {
 
+// A socket bound to a free port; listening on it makes the port busy.
+struct PortHolder {
+  PortHolder();
+  ~PortHolder();
+  PortHolder(const PortHolder&) = delete;
+  PortHolder& operator=(const PortHolder&) = delete;
+  int fd = -1;
+  int port = 0;
+};
+// A port free a moment ago (the holder is closed again).
+int free_port();
+
 struct ProcessResult {
   int exit_code = -1;  // 128 + the signal when a signal ended it, as a shell reports it
   std::string out;     // stdout (run_in_child: what the body returned)

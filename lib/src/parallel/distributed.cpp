@@ -199,11 +199,27 @@ void DistributedStrategy::join() const {
   }
 }
 
-void DistributedStrategy::prepare(torch::nn::Sequential& model) {
+void DistributedStrategy::prepare(torch::nn::Sequential& model, GradientSync sync) {
   std::vector<torch::Tensor> tensors = model->parameters();
   for (const auto& buffer : model->buffers()) tensors.push_back(buffer);
   broadcast("broadcasting rank 0's initial weights", tensors);
-  make_reducer(model);
+  if (sync == GradientSync::kDuringBackward) return make_reducer(model);
+  spdlog::info("ddp: the step sums {} of gradients after backward, one all-reduce per {} bucket ({})",
+               bytes_text(parameter_bytes(model->parameters())), bytes_text(kBucketBytes),
+               nccl_ ? "captured with the step in its CUDA graph" : "waited for on the host");
+}
+
+void DistributedStrategy::sum_gradients(torch::nn::Sequential& model) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : model->parameters()) {
+    if (p.grad().defined()) grads.push_back(p.mutable_grad());
+  }
+  // Summed, as the Reducer's hook does: each rank's loss is already weighted by its share of the global batch.
+  bucketed("all-reducing the gradients", grads, [this](std::vector<at::Tensor>& io) {
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    return group_->allreduce(io, options);
+  });
 }
 
 // Rank 0's rather than the ranks' average: the same choice as DDP, and the

@@ -39,13 +39,14 @@ class DistributedStrategy : public SingleDeviceStrategy {
 
   std::string describe() const override;
   bool is_primary() const override { return launch_.rank == 0; }
-  void prepare(torch::nn::Sequential& model) override;
+  void prepare(torch::nn::Sequential& model, GradientSync sync) override;
   void broadcast_buffers(torch::nn::Sequential& model) override;
   data::Shard loader_shard() const override { return {launch_.rank, launch_.world_size}; }
   void log_share(const data::Batch& local) const override;
   torch::Tensor forward_to_train(torch::nn::Sequential& model, const torch::Tensor& inputs, bool last) override;
   void run_backward(const std::function<void()>& backward) override;
   void after_backward(torch::nn::Sequential& model) override;
+  void sum_gradients(torch::nn::Sequential& model) override;
   void all_reduce_sum(torch::Tensor& values) override;
   void sum_across_processes(torch::Tensor& values) override;
   void max_across_processes(torch::Tensor& values) override;

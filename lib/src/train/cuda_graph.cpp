@@ -28,13 +28,14 @@ namespace gputrain::train {
 
 bool GraphPlan::replays(const std::vector<data::Batch>& group) const {
   return static_cast<int64_t>(group.size()) == micro_batches &&
-         std::all_of(group.begin(), group.end(), [&](const data::Batch& mb) { return mb.size() == micro_batch; });
+         std::all_of(group.begin(), group.end(),
+                     [&](const data::Batch& mb) { return mb.global_size() == micro_batch; });
 }
 
 std::vector<int64_t> GraphPlan::buffer_shape(const torch::Tensor& part) const {
   GPUTRAIN_CHECK(part.dim() >= 1, "a micro-batch tensor has a batch dimension (got a 0-dim tensor)");
   std::vector<int64_t> shape = part.sizes().vec();
-  shape.front() = micro_batches * micro_batch;
+  shape.front() *= micro_batches;
   return shape;
 }
 
@@ -65,7 +66,7 @@ std::vector<StepSums> on_current_stream(const std::vector<StepSums>& sums) {
 
 struct GraphedStep::State {
   State(torch::nn::Sequential m, detail::SplitStep& s, LossSpec l, bool cl, torch::Device d, const GraphPlan& p,
-        NonFiniteSteps* n, GradScaler* g)
+        NonFiniteSteps* n, GradScaler* g, parallel::Strategy* ps)
       : model(std::move(m)),
         split(s),
         loss(std::move(l)),
@@ -74,16 +75,18 @@ struct GraphedStep::State {
         plan(p),
         non_finite(n),
         scaler(g != nullptr && g->enabled() ? g : nullptr),
+        processes(ps),
         side(c10::cuda::getStreamFromPool(false, d.index())) {}
 
   torch::nn::Sequential model;
-  detail::SplitStep& split;  // the fused optimizer
+  detail::SplitStep& split;  // the fused or foreach optimizer
   LossSpec loss;
   bool channels_last;
   torch::Device device;
-  GraphPlan plan;              // the captured shape, and what the step does after backward
-  NonFiniteSteps* non_finite;  // null: the loss is not checked
-  GradScaler* scaler;          // null: no loss scaling (fp16 only)
+  GraphPlan plan;                 // the captured shape, and what the step does after backward
+  NonFiniteSteps* non_finite;     // null: the loss is not checked
+  GradScaler* scaler;             // null: no loss scaling (fp16 only)
+  parallel::Strategy* processes;  // null: one process
   // Every eager step and the capture run here. One stream for the run: the
   // caching allocator keeps freed blocks per stream and cuBLAS a workspace per
   // stream, so a new pool stream per short last batch grew an H100 run's
@@ -104,27 +107,36 @@ struct GraphedStep::State {
     spdlog::warn("train.cuda_graph: off from here on because {}; steps run eagerly", why);
   }
 
+  // Whether this process's rows of `group` fit the static buffer (allocated
+  // on the first full group, or not yet): under ddp a rank's share of a full
+  // micro-batch is always the same.
+  bool fits(const std::vector<data::Batch>& group) const {
+    return input_parts.empty() || std::all_of(group.begin(), group.end(), [&](const data::Batch& mb) {
+             return mb.size() == input_parts.front().size(0);
+           });
+  }
+
   void allocate(const data::Batch& like) {
     const auto on_device = [&](const torch::Tensor& part) {
       return torch::empty(plan.buffer_shape(part), part.options().device(device).pinned_memory(false));
     };
     inputs = on_device(like.inputs);
     targets = on_device(like.targets);
+    const int64_t rows = like.size();
     for (int64_t k = 0; k < plan.micro_batches; ++k) {
-      input_parts.push_back(inputs.narrow(0, k * plan.micro_batch, plan.micro_batch));
-      target_parts.push_back(targets.narrow(0, k * plan.micro_batch, plan.micro_batch));
+      input_parts.push_back(inputs.narrow(0, k * rows, rows));
+      target_parts.push_back(targets.narrow(0, k * rows, rows));
     }
   }
 
-  // The device work of one step on micro-batches `xs` and `ys`, their
-  // gradients summed as one batch of their combined size (as the eager step
-  // does); the host half (prepare_step) runs outside.
-  std::vector<StepSums> body(const std::vector<torch::Tensor>& xs, const std::vector<torch::Tensor>& ys) {
+  // The device work of one step on micro-batches `xs` and `ys` (this
+  // process's rows), their gradients summed as one batch of `samples` (over
+  // every process), as the eager step does; the host half (prepare_step) runs outside.
+  std::vector<StepSums> body(const std::vector<torch::Tensor>& xs, const std::vector<torch::Tensor>& ys,
+                             int64_t samples) {
     for (auto& p : model->parameters()) {
       if (p.grad().defined()) p.grad().zero_();  // in place: the graph keeps the gradients' addresses
     }
-    int64_t samples = 0;
-    for (const torch::Tensor& x : xs) samples += x.size(0);
     std::vector<StepSums> step_sums;
     torch::Tensor step_loss;
     for (std::size_t k = 0; k < xs.size(); ++k) {
@@ -143,8 +155,12 @@ struct GraphedStep::State {
       step_sums.push_back({total.detach(), correct_count(outputs, ys[k], loss.classes > 0)});
       step_loss = step_loss.defined() ? step_loss + step_sums.back().loss_sum : step_sums.back().loss_sum;
     }
+    if (processes != nullptr) processes->sum_gradients(model);
     if (non_finite == nullptr) return step_sums;
-    non_finite->check(step_loss);  // on the device: the update that follows reads its found()
+    // On the device (under ddp the ranks' maximum, on the stream): the update that follows reads its found().
+    non_finite->check(step_loss, [&](torch::Tensor& found) {
+      if (processes != nullptr) processes->max_across_processes(found);
+    });
     for (StepSums& s : step_sums) s = {non_finite->kept(s.loss_sum), non_finite->kept(s.correct)};
     return step_sums;
   }
@@ -163,13 +179,13 @@ struct GraphedStep::State {
   // the fused update reads the same state, so eager and replayed steps mix.
   // `prepared`: prepare_step() already ran for this step.
   std::vector<StepSums> eager_step(const std::vector<torch::Tensor>& xs, const std::vector<torch::Tensor>& ys,
-                                   bool prepared = false) {
+                                   int64_t samples, bool prepared = false) {
     const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device.index());
     stream_waits_for(side, current);
     std::vector<StepSums> step_sums;
     {
       const c10::StreamGuard guard(side.unwrap());
-      step_sums = body(xs, ys);
+      step_sums = body(xs, ys, samples);
       if (!prepared) split.prepare_step();
       launch();
     }
@@ -188,7 +204,7 @@ struct GraphedStep::State {
       // memory (cudaHostAlloc, event queries) while this thread captures,
       // which the default global mode forbids process-wide.
       graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-      sums = body(input_parts, target_parts);
+      sums = body(input_parts, target_parts, plan.micro_batch * plan.micro_batches);
       launch();
       graph->capture_end();
     }
@@ -201,16 +217,17 @@ struct GraphedStep::State {
 
 GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss,
                          bool channels_last, torch::Device device, const GraphPlan& plan, NonFiniteSteps* non_finite,
-                         GradScaler* scaler) {
+                         GradScaler* scaler, parallel::Strategy* processes) {
   auto* split = dynamic_cast<detail::SplitStep*>(&optimizer);
-  GPUTRAIN_CHECK(split != nullptr && device.is_cuda(), "GraphedStep needs a fused optimizer on CUDA");
+  GPUTRAIN_CHECK(split != nullptr && device.is_cuda(), "GraphedStep needs a fused or foreach optimizer on CUDA");
   // The captured loss reads the class weights at this address on every replay: made once, never written.
   GPUTRAIN_CHECK(!loss.class_weights.defined() || loss.class_weights.device() == device,
                  "GraphedStep needs the class weights on {} (got {})", device.str(), loss.class_weights.device().str());
   GPUTRAIN_CHECK(plan.micro_batch > 0 && plan.micro_batches > 0, "GraphedStep needs a plan with micro-batches");
   GPUTRAIN_CHECK(scaler == nullptr || !scaler->enabled() || non_finite == nullptr,
                  "GraphedStep: fp16's scaler skips non-finite steps itself; give it no NonFiniteSteps");
-  state_ = std::make_unique<State>(std::move(model), *split, loss, channels_last, device, plan, non_finite, scaler);
+  state_ = std::make_unique<State>(std::move(model), *split, loss, channels_last, device, plan, non_finite, scaler,
+                                   processes);
 }
 
 GraphedStep::~GraphedStep() = default;
@@ -218,7 +235,9 @@ GraphedStep::~GraphedStep() = default;
 std::vector<StepSums> GraphedStep::step(const std::vector<data::Batch>& group) {
   State& s = *state_;
   const c10::DeviceGuard device_guard(s.device);
-  if (!s.plan.replays(group)) {
+  int64_t samples = 0;
+  for (const data::Batch& mb : group) samples += mb.global_size();
+  if (!s.plan.replays(group) || !s.fits(group)) {
     // The epoch's last group (fewer micro-batches, or a short last one): the
     // graph replays one shape, so this one runs eagerly.
     device::NvtxRange range("step (eager, other shape)");
@@ -227,7 +246,7 @@ std::vector<StepSums> GraphedStep::step(const std::vector<data::Batch>& group) {
       xs.push_back(mb.inputs.to(s.device, /*non_blocking=*/true));
       ys.push_back(mb.targets.to(s.device, /*non_blocking=*/true));
     }
-    return on_current_stream(s.eager_step(xs, ys));
+    return on_current_stream(s.eager_step(xs, ys, samples));
   }
   if (!s.inputs.defined()) s.allocate(group.front());
   {
@@ -239,7 +258,7 @@ std::vector<StepSums> GraphedStep::step(const std::vector<data::Batch>& group) {
   }
   if (s.eager_steps < kWarmupSteps || s.eager_only) {
     ++s.eager_steps;
-    return on_current_stream(s.eager_step(s.input_parts, s.target_parts));
+    return on_current_stream(s.eager_step(s.input_parts, s.target_parts, samples));
   }
   if (!s.graph) {
     const std::vector<std::string> missing = parameters_without_gradient(*s.model);
@@ -247,14 +266,14 @@ std::vector<StepSums> GraphedStep::step(const std::vector<data::Batch>& group) {
       s.fall_back(fmt::format("{} got no gradient in the {} warm-up steps (a layer the loss does not reach): {}",
                               count_of(static_cast<int64_t>(missing.size()), "parameter"), kWarmupSteps,
                               fmt::join(missing, ", ")));
-      return on_current_stream(s.eager_step(s.input_parts, s.target_parts));
+      return on_current_stream(s.eager_step(s.input_parts, s.target_parts, samples));
     }
   }
   // Host half of this step: learning rate and step counts into the tensors the graph reads.
   const bool replayable = s.split.prepare_step();
   if (!replayable && !s.graph) {
     s.fall_back("the optimizer's update reads a per-step value from the host (parameters with different step counts)");
-    return on_current_stream(s.eager_step(s.input_parts, s.target_parts, /*prepared=*/true));
+    return on_current_stream(s.eager_step(s.input_parts, s.target_parts, samples, /*prepared=*/true));
   }
   GPUTRAIN_CHECK(replayable, "train.cuda_graph: the captured optimizer step can no longer be replayed");
   if (!s.graph) s.capture();
@@ -270,7 +289,7 @@ std::vector<StepSums> GraphedStep::step(const std::vector<data::Batch>& group) {
 struct GraphedStep::State {};
 
 GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, const LossSpec&, bool, torch::Device,
-                         const GraphPlan&, NonFiniteSteps*, GradScaler*) {
+                         const GraphPlan&, NonFiniteSteps*, GradScaler*, parallel::Strategy*) {
   GPUTRAIN_CHECK(false, "GraphedStep needs a build of LibTorch with CUDA");
 }
 

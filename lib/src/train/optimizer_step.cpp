@@ -96,8 +96,9 @@ class EagerStep : public OptimizerStep {
 class GraphStep : public OptimizerStep {
  public:
   GraphStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
-            const torch::Device& device, const GraphPlan& plan, NonFiniteSteps* non_finite, GradScaler* scaler)
-      : graphed_(std::move(model), optimizer, loss, channels_last, device, plan, non_finite, scaler) {}
+            const torch::Device& device, const GraphPlan& plan, NonFiniteSteps* non_finite, GradScaler* scaler,
+            parallel::Strategy* processes)
+      : graphed_(std::move(model), optimizer, loss, channels_last, device, plan, non_finite, scaler, processes) {}
 
   // fp16's skipped steps are counted on the device and show at the next log
   // interval (GradScaler::skipped_steps), not in a warning per step.
@@ -139,10 +140,10 @@ std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts) {
 
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
                                                  const LossSpec& loss, bool channels_last, const torch::Device& device,
-                                                 const GraphPlan& plan, NonFiniteSteps* non_finite,
-                                                 GradScaler* scaler) {
-  return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device, plan, non_finite,
-                                     scaler);
+                                                 const GraphPlan& plan, NonFiniteSteps* non_finite, GradScaler* scaler,
+                                                 parallel::Strategy* processes) {
+  return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device, plan, non_finite, scaler,
+                                     processes);
 }
 
 }  // namespace gputrain::train

@@ -18,6 +18,16 @@ namespace gputrain::parallel {
 
 enum class StrategyKind { kSingle, kDataParallel, kDistributed };
 
+// How ddp sums a step's gradients across processes.
+enum class GradientSync {
+  // c10d's Reducer, bucket by bucket while backward makes them (PyTorch
+  // DDP's overlap): the eager step.
+  kDuringBackward,
+  // sum_gradients(), called by the step once backward is done: no autograd
+  // hooks and no host work, so a CUDA graph captures it with the step.
+  kAfterBackward,
+};
+
 // What a launcher (gputrain --nproc, torchrun, srun) told this process, read
 // from RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT by app/.
 struct LaunchInfo {
@@ -86,8 +96,12 @@ class Strategy {
   virtual torch::Device device() const = 0;
   // Only the primary process writes logs, metrics and checkpoints.
   virtual bool is_primary() const { return true; }
-  // Once, before training: ddp makes every rank start from rank 0's weights.
-  virtual void prepare(torch::nn::Sequential& model) { (void)model; }
+  // Once, before training: ddp makes every rank start from rank 0's weights
+  // and sets up the gradients' sum as `sync` says.
+  virtual void prepare(torch::nn::Sequential& model, GradientSync sync) {
+    (void)model;
+    (void)sync;
+  }
   // The rows of every global batch this process loads and works on
   // (LoaderOptions::shard): all of them but under ddp, where each rank
   // loads, decodes and augments only its own share.
@@ -116,6 +130,11 @@ class Strategy {
   // already weighted by its share of the global batch). dp sums its
   // replicas' into the model's.
   virtual void after_backward(torch::nn::Sequential& model) { (void)model; }
+  // ddp prepared with GradientSync::kAfterBackward: sums every gradient of
+  // `model` across processes in place, one collective per bucket, ordered on
+  // the device's stream (NCCL: the host waits for nothing, so a CUDA graph
+  // captures it). A no-op for one process.
+  virtual void sum_gradients(torch::nn::Sequential& model) { (void)model; }
   // ddp: every rank takes rank 0's buffers (batchnorm's running statistics,
   // which each rank otherwise updates from its own rows), as PyTorch DDP's
   // broadcast_buffers does; the trainer calls it before each evaluation and

@@ -5,10 +5,12 @@
 // instead of one launch per kernel. A graph replays fixed addresses and fixed
 // shapes: every batch is copied into one static input tensor, and the
 // learning rate and step count reach the update through device tensors
-// (optim.fused), written before each replay. Accumulation, clipping and
+// (optim.fused or optim.foreach), written before each replay. Accumulation, clipping and
 // mixed precision are device work and are captured with the rest (GraphPlan):
 // fp16's loss scaler unscales, checks and updates its scale on the device,
-// and the fused update skips a step through the scaler's found_inf.
+// and the fused update skips a step through the scaler's found_inf. Under ddp
+// over NCCL the gradients' all-reduce (Strategy::sum_gradients) and the
+// ranks' agreement on a non-finite loss are captured too.
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
@@ -19,6 +21,7 @@
 
 #include "gputrain/config/config.h"
 #include "gputrain/data/batch_loader.h"
+#include "gputrain/parallel/strategy.h"
 #include "gputrain/train/amp.h"
 #include "gputrain/train/non_finite.h"
 #include "gputrain/train/optim.h"
@@ -40,35 +43,38 @@ std::vector<std::string> parameters_without_gradient(const torch::nn::Module& mo
 // What one replay covers: the K = `micro_batches` micro-batches of one
 // optimizer step (train.accumulation_steps) together. The graph zeroes the
 // gradients, runs forward (under autocast with `amp`), loss and backward K
-// times, each on its slice of one static input buffer of K x `micro_batch`
-// samples, then (fp16) unscales, clips (when `grad_clip` > 0, on the device:
-// clip_grad_norm) and updates. A group of another shape -- an epoch's last,
-// with fewer micro-batches or a short last one -- runs eagerly on the same
-// gradients and optimizer state rather than padded: padding rows would need
-// masking out of the loss, the accuracy and batch-norm statistics.
+// times, each on its slice of one static input buffer of K micro-batches
+// (this process's rows of `micro_batch` samples: under ddp its rank's share), then (fp16) unscales, clips (when
+// `grad_clip` > 0, on the device: clip_grad_norm) and updates. A group of another shape -- an epoch's last, with fewer
+// micro-batches or a short last one -- runs eagerly on the same gradients and optimizer state rather than padded:
+// padding rows would need masking out of the loss, the accuracy and batch-norm statistics.
 struct GraphPlan {
-  int64_t micro_batch = 0;    // samples per micro-batch
+  int64_t micro_batch = 0;    // samples per micro-batch, over every process
   double grad_clip = 0;       // train.grad_clip; 0: off
   int64_t micro_batches = 1;  // train.accumulation_steps
   AmpMode amp = AmpMode::kOff;
 
-  // Whether `group` replays the graph: exactly `micro_batches` micro-batches of `micro_batch` samples each.
+  // Whether `group` replays the graph: exactly `micro_batches` micro-batches of `micro_batch` samples each
+  // (Batch::global_size: under ddp each rank holds its share of them).
   bool replays(const std::vector<data::Batch>& group) const;
-  // The static buffer for micro-batch tensors shaped like `part` ([micro_batch, ...]): [K x micro_batch, ...].
+  // The static buffer for micro-batch tensors shaped like `part` ([rows, ...]): [K x rows, ...].
   std::vector<int64_t> buffer_shape(const torch::Tensor& part) const;
 };
 
 class GraphedStep {
  public:
-  // `optimizer` comes from make_optimizer with optim.fused; it must outlive this.
+  // `optimizer` comes from make_optimizer with optim.fused or optim.foreach; it must outlive this.
   // Batches of `plan.micro_batch` samples are captured; others run eagerly.
   // `non_finite` (may be null) checks each step's loss inside the graph; the
   // optimizer was given its found() (skip_when) to skip a non-finite step.
   // `scaler` (may be null; fp16: enabled) scales the loss and skips the
-  // update itself, on the device; it must outlive this.
+  // update itself, on the device; it must outlive this. `processes` (may be
+  // null: one process; ddp: prepared with GradientSync::kAfterBackward, over
+  // NCCL) sums the gradients and agrees on the non-finite check inside the
+  // step; it must outlive this.
   GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
               torch::Device device, const GraphPlan& plan, NonFiniteSteps* non_finite = nullptr,
-              GradScaler* scaler = nullptr);
+              GradScaler* scaler = nullptr, parallel::Strategy* processes = nullptr);
   ~GraphedStep();
   GraphedStep(const GraphedStep&) = delete;
   GraphedStep& operator=(const GraphedStep&) = delete;

@@ -74,13 +74,14 @@ struct EagerStepParts {
 };
 std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts);
 
-// train.cuda_graph: `optimizer` comes from make_optimizer with optim.fused and must outlive the step;
+// train.cuda_graph: `optimizer` comes from make_optimizer with optim.fused or optim.foreach and must outlive;
 // groups shaped as `plan` says replay the graph, an epoch's last group runs eagerly. `non_finite`
 // (may be null; must outlive the step) checks each step's loss inside the graph; `scaler` (may be
 // null; must outlive the step) scales fp16's loss and skips its non-finite steps on the device.
+// `processes` (may be null: one process; must outlive the step): ddp's sums, captured with the step.
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
                                                  const LossSpec& loss, bool channels_last, const torch::Device& device,
                                                  const GraphPlan& plan, NonFiniteSteps* non_finite = nullptr,
-                                                 GradScaler* scaler = nullptr);
+                                                 GradScaler* scaler = nullptr, parallel::Strategy* processes = nullptr);
 
 }  // namespace gputrain::train
