@@ -19,6 +19,7 @@
 #include "gputrain/train/bench.h"
 #include "gputrain/train/fast_paths.h"
 #include "gputrain/train/trainer.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 namespace gputrain::train {
@@ -52,9 +53,9 @@ train: {epochs: 1, log_every: 100}
                                     "f.yaml", overrides);
   }
 
-  static std::vector<torch::Tensor> trained(const config::LoadedConfig& loaded,
-                                            const device::DevicePlan& devices = {}) {
-    Trainer trainer(loaded, devices);
+  static std::vector<torch::Tensor> trained(const config::LoadedConfig& loaded, const device::DevicePlan& devices = {},
+                                            const parallel::LaunchInfo& launch = {}) {
+    Trainer trainer(loaded, devices, launch);
     Quiet quiet;
     trainer.fit(quiet);
     std::vector<torch::Tensor> params;
@@ -219,6 +220,39 @@ TEST_F(FastPathRuns, CudaGraphRunsAmpLikeEagerSteps_CUDA) {
   }
 }
 
+// optim.fused off: the foreach step reads its lr, step count and skip from
+// device tensors, so the graph captures it (SGD with momentum, and Adam).
+TEST_F(FastPathRuns, CudaGraphRunsTheForeachStepLikeEagerSteps_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (const std::vector<std::string>& optimizer :
+       {std::vector<std::string>{"optim.name=sgd"}, std::vector<std::string>{"optim.name=adam", "optim.lr=0.001"}}) {
+    SCOPED_TRACE(optimizer.front());
+    auto on_gpu = [&](bool graph) {
+      std::vector<std::string> overrides{"device=cuda", "optim.fused=false", "train.epochs=4",
+                                         graph ? "train.cuda_graph=true" : "train.cuda_graph=false"};
+      overrides.insert(overrides.end(), optimizer.begin(), optimizer.end());
+      const auto loaded = cifar(overrides);
+      return trained(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)));
+    };
+    expect_equal(on_gpu(true), on_gpu(false), 1e-4);
+  }
+}
+
+// ddp over NCCL (one rank: no machine so far had two GPUs) captures the step
+// with its gradients' all-reduce and the ranks' on_nan agreement: the weights
+// are those of ddp's eager steps through c10d's Reducer.
+TEST_F(FastPathRuns, CudaGraphCapturesDdpsAllReduce_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  auto under_ddp = [](bool graph) {
+    const auto loaded = cifar({"device=cuda", "optim.fused=true", "train.epochs=4", "strategy=ddp", "ddp.backend=nccl",
+                               graph ? "train.cuda_graph=true" : "train.cuda_graph=false"});
+    parallel::LaunchInfo launch;
+    launch.master_port = testing::free_port();
+    return trained(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)), launch);
+  };
+  expect_equal(under_ddp(true), under_ddp(false), 1e-4);
+}
+
 // 40 images in batches of 16 leave a last batch of 8 each epoch: it runs
 // eagerly, before and after the capture, on the gradients and optimizer state
 // that the graph replays, so the weights stay those of eager steps.
@@ -378,9 +412,30 @@ TEST(FastPathPlan, OnCudaGraphsByDefaultAndChannelsLastNeedsAmp) {
   EXPECT_TRUE(has(graphed.decisions, "train.threads: LibTorch's default (auto: the steps run on CUDA)"));
   EXPECT_TRUE(
       has(graphed.decisions, "train.cuda_graph: on (auto: one device, fused update, no host work inside the step)"));
-  RunFacts two_gpus = facts(gpu, true, 83'000'000);
-  two_gpus.single_device = false;
-  EXPECT_FALSE(plan_fast_paths(c, two_gpus).cuda_graph);
+  // dp steps replicas on host threads; ddp is captured with its all-reduce over NCCL, not over Gloo.
+  RunFacts replicas = facts(gpu, true, 83'000'000);
+  replicas.strategy = parallel::StrategyKind::kDataParallel;
+  EXPECT_FALSE(plan_fast_paths(c, replicas).cuda_graph);
+  RunFacts ranks = facts(gpu, true, 83'000'000);
+  ranks.strategy = parallel::StrategyKind::kDistributed;
+  EXPECT_TRUE(has(plan_fast_paths(c, ranks).decisions,
+                  "train.cuda_graph: off (auto: ddp over gloo sums the gradients through the host (over NCCL the "
+                  "all-reduce is captured))"));
+  // optim.fused off: the foreach step, as PyTorch's default on CUDA; it reads its lr from the device too.
+  config::ExperimentConfig unfused = c;
+  unfused.optim.fused = config::Switch::kOff;
+  const FastPaths foreach_step = plan_fast_paths(unfused, facts(gpu, true, 83'000'000));
+  EXPECT_TRUE(foreach_step.foreach && foreach_step.cuda_graph && !foreach_step.fused);
+  EXPECT_TRUE(has(foreach_step.decisions,
+                  "optim.foreach: on (auto: optim.fused is off; multi-tensor kernels on CUDA, as PyTorch's default)"));
+  EXPECT_TRUE(has(foreach_step.decisions,
+                  "train.cuda_graph: on (auto: one device, foreach update, no host work inside the step)"));
+  ranks.nccl = true;
+  const FastPaths over_nccl = plan_fast_paths(c, ranks);
+  EXPECT_TRUE(over_nccl.cuda_graph);
+  EXPECT_TRUE(has(over_nccl.decisions,
+                  "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured "
+                  "with the gradients' all-reduce over NCCL)"));
 
   c.train.amp = config::AmpMode::kBf16;
   RunFacts wide = facts(gpu, true, 83'000'000);
@@ -420,7 +475,6 @@ TEST(FastPathPlan, DeviceWorkIsCapturedWithTheStep) {
   for (const auto& [set, captured] : cases) {
     config::ExperimentConfig c;
     set(c.train);
-    EXPECT_EQ(cuda_graph_blocker(c, true, facts(gpu, true, 1'000)), "") << captured;
     const FastPaths fast = plan_fast_paths(c, facts(gpu, true, 1'000));
     EXPECT_TRUE(fast.cuda_graph) << captured;
     EXPECT_TRUE(has(fast.decisions,
@@ -469,9 +523,12 @@ TEST(FastPathPlan, ASettingWinsAndForeachTurnsAutoFusedOff) {
   c.train.cuda_graph = config::Switch::kOn;
   c.train.channels_last = config::Switch::kOn;
   c.train.threads = 2;
-  const FastPaths set = plan_fast_paths(c, facts(torch::Device(torch::kCUDA, 0), true, 1'000));
+  RunFacts replicas = facts(torch::Device(torch::kCUDA, 0), true, 1'000);
+  replicas.strategy = parallel::StrategyKind::kDataParallel;
+  const FastPaths set = plan_fast_paths(c, replicas);
   EXPECT_FALSE(set.fused);
-  EXPECT_FALSE(set.cuda_graph) << "asked for, but blocked";
+  EXPECT_TRUE(set.foreach) << "on CUDA the step is foreach wherever fused is off";
+  EXPECT_FALSE(set.cuda_graph) << "asked for, but blocked (dp)";
   EXPECT_TRUE(set.channels_last);
   EXPECT_EQ(set.threads, 2);
   EXPECT_TRUE(has(set.decisions, "optim.fused: off (set)"));

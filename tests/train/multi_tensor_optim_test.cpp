@@ -7,12 +7,14 @@
 #include <torch/optim/sgd.h>
 #include <torch/serialize.h>
 
+#include <cmath>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "gputrain/train/optim.h"
+#include "multi_tensor_optim.h"
 
 namespace gputrain::train {
 namespace {
@@ -110,6 +112,59 @@ TEST(MultiTensorOptimizers, SameUpdateAsLibTorchsLoop) {
       run(*optimizer_for(with_kernel(c.config, kernel), params), params, 6, 9, /*skip=*/2);
       expect_close(params, expected, c.label + " " + kernel);
     }
+  }
+}
+
+// The optimizer's state tensors (momentum buffers; Adam's moments), copied.
+std::vector<torch::Tensor> state_tensors(torch::optim::Optimizer& optimizer) {
+  std::vector<torch::Tensor> out;
+  for (const auto& [key, state] : optimizer.state()) {
+    if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state.get())) {
+      out.push_back(sgd->momentum_buffer().clone());
+    } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state.get())) {
+      out.insert(out.end(), {adam->exp_avg().clone(), adam->exp_avg_sq().clone()});
+    } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(state.get())) {
+      out.insert(out.end(), {adamw->exp_avg().clone(), adamw->exp_avg_sq().clone()});
+    }
+  }
+  return out;
+}
+
+// What a CUDA graph captures of the foreach step: once every parameter has a
+// gradient (and SGD's momentum buffers have started) prepare_step() says a
+// captured launch_step() replays right, since the learning rate, the step
+// count and train.on_nan's skip are read on the device. A skipped step leaves
+// the weights and every state tensor as they were, NaN gradients included.
+// SGD then goes on as LibTorch's loop without the skipped step; Adam's step
+// count includes it, as the fused kernel's does (the host cannot know).
+TEST(MultiTensorOptimizers, TheForeachStepReadsItsPerStepValuesFromTheDevice) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.label);
+    auto params = parameters();
+    const auto optimizer = optimizer_for(with_kernel(c.config, "foreach"), params);
+    auto& split = dynamic_cast<detail::SplitStep&>(*optimizer);
+    const torch::Tensor found = torch::zeros({});
+    split.skip_when(found);
+    run(*optimizer, params, 2, 9);
+    for (auto& p : params) p.mutable_grad() = torch::full(p.sizes(), NAN);
+    std::vector<torch::Tensor> before;
+    for (const auto& p : params) before.push_back(p.detach().clone());
+    const std::vector<torch::Tensor> state = state_tensors(*optimizer);
+    found.fill_(1);
+    EXPECT_TRUE(split.prepare_step()) << "replays: every per-step value is read on the device";
+    split.launch_step();
+    for (std::size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(params[i].equal(before[i])) << "parameter " << i;
+    const std::vector<torch::Tensor> after = state_tensors(*optimizer);
+    ASSERT_EQ(after.size(), state.size());
+    for (std::size_t i = 0; i < state.size(); ++i) EXPECT_TRUE(after[i].equal(state[i])) << "state tensor " << i;
+    found.fill_(0);
+    run(*optimizer, params, 2, 10);
+    if (c.config.name != config::OptimizerName::kSgd) continue;
+    auto expected = parameters();
+    const auto plain = optimizer_for(c.config, expected);
+    run(*plain, expected, 2, 9);
+    run(*plain, expected, 2, 10);
+    expect_close(params, expected, c.label + " foreach, a skipped step between");
   }
 }
 

@@ -99,7 +99,7 @@ std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, Run
   if (run.fast.cuda_graph) {
     const GraphPlan plan{c.data.batch_size.value() / run.accumulation, c.train.grad_clip, run.accumulation, run.amp};
     return make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device, plan,
-                             run.non_finite.get(), run.scaler.get());
+                             run.non_finite.get(), run.scaler.get(), run.strategy.get());
   }
   EagerStepParts parts;
   parts.strategy = run.strategy.get();
@@ -161,7 +161,10 @@ torch::nn::Sequential build_model(const config::ModelConfig& config, const data:
 std::string describe_model(const config::ExperimentConfig& config) {
   const auto train_set = data::make_dataset(data::for_description(config.data), data::Split::kTrain, config.seed);
   const data::DatasetInfo& info = train_set->info();
-  torch::nn::Sequential model = build_model(config.model, info, torch::kCPU);
+  torch::nn::Sequential model =
+      device::with_resource_errors(fmt::format("building the model ({})", config::word(config.model.name)),
+                                   "Make the model smaller (fewer or narrower layers under model:)",
+                                   [&] { return build_model(config.model, info, torch::kCPU); });
   return fmt::format("model {} for {} samples shaped {} ({} outputs)\n", config::word(config.model.name), info.name,
                      fmt::join(info.input_shape, "x"), models::model_shape(info, config.model).outputs) +
          models::layer_table(models::trace_layers(model, info.input_shape));
@@ -179,6 +182,7 @@ FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Se
 config::OptimConfig resolved_optim(const config::OptimConfig& config, const FastPaths& fast) {
   config::OptimConfig resolved = config;
   resolved.fused = fast.fused ? config::Switch::kOn : config::Switch::kOff;
+  resolved.foreach = fast.foreach;
   return resolved;
 }
 
@@ -272,11 +276,14 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
                                  share_batch_statistics(loaded, run);
                                  RunFacts facts;
                                  facts.device = run.device;
-                                 facts.single_device = run.plan.kind == parallel::StrategyKind::kSingle;
+                                 facts.strategy = run.plan.kind;
+                                 facts.nccl = run.plan.backend == config::DdpBackend::kNccl;
                                  facts.micro_batch = *micro.batch_size;
                                  facts.cpus = device::read_cpu_share();
                                  run.fast = apply_fast_paths(c, run.model, info, facts);
-                                 run.strategy->prepare(run.model);
+                                 run.strategy->prepare(run.model, run.fast.cuda_graph
+                                                                      ? parallel::GradientSync::kAfterBackward
+                                                                      : parallel::GradientSync::kDuringBackward);
                                  groups = param_groups(c.optim, run.model->named_parameters());
                                  run.optimizer = make_optimizer(resolved_optim(c.optim, run.fast), groups);
                                });

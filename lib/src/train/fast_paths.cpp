@@ -39,8 +39,9 @@ Choice decide(config::Switch setting, const Choice& rule) {
 
 // What the captured step does besides forward, backward and the update,
 // for the decision's log line: each was once a reason the graph was off.
-std::string captured_extras(const config::TrainConfig& t) {
+std::string captured_extras(const config::TrainConfig& t, const RunFacts& facts) {
   std::vector<std::string> extras;
+  if (facts.strategy == parallel::StrategyKind::kDistributed) extras.push_back("the gradients' all-reduce over NCCL");
   if (t.accumulation_steps > 1) {
     extras.push_back(fmt::format("the {} micro-batches of each step (train.accumulation_steps) in one replay",
                                  t.accumulation_steps));
@@ -78,13 +79,19 @@ RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const st
   return facts;
 }
 
-std::string cuda_graph_blocker(const config::ExperimentConfig& c, bool fused, const RunFacts& facts) {
+std::string cuda_graph_blocker(bool multi_tensor, const RunFacts& facts) {
 #ifndef GPUTRAIN_WITH_CUDA
   return "this build of LibTorch has no CUDA";
 #endif
   if (!facts.device.is_cuda()) return fmt::format("it needs CUDA and the run is on {}", facts.device.str());
-  if (!facts.single_device) return "it needs one device (strategy: single)";
-  if (!fused) return "it needs optim.fused on (the update must read its learning rate from the device)";
+  if (facts.strategy == parallel::StrategyKind::kDataParallel) {
+    return "strategy: dp steps its replicas on host threads (ddp, one process per GPU, is captured)";
+  }
+  if (facts.strategy == parallel::StrategyKind::kDistributed && !facts.nccl) {
+    return "ddp over gloo sums the gradients through the host (over NCCL the all-reduce is captured)";
+  }
+  if (!multi_tensor)
+    return "it needs optim.fused or optim.foreach (the update must read its learning rate from the device)";
   return "";
 }
 
@@ -102,17 +109,28 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
                                                                 config::word(c.optim.name), cuda ? "cuda" : "cpu")});
   fast.fused = fused.on;
   record("optim.fused", fast.fused, fused.why);
+  if (!fast.fused) {
+    // PyTorch's optimizers step with foreach kernels on CUDA unless told
+    // otherwise; this one also reads its learning rate from the device.
+    fast.foreach = c.optim.foreach || cuda;
+    record("optim.foreach", fast.foreach,
+           c.optim.foreach ? "set"
+           : cuda          ? "auto: optim.fused is off; multi-tensor kernels on CUDA, as PyTorch's default"
+                           : "auto: optim.fused is off; LibTorch's own step on the CPU");
+  }
 
-  const std::string blocker = cuda_graph_blocker(c, fast.fused, facts);
-  const Choice graph = decide(c.train.cuda_graph,
-                              blocker.empty() ? Choice{true, "one device, fused update, no host work inside the step"}
-                                              : Choice{false, blocker});
+  const std::string blocker = cuda_graph_blocker(fast.fused || fast.foreach, facts);
+  const Choice graph =
+      decide(c.train.cuda_graph, blocker.empty()
+                                     ? Choice{true, fmt::format("one device, {} update, no host work inside the step",
+                                                                fast.fused ? "fused" : "foreach")}
+                                     : Choice{false, blocker});
   fast.cuda_graph = graph.on && blocker.empty();
   if (graph.on && !blocker.empty()) {
     spdlog::warn("train.cuda_graph: off because {}; steps run eagerly", blocker);
     record("train.cuda_graph", false, "set, but " + blocker);
   } else {
-    record("train.cuda_graph", fast.cuda_graph, graph.why + (fast.cuda_graph ? captured_extras(c.train) : ""));
+    record("train.cuda_graph", fast.cuda_graph, graph.why + (fast.cuda_graph ? captured_extras(c.train, facts) : ""));
   }
 
   const bool mixed = c.train.amp != config::AmpMode::kOff;

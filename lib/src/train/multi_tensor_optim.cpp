@@ -7,9 +7,11 @@
 #include <ATen/ops/_foreach_maximum.h>
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_sqrt.h>
+#include <ATen/ops/_foreach_sub.h>
 #include <ATen/ops/_fused_adam.h>
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_fused_sgd.h>
+#include <ATen/ops/pow.h>
 
 #include <algorithm>
 #include <cmath>
@@ -35,7 +37,17 @@ torch::Tensor step_with(SplitStep& split, const LossClosure& closure) {
   return loss;
 }
 
-// A float32 device tensor the fused kernels read a per-step value from (the
+// `tensors` *= factor, or stay as they are on a step that `keep` (1 - found, see
+// SplitStep::keep_unless_found; undefined: nothing to skip on) skips.
+void scale_unless_skipped(const std::vector<torch::Tensor>& tensors, double factor, const torch::Tensor& keep) {
+  if (keep.defined()) {
+    at::_foreach_mul_(tensors, keep * (factor - 1) + 1);
+  } else {
+    at::_foreach_mul_(tensors, factor);
+  }
+}
+
+// A float32 device tensor the fused and foreach kernels read a per-step value from (the
 // learning rate, the step count), kept at a fixed address across steps so a
 // captured graph keeps pointing at it. It is written only when the value
 // changes: on a small model every op per step shows.
@@ -83,7 +95,7 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
     torch::NoGradGuard no_grad;
     groups_.resize(param_groups_.size());
     lr_.resize(param_groups_.size());
-    bool replayable = kernel_ == StepKernel::kFused;
+    bool replayable = true;
     for (std::size_t g = 0; g < param_groups_.size(); ++g) {
       const auto& options = static_cast<const torch::optim::SGDOptions&>(param_groups_[g].options());
       Work& w = groups_[g];
@@ -99,9 +111,12 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
       }
       if (w.params.empty()) continue;
       const auto missing = std::count_if(w.buffers.begin(), w.buffers.end(), [](auto& b) { return !b.defined(); });
-      // The fused kernel starts every buffer or none on one call.
-      w.fused = kernel_ == StepKernel::kFused && (missing == 0 || missing == static_cast<int64_t>(w.buffers.size()));
-      if (!w.fused) {
+      // The fused kernel starts every buffer or none on one call; the foreach
+      // step with device scalars runs on started buffers.
+      w.path = kernel_ == StepKernel::kFused
+                   ? (missing == 0 || missing == static_cast<int64_t>(w.buffers.size()) ? Path::kFused : Path::kHost)
+                   : (missing == 0 ? Path::kForeach : Path::kHost);
+      if (w.path == Path::kHost) {
         replayable = false;
         continue;
       }
@@ -128,10 +143,14 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
       const auto& options = static_cast<const torch::optim::SGDOptions&>(param_groups_[g].options());
       Work& w = groups_[g];
       if (w.params.empty()) continue;
-      if (w.fused) {
+      if (w.path == Path::kFused) {
         at::_fused_sgd_(w.params, w.grads, options.momentum() != 0 ? at::TensorList(w.buffers) : at::TensorList(),
                         options.weight_decay(), options.momentum(), lr_[g].tensor(), options.dampening(),
                         options.nesterov(), /*maximize=*/false, w.first_step, /*grad_scale=*/std::nullopt, found_inf());
+        continue;
+      }
+      if (w.path == Path::kForeach) {
+        foreach_on_device(w, options, lr_[g].tensor());
         continue;
       }
       if (!skip) skip = found_on_host();
@@ -160,12 +179,31 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
   }
 
  private:
+  // How launch_step() updates a group: the fused kernel, the foreach kernels
+  // with the learning rate (and train.on_nan's skip) read on the device, or
+  // the foreach kernels with host scalars (a first step's buffers, per parameter).
+  enum class Path { kFused, kForeach, kHost };
   // One group's tensors for launch_step(), gathered by prepare_step().
   struct Work {
     std::vector<torch::Tensor> params, grads, buffers;
-    bool fused = false;
+    Path path = Path::kHost;
     bool first_step = false;
   };
+
+  // The host path's arithmetic, every momentum buffer started, with the
+  // learning rate and the skip as device tensors.
+  void foreach_on_device(Work& w, const torch::optim::SGDOptions& options, const torch::Tensor& lr) {
+    const torch::Tensor keep = keep_unless_found(w.grads);
+    std::vector<torch::Tensor> d_p =
+        options.weight_decay() != 0 ? at::_foreach_add(w.grads, w.params, options.weight_decay()) : w.grads;
+    if (options.momentum() != 0) {
+      if (keep.defined() && options.weight_decay() != 0) at::_foreach_mul_(d_p, keep);  // 0 on a skipped step
+      scale_unless_skipped(w.buffers, options.momentum(), keep);
+      at::_foreach_add_(w.buffers, d_p, 1 - options.dampening());
+      d_p = options.nesterov() ? at::_foreach_add(d_p, w.buffers, options.momentum()) : w.buffers;
+    }
+    at::_foreach_sub_(w.params, at::_foreach_mul(d_p, keep.defined() ? lr * keep : lr));
+  }
 
   torch::Tensor buffer(const torch::Tensor& p) const {
     const auto it = state_.find(p.unsafeGetTensorImpl());
@@ -181,7 +219,7 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
 
   StepKernel kernel_;
   std::vector<Work> groups_;
-  std::vector<DeviceValue> lr_;  // per group, for the fused kernel
+  std::vector<DeviceValue> lr_;  // per group, for the fused and the device foreach step
 };
 
 // Adam's and AdamW's step: the same arithmetic as torch::optim::Adam::step
@@ -200,7 +238,7 @@ class MultiTensorAdam final : public Base, public SplitStep {
     auto& groups = this->param_groups_;
     work_.resize(groups.size());
     kept_.resize(groups.size());
-    bool replayable = kernel_ == StepKernel::kFused;
+    bool replayable = true;
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const auto& options = static_cast<const Options&>(groups[g].options());
       const auto [beta1, beta2] = options.betas();
@@ -223,14 +261,16 @@ class MultiTensorAdam final : public Base, public SplitStep {
       }
       if (w.params.empty()) continue;
       // The fused kernel takes one step count per parameter from device
-      // tensors; they share one value unless a parameter missed a gradient.
-      w.fused = kernel_ == StepKernel::kFused &&
-                std::all_of(steps.begin(), steps.end(), [&](int64_t s) { return s == steps.front(); });
-      if (w.fused) {
+      // tensors, the device foreach step one for all; they share one value
+      // unless a parameter missed a gradient.
+      const bool shared = std::all_of(steps.begin(), steps.end(), [&](int64_t s) { return s == steps.front(); });
+      w.path = !shared ? Path::kHost : kernel_ == StepKernel::kFused ? Path::kFused : Path::kForeach;
+      if (w.path != Path::kHost) {
         Kept& k = kept_[g];
         k.lr.set(w.params.front(), options.lr());
-        k.steps.set(w.params.front(), static_cast<double>(steps.front()), static_cast<int64_t>(w.params.size()));
-        w.state_steps = k.steps.elements();
+        const int64_t counts = w.path == Path::kFused ? static_cast<int64_t>(w.params.size()) : 0;
+        k.steps.set(w.params.front(), static_cast<double>(steps.front()), counts);
+        if (w.path == Path::kFused) w.state_steps = k.steps.elements();
         continue;
       }
       replayable = false;
@@ -252,10 +292,14 @@ class MultiTensorAdam final : public Base, public SplitStep {
       const auto [beta1, beta2] = options.betas();
       Work& w = work_[g];
       if (w.params.empty()) continue;
-      if (w.fused) {
+      if (w.path == Path::kFused) {
         const auto fused = kDecoupled ? &fused_adamw : &fused_adam;
         fused(w, kept_[g].lr.tensor(), beta1, beta2, options.weight_decay(), options.eps(), options.amsgrad(),
               this->found_inf());
+        continue;
+      }
+      if (w.path == Path::kForeach) {
+        foreach_on_device(w, options, kept_[g]);
         continue;
       }
       if (!skip) skip = this->found_on_host();
@@ -281,17 +325,51 @@ class MultiTensorAdam final : public Base, public SplitStep {
   }
 
  private:
+  // As MultiTensorSGD's: fused, foreach with device scalars, or foreach with
+  // host scalars (parameters with different step counts).
+  enum class Path { kFused, kForeach, kHost };
   // One group's tensors and per-parameter scalars for launch_step(), gathered by prepare_step().
   struct Work {
     std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps;
-    std::vector<at::Scalar> step_sizes, bias_correction2_sqrt;  // foreach only
-    bool fused = false;
+    std::vector<at::Scalar> step_sizes, bias_correction2_sqrt;  // the host path only
+    Path path = Path::kHost;
   };
-  // Device tensors the fused kernels read, kept at fixed addresses across steps.
+  // Device tensors the fused and foreach kernels read, kept at fixed addresses across steps.
   struct Kept {
     DeviceValue lr;
-    DeviceValue steps;  // [parameters]; its elements are the per-parameter step counts
+    // The step count: fused, [parameters] whose elements are the per-parameter
+    // counts; foreach, one 0-dim count for all.
+    DeviceValue steps;
   };
+
+  // The host path's arithmetic with the learning rate, the step count (so the
+  // bias corrections) and the skip as device tensors.
+  void foreach_on_device(Work& w, const Options& options, Kept& k) {
+    const auto [beta1, beta2] = options.betas();
+    const torch::Tensor keep = this->keep_unless_found(w.grads);
+    const torch::Tensor lr = keep.defined() ? k.lr.tensor() * keep : k.lr.tensor();
+    std::vector<torch::Tensor> grads = w.grads;
+    if (options.weight_decay() != 0) {
+      if (kDecoupled) {
+        at::_foreach_mul_(w.params, 1 - lr * options.weight_decay());
+      } else {
+        grads = at::_foreach_add(grads, w.params, options.weight_decay());
+        if (keep.defined()) at::_foreach_mul_(grads, keep);  // 0 on a skipped step
+      }
+    }
+    scale_unless_skipped(w.exp_avgs, beta1, keep);
+    at::_foreach_add_(w.exp_avgs, grads, 1 - beta1);
+    scale_unless_skipped(w.exp_avg_sqs, beta2, keep);
+    at::_foreach_addcmul_(w.exp_avg_sqs, grads, grads, 1 - beta2);
+    if (options.amsgrad()) at::_foreach_maximum_(w.max_exp_avg_sqs, w.exp_avg_sqs);
+    const torch::Tensor& step = k.steps.tensor();
+    std::vector<torch::Tensor> denom = at::_foreach_sqrt(options.amsgrad() ? w.max_exp_avg_sqs : w.exp_avg_sqs);
+    at::_foreach_div_(denom, at::sqrt(1 - at::pow(beta2, step)));
+    at::_foreach_add_(denom, options.eps());
+    std::vector<torch::Tensor> ratio = at::_foreach_div(w.exp_avgs, denom);
+    at::_foreach_mul_(ratio, lr / (1 - at::pow(beta1, step)));
+    at::_foreach_sub_(w.params, ratio);
+  }
 
   // A step skipped by found_inf still counts in the bias correction: the step
   // counts are the host's, which cannot know.
@@ -326,6 +404,13 @@ class MultiTensorAdam final : public Base, public SplitStep {
 };
 
 }  // namespace
+
+torch::Tensor SplitStep::keep_unless_found(const std::vector<torch::Tensor>& grads) const {
+  if (!found_.defined()) return {};
+  const torch::Tensor skip = found_ != 0;
+  for (torch::Tensor g : grads) g.masked_fill_(skip, 0);
+  return 1 - found_;
+}
 
 std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_sgd(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                                const torch::optim::SGDOptions& options,

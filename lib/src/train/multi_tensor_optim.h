@@ -30,14 +30,15 @@ class SplitStep {
   virtual ~SplitStep() = default;
   // Returns whether launch_step() will read every per-step value from device
   // tensors, i.e. whether a captured launch_step() stays right on replay:
-  // true for the fused kernels once every parameter has a gradient and the
-  // same step count.
+  // true for the fused and the foreach kernels once every parameter has a
+  // gradient and the same step count (SGD: a started momentum buffer).
   virtual bool prepare_step() = 0;
   virtual void launch_step() = 0;
 
   // From now on launch_step() makes no update while `found` (a float32 scalar
-  // on the parameters' device, train.on_nan's check) holds 1: the fused
-  // kernels read it on the device; the foreach kernels on the host (a sync).
+  // on the parameters' device, train.on_nan's check) holds 1: read on the
+  // device, except by the foreach step of a first step or of parameters with
+  // different step counts, which reads it on the host (a sync).
   void skip_when(torch::Tensor found) { found_ = std::move(found); }
 
  protected:
@@ -45,8 +46,13 @@ class SplitStep {
   std::optional<torch::Tensor> found_inf() const {
     return found_.defined() ? std::optional<torch::Tensor>(found_) : std::nullopt;
   }
-  // For the foreach kernels: whether this step is to be skipped (reads the device).
+  // For the foreach kernels with host scalars: whether this step is to be skipped (reads the device).
   bool found_on_host() const { return found_.defined() && found_.item<float>() != 0; }
+  // For the foreach kernels with device scalars: zeroes `grads` where found
+  // is set (masked_fill keeps a NaN out, which multiplying by 0 would not)
+  // and returns 1 - found, the factor by which every later term of the
+  // update is kept; undefined when nothing was given to skip on.
+  torch::Tensor keep_unless_found(const std::vector<torch::Tensor>& grads) const;
 
  private:
   torch::Tensor found_;

@@ -93,7 +93,8 @@ StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const d
   p.model = build_model(c.model, data, p.device);
   RunFacts run;
   run.device = p.device;
-  run.single_device = strategy.kind == parallel::StrategyKind::kSingle;
+  run.strategy = strategy.kind;
+  run.nccl = strategy.backend == config::DdpBackend::kNccl;
   run.micro_batch = micro_batch;
   p.fast = plan_fast_paths(c, with_model_facts(run, p.model, data.input_shape));
   if (p.fast.channels_last) to_channels_last(p.model);

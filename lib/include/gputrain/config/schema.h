@@ -259,7 +259,8 @@ void visit(V& v, OptimConfig& c) {
   });
   v.field("foreach", c.foreach, Any{},
           "as PyTorch's `foreach=`: the step runs as a few `_foreach_*` multi-tensor kernels over all parameters "
-          "instead of a loop of small ops per parameter. Same update up to rounding, same state in checkpoints");
+          "instead of a loop of small ops per parameter. Same update up to rounding, same state in checkpoints. On "
+          "CUDA the step runs so whenever `fused` is off, as PyTorch's optimizers default to there");
   v.field("fused", c.fused, Any{},
           "as PyTorch's `fused=`: one `_fused_sgd_`/`_fused_adam_`/`_fused_adamw_` kernel per step, on the CPU and "
           "on CUDA. At most one of `foreach` and `fused`. `auto`: on (every optimizer here has the kernel on both), "
@@ -362,14 +363,15 @@ void visit(V& v, TrainConfig& c) {
           "0) and starts afresh otherwise; `never` always starts afresh; a checkpoint file's path continues from it. "
           "The choice and its reason are logged at run start");
   v.check("resume", !c.resume.empty(), [] { return std::string("is empty; write auto, never or a checkpoint file"); });
-  v.field(
-      "cuda_graph", c.cuda_graph, Any{},
-      "capture the whole train step (zero the gradients, forward, loss, backward, update) as a CUDA graph after 3 "
-      "eager warm-up steps and replay it: one launch per step; an epoch's last step, when its micro-batches are "
-      "fewer or shorter, runs eagerly. Needs CUDA, `strategy: single` and `optim.fused` on; otherwise the run logs "
-      "why and steps eagerly. Accumulation (the step's micro-batches in one replay), `amp` (bf16, and fp16 with its "
-      "loss scaler on the device: skipped steps show at the next log interval), clipping and class weights are "
-      "captured with the step. `auto`: on wherever those hold");
+  v.field("cuda_graph", c.cuda_graph, Any{},
+          "capture the whole train step (zero the gradients, forward, loss, backward, update) as a CUDA graph after 3 "
+          "eager warm-up steps and replay it: one launch per step; an epoch's last step, when its micro-batches are "
+          "fewer or shorter, runs eagerly. Needs CUDA and one device per process: `strategy: single`, or `ddp` over "
+          "NCCL, whose gradient all-reduce is captured with the step (not `dp`, nor ddp over gloo); otherwise the run "
+          "logs why and steps eagerly. The fused or foreach update reads its learning rate from the device. "
+          "Accumulation (the step's micro-batches in one replay), `amp` (bf16, and fp16 with its "
+          "loss scaler on the device: skipped steps show at the next log interval), clipping and class weights are "
+          "captured with the step. `auto`: on wherever those hold");
   v.field("channels_last", c.channels_last, Any{},
           "model weights and 4-D inputs in channels-last memory format (what cuDNN's tensor-core convolutions and "
           "oneDNN prefer); inputs are reordered on the device. `auto`: on the CPU for convolutions on images of 3 or "

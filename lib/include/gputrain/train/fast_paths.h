@@ -14,6 +14,7 @@
 
 #include "gputrain/config/config.h"
 #include "gputrain/device/cpu_share.h"
+#include "gputrain/parallel/strategy.h"
 
 namespace gputrain::train {
 
@@ -32,7 +33,10 @@ inline constexpr double kImageConvShareForChannelsLast = 0.1;
 // What the auto rules decide from, known once the model is built.
 struct RunFacts {
   torch::Device device{torch::kCPU};
-  bool single_device = true;   // strategy single
+  // How the run is spread: one device, dp's replica threads, or ddp's
+  // processes, whose collectives a CUDA graph captures over NCCL only.
+  parallel::StrategyKind strategy = parallel::StrategyKind::kSingle;
+  bool nccl = false;
   bool convolutional = false;  // the model has 4-D weights
   // Every convolution after the first (which reads the image's 1 or 3
   // channels) has channel counts in and out that are multiples of 8, the
@@ -57,6 +61,7 @@ RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const st
 // and why ("optim.fused: on (auto: ...)").
 struct FastPaths {
   bool fused = false;
+  bool foreach = false;  // the foreach step: set, or on CUDA wherever fused is off
   bool cuda_graph = false;
   bool channels_last = false;
   bool cudnn_benchmark = false;
@@ -65,13 +70,15 @@ struct FastPaths {
 };
 FastPaths plan_fast_paths(const config::ExperimentConfig& config, const RunFacts& facts);
 
-// What a run with train.cuda_graph needs: CUDA, one device (strategy single)
-// and the fused optimizer step (`fused`, resolved). Accumulation, amp (fp16's
+// What a run with train.cuda_graph needs: CUDA, one device per process
+// (strategy single, or ddp over NCCL, whose all-reduce is captured) and a
+// multi-tensor optimizer step (`multi_tensor`: fused or foreach, resolved),
+// which reads its learning rate from the device. Accumulation, amp (fp16's
 // scaler works on the device) and clipping are device work and are captured;
 // so is a loss weighted by class, whose weights are one device tensor made
 // before the run. A group of another shape (an epoch's last) runs eagerly.
 // Returns why the graph cannot be used, or "".
-std::string cuda_graph_blocker(const config::ExperimentConfig& config, bool fused, const RunFacts& facts);
+std::string cuda_graph_blocker(bool multi_tensor, const RunFacts& facts);
 
 // train.matmul_precision resolved for `device`, with why.
 struct MatmulPrecisionPlan {
