@@ -27,7 +27,7 @@ cuda_only = ["nvidia_smi", "invalid_gpu_index", "cuda_tests", "make_speed_data",
              "fast_cuda_graph_false", "fast_cuda_graph_true"]
 on_cpu = ["make_data", "info", "info_json", "info_json_visible0", "invalid_gpu_device", "cifar_seed", "fmnist_cnn", "amp_off",
           "amp_bf16", "loader_pin_false_workers_0", "loader_pin_false_workers_4", "loader_pin_true_workers_0",
-          "loader_pin_true_workers_4", "dp_gpu0", "ddp_nproc1", "ddp_nproc2",
+          "loader_pin_true_workers_4", "dp_gpu0", "ddp_nproc1", "ddp_nproc1_reducer", "ddp_nproc2",
           "ddp_gloo_sync_batchnorm", "export_png", "image_folder_memory", "image_folder_none", "checkpoint_resume", "sigterm",
           "fast_baseline", "fast_auto", "fast_device_cache", "fast_channels_last", "fast_cudnn_benchmark", "fast_fused",
           "fast_matmul_highest", "fast_matmul_high", "bench_harness_flags", "bench_harness", "speed_floors", "nan_stop"]
@@ -47,7 +47,7 @@ for name in ("cifar_seed", "amp_bf16", "ddp_nproc2"):
         problems.append(f"step {name}: no samples/s figure was read")
 # The speed floors measured every case a user can turn on (fp16 alone needs CUDA).
 speed = {c["name"]: c for c in steps.get("speed_floors", {}).get("figures", {}).get("speed", [])}
-for case in ("fp32_graph", "bf16", "accumulation_2", "grad_clip", "class_weights", "adam", "ddp_nproc1",
+for case in ("fp32_graph", "bf16", "accumulation_2", "grad_clip", "class_weights", "adam", "foreach", "ddp_nproc1",
              "tta_net_fp32", "tta_net_bf16"):
     if "samples_per_s" not in speed.get(case, {}):
         problems.append(f"speed case {case}: no steady samples/s ({speed.get(case, {}).get('error', 'missing')})")
