@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <minizip/zip.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -192,6 +193,28 @@ TEST(Npy, SamplesWithNoFeaturesAreRefused) {
                 .find("train_inputs.npy: shape (6, 0) leaves each sample no values (a dimension of 0)"),
             std::string::npos)
       << what_loading_throws(npy_config(dir.path()));
+}
+
+// NaN or inf in the inputs made the loss NaN and train.on_nan blame the learning rate.
+TEST(Npy, NonFiniteInputsOrTargetsAreRefusedNamingTheSample) {
+  TempDir dir("npy");
+  Arrays arrays;
+  arrays.train_inputs[3][1] = std::nanf("");
+  arrays.train_inputs[5][0] = INFINITY;
+  arrays.write(dir.path());
+  EXPECT_NE(what_loading_throws(npy_config(dir.path()))
+                .find("train_inputs.npy: sample 3 holds NaN or inf (2 of the 6 samples do)"),
+            std::string::npos)
+      << what_loading_throws(npy_config(dir.path()));
+
+  Arrays regression;
+  regression.train_targets = torch::ones({6}, torch::kFloat32);
+  regression.test_targets = torch::ones({2}, torch::kFloat32);
+  regression.test_targets[1] = std::nanf("");
+  regression.write(dir.path());
+  const std::string test_error = what_loading_throws(npy_config(dir.path()), Split::kTest);
+  EXPECT_NE(test_error.find("test_targets.npy: sample 1 holds NaN or inf (1 of the 2 samples do)"), std::string::npos)
+      << test_error;
 }
 
 TEST(Npy, OneNpzHoldsTheFourArrays) {

@@ -315,6 +315,18 @@ int64_t count_classes(const NpySource& source, Split split, const torch::Tensor&
   return highest + 1;
 }
 
+// A NaN or inf value makes the loss NaN at its batch, which train.on_nan would
+// blame on the learning rate: refused here, naming the first sample that holds one.
+void refuse_non_finite(const torch::Tensor& values, const std::string& where) {
+  const torch::Tensor bad = values.reshape({values.size(0), -1}).isfinite().logical_not().any(1);
+  const int64_t count = bad.sum().item<int64_t>();
+  if (count == 0) return;
+  throw DataError(
+      fmt::format("{}: {}: sample {} holds NaN or inf ({} of the {} samples do); replace or drop "
+                  "those values: each makes its batch's loss NaN",
+                  kName, where, bad.nonzero()[0][0].item<int64_t>(), count, values.size(0)));
+}
+
 }  // namespace
 
 torch::Tensor as_samples(torch::Tensor inputs, bool& images) {
@@ -364,6 +376,7 @@ std::shared_ptr<const Dataset> read_npy(const std::string& root, Split split) {
   info.source = root;
   info.samples = samples;
   inputs = as_samples(inputs, info.images);
+  if (!info.images) refuse_non_finite(inputs, input_bytes.where);
   info.input_shape = inputs.sizes().slice(1).vec();
 
   if (is_integer(targets.scalar_type())) {
@@ -386,6 +399,7 @@ std::shared_ptr<const Dataset> read_npy(const std::string& root, Split split) {
     info.target_kind = TargetKind::kValues;
     info.targets = targets.size(1);
     targets = targets.to(torch::kFloat32);
+    refuse_non_finite(targets, target_bytes.where);
   }
   return std::make_shared<TensorDataset>(std::move(info), inputs.contiguous(), targets.contiguous(),
                                          std::vector<TensorDataset::Part>{{input_bytes.where, samples}});
