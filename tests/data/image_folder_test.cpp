@@ -5,8 +5,14 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <vector>
+
+#include <jpeglib.h>  // after <cstdio>: it needs FILE
 
 #include "gputrain/common/error.h"
 #include "gputrain/data/batch_loader.h"
@@ -317,6 +323,54 @@ TEST_F(ImageFolder, AFifoOrDanglingLinkNamedAsAnImageIsRefusedUnread) {
   fs::create_symlink(file("nowhere.png"), file("train/dog/x.png"));
   EXPECT_NE(error(folder()).find(file("train/dog/x.png").string() + ": no such file"), std::string::npos)
       << error(folder());
+}
+
+// A `side` x `side` CMYK JPEG of one colour, as Photoshop writes them: an Adobe
+// marker, and inverted values (255: no ink).
+void write_cmyk_jpeg(const fs::path& file, int side, const std::array<uint8_t, 4>& stored) {
+  jpeg_compress_struct info{};
+  jpeg_error_mgr errors{};
+  info.err = jpeg_std_error(&errors);
+  jpeg_create_compress(&info);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&info, &buffer, &size);
+  info.image_width = static_cast<JDIMENSION>(side);
+  info.image_height = static_cast<JDIMENSION>(side);
+  info.input_components = 4;
+  info.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&info);
+  jpeg_set_colorspace(&info, JCS_CMYK);
+  jpeg_set_quality(&info, 95, TRUE);
+  jpeg_start_compress(&info, TRUE);
+  std::vector<uint8_t> row;
+  for (int x = 0; x < side; ++x) row.insert(row.end(), stored.begin(), stored.end());
+  while (info.next_scanline < info.image_height) {
+    JSAMPROW rows[] = {row.data()};
+    jpeg_write_scanlines(&info, rows, 1);
+  }
+  jpeg_finish_compress(&info);
+  gputrain::testing::write_text(file, std::string(reinterpret_cast<const char*>(buffer), size));
+  jpeg_destroy_compress(&info);
+  std::free(buffer);
+}
+
+// libjpeg converts no CMYK to RGB ("Unsupported color conversion request"); the folder reader does.
+TEST_F(ImageFolder, CmykJpegsDecodeToRgbAndGrey) {
+  for (const int64_t channels : {3, 1}) {
+    SCOPED_TRACE(channels);
+    const TensorDataset made = images(6, {channels, 8, 8}, 17);
+    write(made, ImageFormat::kJpeg);
+    write_cmyk_jpeg(file("print.jpg"), 8, {255, 64, 128, 255});  // inverted: cyan 0, magenta 75%, yellow 50%, no black
+    const PredictionInputs read = read_prediction_inputs(file("print.jpg").string(), folder(), made.info());
+    const torch::Tensor pixels = read.dataset->inputs().to(torch::kInt32);
+    const torch::Tensor expected =
+        channels == 3 ? torch::tensor({255, 64, 128}, torch::kInt32).view({1, 3, 1, 1})
+                      : torch::full({1, 1, 1, 1}, (299 * 255 + 587 * 64 + 114 * 128) / 1000, torch::kInt32);
+    EXPECT_LE((pixels - expected).abs().max().item<int>(), 4) << pixels;
+    fs::remove_all(dir_.path());
+    fs::create_directories(dir_.path());
+  }
 }
 
 // Sets the height and width a JPEG's baseline frame header (SOF0) states.

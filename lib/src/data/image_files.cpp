@@ -136,6 +136,28 @@ unsigned int jpeg_scale_denominator(JDIMENSION height, JDIMENSION width, const I
   return 1;
 }
 
+// CMYK (4 bytes a pixel, as decoded) to RGB, or grey when `grey`: libjpeg
+// converts no CMYK, which print workflows write. An Adobe marker means
+// inverted values (255: no ink), as Photoshop stores them.
+void cmyk_to_rgb(Decoded& out, bool grey, bool inverted) {
+  const std::size_t pixels = out.pixels.size() / 4;
+  std::vector<uint8_t> converted(pixels * (grey ? 1 : 3));
+  for (std::size_t i = 0; i < pixels; ++i) {
+    int light[4];  // 255 - ink, per channel
+    for (int c = 0; c < 4; ++c) light[c] = inverted ? out.pixels[4 * i + c] : 255 - out.pixels[4 * i + c];
+    const int r = light[0] * light[3] / 255, g = light[1] * light[3] / 255, b = light[2] * light[3] / 255;
+    if (grey) {
+      converted[i] = static_cast<uint8_t>((299 * r + 587 * g + 114 * b + 500) / 1000);  // ITU-R 601 luma
+    } else {
+      converted[3 * i] = static_cast<uint8_t>(r);
+      converted[3 * i + 1] = static_cast<uint8_t>(g);
+      converted[3 * i + 2] = static_cast<uint8_t>(b);
+    }
+  }
+  out.pixels = std::move(converted);
+  out.channels = grey ? 1 : 3;
+}
+
 // Returns false (with errors.message) when libjpeg fails. `header_only`
 // stops after the header: out's height, width and channels (1 when grey).
 // `at_least` (optional): the size the image is resized to next, which the
@@ -163,7 +185,8 @@ bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, cons
     jpeg_destroy_decompress(&info);
     return true;
   }
-  info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  const bool cmyk = info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK;
+  info.out_color_space = cmyk ? JCS_CMYK : channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
   info.scale_num = 1;
   info.scale_denom = jpeg_scale_denominator(info.image_height, info.image_width, at_least);
   jpeg_start_decompress(&info);
@@ -178,7 +201,9 @@ bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, cons
     jpeg_read_scanlines(&info, &row, 1);
   }
   jpeg_finish_decompress(&info);
+  const bool inverted = info.saw_Adobe_marker;
   jpeg_destroy_decompress(&info);
+  if (cmyk) cmyk_to_rgb(out, channels == 1, inverted);
   return true;
 }
 
