@@ -17,8 +17,8 @@ namespace gputrain::app {
 config::LoadedConfig weights_config(const std::string& config, const std::string& checkpoint,
                                     const std::vector<std::string>& overrides) {
   if (!config.empty()) return config::load_config(config, overrides);
-  // (A missing file is left to the checkpoint reader, which says so.)
-  if (std::filesystem::is_regular_file(checkpoint) && !checkpoint::is_checkpoint_file(checkpoint)) {
+  // (A missing or foreign file is left to the checkpoint reader, which says what it is.)
+  if (std::filesystem::is_regular_file(checkpoint) && checkpoint::is_weights_archive(checkpoint)) {
     throw UserError(
         fmt::format("{} holds weights only, not the config they were trained with: give --config (the "
                     "run's config.yaml), or use a checkpoint file, which holds its config",

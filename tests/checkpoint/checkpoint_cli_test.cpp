@@ -117,6 +117,12 @@ TEST_F(CheckpointCli, SigintFinishesTheStepWritesACheckpointAndExits130) {
   EXPECT_NE(weights_only.err.find("holds weights only, not the config they were trained with: give --config"),
             std::string::npos)
       << weights_only.err;
+  // Neither a checkpoint nor weights: said so, not called weights.
+  const auto text = testing::write_text(dir_ / "notes.txt", "epochs: 3\n");
+  const auto foreign = run_gputrain({"predict", "--checkpoint", text.string(), "--input", text.string()}, kEnv);
+  EXPECT_EQ(foreign.exit_code, 2);
+  EXPECT_NE(foreign.err.find("not a gputrain checkpoint (it starts with 'epochs: '"), std::string::npos) << foreign.err;
+  EXPECT_EQ(foreign.err.find("holds weights only"), std::string::npos) << foreign.err;
 }
 
 TEST_F(CheckpointCli, SighupWritesACheckpointAndTrainingGoesOn) {

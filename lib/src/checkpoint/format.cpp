@@ -64,11 +64,11 @@ std::string seal(std::string_view payload) {
 
 bool is_sealed(std::string_view bytes) { return bytes.substr(0, kMagic.size()) == kMagic; }
 
-bool is_checkpoint_file(const std::string& path) {
+bool is_weights_archive(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  std::string start(kMagic.size(), '\0');
+  std::string start(kZipMagic.size(), '\0');
   in.read(start.data(), static_cast<std::streamsize>(start.size()));
-  return in.gcount() == static_cast<std::streamsize>(start.size()) && is_sealed(start);
+  return in.gcount() == static_cast<std::streamsize>(start.size()) && start == kZipMagic;
 }
 
 std::string_view unseal(std::string_view bytes, const std::string& name) {

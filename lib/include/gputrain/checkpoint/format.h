@@ -27,8 +27,9 @@ std::string seal(std::string_view payload);
 // Whether `bytes` starts with the checkpoint magic (as opposed to, say, a
 // model.pt weights archive).
 bool is_sealed(std::string_view bytes);
-// Whether the file at `path` starts as a checkpoint does (false when it cannot be read).
-bool is_checkpoint_file(const std::string& path);
+// Whether the file at `path` starts as a zip archive does, as the model.pt
+// weights a run writes (torch::save); false when it cannot be read.
+bool is_weights_archive(const std::string& path);
 
 // The payload of a sealed file, after checking the magic, the version, both
 // checksums and the length. Throws CheckpointError "<name>: <what is wrong>"
