@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
+#include <unistd.h>
 
 #include <algorithm>
 
 #include "gputrain/data/export.h"
 #include "gputrain/data/generate.h"
+#include "gputrain/report/run_dir.h"
 #include "support/temp_dir.h"
 
 namespace gputrain::plan {
@@ -134,6 +136,21 @@ TEST_F(Plan, AFileInTheOutputPathIsNamed) {
   EXPECT_TRUE(
       contains(p.problems, (dir_ / "taken").string() + " is a file, not a directory; choose another output.dir"))
       << format_plan(p);
+}
+
+// Issue 37 (weak): plan named no problem while a running train held the run
+// directory's lock, which train would then refuse.
+TEST_F(Plan, ARunningRunInTheRunDirectoryIsAProblem) {
+  const std::string held = "is running in this run directory";
+  EXPECT_FALSE(contains(plan(kMlp).problems, held));
+  {
+    const report::RunDirLock running(dir_ / "runs" / "mlp");
+    const RunPlan p = plan(kMlp);
+    EXPECT_TRUE(contains(p.problems, (dir_ / "runs" / "mlp").string() + ": another gputrain process (pid " +
+                                         std::to_string(::getpid()) + ") " + held))
+        << format_plan(p);
+  }
+  EXPECT_FALSE(contains(plan(kMlp).problems, held)) << "the lock ends with its run";
 }
 
 // Issue 37 #3, #4: an empty split, and splits that disagree, are problems

@@ -245,6 +245,9 @@ json outputs_section(RunPlan& plan, const config::ExperimentConfig& c, bool resu
   if (const std::string problem = report::finished_run_problem(run_dir); !resume && !problem.empty()) {
     plan.problems.push_back(problem);
   }
+  if (std::string problem = report::RunDirLock::held_by_another(run_dir); !problem.empty()) {
+    plan.problems.push_back(std::move(problem));
+  }
   return {{"run_directory", run_dir.string()}, {"checkpoints", checkpoints.string()}};
 }
 

@@ -114,6 +114,27 @@ RunPaths prepare_run_dir(const RunDirOptions& options) {
   return paths;
 }
 
+namespace {
+std::string in_use(const fs::path& dir, const fs::path& lock_file) {
+  std::ifstream in(lock_file);
+  std::string pid;
+  std::getline(in, pid);
+  return fmt::format(
+      "{}: another gputrain process (pid {}) is running in this run directory; wait for it "
+      "to end, or choose another name or output.dir (--output)",
+      dir.string(), pid.empty() ? "unknown" : pid);
+}
+}  // namespace
+
+std::string RunDirLock::held_by_another(const fs::path& dir) {
+  const fs::path path = dir / kFileName;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";  // no lock file: no run has held it
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // releases the shared lock, if it was taken
+  return held ? in_use(dir, path) : "";
+}
+
 RunDirLock::RunDirLock(const fs::path& dir) {
   std::error_code error;
   fs::create_directories(dir, error);
@@ -129,17 +150,9 @@ RunDirLock::RunDirLock(const fs::path& dir) {
   }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int cause = errno;
-    std::ifstream in(path);
-    std::string pid;
-    std::getline(in, pid);
     ::close(fd_);
     fd_ = -1;
-    if (cause == EWOULDBLOCK) {
-      throw UserError(
-          fmt::format("{}: another gputrain process (pid {}) is running in this run directory; wait for it "
-                      "to end, or choose another name or output.dir (--output)",
-                      dir.string(), pid.empty() ? "unknown" : pid));
-    }
+    if (cause == EWOULDBLOCK) throw UserError(in_use(dir, path));
     throw UserError(fmt::format("{}: cannot lock the run directory: {}", path.string(), std::strerror(cause)));
   }
   const std::string pid = std::to_string(::getpid()) + "\n";

@@ -57,6 +57,11 @@ class RunDirLock {
 
   static constexpr const char* kFileName = ".gputrain.lock";
 
+  // Why a run cannot take `dir` now: "<dir>: another gputrain process (pid N)
+  // is running in this run directory; ...", or "" when nobody holds its lock.
+  // Creates nothing (gputrain plan asks before train would).
+  static std::string held_by_another(const std::filesystem::path& dir);
+
  private:
   int fd_ = -1;
 };
