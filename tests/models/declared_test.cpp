@@ -93,6 +93,16 @@ TEST(DeclaredModel, ShapeErrorsNameTheLayerThatDoesNotFit) {
             "are checkpoint keys and must differ");
 }
 
+// Issue 37 (weak): a layer too large to make got LibTorch's bare error,
+// naming no layer; `gputrain model` exited 1.
+TEST(DeclaredModel, ALayerTooLargeToMakeIsNamed) {
+  const std::string message = shape_error(
+      "    - flatten\n    - {type: linear, out_features: 4611686018427387904}\n    - linear\n", {{1, 4, 4}, 10});
+  EXPECT_EQ(message.rfind("x.yaml:5:7: model.layers[1] (linear): LibTorch cannot make its weights (", 0), 0u)
+      << message;
+  EXPECT_NE(message.find("); make the layer smaller"), std::string::npos) << message;
+}
+
 // configs/cifar10_layers.yaml and fashion_mnist_layers.yaml declare the
 // built-in models: same parameters under the same names, so checkpoints of
 // either load into the other, and the same initial weights from one seed.

@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <map>
+#include <new>
 #include <numeric>
 #include <set>
 
@@ -53,7 +54,15 @@ class DeclaredNetwork {
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const LayerConfig& layer = layers[i];
       const bool last = ends_network && i + 1 == layers.size();
-      torch::nn::AnyModule module = make(layer, shape, last);
+      torch::nn::AnyModule module;
+      try {
+        module = make(layer, shape, last);
+      } catch (const c10::Error& e) {  // LibTorch refusing the weights: a size past what it can count or allocate
+        fail(layer,
+             fmt::format("LibTorch cannot make its weights ({}); make the layer smaller", e.what_without_backtrace()));
+      } catch (const std::bad_alloc&) {
+        fail(layer, "its weights do not fit in memory; make the layer smaller");
+      }
       const std::string name = layer.name.empty() ? default_name(layer, names) : layer.name;
       if (!names.insert(name).second) {
         fail(layer, fmt::format("the name '{}' is taken by an earlier layer of this list; layer names are "
