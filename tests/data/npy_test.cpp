@@ -6,6 +6,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gputrain/common/error.h"
 #include "gputrain/data/dataset.h"
@@ -67,11 +70,12 @@ std::string file_bytes(const fs::path& file) {
 }
 
 // numpy.savez's layout: one zip member NAME.npy per array (deflated here, as savez_compressed does).
-void write_npz(const fs::path& npz, const fs::path& dir, const std::vector<std::string>& names) {
+// An .npz of `members` (name, the .npy file to store), in order; a name may come twice.
+void write_npz_members(const fs::path& npz, const std::vector<std::pair<std::string, fs::path>>& members) {
   zipFile zip = zipOpen64(npz.c_str(), APPEND_STATUS_CREATE);
   ASSERT_NE(zip, nullptr);
-  for (const std::string& name : names) {
-    const std::string bytes = file_bytes(dir / (name + ".npy"));
+  for (const auto& [name, file] : members) {
+    const std::string bytes = file_bytes(file);
     zip_fileinfo info{};
     ASSERT_EQ(zipOpenNewFileInZip64(zip, (name + ".npy").c_str(), &info, nullptr, 0, nullptr, 0, nullptr, Z_DEFLATED,
                                     Z_DEFAULT_COMPRESSION, 1),
@@ -80,6 +84,12 @@ void write_npz(const fs::path& npz, const fs::path& dir, const std::vector<std::
     ASSERT_EQ(zipCloseFileInZip(zip), ZIP_OK);
   }
   ASSERT_EQ(zipClose(zip, nullptr), ZIP_OK);
+}
+
+void write_npz(const fs::path& npz, const fs::path& dir, const std::vector<std::string>& names) {
+  std::vector<std::pair<std::string, fs::path>> members;
+  for (const std::string& name : names) members.emplace_back(name, dir / (name + ".npy"));
+  write_npz_members(npz, members);
 }
 
 TEST(Npy, ReadsTheArraysThatExportWrites) {
@@ -215,6 +225,41 @@ TEST(Npy, NonFiniteInputsOrTargetsAreRefusedNamingTheSample) {
   const std::string test_error = what_loading_throws(npy_config(dir.path()), Split::kTest);
   EXPECT_NE(test_error.find("test_targets.npy: sample 1 holds NaN or inf (1 of the 2 samples do)"), std::string::npos)
       << test_error;
+}
+
+// Issue 37 (weak): of two members with one name the first was read, where
+// numpy reads the last; a bzip2 member was called truncated.
+TEST(Npy, NpzMembersAreReadAsNumpyReadsThemOrTheMethodIsNamed) {
+  TempDir dir("npy");
+  const Arrays arrays;
+  arrays.write(dir.path());
+  write_npy(dir / "stale.npy", arrays.train_inputs * 0);
+  const fs::path twice = dir / "twice.npz";
+  write_npz_members(twice, {{"train_inputs", dir / "stale.npy"},
+                            {"train_targets", dir / "train_targets.npy"},
+                            {"test_inputs", dir / "test_inputs.npy"},
+                            {"test_targets", dir / "test_targets.npy"},
+                            {"train_inputs", dir / "train_inputs.npy"}});
+  EXPECT_TRUE(torch::equal(make_dataset(npy_config(twice), Split::kTrain, 0)->inputs(), arrays.train_inputs));
+
+  // The same archive with every member's method (local header and central directory) said to be bzip2.
+  const fs::path bzip2 = dir / "bzip2.npz";
+  write_npz(bzip2, dir.path(), {"train_inputs", "train_targets", "test_inputs", "test_targets"});
+  std::string bytes = file_bytes(bzip2);
+  const std::vector<std::pair<std::string, std::size_t>> method_fields{{std::string("PK\x03\x04", 4), 8},
+                                                                       {std::string("PK\x01\x02", 4), 10}};
+  for (const auto& [signature, method_at] : method_fields) {
+    for (std::size_t at = bytes.find(signature); at != std::string::npos; at = bytes.find(signature, at + 1)) {
+      bytes[at + method_at] = 12;
+      bytes[at + method_at + 1] = 0;
+    }
+  }
+  gputrain::testing::write_text(bzip2, bytes);
+  EXPECT_NE(what_loading_throws(npy_config(bzip2))
+                .find("bzip2.npz:train_inputs.npy: the member is compressed with bzip2 (zip method 12), which "
+                      "gputrain cannot read"),
+            std::string::npos)
+      << what_loading_throws(npy_config(bzip2));
 }
 
 TEST(Npy, OneNpzHoldsTheFourArrays) {

@@ -198,11 +198,20 @@ class NpySource {
       unzFile zip;
       ~Closer() { unzClose(zip); }
     } closer{zip};
-    if (unzLocateFile(zip, member.c_str(), 1) != UNZ_OK) return std::nullopt;
+    if (!locate_last(zip, member)) return std::nullopt;
     unz_file_info64 info{};
     NpyBytes out{fmt::format("{}:{}", root_, member), {}};
-    if (unzGetCurrentFileInfo64(zip, &info, nullptr, 0, nullptr, 0, nullptr, 0) != UNZ_OK ||
-        unzOpenCurrentFile(zip) != UNZ_OK) {
+    if (unzGetCurrentFileInfo64(zip, &info, nullptr, 0, nullptr, 0, nullptr, 0) != UNZ_OK) {
+      throw DataError(fmt::format("{}: {}: cannot open the member (a damaged .npz?)", kName, out.where));
+    }
+    // minizip inflates stored and deflated members only, which is what numpy writes.
+    if (info.compression_method != 0 && info.compression_method != Z_DEFLATED) {
+      throw DataError(fmt::format(
+          "{}: {}: the member is compressed with {} (zip method {}), which gputrain cannot read; numpy's savez "
+          "and savez_compressed write stored or deflated members: save the arrays with one of them",
+          kName, out.where, zip_method_name(info.compression_method), info.compression_method));
+    }
+    if (unzOpenCurrentFile(zip) != UNZ_OK) {
       throw DataError(fmt::format("{}: {}: cannot open the member (a damaged .npz?)", kName, out.where));
     }
     const bool whole = limit >= info.uncompressed_size;
@@ -221,6 +230,37 @@ class NpySource {
           fmt::format("{}: {}: the member is truncated or fails its checksum (a damaged .npz?)", kName, out.where));
     }
     return out;
+  }
+
+  // Makes the last member named `member` current, as numpy (Python's
+  // zipfile) reads a name written twice; false when there is none.
+  static bool locate_last(unzFile zip, const std::string& member) {
+    std::optional<unz64_file_pos> last;
+    for (int at = unzGoToFirstFile(zip); at == UNZ_OK; at = unzGoToNextFile(zip)) {
+      std::string name(member.size() + 2, '\0');  // room to tell a longer name from this one
+      if (unzGetCurrentFileInfo64(zip, nullptr, name.data(), name.size(), nullptr, 0, nullptr, 0) != UNZ_OK) break;
+      if (name.c_str() != member) continue;
+      last.emplace();
+      unzGetFilePos64(zip, &*last);
+    }
+    return last && unzGoToFilePos64(zip, &*last) == UNZ_OK;
+  }
+
+  static std::string zip_method_name(unsigned long method) {
+    switch (method) {
+      case 12:
+        return "bzip2";
+      case 14:
+        return "LZMA";
+      case 93:
+        return "Zstandard";
+      case 95:
+        return "xz";
+      case 98:
+        return "PPMd";
+      default:
+        return "another method";
+    }
   }
 
   std::string root_;
