@@ -18,6 +18,9 @@ namespace gputrain::train {
 
 namespace {
 
+// What to change when building the model runs out of memory.
+constexpr const char* kSmallerModel = "Make the model smaller (fewer or narrower layers under model:)";
+
 // train.class_weights on `device`, checked against the data set's classes; undefined when none are given.
 torch::Tensor class_weights(const config::LoadedConfig& loaded, const data::DatasetInfo& info,
                             const torch::Device& device) {
@@ -163,8 +166,7 @@ std::string describe_model(const config::ExperimentConfig& config) {
   const data::DatasetInfo& info = train_set->info();
   torch::nn::Sequential model =
       device::with_resource_errors(fmt::format("building the model ({})", config::word(config.model.name)),
-                                   "Make the model smaller (fewer or narrower layers under model:)",
-                                   [&] { return build_model(config.model, info, torch::kCPU); });
+                                   kSmallerModel, [&] { return build_model(config.model, info, torch::kCPU); });
   return fmt::format("model {} for {} samples shaped {} ({} outputs)\n", config::word(config.model.name), info.name,
                      fmt::join(info.input_shape, "x"), models::model_shape(info, config.model).outputs) +
          models::layer_table(models::trace_layers(model, info.input_shape));
@@ -270,23 +272,22 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
   }
 
   std::vector<ParamGroup> groups;
-  device::with_resource_errors(fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)),
-                               "Make the model smaller (fewer or narrower layers under model:)", [&] {
-                                 run.model = build_model(c.model, info, run.device);
-                                 share_batch_statistics(loaded, run);
-                                 RunFacts facts;
-                                 facts.device = run.device;
-                                 facts.strategy = run.plan.kind;
-                                 facts.nccl = run.plan.backend == config::DdpBackend::kNccl;
-                                 facts.micro_batch = *micro.batch_size;
-                                 facts.cpus = device::read_cpu_share();
-                                 run.fast = apply_fast_paths(c, run.model, info, facts);
-                                 run.strategy->prepare(run.model, run.fast.cuda_graph
-                                                                      ? parallel::GradientSync::kAfterBackward
-                                                                      : parallel::GradientSync::kDuringBackward);
-                                 groups = param_groups(c.optim, run.model->named_parameters());
-                                 run.optimizer = make_optimizer(resolved_optim(c.optim, run.fast), groups);
-                               });
+  device::with_resource_errors(
+      fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)), kSmallerModel, [&] {
+        run.model = build_model(c.model, info, run.device);
+        share_batch_statistics(loaded, run);
+        RunFacts facts;
+        facts.device = run.device;
+        facts.strategy = run.plan.kind;
+        facts.nccl = run.plan.backend == config::DdpBackend::kNccl;
+        facts.micro_batch = *micro.batch_size;
+        facts.cpus = device::read_cpu_share();
+        run.fast = apply_fast_paths(c, run.model, info, facts);
+        run.strategy->prepare(run.model, run.fast.cuda_graph ? parallel::GradientSync::kAfterBackward
+                                                             : parallel::GradientSync::kDuringBackward);
+        groups = param_groups(c.optim, run.model->named_parameters());
+        run.optimizer = make_optimizer(resolved_optim(c.optim, run.fast), groups);
+      });
   run.step = build_step(c, run);
   run.steps_per_epoch = (run.train_batches->batches_per_epoch() + run.accumulation - 1) / run.accumulation;
   run.schedule = std::make_unique<LrSchedule>(c.optim, run.steps_per_epoch, run.steps_per_epoch * c.train.epochs,

@@ -79,7 +79,7 @@ RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const st
   return facts;
 }
 
-std::string cuda_graph_blocker(bool multi_tensor, const RunFacts& facts) {
+std::string cuda_graph_blocker(const RunFacts& facts) {
 #ifndef GPUTRAIN_WITH_CUDA
   return "this build of LibTorch has no CUDA";
 #endif
@@ -90,8 +90,6 @@ std::string cuda_graph_blocker(bool multi_tensor, const RunFacts& facts) {
   if (facts.strategy == parallel::StrategyKind::kDistributed && !facts.nccl) {
     return "ddp over gloo sums the gradients through the host (over NCCL the all-reduce is captured)";
   }
-  if (!multi_tensor)
-    return "it needs optim.fused or optim.foreach (the update must read its learning rate from the device)";
   return "";
 }
 
@@ -119,7 +117,7 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
                            : "auto: optim.fused is off; LibTorch's own step on the CPU");
   }
 
-  const std::string blocker = cuda_graph_blocker(fast.fused || fast.foreach, facts);
+  const std::string blocker = cuda_graph_blocker(facts);
   const Choice graph =
       decide(c.train.cuda_graph, blocker.empty()
                                      ? Choice{true, fmt::format("one device, {} update, no host work inside the step",

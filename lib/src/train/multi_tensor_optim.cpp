@@ -37,6 +37,12 @@ torch::Tensor step_with(SplitStep& split, const LossClosure& closure) {
   return loss;
 }
 
+// How launch_step() updates a group: the fused kernel; the foreach kernels
+// with the learning rate, step count and train.on_nan's skip read on the
+// device; or the foreach kernels with host scalars (SGD's first step, which
+// starts the buffers; Adam's parameters with different step counts).
+enum class Path { kFused, kForeach, kHost };
+
 // `tensors` *= factor, or stay as they are on a step that `keep` (1 - found, see
 // SplitStep::keep_unless_found; undefined: nothing to skip on) skips.
 void scale_unless_skipped(const std::vector<torch::Tensor>& tensors, double factor, const torch::Tensor& keep) {
@@ -179,10 +185,6 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
   }
 
  private:
-  // How launch_step() updates a group: the fused kernel, the foreach kernels
-  // with the learning rate (and train.on_nan's skip) read on the device, or
-  // the foreach kernels with host scalars (a first step's buffers, per parameter).
-  enum class Path { kFused, kForeach, kHost };
   // One group's tensors for launch_step(), gathered by prepare_step().
   struct Work {
     std::vector<torch::Tensor> params, grads, buffers;
@@ -325,9 +327,6 @@ class MultiTensorAdam final : public Base, public SplitStep {
   }
 
  private:
-  // As MultiTensorSGD's: fused, foreach with device scalars, or foreach with
-  // host scalars (parameters with different step counts).
-  enum class Path { kFused, kForeach, kHost };
   // One group's tensors and per-parameter scalars for launch_step(), gathered by prepare_step().
   struct Work {
     std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps;

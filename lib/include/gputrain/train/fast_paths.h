@@ -71,14 +71,15 @@ struct FastPaths {
 FastPaths plan_fast_paths(const config::ExperimentConfig& config, const RunFacts& facts);
 
 // What a run with train.cuda_graph needs: CUDA, one device per process
-// (strategy single, or ddp over NCCL, whose all-reduce is captured) and a
-// multi-tensor optimizer step (`multi_tensor`: fused or foreach, resolved),
-// which reads its learning rate from the device. Accumulation, amp (fp16's
+// (strategy single, or ddp over NCCL, whose all-reduce is captured). The
+// optimizer step is then always multi-tensor (fused, or foreach: plan_fast_paths
+// turns foreach on wherever fused is off on CUDA), reading its learning rate
+// from the device. Accumulation, amp (fp16's
 // scaler works on the device) and clipping are device work and are captured;
 // so is a loss weighted by class, whose weights are one device tensor made
 // before the run. A group of another shape (an epoch's last) runs eagerly.
 // Returns why the graph cannot be used, or "".
-std::string cuda_graph_blocker(bool multi_tensor, const RunFacts& facts);
+std::string cuda_graph_blocker(const RunFacts& facts);
 
 // train.matmul_precision resolved for `device`, with why.
 struct MatmulPrecisionPlan {
