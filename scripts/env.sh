@@ -11,7 +11,10 @@ GPUTRAIN_PYTHON="$GPUTRAIN_VENV/bin/python"
 # build directory's absolute path, and a fresh clone elsewhere (CI) compiled it all again.
 CCACHE_BASEDIR="$GPUTRAIN_ROOT"
 CCACHE_NOHASHDIR=1
-export CCACHE_BASEDIR CCACHE_NOHASHDIR GPUTRAIN_ROOT GPUTRAIN_VENV GPUTRAIN_TORCH_VERSION GPUTRAIN_TENSORBOARD_VERSION GPUTRAIN_PYTHON
+# The precompiled LibTorch header (CMakeLists.txt): ccache caches the files that
+# load it only with these; the header is made in the same build, hence the mtimes.
+CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+export CCACHE_BASEDIR CCACHE_NOHASHDIR CCACHE_SLOPPINESS GPUTRAIN_ROOT GPUTRAIN_VENV GPUTRAIN_TORCH_VERSION GPUTRAIN_TENSORBOARD_VERSION GPUTRAIN_PYTHON
 
 # CMake arguments that locate LibTorch.
 gputrain_torch_cmake_args() {
