@@ -32,7 +32,7 @@ int run_test(const TestArgs& args) {
   const device::DevicePlan devices =
       device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
   spdlog::info("device: {} ({})", devices.primary().str(), devices.reason);
-  const train::EvalResult result = train::evaluate_saved_weights(loaded, devices, args.checkpoint);
+  const step::EvalResult result = train::evaluate_saved_weights(loaded, devices, args.checkpoint);
   std::cout << train::format_test_line(result) << "\n";
   for (const auto& line : train::format_class_lines(result)) std::cout << line << "\n";
   std::cout.flush();

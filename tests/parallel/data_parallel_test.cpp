@@ -9,7 +9,7 @@
 
 #include "gputrain/config/load.h"
 #include "gputrain/parallel/strategy.h"
-#include "gputrain/train/amp.h"
+#include "gputrain/step/amp.h"
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -113,7 +113,7 @@ TEST(DataParallel, ReplicasRunUnderTheCallersGradModeAndAutocast) {
   EXPECT_EQ(recording.load(), 0);
   EXPECT_TRUE(strategy->forward(model, x).requires_grad());
   EXPECT_EQ(recording.load(), 2);
-  train::AutocastScope autocast(train::AmpMode::kBf16, c10::DeviceType::CPU);
+  step::AutocastScope autocast(config::AmpMode::kBf16, c10::DeviceType::CPU);
   // A replica thread without the caller's autocast would give float32 rows, and the gathered output float32.
   EXPECT_EQ(strategy->forward(model, x).scalar_type(), torch::kBFloat16);
 }

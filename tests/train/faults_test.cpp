@@ -62,8 +62,8 @@ TEST(Faults, NonFiniteLossNamesWhereAndTheLastCheckpoint) {
 
 // Under the device-side check the loop learns of non-finite steps at its next read, several at once.
 TEST(Faults, NonFiniteLossNamesTheStepRangeOfARead) {
-  EXPECT_EQ(step_range({3, 5, 9, 96}), "steps 5 to 9");
-  EXPECT_EQ(step_range({1, 5, 5, 32}), "step 5");
+  EXPECT_EQ(step::step_range({3, 5, 9, 96}), "steps 5 to 9");
+  EXPECT_EQ(step::step_range({1, 5, 5, 32}), "step 5");
   const std::string start =
       "epoch 1, steps 5 to 9: the loss is not finite (inf or NaN) at 3 of them; none of those updated the "
       "weights, so training stops (train.on_nan: stop). The last good checkpoint is c.ckpt";

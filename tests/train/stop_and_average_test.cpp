@@ -119,13 +119,13 @@ TEST(WeightAverage, EvaluationsModelAndCheckpointsUseTheAverage) {
   const auto loaded = synthetic({"train.epochs=2", "train.ema.decay=0.9"});
   Trainer trainer(loaded, cpu());
   const TrainSummary summary = fit_with_checkpoints(trainer, dir);
-  const EvalResult now = trainer.evaluate();
+  const step::EvalResult now = trainer.evaluate();
   EXPECT_EQ(now.correct, summary.last_test.correct) << "the model ends with the average it evaluated";
   EXPECT_NEAR(now.mean_loss(), summary.last_test.mean_loss(), 1e-6);
   const auto last = checkpoint::list_checkpoints(dir / "checkpoints").back();
   const checkpoint::Checkpoint stored = checkpoint::Checkpoint::read(last);
   expect_same_tensors(stored.state().ema, trainer.model()->parameters());
-  const EvalResult tested = evaluate_saved_weights(loaded, cpu(), last.string());
+  const step::EvalResult tested = evaluate_saved_weights(loaded, cpu(), last.string());
   EXPECT_EQ(tested.correct, summary.last_test.correct) << "gputrain test of a checkpoint evaluates its average";
 
   Recorder plain;

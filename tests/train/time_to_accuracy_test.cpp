@@ -103,8 +103,8 @@ TEST(WeightAverage, ACheckpointForAnotherModelIsRefused) {
   EXPECT_TRUE(average.started());
 }
 
-EvalResult scored(double accuracy, double loss = 1.0) {
-  EvalResult r;
+step::EvalResult scored(double accuracy, double loss = 1.0) {
+  step::EvalResult r;
   r.samples = 1000;
   r.correct = std::llround(accuracy * 1000);
   r.loss_sum = loss * 1000;

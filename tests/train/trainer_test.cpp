@@ -40,8 +40,8 @@ TEST(Trainer, EpochSumsDoNotDependOnTheLogInterval) {
     trainer.fit(recorder);
     return recorder.epochs.at(0).train;
   };
-  const EvalResult every_step = epoch_sums("1");
-  const EvalResult every_4th = epoch_sums("4");
+  const step::EvalResult every_step = epoch_sums("1");
+  const step::EvalResult every_4th = epoch_sums("4");
   EXPECT_EQ(every_4th.samples, 256);
   EXPECT_EQ(every_4th.correct, every_step.correct);
   EXPECT_DOUBLE_EQ(every_4th.loss_sum, every_step.loss_sum);
@@ -63,8 +63,8 @@ TEST(Trainer, ClassWeightsWeightTheLossAndMustFitTheClasses) {
   Trainer plain(synthetic_run({"train.epochs=1"}), cpu());
   Trainer weighted(synthetic_run({"train.epochs=1", "train.class_weights=[1, 3, 1]"}), cpu());
   Recorder quiet;
-  const EvalResult a = plain.fit(quiet).last_test;
-  const EvalResult b = weighted.fit(quiet).last_test;
+  const step::EvalResult a = plain.fit(quiet).last_test;
+  const step::EvalResult b = weighted.fit(quiet).last_test;
   EXPECT_NE(a.loss_sum, b.loss_sum);
   try {
     Trainer wrong(synthetic_run({"train.class_weights=[1, 3]"}), cpu());
@@ -206,7 +206,7 @@ TEST(Trainer, SavedWeightsReproduceTheTestResult) {
   const TrainSummary summary = trainer.fit(recorder);
   const std::string path = (dir / "model.pt").string();
   checkpoint::save_weights(trainer.model(), path);
-  const EvalResult again = evaluate_saved_weights(loaded, cpu(), path);
+  const step::EvalResult again = evaluate_saved_weights(loaded, cpu(), path);
   EXPECT_EQ(again.correct, summary.last_test.correct);
   EXPECT_NEAR(again.mean_loss(), summary.last_test.mean_loss(), 1e-6);
 }

@@ -2,6 +2,7 @@
 
 #include "gputrain/common/files.h"
 
+#include <c10/util/StringUtil.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -10,7 +11,6 @@
 #include <set>
 
 #include "gputrain/common/error.h"
-#include "gputrain/logging/format.h"
 
 namespace gputrain::checkpoint::detail {
 
@@ -106,7 +106,7 @@ void copy_weights(const NamedTensors& archived, torch::nn::Module& model, const 
       throw CheckpointError(
           fmt::format("{}: '{}' has shape {} but the model expects {}; check model.* and data.* "
                       "against the config the weights were trained with",
-                      name, key, logging::shape_str(found->second), logging::shape_str(target)));
+                      name, key, c10::str(found->second.sizes()), c10::str(target.sizes())));
     }
   }
   for (const auto& [key, tensor] : stored) {

@@ -1,5 +1,6 @@
 #include "optimizer_io.h"
 
+#include <c10/util/StringUtil.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/optim/adam.h>
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "gputrain/common/error.h"
-#include "gputrain/logging/format.h"
 
 namespace gputrain::checkpoint::detail {
 
@@ -173,7 +173,7 @@ void read_optimizer_lists(InputArchive& root, Optimizer& optimizer, const std::s
       if (cell.isNone()) continue;
       if (!cell.isTensor() || cell.toTensor().sizes() != parameter.sizes()) {
         fail(fmt::format("the optimizer state of parameter {} does not fit it (shape {}); the model changed?", i,
-                         logging::shape_str(parameter)));
+                         c10::str(parameter.sizes())));
       }
       state.tensors[c] = cell.toTensor();
     }

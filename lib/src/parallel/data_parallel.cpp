@@ -7,6 +7,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/StringUtil.h>
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
@@ -15,7 +16,6 @@
 #include <mutex>
 #include <thread>
 
-#include "gputrain/logging/format.h"
 #include "gputrain/parallel/split.h"
 
 namespace gputrain::parallel::detail {
@@ -195,15 +195,15 @@ torch::Tensor DataParallelStrategy::forward(torch::nn::Sequential& model, const 
   }
   if (log_replicas_) {  // in replica order, so the log reads the same every run
     for (std::size_t i = 0; i < n; ++i) {
-      spdlog::info("\tIn Model: input size {} output size {}", logging::shape_str(chunks[i]),
-                   logging::shape_str(outputs[i]));
+      spdlog::info("\tIn Model: input size {} output size {}", c10::str(chunks[i].sizes()),
+                   c10::str(outputs[i].sizes()));
     }
   }
   std::vector<torch::Tensor> gathered;
   for (const auto& out : outputs) gathered.push_back(out.to(device(), /*non_blocking=*/true));
   torch::Tensor result = n == 1 ? gathered.front() : torch::cat(gathered, 0);
   if (log_replicas_) {
-    spdlog::info("Outside: input size {} output_size {}", logging::shape_str(inputs), logging::shape_str(result));
+    spdlog::info("Outside: input size {} output_size {}", c10::str(inputs.sizes()), c10::str(result.sizes()));
   }
   return result;
 }

@@ -25,7 +25,7 @@
 #include "gputrain/parallel/launcher.h"
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_info.h"
-#include "gputrain/train/amp.h"
+#include "gputrain/step/amp.h"
 #include "gputrain/train/batch_solver.h"
 #include "gputrain/train/builder.h"
 #include "gputrain/train/fast_paths.h"
@@ -312,7 +312,7 @@ RunPlan plan_run(const PlanRequest& request) {
   // A refused train.amp is said once; the model is then measured without it.
   config::LoadedConfig measured = loaded;
   if (!attempt(plan, [&] {
-        train::check_amp_device(c.train.amp, devices.primary().type(), loaded.sources.at("train.amp"));
+        step::check_amp_device(c.train.amp, devices.primary().type(), loaded.sources.at("train.amp"));
       })) {
     measured.config.train.amp = config::AmpMode::kOff;
   }

@@ -15,11 +15,13 @@
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/device/cpu_share.h"
 #include "gputrain/device/nvtx.h"
-#include "gputrain/train/amp.h"
+#include "gputrain/optim/loss.h"
+#include "gputrain/optim/optimizer.h"
+#include "gputrain/step/amp.h"
+#include "gputrain/step/channels_last.h"
+#include "gputrain/step/cuda_graph.h"
 #include "gputrain/train/builder.h"
-#include "gputrain/train/cuda_graph.h"
 #include "gputrain/train/fast_paths.h"
-#include "gputrain/train/optim.h"
 
 namespace gputrain::train {
 
@@ -58,8 +60,8 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   GPUTRAIN_CHECK(options.steps >= 1 && options.warmup >= 0, "bench needs steps >= 1 and warmup >= 0");
   const config::ExperimentConfig& c = loaded.config;
   const torch::Device device = devices.primary();
-  const AmpMode amp = c.train.amp;
-  check_amp_device(amp, device.type(), loaded.sources.at("train.amp"));
+  const config::AmpMode amp = c.train.amp;
+  step::check_amp_device(amp, device.type(), loaded.sources.at("train.amp"));
 
   torch::manual_seed(c.seed);
   const auto dataset = data::make_dataset(c.data, data::Split::kTrain, c.seed);
@@ -67,7 +69,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   if (info.target_kind == data::TargetKind::kNone) {
     throw UserError(fmt::format("data set '{}' has no labels, so there is no train step to time", info.name));
   }
-  const LossSpec loss = build_loss(loaded, info, device);
+  const optim::LossSpec loss = build_loss(loaded, info, device);
   // A forward pass takes one micro-batch, as in training.
   config::DataConfig micro = c.data;
   micro.batch_size = c.data.batch_size.value() / c.train.accumulation_steps;
@@ -81,7 +83,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   const FastPaths fast = apply_fast_paths(c, model, info, facts);
   model->train();
   const auto optimizer =
-      make_optimizer(resolved_optim(c.optim, fast), param_groups(c.optim, model->named_parameters()));
+      optim::make_optimizer(resolved_optim(c.optim, fast), optim::param_groups(c.optim, model->named_parameters()));
 
   int64_t epoch = 0;
   source->start_epoch(epoch);
@@ -94,13 +96,13 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
     return std::move(*batch);
   };
   auto on_device = [&](const torch::Tensor& t) {
-    return model_inputs(t.to(device, /*non_blocking=*/true), device, fast.channels_last);
+    return step::model_inputs(t.to(device, /*non_blocking=*/true), device, fast.channels_last);
   };
   auto forward = [&](const torch::Tensor& inputs, const torch::Tensor& targets) {
-    AutocastScope autocast(amp, device.type());
-    return loss_sum(loss, model->forward(inputs), targets);
+    step::AutocastScope autocast(amp, device.type());
+    return optim::loss_sum(loss, model->forward(inputs), targets);
   };
-  MeanBackward backward_mean;  // as the trainer backpropagates
+  optim::MeanBackward backward_mean;  // as the trainer backpropagates
 
   std::vector<PhaseTimer> timers{{"data"}, {"forward"}, {"backward"}, {"optimizer"}};
   PhaseTimer whole{"step"};
@@ -153,10 +155,11 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   source->stop();  // no loader thread may compete with the bound's steps
   // Where training replays a CUDA graph, so does the bound: the eager phases
   // above cannot be timed inside one, but the step as training runs it can.
-  std::unique_ptr<GraphedStep> graphed;
+  std::unique_ptr<step::GraphedStep> graphed;
   if (fast.cuda_graph) {
-    graphed = std::make_unique<GraphedStep>(model, *optimizer, loss, fast.channels_last, device,
-                                            GraphPlan{inputs.size(0), /*grad_clip=*/0, /*micro_batches=*/1, amp});
+    graphed =
+        std::make_unique<step::GraphedStep>(model, *optimizer, loss, fast.channels_last, device,
+                                            step::GraphPlan{inputs.size(0), /*grad_clip=*/0, /*micro_batches=*/1, amp});
   }
   const data::Batch on_device_batch{inputs, targets, fixed.index};
   auto bound_step = [&] {

@@ -12,7 +12,10 @@
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
-#include "gputrain/train/cuda_graph.h"
+#include "gputrain/optim/optimizer.h"
+#include "gputrain/optim/schedule.h"
+#include "gputrain/step/channels_last.h"
+#include "gputrain/step/cuda_graph.h"
 
 namespace gputrain::train {
 
@@ -89,22 +92,23 @@ void check_ranks_agree_on_batch(const config::LoadedConfig& loaded, parallel::St
 // train.on_nan on the device wherever a multi-tensor optimizer can skip the
 // update itself (under ddp the ranks agree on the flag on the stream);
 // fp16's scaler skips non-finite steps on its own.
-std::unique_ptr<NonFiniteSteps> build_non_finite(const config::ExperimentConfig& c, RunParts& run) {
+std::unique_ptr<step::NonFiniteSteps> build_non_finite(const config::ExperimentConfig& c, RunParts& run) {
   if (run.scaler->enabled()) return nullptr;
-  auto check = std::make_unique<NonFiniteSteps>(run.device, c.train.on_nan == config::OnNan::kSkip);
-  if (!skip_updates_when(*run.optimizer, check->found())) return nullptr;
+  auto check = std::make_unique<step::NonFiniteSteps>(run.device, c.train.on_nan == config::OnNan::kSkip);
+  if (!optim::skip_updates_when(*run.optimizer, check->found())) return nullptr;
   return check;
 }
 
 // The eager step, or the CUDA graph where the fast paths chose it.
-std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, RunParts& run) {
+std::unique_ptr<step::OptimizerStep> build_step(const config::ExperimentConfig& c, RunParts& run) {
   run.non_finite = build_non_finite(c, run);
   if (run.fast.cuda_graph) {
-    const GraphPlan plan{c.data.batch_size.value() / run.accumulation, c.train.grad_clip, run.accumulation, run.amp};
-    return make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device, plan,
-                             run.non_finite.get(), run.scaler.get(), run.strategy.get());
+    const step::GraphPlan plan{c.data.batch_size.value() / run.accumulation, c.train.grad_clip, run.accumulation,
+                               run.amp};
+    return step::make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device, plan,
+                                   run.non_finite.get(), run.scaler.get(), run.strategy.get());
   }
-  EagerStepParts parts;
+  step::EagerStepParts parts;
   parts.strategy = run.strategy.get();
   parts.model = run.model;
   parts.optimizer = run.optimizer.get();
@@ -115,10 +119,10 @@ std::unique_ptr<OptimizerStep> build_step(const config::ExperimentConfig& c, Run
   parts.grad_clip = c.train.grad_clip;
   parts.zero_grad_in_place = run.plan.kind == parallel::StrategyKind::kDistributed && c.ddp.gradient_as_bucket_view;
   parts.non_finite = run.non_finite.get();
-  return make_eager_step(parts);
+  return step::make_eager_step(parts);
 }
 
-void log_run(const config::ExperimentConfig& c, const RunParts& run, const std::vector<ParamGroup>& groups) {
+void log_run(const config::ExperimentConfig& c, const RunParts& run, const std::vector<optim::ParamGroup>& groups) {
   const data::DatasetInfo& info = run.train_set->info();
   spdlog::info("data: {} from {}: {} training samples{}, input {}, {}", info.name, info.source, info.samples,
                run.test_set ? fmt::format(", {} test samples", run.test_set->info().samples) : "",
@@ -141,15 +145,15 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run, const std::
   spdlog::info("model: {}, {} parameters", config::word(c.model.name), models::parameter_count(*run.model));
   for (const auto& line : models::layer_summary(run.model)) spdlog::info("  {}", line);
   spdlog::info("precision: {}{}{}",
-               run.amp == AmpMode::kOff ? "fp32" : "autocast " + std::string(config::word(run.amp)),
+               run.amp == config::AmpMode::kOff ? "fp32" : "autocast " + std::string(config::word(run.amp)),
                run.scaler->enabled() ? fmt::format(", gradient scaler from {}", run.scaler->scale()) : "",
                c.train.grad_clip > 0 ? fmt::format(", gradients clipped to norm {}", c.train.grad_clip) : "");
   spdlog::info("optimizer: {} lr {} (scheduler {}), loss {}", config::word(c.optim.name), c.optim.lr,
                config::word(c.optim.scheduler),
-               !run.labeled()                             ? "none (forward passes only)"
-               : run.loss.kind == LossKind::kCrossEntropy ? "cross_entropy"
-                                                          : "mse");
-  if (c.optim.no_decay_bias_norm || c.optim.bias_lr_multiplier != 1) spdlog::info("optim: {}", describe(groups));
+               !run.labeled()                                    ? "none (forward passes only)"
+               : run.loss.kind == optim::LossKind::kCrossEntropy ? "cross_entropy"
+                                                                 : "mse");
+  if (c.optim.no_decay_bias_norm || c.optim.bias_lr_multiplier != 1) spdlog::info("optim: {}", optim::describe(groups));
 }
 
 }  // namespace
@@ -176,7 +180,7 @@ FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Se
                            const data::DatasetInfo& info, RunFacts facts) {
   FastPaths fast = plan_fast_paths(config, with_model_facts(facts, model, info.input_shape));
   for (const std::string& line : fast.decisions) spdlog::info("{}", line);
-  if (fast.channels_last) to_channels_last(model);
+  if (fast.channels_last) step::to_channels_last(model);
   configure_backends(config.train, fast, facts.device);
   return fast;
 }
@@ -188,18 +192,19 @@ config::OptimConfig resolved_optim(const config::OptimConfig& config, const Fast
   return resolved;
 }
 
-LossSpec build_loss(const config::LoadedConfig& loaded, const data::DatasetInfo& info, const torch::Device& device) {
+optim::LossSpec build_loss(const config::LoadedConfig& loaded, const data::DatasetInfo& info,
+                           const torch::Device& device) {
   const bool classification = info.target_kind == data::TargetKind::kClasses;
-  LossSpec loss;
+  optim::LossSpec loss;
   try {
-    loss.kind = resolve_loss(loaded.config.train.loss, classification);
+    loss.kind = optim::resolve_loss(loaded.config.train.loss, classification);
   } catch (const ConfigError& e) {
     throw ConfigError(loaded.sources.at("train.loss"), e.key(), e.what());
   }
   loss.classes = classification ? info.classes : 0;
   loss.class_weights = class_weights(loaded, info, device);
   loss.label_smoothing = loaded.config.train.label_smoothing;
-  if (loss.label_smoothing > 0 && loss.kind != LossKind::kCrossEntropy) {
+  if (loss.label_smoothing > 0 && loss.kind != optim::LossKind::kCrossEntropy) {
     throw ConfigError(loaded.sources.at("train.label_smoothing"), "train.label_smoothing",
                       "smooths class labels, but this run's loss is mse on real-valued targets; set it to 0");
   }
@@ -246,8 +251,8 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
   check_ranks_agree_on_batch(loaded, *run.strategy, launch);
 
   run.amp = c.train.amp;
-  check_amp_device(run.amp, run.device.type(), loaded.sources.at("train.amp"));
-  run.scaler = std::make_unique<GradScaler>(GradScalerOptions().enabled(run.amp == AmpMode::kFp16));
+  step::check_amp_device(run.amp, run.device.type(), loaded.sources.at("train.amp"));
+  run.scaler = std::make_unique<step::GradScaler>(step::GradScalerOptions().enabled(run.amp == config::AmpMode::kFp16));
   run.accumulation = c.train.accumulation_steps;  // the config checked that it divides the batch
   config::DataConfig micro = c.data;
   micro.batch_size = c.data.batch_size.value() / run.accumulation;
@@ -271,7 +276,7 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
     class_weights(loaded, info, run.device);  // refuses weights for a data set without classes
   }
 
-  std::vector<ParamGroup> groups;
+  std::vector<optim::ParamGroup> groups;
   device::with_resource_errors(
       fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)), kSmallerModel, [&] {
         run.model = build_model(c.model, info, run.device);
@@ -285,13 +290,13 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
         run.fast = apply_fast_paths(c, run.model, info, facts);
         run.strategy->prepare(run.model, run.fast.cuda_graph ? parallel::GradientSync::kAfterBackward
                                                              : parallel::GradientSync::kDuringBackward);
-        groups = param_groups(c.optim, run.model->named_parameters());
-        run.optimizer = make_optimizer(resolved_optim(c.optim, run.fast), groups);
+        groups = optim::param_groups(c.optim, run.model->named_parameters());
+        run.optimizer = optim::make_optimizer(resolved_optim(c.optim, run.fast), groups);
       });
   run.step = build_step(c, run);
   run.steps_per_epoch = (run.train_batches->batches_per_epoch() + run.accumulation - 1) / run.accumulation;
-  run.schedule = std::make_unique<LrSchedule>(c.optim, run.steps_per_epoch, run.steps_per_epoch * c.train.epochs,
-                                              lr_multipliers(groups));
+  run.schedule = std::make_unique<optim::LrSchedule>(c.optim, run.steps_per_epoch, run.steps_per_epoch * c.train.epochs,
+                                                     optim::lr_multipliers(groups));
   log_run(c, run, groups);
   return run;
 }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "gputrain/train/evaluate.h"
+
 namespace gputrain::train::detail {
 
 namespace {

@@ -3,13 +3,15 @@
 #include <fmt/format.h>
 #include <torch/nn/functional/padding.h>
 
+#include <cmath>
+
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/data/host_loader.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/models/factory.h"
+#include "gputrain/step/running_sums.h"
 #include "gputrain/train/builder.h"
-#include "running_sums.h"
 
 namespace gputrain::train {
 
@@ -45,17 +47,17 @@ torch::Tensor test_time_outputs(torch::nn::Sequential& model, parallel::Strategy
   return sum / static_cast<double>(views.size());
 }
 
-EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, parallel::Strategy& strategy,
-                    const LossSpec& loss, AmpMode amp, const TestTimeAugmentation& tta) {
+step::EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, parallel::Strategy& strategy,
+                          const optim::LossSpec& loss, config::AmpMode amp, const TestTimeAugmentation& tta) {
   torch::NoGradGuard no_grad;
   model->eval();
-  detail::RunningSums sums;
+  step::RunningSums sums;
   batches.start_epoch(0);
   const c10::DeviceType device_type = strategy.device().type();
   const bool classification = loss.classes > 0;
   const int64_t cells = loss.classes * loss.classes;
   // The test loss is the plain cross-entropy, comparable between runs with and without train.label_smoothing.
-  LossSpec unsmoothed = loss;
+  optim::LossSpec unsmoothed = loss;
   unsmoothed.label_smoothing = 0;
   // Made before the loop: every rank sums it, also one that saw no rows.
   torch::Tensor confusion =
@@ -65,15 +67,15 @@ EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, pa
     const data::Batch& local = *batch;  // this process's rows (ddp: its rank's)
     strategy.log_share(local);
     const torch::Tensor targets = local.targets.to(strategy.device(), /*non_blocking=*/true);
-    AutocastScope autocast(amp, device_type);
+    step::AutocastScope autocast(amp, device_type);
     const torch::Tensor outputs = test_time_outputs(model, strategy, local.inputs, tta);
     // The correct count is the confusion matrix's diagonal: one argmax a batch, not two.
-    sums.add(loss_sum(unsmoothed, outputs, targets), torch::Tensor(), local.size());
+    sums.add(optim::loss_sum(unsmoothed, outputs, targets), torch::Tensor(), local.size());
     if (classification && local.size() > 0) {
       confusion += torch::bincount(targets * loss.classes + outputs.argmax(1), {}, cells);
     }
   }
-  EvalResult result = sums.collect(classification, strategy);
+  step::EvalResult result = sums.collect(classification, strategy);
   if (classification) {
     strategy.all_reduce_sum(confusion);
     const torch::Tensor host = confusion.cpu();
@@ -111,8 +113,8 @@ SavedModel load_saved_model(const config::ModelConfig& config, const data::Datas
 
 // A function-try-block, as Trainer::fit is: the host running out of memory or
 // threads says which keys to lower.
-EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                                  const std::string& weights_path) try {
+step::EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                                        const std::string& weights_path) try {
   const config::ExperimentConfig& c = loaded.config;
   const auto test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
   const data::DatasetInfo& info = test_set->info();
@@ -120,15 +122,39 @@ EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const devi
     throw UserError(fmt::format("data set '{}' has no labels, so there is nothing to test", info.name));
   }
   auto [strategy, model] = load_saved_model(c.model, info, devices, weights_path, "testing saved weights");
-  const LossSpec loss = build_loss(loaded, info, strategy->device());
+  const optim::LossSpec loss = build_loss(loaded, info, strategy->device());
   check_evaluation_keys(loaded, info);
   data::HostLoader batches(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
-  check_amp_device(c.train.amp, strategy->device().type(), loaded.sources.at("train.amp"));
-  EvalResult result = evaluate(model, batches, *strategy, loss, c.train.amp, test_time_augmentation(c.train.tta));
+  step::check_amp_device(c.train.amp, strategy->device().type(), loaded.sources.at("train.amp"));
+  step::EvalResult result = evaluate(model, batches, *strategy, loss, c.train.amp, test_time_augmentation(c.train.tta));
   result.class_names = info.class_names;
   return result;
 } catch (const std::exception&) {
   rethrow_host_exhaustion_testing(loaded.config.data);
+}
+
+std::string format_test_line(const step::EvalResult& result) {
+  if (!result.classification) return fmt::format("Test set: Average loss: {:.4f}", result.mean_loss());
+  return fmt::format("Test set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)", result.mean_loss(), result.correct,
+                     result.samples, 100.0 * result.accuracy());
+}
+
+std::vector<std::string> format_class_lines(const step::EvalResult& result) {
+  std::vector<std::string> lines;
+  const auto classes = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(result.confusion.size()))));
+  for (int64_t c = 0; c < classes; ++c) {
+    int64_t total = 0;
+    for (int64_t p = 0; p < classes; ++p) total += result.confusion[static_cast<std::size_t>(c * classes + p)];
+    const int64_t correct = result.confusion[static_cast<std::size_t>(c * classes + c)];
+    const auto named = static_cast<std::size_t>(c) < result.class_names.size();
+    const std::string label =
+        named ? fmt::format("{} ({})", c, result.class_names[static_cast<std::size_t>(c)]) : std::to_string(c);
+    lines.push_back(total == 0 ? fmt::format("Accuracy of class {}: no test samples", label)
+                               : fmt::format("Accuracy of class {}: {:.0f}% ({}/{})", label,
+                                             100.0 * static_cast<double>(correct) / static_cast<double>(total), correct,
+                                             total));
+  }
+  return lines;
 }
 
 }  // namespace gputrain::train

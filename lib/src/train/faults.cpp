@@ -41,16 +41,13 @@ std::string failing_device(const std::string& message, const std::string& fallba
   return fallback;
 }
 
-std::string step_range(const NonFiniteSeen& seen) {
-  return seen.steps > 1 ? fmt::format("steps {} to {}", seen.first, seen.last) : fmt::format("step {}", seen.first);
-}
-
-std::string non_finite_loss_message(int64_t epoch, const NonFiniteSeen& seen, const std::string& last_checkpoint) {
+std::string non_finite_loss_message(int64_t epoch, const step::NonFiniteSeen& seen,
+                                    const std::string& last_checkpoint) {
   return fmt::format(
       "epoch {}, {}: the loss is not finite (inf or NaN){}, so training stops (train.on_nan: stop). "
       "{}. Lower optim.lr, clip gradients with train.grad_clip, or skip such batches with "
       "train.on_nan: skip",
-      epoch, step_range(seen),
+      epoch, step::step_range(seen),
       seen.steps > 1 ? fmt::format(" at {} of them; none of those updated the weights", seen.steps) : "",
       last_checkpoint.empty() ? "No checkpoint was written before it"
                               : "The last good checkpoint is " + last_checkpoint);

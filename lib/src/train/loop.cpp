@@ -1,5 +1,6 @@
 // The training loop: epochs of optimizer steps, the log interval, evaluation
 // after each epoch, checkpoints on their cadence and stop requests between steps.
+#include <c10/util/StringUtil.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -11,7 +12,7 @@
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/device/nvtx.h"
-#include "gputrain/logging/format.h"
+#include "gputrain/train/evaluate.h"
 #include "gputrain/train/faults.h"
 #include "trainer_state.h"
 
@@ -128,7 +129,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   context.device = failing_device(detail, s.run.device.str());
   context.batch_size = s.config.data.batch_size.value();
   context.accumulation_steps = s.run.accumulation;
-  context.amp = s.run.amp != AmpMode::kOff;
+  context.amp = s.run.amp != config::AmpMode::kOff;
   context.memory = device::memory_stats(torch::Device(context.device));
   context.detail = detail;
   throw Error(ExitCode::kRuntime, out_of_memory_message(context));
@@ -147,7 +148,7 @@ void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMe
   device::StepBusyTimer busy(run.device);
   auto log_interval = [&] {
     apply_on_nan();
-    const EvalResult r = interval.collect(run.classification(), *run.strategy);
+    const step::EvalResult r = interval.collect(run.classification(), *run.strategy);
     const double interval_s = seconds_since(interval_start);
     const double loader_wait_s = run.train_batches->wait_seconds();
     StepMetrics m{epoch,
@@ -162,7 +163,7 @@ void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMe
                   rank_timer->end_interval(step, interval_s, loader_wait_s)};
     progress.last_loss = m.loss;
     observer.on_step(m);
-    interval = detail::RunningSums{};
+    interval = step::RunningSums{};
     interval_start = Clock::now();
     rank_timer->start_interval(step, loader_wait_s);
   };
@@ -198,7 +199,7 @@ void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMe
 // One optimizer step, then the train.on_nan policy for a loss that was not finite.
 void Trainer::State::optimizer_step(const std::vector<data::Batch>& group) {
   run.schedule->apply(*run.optimizer, step);
-  const StepResult result = run.step->run(group, [this](const torch::Tensor& step_loss) {
+  const step::StepResult result = run.step->run(group, [this](const torch::Tensor& step_loss) {
     return run.strategy->agree(checkpointer->requests(), step_loss);
   });
   agreed = result.agreed;
@@ -220,7 +221,7 @@ void Trainer::State::optimizer_step(const std::vector<data::Batch>& group) {
         epochs_done + 1, step, nan_skipped);
     return;
   }
-  for (const MicroBatchSums& sums : result.sums) {
+  for (const step::MicroBatchSums& sums : result.sums) {
     epoch_sums.add(sums.loss_sum, sums.correct, sums.samples);
     interval.add(sums.loss_sum, sums.correct, sums.samples);
   }
@@ -241,7 +242,7 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer) 
     run.strategy->log_share(local);
     const torch::Tensor outputs = run.strategy->forward(run.model, local.inputs);
     samples += local.size();
-    spdlog::debug("forward: input {} output {}", logging::shape_str(local.inputs), logging::shape_str(outputs));
+    spdlog::debug("forward: input {} output {}", c10::str(local.inputs.sizes()), c10::str(outputs.sizes()));
     if (checkpointer->stop_requested()) {  // nothing trains here, so there is nothing to checkpoint
       stopping = true;
       return;
@@ -263,7 +264,7 @@ void Trainer::State::after_step(int64_t epoch) {
   // Before the checkpoint, which then holds what the evaluation changed (train.early_stopping's count).
   const int64_t every = config.train.eval_every_steps;
   if (every > 0 && step % every == 0) {
-    const EvalResult& test = evaluate_and_judge(epoch);
+    const step::EvalResult& test = evaluate_and_judge(epoch);
     spdlog::info("step {} (epoch {}): {}", step, epoch, format_test_line(test));
   }
   const detail::Checkpointer::Due due = checkpointer->due_after_step(step, agreed);
@@ -274,7 +275,7 @@ void Trainer::State::after_step(int64_t epoch) {
 
 void Trainer::State::apply_on_nan() {
   if (!run.non_finite) return;
-  const NonFiniteSeen seen = run.non_finite->read();
+  const step::NonFiniteSeen seen = run.non_finite->read();
   if (seen.steps == 0) return;
   if (config.train.on_nan == config::OnNan::kStop) {
     throw Error(ExitCode::kRuntime, non_finite_loss_message(epochs_done + 1, seen, checkpointer->last_good()));
@@ -284,10 +285,10 @@ void Trainer::State::apply_on_nan() {
   epoch_sums.samples -= seen.samples;
   spdlog::warn(
       "epoch {}, {}: the loss is not finite; {} skipped without an optimizer step (train.on_nan: skip, {} so far)",
-      epochs_done + 1, step_range(seen), count_of(seen.steps, "step"), nan_skipped);
+      epochs_done + 1, step::step_range(seen), count_of(seen.steps, "step"), nan_skipped);
 }
 
-const EvalResult& Trainer::State::evaluate_and_judge(int64_t epoch) {
+const step::EvalResult& Trainer::State::evaluate_and_judge(int64_t epoch) {
   apply_on_nan();  // a model that took non-finite steps under train.on_nan: stop is not judged
   // A resumed run evaluating again the step its checkpoint was judged at (the epoch's end) judges it once.
   const bool judged = evaluated_at == step;
@@ -319,12 +320,12 @@ const EvalResult& Trainer::State::evaluate_and_judge(int64_t epoch) {
   return last_test;
 }
 
-void Trainer::State::end_epoch(int64_t epoch, const EvalResult* test) {
+void Trainer::State::end_epoch(int64_t epoch, const step::EvalResult* test) {
   const bool complete = batch >= run.train_batches->batches_per_epoch();
   epochs_done = epoch;
   batch = 0;
-  epoch_sums = detail::RunningSums{};
-  interval = detail::RunningSums{};
+  epoch_sums = step::RunningSums{};
+  interval = step::RunningSums{};
   bool improved = false;
   if (test != nullptr) {
     const double score = run.classification() ? test->accuracy() : -test->mean_loss();

@@ -6,7 +6,9 @@
 
 #include "gputrain/data/host_loader.h"
 #include "gputrain/device/memory.h"
-#include "gputrain/train/amp.h"
+#include "gputrain/optim/optimizer.h"
+#include "gputrain/step/amp.h"
+#include "gputrain/step/channels_last.h"
 #include "gputrain/train/builder.h"
 
 namespace gputrain::train {
@@ -32,7 +34,7 @@ int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer) {
 }
 
 StepMemory measure_step_memory(torch::nn::Sequential& model, torch::optim::Optimizer& optimizer,
-                               const data::Batch& batch, const LossSpec& loss, config::AmpMode amp,
+                               const data::Batch& batch, const optim::LossSpec& loss, config::AmpMode amp,
                                bool channels_last) {
   StepMemory memory;
   const auto parameters = model->parameters();
@@ -50,14 +52,15 @@ StepMemory measure_step_memory(torch::nn::Sequential& model, torch::optim::Optim
   int64_t layer_outputs = 0;
   torch::Tensor outputs = inputs;
   {
-    AutocastScope autocast(amp, device.type());
+    step::AutocastScope autocast(amp, device.type());
     for (auto& layer : *model) {
       outputs = layer.forward(outputs);
       layer_outputs += bytes_of(outputs);
     }
   }
-  torch::Tensor total = batch.targets.defined() ? loss_sum(loss, outputs.to(torch::kFloat32), batch.targets.to(device))
-                                                : outputs.to(torch::kFloat32).sum();
+  torch::Tensor total = batch.targets.defined()
+                            ? optim::loss_sum(loss, outputs.to(torch::kFloat32), batch.targets.to(device))
+                            : outputs.to(torch::kFloat32).sum();
   total.backward();
   if (device.is_cuda()) {
     const int64_t peak = device::memory_stats(device).peak_allocated - before;
@@ -79,7 +82,7 @@ struct StepProbe::Parts {
   torch::nn::Sequential model{nullptr};
   FastPaths fast;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
-  LossSpec loss;
+  optim::LossSpec loss;
 };
 
 StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const data::Dataset> train_set,
@@ -97,8 +100,9 @@ StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const d
   run.nccl = strategy.backend == config::DdpBackend::kNccl;
   run.micro_batch = micro_batch;
   p.fast = plan_fast_paths(c, with_model_facts(run, p.model, data.input_shape));
-  if (p.fast.channels_last) to_channels_last(p.model);
-  p.optimizer = make_optimizer(resolved_optim(c.optim, p.fast), param_groups(c.optim, p.model->named_parameters()));
+  if (p.fast.channels_last) step::to_channels_last(p.model);
+  p.optimizer =
+      optim::make_optimizer(resolved_optim(c.optim, p.fast), optim::param_groups(c.optim, p.model->named_parameters()));
   p.loss = build_loss(loaded, data, p.device);
 }
 

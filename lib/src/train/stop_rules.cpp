@@ -2,7 +2,7 @@
 
 namespace gputrain::train {
 
-StopVerdict StopRules::judge(const EvalResult& test) {
+StopVerdict StopRules::judge(const step::EvalResult& test) {
   StopVerdict verdict;
   verdict.target_reached = options_.target_accuracy > 0 && test.accuracy() >= options_.target_accuracy;
   const double score = options_.by_accuracy ? test.accuracy() : -test.mean_loss();

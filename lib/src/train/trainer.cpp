@@ -56,7 +56,7 @@ TrainLayout Trainer::layout() const {
   return l;
 }
 
-EvalResult Trainer::State::evaluate() {
+step::EvalResult Trainer::State::evaluate() {
   const bool averaged = ema && ema->started();
   auto swap_average = [&] {
     ema->swap_into_model();
@@ -69,13 +69,14 @@ EvalResult Trainer::State::evaluate() {
     swap_average();
     run.strategy->broadcast_buffers(run.model);
   }
-  const EvalResult result = train::evaluate(run.model, *run.test_batches, *run.strategy, run.loss, run.amp, run.tta);
+  const step::EvalResult result =
+      train::evaluate(run.model, *run.test_batches, *run.strategy, run.loss, run.amp, run.tta);
   if (averaged) swap_average();
   run.model->train();
   return result;
 }
 
-EvalResult Trainer::evaluate() {
+step::EvalResult Trainer::evaluate() {
   if (!state_->run.labeled()) throw UserError("the data set has no labels, so there is nothing to evaluate");
   return state_->evaluate();
 }

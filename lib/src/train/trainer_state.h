@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "checkpointing.h"
+#include "gputrain/step/running_sums.h"
 #include "gputrain/train/builder.h"
 #include "gputrain/train/rank_timing.h"
 #include "gputrain/train/stop_rules.h"
 #include "gputrain/train/trainer.h"
 #include "gputrain/train/weight_average.h"
-#include "running_sums.h"
 
 namespace gputrain::train {
 
@@ -26,8 +26,8 @@ struct Trainer::State {
   // Where the run stands besides `step`: what a checkpoint records.
   int64_t epochs_done = 0;
   int64_t batch = 0;  // micro-batches of the current epoch consumed
-  detail::RunningSums epoch_sums;
-  detail::RunningSums interval;
+  step::RunningSums epoch_sums;
+  step::RunningSums interval;
   int64_t nan_skipped = 0;  // train.on_nan: skip
   std::optional<double> best_score;
   std::optional<checkpoint::Position> resumed_from;
@@ -43,7 +43,7 @@ struct Trainer::State {
   Clock::time_point run_start;
   double eval_s = 0;         // spent evaluating since run_start
   int64_t evaluated_at = 0;  // the step of the last evaluation (0: none); this process's result is last_test
-  EvalResult last_test;
+  step::EvalResult last_test;
   std::optional<TargetReached> target;
   std::string ended_early;  // an evaluation ended training: why
 
@@ -59,12 +59,12 @@ struct Trainer::State {
   void apply_on_nan();
   // Evaluates (the weight average when there is one) and judges the result by
   // train.target_accuracy and train.early_stopping.
-  const EvalResult& evaluate_and_judge(int64_t epoch);
-  void end_epoch(int64_t epoch, const EvalResult* test);
+  const step::EvalResult& evaluate_and_judge(int64_t epoch);
+  void end_epoch(int64_t epoch, const step::EvalResult* test);
   // The weights training ends with: the best (restore_best), or the average.
   void final_weights();
   // trainer.cpp
-  EvalResult evaluate();
+  step::EvalResult evaluate();
   int64_t skipped_steps() const { return run.scaler->skipped_steps() + nan_skipped; }
   void save_checkpoint(bool regular, bool best);
 };

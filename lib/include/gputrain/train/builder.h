@@ -11,12 +11,13 @@
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/data/dataset.h"
 #include "gputrain/device/resolve.h"
+#include "gputrain/optim/loss.h"
+#include "gputrain/optim/schedule.h"
 #include "gputrain/parallel/strategy.h"
-#include "gputrain/train/amp.h"
+#include "gputrain/step/amp.h"
+#include "gputrain/step/optimizer_step.h"
 #include "gputrain/train/evaluate.h"
 #include "gputrain/train/fast_paths.h"
-#include "gputrain/train/optim.h"
-#include "gputrain/train/optimizer_step.h"
 
 namespace gputrain::train {
 
@@ -39,7 +40,8 @@ config::OptimConfig resolved_optim(const config::OptimConfig& config, const Fast
 
 // The loss for `info`'s targets (train.loss, train.class_weights on `device`);
 // a ConfigError points at the key in the file.
-LossSpec build_loss(const config::LoadedConfig& loaded, const data::DatasetInfo& info, const torch::Device& device);
+optim::LossSpec build_loss(const config::LoadedConfig& loaded, const data::DatasetInfo& info,
+                           const torch::Device& device);
 
 // The evaluation keys the data set must suit: train.target_accuracy and an
 // accuracy-based train.early_stopping need classes, train.tta images larger
@@ -59,15 +61,15 @@ struct RunParts {
   int64_t accumulation = 1;                         // micro-batches per optimizer step
   int64_t steps_per_epoch = 0;
   torch::nn::Sequential model{nullptr};
-  LossSpec loss;  // loss.classes > 0: classification
-  AmpMode amp = AmpMode::kOff;
+  optim::LossSpec loss;  // loss.classes > 0: classification
+  config::AmpMode amp = config::AmpMode::kOff;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
-  std::unique_ptr<LrSchedule> schedule;
-  std::unique_ptr<GradScaler> scaler;
+  std::unique_ptr<optim::LrSchedule> schedule;
+  std::unique_ptr<step::GradScaler> scaler;
   // train.on_nan's check on the device (null: the step's agreement reads the
   // loss on the host, as under ddp or fp16's scaler). Before `step`, which uses it.
-  std::unique_ptr<NonFiniteSteps> non_finite;
-  std::unique_ptr<OptimizerStep> step;  // eager, or a CUDA graph where train.cuda_graph can apply
+  std::unique_ptr<step::NonFiniteSteps> non_finite;
+  std::unique_ptr<step::OptimizerStep> step;  // eager, or a CUDA graph where train.cuda_graph can apply
   FastPaths fast;
   TestTimeAugmentation tta;
 

@@ -1,5 +1,6 @@
 #pragma once
-// Evaluation passes: the test split after each epoch, and `gputrain test` on saved weights.
+// Evaluation passes: the test split after each epoch, and `gputrain test` on
+// saved weights; and the lines that report them.
 #include <torch/nn/modules/container/sequential.h>
 
 #include <memory>
@@ -8,10 +9,10 @@
 #include "gputrain/config/config.h"
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/device/resolve.h"
+#include "gputrain/optim/loss.h"
 #include "gputrain/parallel/strategy.h"
-#include "gputrain/train/amp.h"
-#include "gputrain/train/evaluation.h"
-#include "gputrain/train/optim.h"
+#include "gputrain/step/amp.h"
+#include "gputrain/step/running_sums.h"
 
 namespace gputrain::train {
 
@@ -36,8 +37,8 @@ torch::Tensor test_time_outputs(torch::nn::Sequential& model, parallel::Strategy
 // One pass over `batches` in eval mode under no-grad; leaves the model in
 // eval mode. Classification also counts the confusion matrix, on the device.
 // With `tta` enabled the outputs are the mean of the views' outputs.
-EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, parallel::Strategy& strategy,
-                    const LossSpec& loss, AmpMode amp, const TestTimeAugmentation& tta = {});
+step::EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, parallel::Strategy& strategy,
+                          const optim::LossSpec& loss, config::AmpMode amp, const TestTimeAugmentation& tta = {});
 
 // Saved weights on `devices`' primary device, for `test` and `predict`: the
 // model for `info`'s samples with the weights of `weights_path` (a model.pt or
@@ -51,7 +52,16 @@ SavedModel load_saved_model(const config::ModelConfig& config, const data::Datas
 
 // `gputrain test`: builds the test split and the model, loads `weights_path`
 // (a model.pt or a checkpoint) into it and evaluates. Throws CheckpointError for weights that do not fit.
-EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                                  const std::string& weights_path);
+step::EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+                                        const std::string& weights_path);
+
+// "Test set: Average loss: 0.0123, Accuracy: 9012/10000 (90%)", exactly as the
+// seed tutorial prints it; regression prints the loss alone.
+std::string format_test_line(const step::EvalResult& result);
+
+// One line per class from the confusion matrix, as the CIFAR-10 tutorial
+// prints them: "Accuracy of class 3: 87% (870/1000)", "Accuracy of class 3
+// (cat): ..." where the class has a name; none without the matrix.
+std::vector<std::string> format_class_lines(const step::EvalResult& result);
 
 }  // namespace gputrain::train

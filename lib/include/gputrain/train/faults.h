@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gputrain/device/memory.h"
+#include "gputrain/step/non_finite.h"
 
 namespace gputrain::train {
 
@@ -30,19 +31,8 @@ bool is_out_of_memory(const std::string& libtorch_message);
 // ..." is cuda:1), or `fallback` when it names none.
 std::string failing_device(const std::string& libtorch_message, const std::string& fallback);
 
-// Optimizer steps whose loss was not finite (train.on_nan), as one read found them.
-struct NonFiniteSeen {
-  int64_t steps = 0;    // how many
-  int64_t first = 0;    // the first one's step number (0: none)
-  int64_t last = 0;     // the last one's
-  int64_t samples = 0;  // their samples, all told
-};
-
-// "step 5", or "steps 5 to 9" when there were several.
-std::string step_range(const NonFiniteSeen& seen);
-
 // What train.on_nan: stop says: where the loss went non-finite, the last good
 // checkpoint ("" when none), and what to change.
-std::string non_finite_loss_message(int64_t epoch, const NonFiniteSeen& seen, const std::string& last_checkpoint);
+std::string non_finite_loss_message(int64_t epoch, const step::NonFiniteSeen& seen, const std::string& last_checkpoint);
 
 }  // namespace gputrain::train

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "gputrain/train/evaluation.h"
+#include "gputrain/step/running_sums.h"
 
 namespace gputrain::train {
 
@@ -66,8 +66,8 @@ struct GpuActivity {
 struct EpochMetrics {
   int64_t epoch = 0;
   int64_t step = 0;
-  EvalResult train;
-  EvalResult test;
+  step::EvalResult train;
+  step::EvalResult test;
   bool has_test = false;
   double samples_per_s = 0;  // training samples / epoch training time
   double epoch_s = 0;        // training time of the epoch

@@ -9,9 +9,9 @@
 #include "gputrain/config/config.h"
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/data/dataset.h"
+#include "gputrain/optim/loss.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/train/fast_paths.h"
-#include "gputrain/train/optim.h"
 
 namespace gputrain::train {
 
@@ -31,7 +31,8 @@ struct StepMemory {
 // backward), since the CPU allocator keeps no statistics. Changes the model's
 // weights: use it on a model built for the measurement.
 StepMemory measure_step_memory(torch::nn::Sequential& model, torch::optim::Optimizer& optimizer,
-                               const data::Batch& batch, const LossSpec& loss, config::AmpMode amp, bool channels_last);
+                               const data::Batch& batch, const optim::LossSpec& loss, config::AmpMode amp,
+                               bool channels_last);
 
 // The run's model, optimizer and loss as the run builds them (fast paths
 // resolved for micro-batches of `micro_batch` rows), on the strategy's first

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "gputrain/train/evaluation.h"
+#include "gputrain/step/running_sums.h"
 
 namespace gputrain::train {
 
@@ -30,7 +30,7 @@ class StopRules {
  public:
   explicit StopRules(StopRulesOptions options) : options_(options) {}
 
-  StopVerdict judge(const EvalResult& test);
+  StopVerdict judge(const step::EvalResult& test);
 
   // What a checkpoint keeps, so that a resumed run counts on.
   std::optional<double> best() const { return best_; }  // as a score: accuracy, or -loss

@@ -1,6 +1,6 @@
 #pragma once
 // A training run: its parts built from the config (builder.h), then epochs of
-// train + test (loop.cpp), each optimizer step one OptimizerStep, checkpoints
+// train + test (loop.cpp), each optimizer step one step::OptimizerStep, checkpoints
 // on the checkpoint.* cadence, and every figure reported to a TrainObserver.
 #include <torch/nn/modules/container/sequential.h>
 
@@ -33,8 +33,8 @@ struct TargetReached {
 struct TrainSummary {
   int64_t epochs = 0;
   int64_t steps = 0;
-  EvalResult last_train;
-  EvalResult last_test;
+  step::EvalResult last_train;
+  step::EvalResult last_test;
   bool has_test = false;
   double elapsed_s = 0;
   bool stopped = false;                 // on a StopToken request, before train.epochs
@@ -90,7 +90,7 @@ class Trainer {
   // train.on_nan: stop, and running out of GPU memory, throw Error (exit 1).
   TrainSummary fit(TrainObserver& observer, const FitOptions& options = {});
   // One pass over the test split in eval mode under no-grad.
-  EvalResult evaluate();
+  step::EvalResult evaluate();
 
   torch::nn::Sequential model() const;
   TrainLayout layout() const;

@@ -1,4 +1,4 @@
-#include "gputrain/train/amp.h"
+#include "gputrain/step/amp.h"
 
 #include "gputrain/config/schema.h"
 
@@ -15,7 +15,7 @@
 #include <cmath>
 #include <utility>
 
-namespace gputrain::train {
+namespace gputrain::step {
 
 namespace {
 
@@ -298,4 +298,4 @@ void GradScaler::load_state_dict(const GradScalerState& state) {
   }
 }
 
-}  // namespace gputrain::train
+}  // namespace gputrain::step

@@ -1,4 +1,6 @@
-#include "gputrain/train/optim.h"
+#include "gputrain/optim/loss.h"
+#include "gputrain/optim/optimizer.h"
+#include "gputrain/optim/schedule.h"
 
 #include <gtest/gtest.h>
 #include <torch/nn/functional/loss.h>
@@ -17,7 +19,7 @@
 
 #include "gputrain/common/error.h"
 
-namespace gputrain::train {
+namespace gputrain::optim {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
@@ -487,4 +489,4 @@ TEST(Loss, MseRefusesShapesThatWouldBroadcast) {
 }
 
 }  // namespace
-}  // namespace gputrain::train
+}  // namespace gputrain::optim

@@ -21,7 +21,7 @@ namespace torch::optim {
 class Optimizer;
 }  // namespace torch::optim
 
-namespace gputrain::train {
+namespace gputrain::step {
 
 using AmpMode = config::AmpMode;
 
@@ -147,4 +147,4 @@ class GradScaler {
   at::Tensor skipped_on_device_;  // int64, 0-dim: by unscale_for_fused_step()
 };
 
-}  // namespace gputrain::train
+}  // namespace gputrain::step

@@ -17,7 +17,7 @@
 #include <optional>
 #include <vector>
 
-namespace gputrain::train::detail {
+namespace gputrain::optim::detail {
 
 enum class StepKernel { kForeach, kFused };
 
@@ -68,4 +68,4 @@ std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adamw(std::vector<tor
                                                                  const torch::optim::AdamWOptions& options,
                                                                  StepKernel kernel);
 
-}  // namespace gputrain::train::detail
+}  // namespace gputrain::optim::detail

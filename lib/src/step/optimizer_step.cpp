@@ -1,15 +1,15 @@
-#include "gputrain/train/optimizer_step.h"
+#include "gputrain/step/optimizer_step.h"
 
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
 
 #include "gputrain/common/error.h"
 #include "gputrain/device/nvtx.h"
-#include "gputrain/train/cuda_graph.h"
-#include "gputrain/train/fast_paths.h"
-#include "running_sums.h"
+#include "gputrain/step/channels_last.h"
+#include "gputrain/step/cuda_graph.h"
+#include "gputrain/step/running_sums.h"
 
-namespace gputrain::train {
+namespace gputrain::step {
 
 namespace {
 
@@ -32,7 +32,7 @@ class EagerStep : public OptimizerStep {
         device::NvtxRange range("forward");
         AutocastScope autocast(p_.amp, device_.type());  // the forward pass and the loss
         outputs = p_.strategy->forward_to_train(p_.model, model_inputs(mb.inputs, device_, p_.channels_last), last);
-        batch_loss = loss_sum(p_.loss, outputs, targets);
+        batch_loss = optim::loss_sum(p_.loss, outputs, targets);
       }
       // Averaging over the whole (global) group's size makes K micro-batches, or N
       // ranks, one step of their combined batch, and weights a short last group
@@ -42,7 +42,8 @@ class EagerStep : public OptimizerStep {
         p_.strategy->run_backward([&] { backward_mean_(p_.scaler->scale(batch_loss), group_samples); });
       }
       // argmax records no autograd node, so the outputs need no detach() (one op fewer per step)
-      result.sums.push_back({batch_loss.detach(), correct_count(outputs, targets, p_.loss.classes > 0), mb.size()});
+      result.sums.push_back(
+          {batch_loss.detach(), optim::correct_count(outputs, targets, p_.loss.classes > 0), mb.size()});
     }
     device::NvtxRange range("optimizer");
     p_.strategy->after_backward(p_.model);
@@ -90,14 +91,14 @@ class EagerStep : public OptimizerStep {
 
   EagerStepParts p_;
   torch::Device device_;
-  MeanBackward backward_mean_;
+  optim::MeanBackward backward_mean_;
 };
 
 class GraphStep : public OptimizerStep {
  public:
-  GraphStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
-            const torch::Device& device, const GraphPlan& plan, NonFiniteSteps* non_finite, GradScaler* scaler,
-            parallel::Strategy* processes)
+  GraphStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const optim::LossSpec& loss,
+            bool channels_last, const torch::Device& device, const GraphPlan& plan, NonFiniteSteps* non_finite,
+            GradScaler* scaler, parallel::Strategy* processes)
       : graphed_(std::move(model), optimizer, loss, channels_last, device, plan, non_finite, scaler, processes) {}
 
   // fp16's skipped steps are counted on the device and show at the next log
@@ -139,11 +140,12 @@ std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts) {
 }
 
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
-                                                 const LossSpec& loss, bool channels_last, const torch::Device& device,
-                                                 const GraphPlan& plan, NonFiniteSteps* non_finite, GradScaler* scaler,
+                                                 const optim::LossSpec& loss, bool channels_last,
+                                                 const torch::Device& device, const GraphPlan& plan,
+                                                 NonFiniteSteps* non_finite, GradScaler* scaler,
                                                  parallel::Strategy* processes) {
   return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device, plan, non_finite, scaler,
                                      processes);
 }
 
-}  // namespace gputrain::train
+}  // namespace gputrain::step

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "gputrain/train/optim.h"
-#include "multi_tensor_optim.h"
+#include "gputrain/optim/multi_tensor.h"
+#include "gputrain/optim/optimizer.h"
 
-namespace gputrain::train {
+namespace gputrain::optim {
 namespace {
 
 struct Case {
@@ -206,4 +206,4 @@ TEST(MultiTensorOptimizers, StateRoundTripsThroughLibTorchsOptimizer) {
 }
 
 }  // namespace
-}  // namespace gputrain::train
+}  // namespace gputrain::optim

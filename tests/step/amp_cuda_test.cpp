@@ -6,9 +6,9 @@
 
 #include <limits>
 
-#include "gputrain/train/amp.h"
+#include "gputrain/step/amp.h"
 
-namespace gputrain::train {
+namespace gputrain::step {
 namespace {
 
 class AmpCuda : public ::testing::Test {
@@ -26,10 +26,10 @@ torch::ScalarType cuda_mm_dtype() {
 TEST_F(AmpCuda, Fp16AndBf16LowerMatmul_CUDA) {
   const c10::ScalarType original = autocast_state(torch::kCUDA).dtype;
   {
-    AutocastScope autocast(AmpMode::kFp16, torch::kCUDA);
+    AutocastScope autocast(config::AmpMode::kFp16, torch::kCUDA);
     EXPECT_EQ(cuda_mm_dtype(), torch::kHalf);
     {
-      AutocastScope inner(AmpMode::kBf16, torch::kCUDA);
+      AutocastScope inner(config::AmpMode::kBf16, torch::kCUDA);
       EXPECT_EQ(cuda_mm_dtype(), torch::kBFloat16);
     }
     EXPECT_EQ(cuda_mm_dtype(), torch::kHalf);  // the inner scope gave the dtype back
@@ -47,7 +47,7 @@ TEST_F(AmpCuda, ScalerSkipsInfAndStepsCleanOnTheGpu_CUDA) {
 
   torch::Tensor loss;
   {
-    AutocastScope autocast(AmpMode::kFp16, torch::kCUDA);
+    AutocastScope autocast(config::AmpMode::kFp16, torch::kCUDA);
     loss = (w * x).sum();
   }
   scaler.scale(loss).backward();
@@ -70,4 +70,4 @@ TEST_F(AmpCuda, ScalerSkipsInfAndStepsCleanOnTheGpu_CUDA) {
 }
 
 }  // namespace
-}  // namespace gputrain::train
+}  // namespace gputrain::step

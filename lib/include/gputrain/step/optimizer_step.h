@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "gputrain/data/batch_loader.h"
+#include "gputrain/optim/loss.h"
 #include "gputrain/parallel/strategy.h"
-#include "gputrain/train/amp.h"
-#include "gputrain/train/cuda_graph.h"
-#include "gputrain/train/non_finite.h"
-#include "gputrain/train/optim.h"
+#include "gputrain/step/amp.h"
+#include "gputrain/step/cuda_graph.h"
+#include "gputrain/step/non_finite.h"
 
-namespace gputrain::train {
+namespace gputrain::step {
 
 // Clips the gradients' global L2 norm to max_norm (> 0) and returns the norm
 // before clipping, a 0-dim tensor on the gradients' device. Unlike LibTorch's
@@ -60,7 +60,7 @@ struct EagerStepParts {
   torch::nn::Sequential model{nullptr};
   torch::optim::Optimizer* optimizer = nullptr;
   GradScaler* scaler = nullptr;
-  LossSpec loss;
+  optim::LossSpec loss;
   AmpMode amp = AmpMode::kOff;
   bool channels_last = false;
   double grad_clip = 0;  // 0: off
@@ -80,8 +80,9 @@ std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts);
 // null; must outlive the step) scales fp16's loss and skips its non-finite steps on the device.
 // `processes` (may be null: one process; must outlive the step): ddp's sums, captured with the step.
 std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
-                                                 const LossSpec& loss, bool channels_last, const torch::Device& device,
-                                                 const GraphPlan& plan, NonFiniteSteps* non_finite = nullptr,
-                                                 GradScaler* scaler = nullptr, parallel::Strategy* processes = nullptr);
+                                                 const optim::LossSpec& loss, bool channels_last,
+                                                 const torch::Device& device, const GraphPlan& plan,
+                                                 NonFiniteSteps* non_finite = nullptr, GradScaler* scaler = nullptr,
+                                                 parallel::Strategy* processes = nullptr);
 
-}  // namespace gputrain::train
+}  // namespace gputrain::step

@@ -1,12 +1,12 @@
 #include <gtest/gtest.h>
 
-#include "gputrain/train/evaluation.h"
+#include "gputrain/train/evaluate.h"
 
 namespace gputrain::train {
 namespace {
 
 TEST(TestLine, MatchesTheSeedFormatExactly) {
-  EvalResult r;
+  step::EvalResult r;
   r.loss_sum = 123.0;
   r.correct = 9012;
   r.samples = 10000;
@@ -14,7 +14,7 @@ TEST(TestLine, MatchesTheSeedFormatExactly) {
 }
 
 TEST(TestLine, RoundsThePercentageToAnInteger) {
-  EvalResult r;
+  step::EvalResult r;
   r.samples = 1000;
   r.correct = 886;
   r.loss_sum = 312.34;
@@ -24,7 +24,7 @@ TEST(TestLine, RoundsThePercentageToAnInteger) {
 }
 
 TEST(TestLine, RegressionShowsTheLossAlone) {
-  EvalResult r;
+  step::EvalResult r;
   r.classification = false;
   r.samples = 4;
   r.loss_sum = 2.0;
@@ -32,18 +32,18 @@ TEST(TestLine, RegressionShowsTheLossAlone) {
 }
 
 TEST(ClassLines, OnePerClassFromTheConfusionMatrix) {
-  EvalResult r;
+  step::EvalResult r;
   r.confusion = {8, 2, 0,   // class 0: 8 of 10 right
                  1, 3, 0,   // class 1: 3 of 4
                  0, 0, 0};  // class 2: none in the test split
   EXPECT_EQ(format_class_lines(r),
             (std::vector<std::string>{"Accuracy of class 0: 80% (8/10)", "Accuracy of class 1: 75% (3/4)",
                                       "Accuracy of class 2: no test samples"}));
-  EXPECT_TRUE(format_class_lines(EvalResult{}).empty());
+  EXPECT_TRUE(format_class_lines(step::EvalResult{}).empty());
 }
 
 TEST(ClassLines, NameTheClassesWhereTheDataSetDoes) {
-  EvalResult r;
+  step::EvalResult r;
   r.confusion = {8, 2, 1, 3};
   r.class_names = {"T-shirt/top", "Trouser"};
   EXPECT_EQ(format_class_lines(r), (std::vector<std::string>{"Accuracy of class 0 (T-shirt/top): 80% (8/10)",

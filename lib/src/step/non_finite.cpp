@@ -1,6 +1,8 @@
-#include "gputrain/train/non_finite.h"
+#include "gputrain/step/non_finite.h"
 
-namespace gputrain::train {
+#include <fmt/format.h>
+
+namespace gputrain::step {
 
 namespace {
 // Steps between two reads of the history: log_every is usually far smaller;
@@ -58,4 +60,8 @@ NonFiniteSeen NonFiniteSteps::read() {
   return seen;
 }
 
-}  // namespace gputrain::train
+std::string step_range(const NonFiniteSeen& seen) {
+  return seen.steps > 1 ? fmt::format("steps {} to {}", seen.first, seen.last) : fmt::format("step {}", seen.first);
+}
+
+}  // namespace gputrain::step

@@ -1,6 +1,6 @@
-#include "gputrain/train/amp.h"
-#include "gputrain/train/optim.h"
-#include "gputrain/train/optimizer_step.h"
+#include "gputrain/step/amp.h"
+#include "gputrain/optim/optimizer.h"
+#include "gputrain/step/optimizer_step.h"
 
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <limits>
 #include <thread>
 
-namespace gputrain::train {
+namespace gputrain::step {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -218,7 +218,7 @@ TEST(AutocastScope, CpuBf16LowersMatmulAndLinear) {
   torch::nn::Linear linear(4, 3);
   const torch::Tensor x = torch::randn({2, 4});
   {
-    AutocastScope autocast(AmpMode::kBf16, torch::kCPU);
+    AutocastScope autocast(config::AmpMode::kBf16, torch::kCPU);
     EXPECT_TRUE(autocast_state(torch::kCPU).enabled);
     EXPECT_EQ(cpu_mm_dtype(), torch::kBFloat16);
     EXPECT_EQ(linear(x).scalar_type(), torch::kBFloat16);
@@ -230,10 +230,10 @@ TEST(AutocastScope, CpuBf16LowersMatmulAndLinear) {
 
 TEST(AutocastScope, NestedScopesRestoreTheOuterState) {
   {
-    AutocastScope outer(AmpMode::kBf16, torch::kCPU);
+    AutocastScope outer(config::AmpMode::kBf16, torch::kCPU);
     {
-      AutocastScope inner(AmpMode::kBf16, torch::kCPU);
-      AutocastScope off(AmpMode::kOff, torch::kCPU);  // leaves the state alone
+      AutocastScope inner(config::AmpMode::kBf16, torch::kCPU);
+      AutocastScope off(config::AmpMode::kOff, torch::kCPU);  // leaves the state alone
       EXPECT_EQ(cpu_mm_dtype(), torch::kBFloat16);
     }
     EXPECT_TRUE(autocast_state(torch::kCPU).enabled);
@@ -249,7 +249,7 @@ TEST(AutocastScope, RestoresThePreviousDtype) {
   const c10::ScalarType original = autocast_state(torch::kCPU).dtype;
   at::autocast::set_autocast_dtype(torch::kCPU, torch::kHalf);
   {
-    AutocastScope autocast(AmpMode::kBf16, torch::kCPU);
+    AutocastScope autocast(config::AmpMode::kBf16, torch::kCPU);
     EXPECT_EQ(autocast_state(torch::kCPU).dtype, torch::kBFloat16);
   }
   EXPECT_EQ(autocast_state(torch::kCPU).dtype, torch::kHalf);
@@ -257,7 +257,7 @@ TEST(AutocastScope, RestoresThePreviousDtype) {
 }
 
 TEST(AutocastScope, StateIsThreadLocal) {
-  AutocastScope autocast(AmpMode::kBf16, torch::kCPU);
+  AutocastScope autocast(config::AmpMode::kBf16, torch::kCPU);
   torch::ScalarType in_thread = torch::kBFloat16;
   std::thread([&] { in_thread = cpu_mm_dtype(); }).join();
   EXPECT_EQ(in_thread, torch::kFloat);  // why each replica thread opens its own scope
@@ -269,17 +269,17 @@ TEST(AutocastScope, StateIsThreadLocal) {
 TEST(AutocastScope, TurnsTheCastCacheOffWhenAskedAndRestoresIt) {
   ASSERT_TRUE(at::autocast::is_autocast_cache_enabled());
   {
-    AutocastScope uncached(AmpMode::kBf16, torch::kCPU, /*cache_casts=*/false);
+    AutocastScope uncached(config::AmpMode::kBf16, torch::kCPU, /*cache_casts=*/false);
     EXPECT_FALSE(at::autocast::is_autocast_cache_enabled());
     EXPECT_EQ(cpu_mm_dtype(), torch::kBFloat16);
   }
   EXPECT_TRUE(at::autocast::is_autocast_cache_enabled());
   {
-    AutocastScope cached(AmpMode::kBf16, torch::kCPU);
+    AutocastScope cached(config::AmpMode::kBf16, torch::kCPU);
     EXPECT_TRUE(at::autocast::is_autocast_cache_enabled());
   }
   {
-    AutocastScope off(AmpMode::kOff, torch::kCPU, /*cache_casts=*/false);  // leaves everything alone
+    AutocastScope off(config::AmpMode::kOff, torch::kCPU, /*cache_casts=*/false);  // leaves everything alone
     EXPECT_TRUE(at::autocast::is_autocast_cache_enabled());
   }
 }
@@ -297,7 +297,7 @@ TEST(GradScaler, TheFusedStepSkipsOnTheDeviceFlagAsStepDoes) {
   fused_config.lr = 0.5;
   fused_config.momentum = 0.9;
   fused_config.fused = config::Switch::kOn;
-  const auto fused = make_optimizer(fused_config, {ParamGroup{{w_device}}});
+  const auto fused = optim::make_optimizer(fused_config, {optim::ParamGroup{{w_device}}});
   GradScaler host_scaler(GradScalerOptions().growth_interval(2));
   GradScaler device_scaler(GradScalerOptions().growth_interval(2));
   for (int step = 0; step < 4; ++step) {
@@ -313,7 +313,7 @@ TEST(GradScaler, TheFusedStepSkipsOnTheDeviceFlagAsStepDoes) {
     if (inf) w_device.grad()[1] = kInf;
     const torch::Tensor found = device_scaler.unscale_for_fused_step({w_device});
     EXPECT_EQ(found.item<float>(), inf ? 1.0f : 0.0f) << step;
-    ASSERT_TRUE(skip_updates_when(*fused, found));
+    ASSERT_TRUE(optim::skip_updates_when(*fused, found));
     fused->step();
     device_scaler.update();
 
@@ -331,24 +331,24 @@ TEST(GradScaler, TheFusedStepSkipsOnTheDeviceFlagAsStepDoes) {
 }
 
 TEST(AutocastScope, Fp16OnCpuIsAConfigError) {
-  EXPECT_THROW(AutocastScope(AmpMode::kFp16, torch::kCPU) /*a temporary*/, ConfigError);
+  EXPECT_THROW(AutocastScope(config::AmpMode::kFp16, torch::kCPU) /*a temporary*/, ConfigError);
   EXPECT_FALSE(autocast_state(torch::kCPU).enabled);
 }
 
 TEST(CheckAmpDevice, Fp16NeedsCuda) {
   try {
-    check_amp_device(AmpMode::kFp16, torch::kCPU, SourceMark{"exp.yaml", 7, 8});
+    check_amp_device(config::AmpMode::kFp16, torch::kCPU, SourceMark{"exp.yaml", 7, 8});
     FAIL() << "no ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "train.amp");
     EXPECT_STREQ(e.what(), "exp.yaml:7:8: train.amp: fp16 autocast needs CUDA; on CPU use bf16 (train.amp: bf16)");
   }
-  EXPECT_NO_THROW(check_amp_device(AmpMode::kFp16, torch::kCUDA));
-  EXPECT_NO_THROW(check_amp_device(AmpMode::kBf16, torch::kCPU));
-  EXPECT_NO_THROW(check_amp_device(AmpMode::kBf16, torch::kCUDA));
-  EXPECT_NO_THROW(check_amp_device(AmpMode::kOff, torch::kMPS));
-  EXPECT_THROW(check_amp_device(AmpMode::kBf16, torch::kMPS), ConfigError);
+  EXPECT_NO_THROW(check_amp_device(config::AmpMode::kFp16, torch::kCUDA));
+  EXPECT_NO_THROW(check_amp_device(config::AmpMode::kBf16, torch::kCPU));
+  EXPECT_NO_THROW(check_amp_device(config::AmpMode::kBf16, torch::kCUDA));
+  EXPECT_NO_THROW(check_amp_device(config::AmpMode::kOff, torch::kMPS));
+  EXPECT_THROW(check_amp_device(config::AmpMode::kBf16, torch::kMPS), ConfigError);
 }
 
 }  // namespace
-}  // namespace gputrain::train
+}  // namespace gputrain::step

@@ -10,11 +10,21 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
-#include "gputrain/train/faults.h"
+namespace gputrain::step {
 
-namespace gputrain::train {
+// Optimizer steps whose loss was not finite (train.on_nan), as one read found them.
+struct NonFiniteSeen {
+  int64_t steps = 0;    // how many
+  int64_t first = 0;    // the first one's step number (0: none)
+  int64_t last = 0;     // the last one's
+  int64_t samples = 0;  // their samples, all told
+};
+
+// "step 5", or "steps 5 to 9" when there were several.
+std::string step_range(const NonFiniteSeen& seen);
 
 class NonFiniteSteps {
  public:
@@ -50,4 +60,4 @@ class NonFiniteSteps {
   NonFiniteSeen seen_;
 };
 
-}  // namespace gputrain::train
+}  // namespace gputrain::step

@@ -1,8 +1,8 @@
-#include "running_sums.h"
+#include "gputrain/step/running_sums.h"
 
 #include <ATen/Dispatch.h>
 
-namespace gputrain::train::detail {
+namespace gputrain::step {
 
 namespace {
 
@@ -74,4 +74,4 @@ void RunningSums::restore(const checkpoint::PartialSums& stored, parallel::Strat
   samples = stored.samples;
 }
 
-}  // namespace gputrain::train::detail
+}  // namespace gputrain::step

@@ -1,4 +1,4 @@
-#include "gputrain/train/optimizer_step.h"
+#include "gputrain/step/optimizer_step.h"
 
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -10,11 +10,12 @@
 #include <cmath>
 #include <limits>
 
-#include "gputrain/train/cuda_graph.h"
-#include "gputrain/train/non_finite.h"
-#include "gputrain/train/optim.h"
+#include "gputrain/optim/loss.h"
+#include "gputrain/optim/optimizer.h"
+#include "gputrain/step/cuda_graph.h"
+#include "gputrain/step/non_finite.h"
 
-namespace gputrain::train {
+namespace gputrain::step {
 namespace {
 
 // A one-process eager step's parts, with a cross-entropy loss over 2 classes.
@@ -25,7 +26,7 @@ EagerStepParts cpu_parts(parallel::Strategy* strategy, torch::nn::Sequential mod
   parts.model = std::move(model);
   parts.optimizer = optimizer;
   parts.scaler = scaler;
-  parts.loss = {LossKind::kCrossEntropy, 2, {}};
+  parts.loss = {optim::LossKind::kCrossEntropy, 2, {}};
   return parts;
 }
 
@@ -124,7 +125,7 @@ TEST(NonFiniteSteps, ALongIntervalLosesNoStep) {
   EXPECT_EQ(seen.first, 3);
   EXPECT_EQ(seen.last, 2400);
   torch::optim::SGD plain({torch::zeros({1}, torch::requires_grad())}, 0.1);
-  EXPECT_FALSE(skip_updates_when(plain, check.found()));  // LibTorch's own step: the host reads the loss instead
+  EXPECT_FALSE(optim::skip_updates_when(plain, check.found()));  // LibTorch's own step: the host reads the loss instead
 }
 
 // The eager step with the device check: a NaN batch makes no update (the fused
@@ -138,9 +139,9 @@ TEST(NonFiniteSteps, TheEagerStepSkipsANonFiniteBatchWithoutReadingIt) {
     options.momentum = 0.9;
     options.fused = fused ? config::Switch::kOn : config::Switch::kOff;
     options.foreach = !fused;
-    const auto optimizer = make_optimizer(options, param_groups(options, model->named_parameters()));
+    const auto optimizer = optim::make_optimizer(options, optim::param_groups(options, model->named_parameters()));
     NonFiniteSteps check(torch::Device(torch::kCPU), true);
-    ASSERT_TRUE(skip_updates_when(*optimizer, check.found()));
+    ASSERT_TRUE(optim::skip_updates_when(*optimizer, check.found()));
     const auto strategy = parallel::make_strategy({parallel::StrategyKind::kSingle, {torch::kCPU}, "test"}, {});
     GradScaler scaler(GradScalerOptions().enabled(false));
     EagerStepParts parts = cpu_parts(strategy.get(), model, optimizer.get(), &scaler);
@@ -194,9 +195,9 @@ TEST(GraphedStepFallback, AParameterWithoutAGradientStepsEagerly_CUDA) {
   options.lr = 0.1;
   options.momentum = 0.9;
   options.fused = config::Switch::kOn;
-  const auto optimizer = make_optimizer(options, param_groups(options, model->named_parameters()));
+  const auto optimizer = optim::make_optimizer(options, optim::param_groups(options, model->named_parameters()));
   const auto step =
-      make_graphed_step(model, *optimizer, {LossKind::kCrossEntropy, 2, {}}, false, cuda, GraphPlan{4, 0});
+      make_graphed_step(model, *optimizer, {optim::LossKind::kCrossEntropy, 2, {}}, false, cuda, GraphPlan{4, 0});
   // register_module adds no entry to Sequential's list: the layer is reached by name.
   const torch::Tensor unused = model->named_parameters()["unused.weight"].detach().clone();
   for (int i = 0; i < 6; ++i) {
@@ -282,4 +283,4 @@ TEST(GraphPlan, CapturesTheMicroBatchesOfAStepInOneStaticBuffer) {
 }
 
 }  // namespace
-}  // namespace gputrain::train
+}  // namespace gputrain::step

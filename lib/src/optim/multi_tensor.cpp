@@ -1,4 +1,4 @@
-#include "multi_tensor_optim.h"
+#include "gputrain/optim/multi_tensor.h"
 
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_addcdiv.h>
@@ -17,7 +17,7 @@
 #include <cmath>
 #include <optional>
 
-namespace gputrain::train::detail {
+namespace gputrain::optim::detail {
 
 namespace {
 
@@ -431,4 +431,4 @@ std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adamw(std::vector<tor
   return std::make_unique<AdamW>(std::move(groups), options, kernel);
 }
 
-}  // namespace gputrain::train::detail
+}  // namespace gputrain::optim::detail

@@ -21,12 +21,12 @@
 
 #include "gputrain/config/config.h"
 #include "gputrain/data/batch_loader.h"
+#include "gputrain/optim/loss.h"
 #include "gputrain/parallel/strategy.h"
-#include "gputrain/train/amp.h"
-#include "gputrain/train/non_finite.h"
-#include "gputrain/train/optim.h"
+#include "gputrain/step/amp.h"
+#include "gputrain/step/non_finite.h"
 
-namespace gputrain::train {
+namespace gputrain::step {
 
 // Sums of one step, on the device (no sync): the summed per-sample loss and,
 // for classification, the number of correct predictions.
@@ -72,8 +72,8 @@ class GraphedStep {
   // null: one process; ddp: prepared with GradientSync::kAfterBackward, over
   // NCCL) sums the gradients and agrees on the non-finite check inside the
   // step; it must outlive this.
-  GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss, bool channels_last,
-              torch::Device device, const GraphPlan& plan, NonFiniteSteps* non_finite = nullptr,
+  GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const optim::LossSpec& loss,
+              bool channels_last, torch::Device device, const GraphPlan& plan, NonFiniteSteps* non_finite = nullptr,
               GradScaler* scaler = nullptr, parallel::Strategy* processes = nullptr);
   ~GraphedStep();
   GraphedStep(const GraphedStep&) = delete;
@@ -94,4 +94,4 @@ class GraphedStep {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace gputrain::train
+}  // namespace gputrain::step

@@ -1,5 +1,6 @@
-#include "gputrain/train/cuda_graph.h"
+#include "gputrain/step/cuda_graph.h"
 
+#include <c10/util/StringUtil.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -19,12 +20,11 @@
 #include "gputrain/common/strings.h"
 #include "gputrain/config/choices.h"
 #include "gputrain/device/nvtx.h"
-#include "gputrain/logging/format.h"
-#include "gputrain/train/fast_paths.h"
-#include "gputrain/train/optimizer_step.h"
-#include "multi_tensor_optim.h"
+#include "gputrain/optim/multi_tensor.h"
+#include "gputrain/step/channels_last.h"
+#include "gputrain/step/optimizer_step.h"
 
-namespace gputrain::train {
+namespace gputrain::step {
 
 bool GraphPlan::replays(const std::vector<data::Batch>& group) const {
   return static_cast<int64_t>(group.size()) == micro_batches &&
@@ -65,8 +65,8 @@ std::vector<StepSums> on_current_stream(const std::vector<StepSums>& sums) {
 }  // namespace
 
 struct GraphedStep::State {
-  State(torch::nn::Sequential m, detail::SplitStep& s, LossSpec l, bool cl, torch::Device d, const GraphPlan& p,
-        NonFiniteSteps* n, GradScaler* g, parallel::Strategy* ps)
+  State(torch::nn::Sequential m, optim::detail::SplitStep& s, optim::LossSpec l, bool cl, torch::Device d,
+        const GraphPlan& p, NonFiniteSteps* n, GradScaler* g, parallel::Strategy* ps)
       : model(std::move(m)),
         split(s),
         loss(std::move(l)),
@@ -79,8 +79,8 @@ struct GraphedStep::State {
         side(c10::cuda::getStreamFromPool(false, d.index())) {}
 
   torch::nn::Sequential model;
-  detail::SplitStep& split;  // the fused or foreach optimizer
-  LossSpec loss;
+  optim::detail::SplitStep& split;  // the fused or foreach optimizer
+  optim::LossSpec loss;
   bool channels_last;
   torch::Device device;
   GraphPlan plan;                 // the captured shape, and what the step does after backward
@@ -96,8 +96,8 @@ struct GraphedStep::State {
   // Static: every replayed step reads its micro-batches from here, micro-batch k from slice k.
   torch::Tensor inputs, targets;
   std::vector<torch::Tensor> input_parts, target_parts;
-  std::vector<StepSums> sums;  // static outputs of the graph, one per micro-batch
-  MeanBackward backward_mean;  // its 1/samples gradient is made before capture, in the warm-up steps
+  std::vector<StepSums> sums;         // static outputs of the graph, one per micro-batch
+  optim::MeanBackward backward_mean;  // its 1/samples gradient is made before capture, in the warm-up steps
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   bool eager_only = false;  // the step could not be captured: every step runs eagerly
 
@@ -146,13 +146,13 @@ struct GraphedStep::State {
         device::NvtxRange range("forward");
         AutocastScope autocast(plan.amp, c10::kCUDA, /*cache_casts=*/false);
         outputs = model->forward(model_inputs(xs[k], device, channels_last));
-        total = loss_sum(loss, outputs, ys[k]);
+        total = optim::loss_sum(loss, outputs, ys[k]);
       }
       {
         device::NvtxRange range("backward");
         backward_mean(scaler != nullptr ? scaler->scale(total) : total, samples);
       }
-      step_sums.push_back({total.detach(), correct_count(outputs, ys[k], loss.classes > 0)});
+      step_sums.push_back({total.detach(), optim::correct_count(outputs, ys[k], loss.classes > 0)});
       step_loss = step_loss.defined() ? step_loss + step_sums.back().loss_sum : step_sums.back().loss_sum;
     }
     if (processes != nullptr) processes->sum_gradients(model);
@@ -210,15 +210,15 @@ struct GraphedStep::State {
     }
     stream_waits_for(current, side);
     spdlog::info("train.cuda_graph: captured the train step ({} of input {}{}); later steps replay it",
-                 count_of(plan.micro_batches, "micro-batch"), logging::shape_str(input_parts.front()),
+                 count_of(plan.micro_batches, "micro-batch"), c10::str(input_parts.front().sizes()),
                  plan.amp == AmpMode::kOff ? "" : fmt::format(", train.amp: {}", config::word(plan.amp)));
   }
 };
 
-GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const LossSpec& loss,
+GraphedStep::GraphedStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const optim::LossSpec& loss,
                          bool channels_last, torch::Device device, const GraphPlan& plan, NonFiniteSteps* non_finite,
                          GradScaler* scaler, parallel::Strategy* processes) {
-  auto* split = dynamic_cast<detail::SplitStep*>(&optimizer);
+  auto* split = dynamic_cast<optim::detail::SplitStep*>(&optimizer);
   GPUTRAIN_CHECK(split != nullptr && device.is_cuda(), "GraphedStep needs a fused or foreach optimizer on CUDA");
   // The captured loss reads the class weights at this address on every replay: made once, never written.
   GPUTRAIN_CHECK(!loss.class_weights.defined() || loss.class_weights.device() == device,
@@ -288,7 +288,7 @@ std::vector<StepSums> GraphedStep::step(const std::vector<data::Batch>& group) {
 
 struct GraphedStep::State {};
 
-GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, const LossSpec&, bool, torch::Device,
+GraphedStep::GraphedStep(torch::nn::Sequential, torch::optim::Optimizer&, const optim::LossSpec&, bool, torch::Device,
                          const GraphPlan&, NonFiniteSteps*, GradScaler*, parallel::Strategy*) {
   GPUTRAIN_CHECK(false, "GraphedStep needs a build of LibTorch with CUDA");
 }
@@ -307,4 +307,4 @@ std::vector<std::string> parameters_without_gradient(const torch::nn::Module& mo
   return names;
 }
 
-}  // namespace gputrain::train
+}  // namespace gputrain::step

@@ -1,0 +1,59 @@
+#pragma once
+// Optimizers from the config: parameter groups, and the step of each optimizer.
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+#include <torch/ordered_dict.h>
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gputrain/config/config.h"
+
+namespace gputrain::optim {
+
+// One parameter group of the optimizer: its tensors and how they are updated.
+struct ParamGroup {
+  std::vector<torch::Tensor> params;
+  double weight_decay = 0;
+  double lr_multiplier = 1;  // the group's lr is the schedule's × this
+  std::string what;          // for the log: "4 tensors of dim <= 1"
+};
+
+// The model's parameters in groups, in at most four, in this order (empty ones left out):
+//   tensors             weight decay optim.weight_decay, lr × 1
+//   tensors of dim <= 1 no weight decay,                  lr × 1
+//   biases              weight decay optim.weight_decay, lr × optim.bias_lr_multiplier
+//   biases              no weight decay,                  lr × optim.bias_lr_multiplier
+// A parameter gets no weight decay when optim.no_decay_bias_norm is on and it
+// has at most one dimension: biases, and the weights and biases of BatchNorm,
+// LayerNorm and GroupNorm (timm's and nanoGPT's rule). It is a bias
+// when optim.bias_lr_multiplier is not 1 and its name ends in "bias" (a
+// normalisation layer's weight is not). With both keys at their defaults
+// there is one group, as before them. Each keeps the model's order, so the same
+// config makes the same groups, which checkpoints rely on.
+std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
+                                     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters);
+
+// "2 parameter groups: 4 tensors with weight decay 0.0005, lr × 1; 4 biases without weight decay, lr × 64"
+std::string describe(const std::vector<ParamGroup>& groups);
+
+// The multipliers of `groups`, in order, as LrSchedule takes them.
+std::vector<double> lr_multipliers(const std::vector<ParamGroup>& groups);
+
+// sgd (lr, momentum, weight_decay, nesterov) | adam | adamw (betas, eps, weight_decay)
+// over `groups`, each with its own weight decay and lr × multiplier.
+// adamw is torch::optim::AdamW (decoupled decay) with optim.weight_decay as
+// given, so its default is the config's 0, not PyTorch's 1e-2. optim.fused
+// must be resolved first (resolved_optim in train/builder.h): auto runs as off here.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
+                                                        const std::vector<ParamGroup>& groups);
+
+// From now on `optimizer` makes no update while `found` (a float32 scalar on
+// its parameters' device) holds 1, read on the device by the fused kernels.
+// False, and nothing changed, for an optimizer without a multi-tensor step
+// (optim.fused and optim.foreach both off).
+bool skip_updates_when(torch::optim::Optimizer& optimizer, const torch::Tensor& found);
+
+}  // namespace gputrain::optim
