@@ -438,17 +438,18 @@ TEST(Resume, IncompatibleKeysAreNamedWithBothValues) {
 
 // train.resume: auto continues only a restarted job (torchrun's restart count, a requeued Slurm job's).
 TEST(Resume, TrainResumeAutoContinuesOnlyARestart) {
-  EXPECT_EQ(choose_resume("auto", {}).resume, "");
-  EXPECT_NE(choose_resume("auto", {}).reason.find("a first start"), std::string::npos);
-  const ResumeChoice elastic = choose_resume("auto", {2, 0});
+  EXPECT_EQ(choose_resume(config::ResumeFrom{}, {}).resume, "");
+  EXPECT_NE(choose_resume(config::ResumeFrom{}, {}).reason.find("a first start"), std::string::npos);
+  const ResumeChoice elastic = choose_resume(config::ResumeFrom{}, {2, 0});
   EXPECT_EQ(elastic.resume, "auto");
   EXPECT_NE(elastic.reason.find("restart 2 of an elastic job (TORCHELASTIC_RESTART_COUNT=2)"), std::string::npos)
       << elastic.reason;
-  const ResumeChoice requeued = choose_resume("auto", {0, 1});
+  const ResumeChoice requeued = choose_resume(config::ResumeFrom{}, {0, 1});
   EXPECT_EQ(requeued.resume, "auto");
   EXPECT_NE(requeued.reason.find("requeued (SLURM_RESTART_COUNT=1)"), std::string::npos) << requeued.reason;
-  EXPECT_EQ(choose_resume("never", {3, 3}).resume, "");
-  EXPECT_EQ(choose_resume("runs/a/checkpoints/x.ckpt", {}).resume, "runs/a/checkpoints/x.ckpt");
+  EXPECT_EQ(choose_resume({config::ResumeFrom::Kind::kNever, ""}, {3, 3}).resume, "");
+  EXPECT_EQ(choose_resume({config::ResumeFrom::Kind::kCheckpoint, "runs/a/checkpoints/x.ckpt"}, {}).resume,
+            "runs/a/checkpoints/x.ckpt");
 }
 
 TEST(Resume, AutoNeedsTheRunAndStartsFreshWithoutCheckpoints) {

@@ -21,7 +21,7 @@ TEST(ConfigDump, RoundTripIsAFixedPoint) {
   EXPECT_DOUBLE_EQ(second.config.optim.lr, 3.0e-4);
   EXPECT_DOUBLE_EQ(second.config.data.normalize.std[0], 0.3530);
   EXPECT_EQ(second.config.gpus.indices, (std::vector<int64_t>{1}));
-  EXPECT_EQ(second.config.device, "cuda:1");
+  EXPECT_EQ(second.config.device.text(), "cuda:1");
 }
 
 TEST(ConfigDump, EveryShippedConfigRoundTrips) {

@@ -72,6 +72,31 @@ output:
   EXPECT_EQ(loaded.sources.at("data.batch_size").str(), "exp.yaml:10:15");
 }
 
+// `device:` is parsed once, when the file is read: the run gets its kind and index.
+TEST(ConfigLoad, DeviceIsParsedWhenTheFileIsRead) {
+  EXPECT_EQ(load_config_text("device: auto\n", "d.yaml").config.device.kind, DeviceKind::kAuto);
+  EXPECT_EQ(load_config_text("device: cpu\n", "d.yaml").config.device.kind, DeviceKind::kCpu);
+  EXPECT_EQ(load_config_text("device: mps\n", "d.yaml").config.device.kind, DeviceKind::kMps);
+  const DeviceRequest cuda = load_config_text("device: cuda\n", "d.yaml").config.device;
+  EXPECT_EQ(cuda.kind, DeviceKind::kCuda);
+  EXPECT_FALSE(cuda.index.has_value());
+  const DeviceRequest third = load_config_text("name: x\ndevice: cuda:3\n", "d.yaml").config.device;
+  EXPECT_EQ(third.kind, DeviceKind::kCuda);
+  EXPECT_EQ(third.index, 3);
+  EXPECT_EQ(third.text(), "cuda:3");
+  for (const char* bad : {"cuda:", "cuda:x", "cuda:-1", "tpu"}) {
+    try {
+      load_config_text(fmt::format("name: x\ndevice: '{}'\n", bad), "d.yaml");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "device");
+      EXPECT_NE(std::string(e.what()).find(fmt::format("d.yaml:2:9: device: unknown device '{}'", bad)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(ConfigLoad, EmptyFileGivesDefaultsWithResolvedRoot) {
   const auto c = load_config_text("", "empty.yaml").config;
   EXPECT_EQ(c.data.dataset, DatasetName::kCifar10);

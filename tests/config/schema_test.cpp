@@ -17,7 +17,7 @@ namespace gputrain::config {
 namespace {
 
 // The dotted name of every declared key, in declaration order.
-class KeyLister {
+class KeyLister : public KeysOnly {
  public:
   explicit KeyLister(std::vector<std::string>& keys, std::string prefix = "")
       : keys_(keys), prefix_(std::move(prefix)) {}
@@ -30,10 +30,6 @@ class KeyLister {
     KeyLister inner(keys_, prefix_ + key + ".");
     visit(inner, sub);
   }
-  template <typename Message>
-  void check(const std::string&, bool, const Message&) {}
-  template <typename T>
-  void imply(const char*, T&, const T&, bool) {}
 
  private:
   std::vector<std::string>& keys_;
@@ -66,7 +62,7 @@ std::vector<LayerConfig> every_kind_of_layer() {
 }
 
 // Gives the key named `target` a valid value other than the one it has.
-class Perturber {
+class Perturber : public KeysOnly {
  public:
   Perturber(std::string target, std::string prefix = "") : target_(std::move(target)), prefix_(std::move(prefix)) {}
   template <typename T, typename C>
@@ -78,10 +74,6 @@ class Perturber {
     Perturber inner(target_, prefix_ + key + ".");
     visit(inner, sub);
   }
-  template <typename Message>
-  void check(const std::string&, bool, const Message&) {}
-  template <typename T>
-  void imply(const char*, T&, const T&, bool) {}
 
  private:
   static void change(std::string& value) { value = value == "auto" ? "cpu" : value + "x"; }
@@ -92,6 +84,15 @@ class Perturber {
   static void change(Switch& value) { value = value == Switch::kOn ? Switch::kOff : Switch::kOn; }
   static void change(std::optional<int64_t>& value) { value = value.value_or(0) + 3; }
   static void change(GpuSelection& value) { value = {false, {0}}; }
+  static void change(DeviceRequest& value) {
+    value = value.kind == DeviceKind::kAuto ? DeviceRequest{DeviceKind::kCpu, std::nullopt} : DeviceRequest{};
+  }
+  static void change(ResumeFrom& value) {
+    value = value.kind == ResumeFrom::Kind::kAuto
+                ? ResumeFrom{ResumeFrom::Kind::kCheckpoint, "runs/a/checkpoints/x.ckpt"}
+                : ResumeFrom{};
+  }
+  static void change(MemoryBudget& value) { value.bytes = value.bytes.value_or(0) + (1 << 30); }
   static void change(std::vector<LayerConfig>& value) { value = every_kind_of_layer(); }
   static void change(std::vector<int64_t>& value) { value.push_back(7); }
   static void change(std::vector<double>& value) {
@@ -137,7 +138,6 @@ ExperimentConfig with_changed(const std::string& key) {
   if (config.train.target_batch > 0) config.data.batch_size = config.train.target_batch;
   if (config.data.augment.reflect) config.data.augment.random_crop = 2;
   if (config.data.augment.alternating_flip) config.data.augment.hflip = true;
-  if (config.train.max_memory != "auto") config.train.max_memory = "1GiB";
   if (config.data.normalize.mean.size() != config.data.normalize.std.size()) {
     config.data.normalize.mean = {0.5};
     config.data.normalize.std = {0.5};
@@ -226,6 +226,27 @@ TEST(ConfigSchema, NormalizeStdHasASaneMinimum) {
     EXPECT_NE(std::string(e.what()).find("every value must be >= 1e-06"), std::string::npos) << e.what();
   }
   EXPECT_NO_THROW(load_config_text("data: {normalize: {mean: [0.5], std: [1e-3]}}\n", "exp.yaml"));
+}
+
+// What a resumed run may not change is a tag on each key in the schema; the key table says it too.
+TEST(ConfigSchema, KeysFixedOnResumeAreDeclaredInTheSchema) {
+  for (const char* key : {"seed", "model.name", "model.layers", "model.hidden", "data.dataset", "data.classes",
+                          "data.input_size", "optim.name"}) {
+    EXPECT_TRUE(is_fixed_on_resume(key, false)) << key;
+  }
+  for (const char* key : {"data.batch_size", "data.shuffle", "data.drop_last", "train.accumulation_steps"}) {
+    EXPECT_FALSE(is_fixed_on_resume(key, false)) << key;
+    EXPECT_TRUE(is_fixed_on_resume(key, true)) << key;
+  }
+  for (const char* key : {"train.epochs", "optim.lr", "data.root", "name", "modelx", "data.dataset_extra"}) {
+    EXPECT_FALSE(is_fixed_on_resume(key, true)) << key;
+  }
+  const std::string table = key_table();
+  EXPECT_NE(table.find("| `seed` | 0 | >= 0 | seeds weights, data order, augmentation and generated data. Fixed on "
+                       "resume |"),
+            std::string::npos);
+  EXPECT_NE(table.find("drop the training split's last short batch. Fixed on resume inside an epoch |"),
+            std::string::npos);
 }
 
 // configs/README.md's key table is generated (`gputrain config --keys`); this keeps it current.

@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
 
 #include "gputrain/common/error.h"
-#include "gputrain/device/device_spec.h"
 #include "gputrain/device/inventory.h"
 #include "gputrain/device/nvml.h"
 
@@ -28,17 +27,6 @@ TEST(CudaVersion, DecodesCudaEncoding) {
   EXPECT_EQ(cuda_version_string(13000), "13.0");
   EXPECT_EQ(cuda_version_string(12040), "12.4");
   EXPECT_EQ(cuda_version_string(0), "");
-}
-
-TEST(DeviceSpec, ParsesEveryForm) {
-  EXPECT_EQ(DeviceSpec::parse("auto").kind, DeviceKind::kAuto);
-  EXPECT_EQ(DeviceSpec::parse("cpu").kind, DeviceKind::kCpu);
-  EXPECT_EQ(DeviceSpec::parse("mps").kind, DeviceKind::kMps);
-  EXPECT_FALSE(DeviceSpec::parse("cuda").index.has_value());
-  EXPECT_EQ(DeviceSpec::parse("cuda:3").index, 3);
-  EXPECT_THROW(DeviceSpec::parse("cuda:"), UserError);
-  EXPECT_THROW(DeviceSpec::parse("cuda:x"), UserError);
-  EXPECT_THROW(DeviceSpec::parse("tpu"), UserError);
 }
 
 }  // namespace

@@ -4,20 +4,15 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
 #include "gputrain/config/output_paths.h"
+#include "gputrain/config/schema.h"
 
 namespace gputrain::checkpoint {
 
 namespace {
-
-bool listed(const std::vector<std::string>& keys, const std::string& key) {
-  return std::find(keys.begin(), keys.end(), key) != keys.end();
-}
 
 // Where `key` of `config` was written, for messages.
 std::string origin(const config::LoadedConfig& config, const std::string& key) {
@@ -29,17 +24,11 @@ std::string origin(const config::LoadedConfig& config, const std::string& key) {
 
 std::vector<std::string> incompatible_keys(const config::ExperimentConfig& stored,
                                            const config::ExperimentConfig& requested, const Position& at) {
-  static const std::vector<std::string> kAlways{
-      "seed",         "data.dataset", "data.samples", "data.test_samples", "data.features",
-      "data.classes", "data.targets", "data.length",  "data.input_size",   "optim.name"};
-  static const std::vector<std::string> kMidEpoch{"data.batch_size", "train.accumulation_steps", "data.shuffle",
-                                                  "data.drop_last"};
   const auto before = config::flatten_config(stored);
   const auto after = config::flatten_config(requested);
   std::vector<std::string> keys;
   for (const auto& [key, value] : before) {
-    const bool fixed = key.rfind("model.", 0) == 0 || listed(kAlways, key) || (at.batch > 0 && listed(kMidEpoch, key));
-    if (fixed && after.at(key) != value) keys.push_back(key);
+    if (config::is_fixed_on_resume(key, at.batch > 0) && after.at(key) != value) keys.push_back(key);
   }
   return keys;
 }
@@ -97,9 +86,12 @@ Resumption resolve_resume(const std::string& resume, const std::optional<config:
   return {std::move(resumed), std::move(checkpoint)};
 }
 
-ResumeChoice choose_resume(const std::string& setting, const Restarts& restarts) {
-  if (setting == "never") return {"", "train.resume: never, so training starts afresh"};
-  if (setting != "auto") return {setting, fmt::format("train.resume: continuing from {}", setting)};
+ResumeChoice choose_resume(const config::ResumeFrom& setting, const Restarts& restarts) {
+  using Kind = config::ResumeFrom::Kind;
+  if (setting.kind == Kind::kNever) return {"", "train.resume: never, so training starts afresh"};
+  if (setting.kind == Kind::kCheckpoint) {
+    return {setting.checkpoint, fmt::format("train.resume: continuing from {}", setting.checkpoint)};
+  }
   if (restarts.elastic > 0) {
     return {"auto", fmt::format("train.resume: auto, and this is restart {} of an elastic job "
                                 "(TORCHELASTIC_RESTART_COUNT={}): continuing from the newest intact checkpoint",

@@ -10,7 +10,7 @@ namespace gputrain::config {
 namespace {
 
 // Writes each declared key as YAML that the reader takes back unchanged.
-class Dumper {
+class Dumper : public KeysOnly {
  public:
   explicit Dumper(YAML::Emitter& out) : out_(out) {}
 
@@ -25,10 +25,6 @@ class Dumper {
     visit(*this, sub);
     out_ << YAML::EndMap;
   }
-  template <typename Message>
-  void check(const std::string&, bool, const Message&) {}
-  template <typename T>
-  void imply(const char*, T&, const T&, bool) {}
 
  private:
   // Quoted, so that a name or path such as "1e3" or "yes" stays a string.
@@ -58,6 +54,15 @@ class Dumper {
     for (const T& value : values) emit(value);
     out_ << YAML::EndSeq;
   }
+  void emit(const DeviceRequest& device) { out_ << device.text(); }
+  void emit(const ResumeFrom& resume) {
+    if (resume.kind == ResumeFrom::Kind::kCheckpoint) {
+      emit(resume.checkpoint);
+    } else {
+      out_ << (resume.kind == ResumeFrom::Kind::kAuto ? "auto" : "never");
+    }
+  }
+  void emit(const MemoryBudget& budget) { emit(budget.bytes); }
   void emit(const GpuSelection& gpus) {
     if (gpus.all) {
       out_ << "all";

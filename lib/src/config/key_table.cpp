@@ -14,26 +14,37 @@ std::string code(const std::string& text) { return "`" + text + "`"; }
 
 // One markdown row per declared key: its dotted name, default, the values it
 // takes and its meaning.
-class KeyTable {
+class KeyTable : public KeysOnly {
  public:
   explicit KeyTable(std::string prefix = "") : prefix_(std::move(prefix)) {}
 
   template <typename T, typename C>
   void field(const char* key, const T& value, const C& constraint, const char* doc) {
-    rows_ += fmt::format("| {} | {} | {} | {} |\n", code(prefix_ + key), shown(value), values(value, constraint), doc);
+    rows_.push_back({prefix_ + key, shown(value), values(value, constraint), doc});
   }
   template <typename S>
   void section(const char* key, S& sub) {
     KeyTable inner(prefix_ + key + ".");
     visit(inner, sub);
-    rows_ += inner.rows_;
+    rows_.insert(rows_.end(), inner.rows_.begin(), inner.rows_.end());
   }
-  template <typename Message>
-  void check(const std::string&, bool, const Message&) {}
-  template <typename T>
-  void imply(const char*, T&, const T&, bool) {}
+  // Said in the meaning of each key it covers (a section: each of its keys).
+  void fixed_on_resume(const char* key, FixedOnResume when) {
+    const std::string fixed = prefix_ + key;
+    for (Row& row : rows_) {
+      if (row.key != fixed && row.key.rfind(fixed + ".", 0) != 0) continue;
+      if (!row.meaning.empty() && row.meaning.back() == '.') row.meaning.pop_back();
+      row.meaning += when == FixedOnResume::kAlways ? ". Fixed on resume" : ". Fixed on resume inside an epoch";
+    }
+  }
 
-  const std::string& rows() const { return rows_; }
+  std::string rows() const {
+    std::string out;
+    for (const Row& row : rows_) {
+      out += fmt::format("| {} | {} | {} | {} |\n", code(row.key), row.default_value, row.values, row.meaning);
+    }
+    return out;
+  }
 
  private:
   static std::string shown(const std::string& value) { return value.empty() ? "\"\"" : value; }
@@ -44,6 +55,9 @@ class KeyTable {
   static std::string shown(Switch value) { return value == Switch::kAuto ? "auto" : shown(value == Switch::kOn); }
   static std::string shown(const std::optional<int64_t>& value) { return value ? shown(*value) : "auto"; }
   static std::string shown(const GpuSelection& gpus) { return gpus.all ? "all" : shown(gpus.indices); }
+  static std::string shown(const DeviceRequest& device) { return device.text(); }
+  static std::string shown(const ResumeFrom&) { return "auto"; }
+  static std::string shown(const MemoryBudget& budget) { return shown(budget.bytes); }
   static std::string shown(const LayerConfig& layer) { return word(layer.type); }
   template <typename T>
   static std::string shown(const std::vector<T>& values) {
@@ -61,6 +75,9 @@ class KeyTable {
   static std::string values(uint64_t, const Any&) { return ">= 0"; }
   static std::string values(Switch, const Any&) { return "true, false, auto"; }
   static std::string values(const GpuSelection&, const Any&) { return "`all` or GPU indices"; }
+  static std::string values(const DeviceRequest&, const Any&) { return "`auto`, `cpu`, `cuda`, `cuda:N`, `mps`"; }
+  static std::string values(const ResumeFrom&, const Any&) { return "`auto`, `never` or a checkpoint file"; }
+  static std::string values(const MemoryBudget&, const Any&) { return "`auto` or bytes: `2GiB`, `512MiB`"; }
   static std::string values(int64_t, const Min& constraint) { return describe(constraint); }
   static std::string values(const std::optional<int64_t>&, const Min& constraint) {
     return "`auto` or " + describe(constraint);
@@ -79,8 +96,11 @@ class KeyTable {
     return fmt::format("{}", fmt::join(words, ", "));
   }
 
+  struct Row {
+    std::string key, default_value, values, meaning;
+  };
   std::string prefix_;
-  std::string rows_;
+  std::vector<Row> rows_;
 };
 
 }  // namespace

@@ -212,6 +212,45 @@ void NodeReader::read(const std::string& key, GpuSelection& value) {
   value.indices = std::move(indices);
 }
 
+void NodeReader::read(const std::string& key, DeviceRequest& value) {
+  const YAML::Node node = raw(key);
+  if (!node || node.IsNull()) return;
+  std::string text;
+  read(key, text);
+  const std::optional<DeviceRequest> parsed = DeviceRequest::parse(text);
+  if (!parsed) fail(key, fmt::format("unknown device '{}'; allowed: auto, cpu, cuda, cuda:N or mps", text));
+  value = *parsed;
+}
+
+void NodeReader::read(const std::string& key, ResumeFrom& value) {
+  const YAML::Node node = raw(key);
+  if (!node || node.IsNull()) return;
+  std::string text;
+  read(key, text);
+  if (text.empty()) fail(key, "is empty; write auto, never or a checkpoint file");
+  if (text == "auto") {
+    value = ResumeFrom{};
+  } else if (text == "never") {
+    value = ResumeFrom{ResumeFrom::Kind::kNever, ""};
+  } else {
+    value = ResumeFrom{ResumeFrom::Kind::kCheckpoint, text};
+  }
+}
+
+void NodeReader::read(const std::string& key, MemoryBudget& value) {
+  const YAML::Node node = raw(key);
+  if (!node || node.IsNull()) return;
+  std::string text;
+  read(key, text);
+  if (text == "auto") {
+    value = MemoryBudget{};
+    return;
+  }
+  const std::optional<int64_t> bytes = parse_bytes(text);
+  if (!bytes) fail(key, fmt::format("'{}' is not a size; write auto or bytes with a unit: 2GiB, 512MiB, 1.5GB", text));
+  value.bytes = bytes;
+}
+
 NodeReader NodeReader::section(const std::string& key) {
   YAML::Node node = value_node(key);
   if (node && !node.IsNull() && !node.IsMap()) {

@@ -36,8 +36,11 @@ class NodeReader {
   void read(const std::string& key, std::vector<int64_t>& value);
   void read(const std::string& key, std::vector<double>& value);
   void read(const std::string& key, std::optional<int64_t>& value);
-  void read(const std::string& key, uint64_t& value);      // an integer >= 0
-  void read(const std::string& key, GpuSelection& value);  // all | an index | a list of them
+  void read(const std::string& key, uint64_t& value);       // an integer >= 0
+  void read(const std::string& key, GpuSelection& value);   // all | an index | a list of them
+  void read(const std::string& key, DeviceRequest& value);  // auto | cpu | cuda | cuda:N | mps
+  void read(const std::string& key, ResumeFrom& value);     // auto | never | a checkpoint path
+  void read(const std::string& key, MemoryBudget& value);   // auto | bytes with a unit
   // model.layers: a list of layer mappings, checked against config/layer_keys.h (layer_reader.cpp).
   void read(const std::string& key, std::vector<LayerConfig>& value);
   // A choice: one of the words of the enum's table.

@@ -53,6 +53,8 @@ class Reader {
     if (when && !sources_.exact(reader_.path(key)).known()) value = implied;
   }
 
+  void fixed_on_resume(const char*, FixedOnResume) {}
+
   template <typename Message>
   void check(const std::string& key, bool ok, const Message& message) {
     if (ok) return;

@@ -1,10 +1,13 @@
 #include "gputrain/config/schema.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <regex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace gputrain::config {
 
@@ -21,9 +24,33 @@ bool is_run_name(const std::string& name) {
   return std::regex_match(name, kSafeName);
 }
 
-bool is_device_text(const std::string& device) {
-  static const std::regex kDevice("auto|cpu|cuda|cuda:[0-9]+|mps");
-  return std::regex_match(device, kDevice);
+std::optional<DeviceRequest> DeviceRequest::parse(const std::string& text) {
+  if (text == "auto") return DeviceRequest{DeviceKind::kAuto, std::nullopt};
+  if (text == "cpu") return DeviceRequest{DeviceKind::kCpu, std::nullopt};
+  if (text == "mps") return DeviceRequest{DeviceKind::kMps, std::nullopt};
+  if (text == "cuda") return DeviceRequest{DeviceKind::kCuda, std::nullopt};
+  if (text.rfind("cuda:", 0) == 0 && text.size() > 5) {
+    int64_t index = -1;
+    const char* first = text.data() + 5;
+    const char* last = text.data() + text.size();
+    const auto [end, error] = std::from_chars(first, last, index);
+    if (error == std::errc() && end == last && index >= 0) return DeviceRequest{DeviceKind::kCuda, index};
+  }
+  return std::nullopt;
+}
+
+std::string DeviceRequest::text() const {
+  switch (kind) {
+    case DeviceKind::kAuto:
+      return "auto";
+    case DeviceKind::kCpu:
+      return "cpu";
+    case DeviceKind::kMps:
+      return "mps";
+    case DeviceKind::kCuda:
+      return index ? "cuda:" + std::to_string(*index) : "cuda";
+  }
+  return "auto";
 }
 
 bool is_inside_run_dir(const std::string& dir) {
@@ -58,6 +85,43 @@ std::vector<DatasetOnlyKey> dataset_only_keys(const DataConfig& c) {
           {"features", DatasetName::kSynthetic, c.features != d.features},
           {"classes", DatasetName::kSynthetic, c.classes != d.classes},
           {"targets", DatasetName::kSynthetic, c.targets != d.targets}};
+}
+
+namespace {
+
+// Collects the schema's fixed_on_resume declarations as dotted keys (or sections).
+class FixedKeys : public KeysOnly {
+ public:
+  FixedKeys(std::string prefix, std::vector<std::pair<std::string, FixedOnResume>>& out)
+      : prefix_(std::move(prefix)), out_(out) {}
+  template <typename T, typename C>
+  void field(const char*, const T&, const C&, const char*) {}
+  template <typename S>
+  void section(const char* key, S& sub) {
+    FixedKeys inner(prefix_ + key + ".", out_);
+    visit(inner, sub);
+  }
+  void fixed_on_resume(const char* key, FixedOnResume when) { out_.emplace_back(prefix_ + key, when); }
+
+ private:
+  std::string prefix_;
+  std::vector<std::pair<std::string, FixedOnResume>>& out_;
+};
+
+}  // namespace
+
+bool is_fixed_on_resume(const std::string& key, bool mid_epoch) {
+  static const std::vector<std::pair<std::string, FixedOnResume>> fixed = [] {
+    std::vector<std::pair<std::string, FixedOnResume>> out;
+    ExperimentConfig defaults;
+    FixedKeys keys("", out);
+    visit(keys, defaults);
+    return out;
+  }();
+  return std::any_of(fixed.begin(), fixed.end(), [&](const auto& rule) {
+    const bool covers = key == rule.first || key.rfind(rule.first + ".", 0) == 0;
+    return covers && (rule.second == FixedOnResume::kAlways || mid_epoch);
+  });
 }
 
 }  // namespace gputrain::config

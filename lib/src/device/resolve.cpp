@@ -79,7 +79,7 @@ void reject_gpus_off_cuda(const config::LoadedConfig& loaded, const DevicePlan& 
 }  // namespace
 
 DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInventory& inventory) {
-  const DeviceSpec spec = DeviceSpec::parse(loaded.config.device);
+  const config::DeviceRequest& spec = loaded.config.device;
   DevicePlan plan;
   switch (spec.kind) {
     case DeviceKind::kCpu:
@@ -119,7 +119,7 @@ DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInven
     fail(loaded, "device",
          fmt::format("'{}' was requested but CUDA is not available ({}). Use device: cpu, or device: auto to fall "
                      "back to the CPU.",
-                     loaded.config.device, inventory.cuda_unavailable_reason));
+                     loaded.config.device.text(), inventory.cuda_unavailable_reason));
   }
   plan.kind = DeviceKind::kCuda;
   if (spec.index) {
@@ -130,10 +130,10 @@ DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInven
     }
     if (!loaded.config.gpus.all) {
       fail(loaded, "gpus",
-           fmt::format("give GPUs either as device: {} or as a gpus list, not both", loaded.config.device));
+           fmt::format("give GPUs either as device: {} or as a gpus list, not both", loaded.config.device.text()));
     }
     plan.gpus = {*spec.index};
-    plan.reason = fmt::format("device: {} requested", loaded.config.device);
+    plan.reason = fmt::format("device: {} requested", loaded.config.device.text());
     return plan;
   }
   plan.gpus = selected_gpus(loaded, inventory);

@@ -128,8 +128,8 @@ std::optional<BatchChoice> solve_batch(config::LoadedConfig& loaded,
 
   int64_t budget = -1;
   std::string budget_source;
-  if (c.train.max_memory != "auto") {
-    budget = *parse_bytes(c.train.max_memory);
+  if (c.train.max_memory.bytes) {
+    budget = *c.train.max_memory.bytes;
     budget_source = "train.max_memory";
   } else if (!device.is_cuda()) {
     const int64_t available = device::host_available_memory(meminfo);

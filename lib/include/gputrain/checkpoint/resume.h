@@ -9,9 +9,10 @@
 
 namespace gputrain::checkpoint {
 
-// Keys that a resumed run may not change: the model, the data set's identity
-// and shape, the seed (data order, generated data) and the optimizer's kind;
-// mid-epoch also what fixes the order of micro-batches (the position counts them).
+// Keys that a resumed run may not change, as config/schema.h declares them
+// (fixed_on_resume): the model, the data set's identity and shape, the seed
+// (data order, generated data) and the optimizer's kind; mid-epoch also what
+// fixes the order of micro-batches (the position counts them).
 std::vector<std::string> incompatible_keys(const config::ExperimentConfig& stored,
                                            const config::ExperimentConfig& requested, const Position& at);
 
@@ -45,6 +46,6 @@ struct ResumeChoice {
   std::string resume;
   std::string reason;
 };
-ResumeChoice choose_resume(const std::string& setting, const Restarts& restarts);
+ResumeChoice choose_resume(const config::ResumeFrom& setting, const Restarts& restarts);
 
 }  // namespace gputrain::checkpoint

@@ -217,7 +217,7 @@ struct OptimConfig {
   double lr = 0.01;
   double momentum = 0.0;
   double weight_decay = 0.0;
-  // Parameter groups (train/optim.h has the rules): no weight decay on
+  // Parameter groups (optim/optimizer.h has the rules): no weight decay on
   // tensors of dim <= 1, and the lr of parameters named *bias scaled.
   bool no_decay_bias_norm = false;
   double bias_lr_multiplier = 1.0;
@@ -258,6 +258,18 @@ struct EarlyStoppingConfig {
   bool restore_best = false;
 };
 
+// train.resume: where a run starts when `train --resume` is not given.
+struct ResumeFrom {
+  enum class Kind { kAuto, kNever, kCheckpoint };
+  Kind kind = Kind::kAuto;
+  std::string checkpoint;  // kCheckpoint: the file to continue from
+};
+
+// train.max_memory: the memory budget of data.batch_size auto.
+struct MemoryBudget {
+  std::optional<int64_t> bytes;  // unset: auto
+};
+
 struct TrainConfig {
   int64_t epochs = 10;
   LossName loss = LossName::kAuto;
@@ -265,8 +277,7 @@ struct TrainConfig {
   int64_t accumulation_steps = 1;
   // With data.batch_size auto: the global batch per optimizer step to reach; 0: none.
   int64_t target_batch = 0;
-  // The memory budget of data.batch_size auto ("auto", or bytes: "2GiB", "512MiB", "1e9").
-  std::string max_memory = "auto";
+  MemoryBudget max_memory;
   double grad_clip = 0.0;  // max global L2 norm; 0 = off
   int64_t log_every = 50;
   bool log_replicas = false;
@@ -281,8 +292,7 @@ struct TrainConfig {
   TtaConfig tta;
   OnNan on_nan = OnNan::kStop;
   OnSigint on_sigint = OnSigint::kCheckpoint;
-  // Where a run starts without --resume: auto | never | a checkpoint path (checkpoint/resume.h).
-  std::string resume = "auto";
+  ResumeFrom resume;  // checkpoint/resume.h
   // Fast paths; each auto rule is in train/fast_paths.h, and each falls back,
   // with a log line, where it cannot apply.
   Switch cuda_graph = Switch::kAuto;       // capture the whole train step once, replay it (CUDA)
@@ -319,6 +329,17 @@ struct OutputConfig {
   std::string dir = "runs";  // a run writes <dir>/<name>/
 };
 
+// `device:` as parsed from its text: auto | cpu | cuda | cuda:N | mps.
+enum class DeviceKind { kAuto, kCpu, kCuda, kMps };
+struct DeviceRequest {
+  DeviceKind kind = DeviceKind::kAuto;
+  std::optional<int64_t> index;  // cuda:N
+
+  // "auto", "cpu", "cuda", "cuda:1", "mps"; nullopt for other text.
+  static std::optional<DeviceRequest> parse(const std::string& text);
+  std::string text() const;  // as written in the file
+};
+
 // `gpus: all` or an explicit list of logical indices (after CUDA_VISIBLE_DEVICES).
 struct GpuSelection {
   bool all = true;
@@ -328,7 +349,7 @@ struct GpuSelection {
 struct ExperimentConfig {
   std::string name = "experiment";
   uint64_t seed = 0;
-  std::string device = "auto";  // auto | cpu | cuda | cuda:N | mps
+  DeviceRequest device;
   GpuSelection gpus;
   StrategyName strategy = StrategyName::kAuto;
   DataConfig data;

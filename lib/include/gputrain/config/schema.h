@@ -9,6 +9,8 @@
 //   v.section(key, sub)                   a nested mapping, visited with visit(v', sub)
 //   v.check(key, ok, message)             a rule across keys: `key` is blamed when !ok
 //   v.imply(key, value, implied, when)    a key left out takes `implied` when `when` holds
+//   v.fixed_on_resume(key, when)          a resumed run keeps the checkpoint's value of `key`
+//                                         (a section: every key in it), always or mid-epoch
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,6 +26,9 @@ namespace gputrain::config {
 
 // Any value of the field's type.
 struct Any {};
+// When a resumed run must keep a key's value: another value would not continue
+// the same run (other weights or data), or, inside an epoch, not the same batch order.
+enum class FixedOnResume { kAlways, kMidEpoch };
 // An integer (or each integer of a list) of at least `min`.
 struct Min {
   int64_t min;
@@ -38,13 +43,21 @@ struct Range {
 constexpr Range at_least(double min) { return {min}; }
 constexpr Range above(double min) { return {min, std::numeric_limits<double>::infinity(), true}; }
 
+// A visitor of the keys alone inherits this: the rules across keys do nothing.
+struct KeysOnly {
+  template <typename Message>
+  void check(const std::string&, bool, const Message&) {}
+  template <typename T>
+  void imply(const char*, T&, const T&, bool) {}
+  void fixed_on_resume(const char*, FixedOnResume) {}
+};
+
 // ">= 1", "> 0", "in [0, 1)", for errors and the key table.
 std::string describe(const Min& constraint);
 std::string describe(const Range& constraint);
 
 // Rules the checks below need, kept out of this header's templates.
 bool is_run_name(const std::string& name);
-bool is_device_text(const std::string& device);
 bool is_inside_run_dir(const std::string& dir);
 // Threads beyond a few per hardware thread only compete for the cores, and a
 // typo (100000) would spin creating them.
@@ -66,6 +79,11 @@ struct DatasetOnlyKey {
 // reader warns: not refused, since `--set data.dataset=npy` over a synthetic
 // experiment (the set `gputrain datasets export` wrote) is a way of working.
 std::vector<DatasetOnlyKey> dataset_only_keys(const DataConfig& c);
+
+// Whether a resumed run must keep the checkpoint's value of `key` (dotted, as
+// "data.batch_size"), by the schema's fixed_on_resume declarations; `mid_epoch`:
+// the checkpoint was written inside an epoch.
+bool is_fixed_on_resume(const std::string& key, bool mid_epoch);
 
 template <class V>
 void visit(V& v, NormalizeConfig& c) {
@@ -111,6 +129,7 @@ void visit(V& v, DataConfig& c) {
           "classes (labels numbered in sorted order and logged), other numbers = regression. `image_folder`: "
           "`root/train/<class>/*.png|jpg|jpeg` and `root/test/<class>/...` (or `test_root`); classes are the "
           "training folders in sorted order (logged with their indices); other files are skipped");
+  v.fixed_on_resume("dataset", FixedOnResume::kAlways);
   v.field("root", c.root, Any{},
           "where the data set lives; empty: cifar10 `datasets/cifar-10-batches-bin`, fashion_mnist "
           "`/usr/share/datasets/fashion-mnist`, mnist `datasets/mnist`; npy: a directory of the four .npy files or "
@@ -144,6 +163,7 @@ void visit(V& v, DataConfig& c) {
           "`train.target_batch`, as the largest micro-batch whose training step fits in memory (one real step "
           "measured per try; `train.max_memory`) times the fewest accumulation steps that make it; logged at run "
           "start and shown by `gputrain plan`");
+  v.fixed_on_resume("batch_size", FixedOnResume::kMidEpoch);
   v.field("micro_batch_size", c.micro_batch_size, Min{1},
           "the batch stated the tutorials' way: samples per forward pass in each process. `batch_size` is then "
           "`micro_batch_size` × `train.accumulation_steps` × processes (ranks; 1 without a launcher). Set one of "
@@ -157,7 +177,9 @@ void visit(V& v, DataConfig& c) {
   v.field("pin_memory", c.pin_memory, Any{},
           "page-locked batches and non-blocking copies (ignored, with one warning, without CUDA)");
   v.field("shuffle", c.shuffle, Any{}, "a seeded permutation of the training split per epoch");
+  v.fixed_on_resume("shuffle", FixedOnResume::kMidEpoch);
   v.field("drop_last", c.drop_last, Any{}, "drop the training split's last short batch");
+  v.fixed_on_resume("drop_last", FixedOnResume::kMidEpoch);
   v.field("device_cache", c.device_cache, Any{},
           "keep the whole data set on the training device (images as uint8) and make each batch there: gather, "
           "crop, flip and normalise are tensor ops on the device, and no host loader runs in the loop "
@@ -170,19 +192,27 @@ void visit(V& v, DataConfig& c) {
   v.section("normalize", c.normalize);
   v.section("augment", c.augment);
   v.field("length", c.length, Min{1}, "`random`: samples (unlabeled, as the data-parallel tutorial's RandomDataset)");
+  v.fixed_on_resume("length", FixedOnResume::kAlways);
   v.field("input_size", c.input_size, Min{1}, "`random`: features per sample");
+  v.fixed_on_resume("input_size", FixedOnResume::kAlways);
   v.field("samples", c.samples, Min{1}, "`synthetic`: training samples (seeded standard-normal inputs)");
+  v.fixed_on_resume("samples", FixedOnResume::kAlways);
   v.field("test_samples", c.test_samples, Min{0}, "`synthetic`: test samples");
+  v.fixed_on_resume("test_samples", FixedOnResume::kAlways);
   v.field("features", c.features, Min{1}, "`synthetic`: features per sample");
+  v.fixed_on_resume("features", FixedOnResume::kAlways);
   v.field("classes", c.classes, Min{2}, "`synthetic`: classes of the random labels");
+  v.fixed_on_resume("classes", FixedOnResume::kAlways);
   v.field("targets", c.targets, Min{0},
           "`synthetic`: > 0 makes it a regression task with that many real-valued targets");
+  v.fixed_on_resume("targets", FixedOnResume::kAlways);
 }
 
 template <class V>
 void visit(V& v, ModelConfig& c) {
   v.field("name", c.name, Any{},
-          "`linear`, the MLP, the seed tutorial's CIFAR-10 Net, or `layers`: the network `model.layers` declares "
+          "`linear`, the MLP, the LeNet-style Net of PyTorch's CIFAR-10 tutorial, or `layers`: the network "
+          "`model.layers` declares "
           "(implied when `model.layers` is given and this key is left out)");
   v.field("layers", c.layers, Any{},
           "the network as a list of layers (makes `model.name` `layers`), each `{type: conv2d, out_channels: 64, "
@@ -213,6 +243,7 @@ void visit(V& v, ModelConfig& c) {
 template <class V>
 void visit(V& v, OptimConfig& c) {
   v.field("name", c.name, Any{}, "the optimizer");
+  v.fixed_on_resume("name", FixedOnResume::kAlways);
   v.field("lr", c.lr, above(0), "learning rate (the schedule's peak)");
   v.field("momentum", c.momentum, Range{0, 1}, "SGD momentum");
   v.field("weight_decay", c.weight_decay, at_least(0), "L2 penalty (decoupled for adamw)");
@@ -311,6 +342,7 @@ void visit(V& v, TrainConfig& c) {
   v.field("amp", c.amp, Any{}, "mixed precision: `fp16` (CUDA, with a gradient scaler) or `bf16` autocast; `off`");
   v.field("accumulation_steps", c.accumulation_steps, Min{1},
           "micro-batches per optimizer step (above); chosen by `data.batch_size: auto`");
+  v.fixed_on_resume("accumulation_steps", FixedOnResume::kMidEpoch);
   v.field("target_batch", c.target_batch, Min{0},
           "with `data.batch_size: auto`: the global batch per optimizer step (all processes) to reach; 0 = none");
   v.field("max_memory", c.max_memory, Any{},
@@ -318,18 +350,17 @@ void visit(V& v, TrainConfig& c) {
           "optimizer state, activations), as bytes: `2GiB`, `512MiB`, `1.5GB`. `auto`: half of the host's "
           "available memory shared by the processes on it (CPU); on CUDA the GPU's free memory, a step that runs out "
           "of memory backing off to the next smaller micro-batch");
-  v.check("max_memory", c.max_memory == "auto" || parse_bytes(c.max_memory).has_value(), [&] {
-    return fmt::format("'{}' is not a size; write auto or bytes with a unit: 2GiB, 512MiB, 1.5GB", c.max_memory);
-  });
   v.field("grad_clip", c.grad_clip, at_least(0),
           "maximum global L2 norm of the gradients, clipped on the device (no host read, so `cuda_graph` captures it); "
           "0 = off");
   v.field("log_every", c.log_every, Min{1}, "optimizer steps between log lines and metrics.jsonl records");
   v.field("log_replicas", c.log_replicas, Any{},
-          "dp: each replica logs its input and output sizes, as the seed tutorial shows; ddp: rank 0 logs every "
+          "dp: each replica logs its input and output sizes, as PyTorch's DataParallel tutorial shows; ddp: rank 0 "
+          "logs every "
           "rank's share of each batch (`ddp: batch of 8 over 2 ranks: rank 0 rows [0,4) n=4; rank 1 rows [4,8) n=4`)");
   v.field("class_weights", c.class_weights, above(0),
-          "one positive weight per class for the cross-entropy (seed 002: `[1, 3]`), as PyTorch's "
+          "one positive weight per class for the cross-entropy (`[1, 3]`: class 1's errors count three times class "
+          "0's), as PyTorch's "
           "`CrossEntropyLoss(weight=...)`: the batch's loss is the weighted mean, divided by the sum of its "
           "samples' weights. As many as the data set has "
           "classes; [] = all 1");
@@ -362,7 +393,6 @@ void visit(V& v, TrainConfig& c) {
           "`--max-restarts`, also `train --nproc N --max-restarts K`; a requeued Slurm job's `SLURM_RESTART_COUNT` > "
           "0) and starts afresh otherwise; `never` always starts afresh; a checkpoint file's path continues from it. "
           "The choice and its reason are logged at run start");
-  v.check("resume", !c.resume.empty(), [] { return std::string("is empty; write auto, never or a checkpoint file"); });
   v.field("cuda_graph", c.cuda_graph, Any{},
           "capture the whole train step (zero the gradients, forward, loss, backward, update) as a CUDA graph after 3 "
           "eager warm-up steps and replay it: one launch per step; an epoch's last step, when its micro-batches are "
@@ -378,7 +408,7 @@ void visit(V& v, TrainConfig& c) {
           "more channels, or on fewer when the convolution reading them is under 10% of the forward pass (a "
           "single-channel one measured slow channels-last); on CUDA under `amp` for a model whose "
           "convolutions after the first have channel counts that are multiples of 8 (tensor cores), else off (the "
-          "seed CNN's 6- and 16-channel layers measured slower on an H100)");
+          "CIFAR-10 tutorial Net's 6- and 16-channel layers measured slower on an H100)");
   v.field("cudnn_benchmark", c.cudnn_benchmark, Any{},
           "cuDNN times its convolution algorithms for each new input shape and keeps the fastest (no effect off "
           "CUDA). `auto`: on CUDA for a model with convolutions");
@@ -458,11 +488,10 @@ void visit(V& v, ExperimentConfig& c) {
         c.name);
   });
   v.field("seed", c.seed, Any{}, "seeds weights, data order, augmentation and generated data");
+  v.fixed_on_resume("seed", FixedOnResume::kAlways);
   v.field("device", c.device, Any{},
           "`auto` (CUDA when available, else CPU; logged), `cpu`, `cuda`, `cuda:N`, `mps`. `cuda` without a GPU is "
           "an error, never a silent fallback");
-  v.check("device", is_device_text(c.device),
-          [&] { return fmt::format("unknown device '{}'; allowed: auto, cpu, cuda, cuda:N or mps", c.device); });
   v.field("gpus", c.gpus, Any{}, "`all` or a list of logical indices, as numbered after `CUDA_VISIBLE_DEVICES`");
   v.field("strategy", c.strategy, Any{},
           "`auto`: under a launcher with world size > 1, ddp; with several selected GPUs and no launcher, `train` "
@@ -470,9 +499,10 @@ void visit(V& v, ExperimentConfig& c) {
           "without a launcher starts them too");
   v.section("data", c.data);
   v.section("model", c.model);
+  v.fixed_on_resume("model", FixedOnResume::kAlways);
   v.section("optim", c.optim);
   v.section("train", c.train);
-  v.check("train.amp", !(c.train.amp == AmpMode::kFp16 && c.device == "cpu"),
+  v.check("train.amp", !(c.train.amp == AmpMode::kFp16 && c.device.kind == DeviceKind::kCpu),
           [] { return std::string(kFp16NeedsCuda); });
   // Here rather than when training starts, so that `gputrain config` refuses what `train` would.
   v.check("data.batch_size",

@@ -7,10 +7,11 @@
 #include <vector>
 
 #include "gputrain/config/config.h"
-#include "gputrain/device/device_spec.h"
 #include "gputrain/device/inventory.h"
 
 namespace gputrain::device {
+
+using DeviceKind = config::DeviceKind;  // DevicePlan's kind is never kAuto
 
 struct DevicePlan {
   DeviceKind kind = DeviceKind::kCpu;  // never kAuto
