@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gputrain needs and is missing; safe to run again (it then does nothing).
+# `scripts/setup.sh run` installs only what building and running the program needs
+# (scripts/run.sh): no clang, llvm or clang-format (the sanitizer and fuzz build, the
+# format check), no chromium or tensorboard (the tests' readers).
 #   Debian packages: compilers (clang and its sanitizer and libFuzzer runtimes for the
 #                    asan preset), ccache, clang-format (scripts/format.sh), CMake, Ninja, the C++ libraries, the real Fashion-MNIST
 #   LibTorch: the PyPI wheel torch==2.11.0 (built for CUDA 13.0) in $GPUTRAIN_VENV,
@@ -9,9 +12,11 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
-packages=(cmake ninja-build ccache g++ clang clang-format libclang-rt-14-dev llvm pkg-config libyaml-cpp-dev libspdlog-dev
-          libfmt-dev libcli11-dev libgtest-dev zlib1g-dev libminizip-dev libpng-dev libjpeg62-turbo-dev nlohmann-json3-dev libgloo-dev libtcmalloc-minimal4 dataset-fashion-mnist
-          chromium)
+for_tests=1
+[ "${1:-}" = run ] && for_tests=0
+packages=(cmake ninja-build ccache g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev zlib1g-dev
+          libminizip-dev libpng-dev libjpeg62-turbo-dev nlohmann-json3-dev libgloo-dev libtcmalloc-minimal4 dataset-fashion-mnist)
+[ "$for_tests" = 1 ] && packages+=(clang clang-format libclang-rt-14-dev llvm chromium)
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3 python3-venv)
 
 missing=()
@@ -41,7 +46,10 @@ else
   "$GPUTRAIN_PYTHON" -c 'import numpy' 2>/dev/null || "$GPUTRAIN_PYTHON" -m pip install -q numpy
 fi
 # TensorBoard reads back the event files in the tests; the venv may exist without torch (Torch_DIR).
-[ -x "$GPUTRAIN_PYTHON" ] || { mkdir -p "$(dirname "$GPUTRAIN_VENV")"; python3 -m venv "$GPUTRAIN_VENV"; }
-"$GPUTRAIN_PYTHON" -c 'import tensorboard' 2>/dev/null || "$GPUTRAIN_PYTHON" -m pip install -q "tensorboard==$GPUTRAIN_TENSORBOARD_VERSION"
+if [ "$for_tests" = 1 ]; then
+  [ -x "$GPUTRAIN_PYTHON" ] || { mkdir -p "$(dirname "$GPUTRAIN_VENV")"; python3 -m venv "$GPUTRAIN_VENV"; }
+  "$GPUTRAIN_PYTHON" -c 'import tensorboard' 2>/dev/null ||
+    "$GPUTRAIN_PYTHON" -m pip install -q "tensorboard==$GPUTRAIN_TENSORBOARD_VERSION"
+fi
 
 echo "setup: ready"
