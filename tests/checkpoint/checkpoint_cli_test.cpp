@@ -46,7 +46,7 @@ const std::map<std::string, std::string> kEnv{{"OMP_NUM_THREADS", "1"}};
 // gputrain whose every checkpoint write pauses a minute half-way, logging
 // "test hook: pausing" (paused_writes_main.cpp): a test can kill it mid-write.
 GputrainProcess start_with_paused_writes(const std::vector<std::string>& args) {
-  return GputrainProcess(args, kEnv, GPUTRAIN_SOURCE_DIR, {}, GPUTRAIN_PAUSED_WRITES_BINARY);
+  return GputrainProcess(args, kEnv, testing::kSourceDir, {}, testing::kPausedWritesBinary);
 }
 
 bool has_temporary(const fs::path& dir) {
@@ -236,7 +236,7 @@ TEST_F(CheckpointCli, ExportedWeightsLoadInPythonAndScoreTheSame) {
   const auto exported = run_gputrain(
       {"export", "--checkpoint", list_checkpoints(checkpoints()).back().string(), "--out", weights.string()}, kEnv);
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
-  const std::string command = "OMP_NUM_THREADS=1 " + python.string() + " " + GPUTRAIN_SOURCE_DIR +
+  const std::string command = "OMP_NUM_THREADS=1 " + python.string() + " " + testing::kSourceDir +
                               "/tests/checkpoint/export_check.py " + weights.string() + " " + data.string() + " > " +
                               (dir_ / "python.out").string();
   ASSERT_EQ(std::system(command.c_str()), 0);
@@ -383,7 +383,7 @@ TEST_F(CheckpointCli, ExportToABadPathOrAFullDiskExitsTwoAndLeavesNothing) {
   EXPECT_TRUE(S_ISCHR(info.st_mode)) << "/dev/full was replaced";
 
   const auto full = run_gputrain({"export", "--checkpoint", ckpt.string(), "--out", (dir_ / "w.pt").string()}, kEnv,
-                                 GPUTRAIN_SOURCE_DIR, testing::file_size_limit(200));
+                                 testing::kSourceDir, testing::file_size_limit(200));
   if (full.exit_code == testing::kSetupFailed) GTEST_SKIP() << "cannot limit file sizes here";
   EXPECT_EQ(full.exit_code, 2) << full.err;
   EXPECT_NE(full.err.find("w.pt: cannot write: File too large"), std::string::npos) << full.err;

@@ -57,7 +57,7 @@ TEST(CliFullDisk, MetricsStopAtTheLastWholeLineAndEarlierFilesSurvive) {
 
   // 4 KiB holds config.yaml and the warnings, but not a metrics line per step.
   const auto r =
-      run_gputrain(train_args(dir.path(), {"train.log_every=1"}), {}, GPUTRAIN_SOURCE_DIR, file_size_limit(4096));
+      run_gputrain(train_args(dir.path(), {"train.log_every=1"}), {}, testing::kSourceDir, file_size_limit(4096));
   skip_unless_set_up(r);
   EXPECT_EQ(r.exit_code, 2) << r.err;  // a full disk is the user's to fix (issue 17 #14)
   EXPECT_NE(r.err.find("metrics.jsonl: cannot write metrics: File too large"), std::string::npos) << r.err;
@@ -83,7 +83,7 @@ TEST(CliFullDisk, WeightsThatDoNotFitLeaveThePreviousOnesInPlace) {
   std::vector<std::string> resumed =
       train_args(dir.path(), {"model.hidden=[256, 256]", "train.epochs=2", "checkpoint.every=0"});
   resumed.insert(resumed.end(), {"--resume", "auto"});
-  const auto r = run_gputrain(resumed, {}, GPUTRAIN_SOURCE_DIR, file_size_limit(65536));
+  const auto r = run_gputrain(resumed, {}, testing::kSourceDir, file_size_limit(65536));
   skip_unless_set_up(r);
   EXPECT_EQ(r.exit_code, 2) << r.err;  // a full disk is the user's to fix (issue 17 #14)
   EXPECT_NE(r.err.find("model.pt: cannot write: File too large; the previous file, if any, is unchanged"),
@@ -108,7 +108,7 @@ TEST(CliFullDisk, ALogFileThatCannotGrowIsSaidOnceWithoutSpdlogsBanner) {
   fs::remove(dir / "seed-mlp" / "model.pt");  // an earlier run that did not finish: a finished one is not replaced
   std::vector<std::string> args = train_args(dir.path(), {});
   args.erase(args.begin(), args.begin() + 2);  // info lines, so that the log is written to
-  const auto r = run_gputrain(args, {}, GPUTRAIN_SOURCE_DIR, file_size_limit(8192));
+  const auto r = run_gputrain(args, {}, testing::kSourceDir, file_size_limit(8192));
   skip_unless_set_up(r);
   EXPECT_EQ(r.exit_code, 2) << r.err;  // model.pt (10 KB) does not fit either
   EXPECT_EQ(r.err.find("LOG ERROR"), std::string::npos) << r.err;

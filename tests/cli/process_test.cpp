@@ -42,7 +42,7 @@ TEST(Cli, APreemptionNoticeBeforeAnythingLoadsExitsSeventyFive) {
     sigprocmask(SIG_BLOCK, &usr1, nullptr);
     raise(SIGUSR1);
   };
-  const auto r = run_gputrain({"info"}, {}, GPUTRAIN_SOURCE_DIR, pending_usr1);
+  const auto r = run_gputrain({"info"}, {}, testing::kSourceDir, pending_usr1);
   EXPECT_EQ(r.exit_code, 75) << r.err;
   EXPECT_NE(r.err.find("preempted (SIGUSR1) before training started"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "") << "it stopped before the command ran";

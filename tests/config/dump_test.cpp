@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "gputrain/config/load.h"
+#include "support/paths.h"
 
 namespace gputrain::config {
 namespace {
@@ -25,7 +26,7 @@ TEST(ConfigDump, RoundTripIsAFixedPoint) {
 }
 
 TEST(ConfigDump, EveryShippedConfigRoundTrips) {
-  const std::filesystem::path dir = std::filesystem::path(GPUTRAIN_SOURCE_DIR) / "configs";
+  const std::filesystem::path dir = std::filesystem::path(testing::kSourceDir) / "configs";
   int seen = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".yaml") continue;

@@ -12,6 +12,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
+#include "support/paths.h"
 
 namespace gputrain::config {
 namespace {
@@ -251,7 +252,7 @@ TEST(ConfigSchema, KeysFixedOnResumeAreDeclaredInTheSchema) {
 
 // configs/README.md's key table is generated (`gputrain config --keys`); this keeps it current.
 TEST(ConfigSchema, ReadmeKeyTableIsCurrent) {
-  const std::filesystem::path readme = std::filesystem::path(GPUTRAIN_SOURCE_DIR) / "configs" / "README.md";
+  const std::filesystem::path readme = std::filesystem::path(testing::kSourceDir) / "configs" / "README.md";
   std::ifstream in(readme);
   std::stringstream text;
   text << in.rdbuf();

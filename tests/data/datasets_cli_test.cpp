@@ -104,7 +104,7 @@ TEST(DatasetsCommand, AFullDiskOrABadOutExitsTwoAndLeavesNothing) {
   // 20 records (61 KB) fit in each data_batch file, 40 (123 KB) do not fit in test_batch.bin.
   const fs::path out = dir / "cifar";
   const auto r = run_gputrain({"datasets", "make-cifar", "--out", out.string(), "--train", "100", "--test", "40"}, {},
-                              GPUTRAIN_SOURCE_DIR, testing::file_size_limit(100000));
+                              testing::kSourceDir, testing::file_size_limit(100000));
   if (r.exit_code == testing::kSetupFailed) GTEST_SKIP() << "cannot limit file sizes here";
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("test_batch.bin: cannot write: File too large"), std::string::npos) << r.err;

@@ -122,7 +122,7 @@ TEST(DatasetsExport, AnExistingSetIsReplacedOnlyWithForceAndAnEmptyOutIsRefused)
 // The exported arrays train as `dataset: npy` to the very run the generated set gives.
 TEST(DatasetsExport, TheExportedSetTrainsAsNpyLikeTheGeneratedOne) {
   TempDir dir;
-  const std::string config = std::string(GPUTRAIN_SOURCE_DIR) + "/configs/seed_mlp.yaml";
+  const std::string config = std::string(testing::kSourceDir) + "/configs/seed_mlp.yaml";
   const auto exported =
       gputrain::testing::run_gputrain({"datasets", "export", "--config", config, "--out", (dir / "npy").string()});
   ASSERT_EQ(exported.exit_code, 0) << exported.err;

@@ -3,6 +3,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/device/inventory.h"
 #include "gputrain/device/nvml.h"
+#include "support/paths.h"
 
 namespace gputrain::device {
 namespace {
@@ -68,7 +69,7 @@ TEST(CudaUnavailable, NoDriverAndOtherFailures) {
 }
 
 TEST(Nvml, ReadsTheDriverFromTheLibrary) {
-  NvmlLibrary nvml(FAKE_NVML_PATH);
+  NvmlLibrary nvml(testing::kFakeNvmlPath);
   ASSERT_TRUE(nvml.ok()) << nvml.reason();
   const auto driver = read_driver(nvml);
   ASSERT_TRUE(driver.has_value());

@@ -15,6 +15,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
 #include "gputrain/models/factory.h"
+#include "support/paths.h"
 
 namespace gputrain::models {
 namespace {
@@ -34,7 +35,7 @@ std::string shape_error(const std::string& layers, const ModelShape& shape) {
 }
 
 config::ModelConfig shipped(const std::string& name) {
-  const auto path = std::filesystem::path(GPUTRAIN_SOURCE_DIR) / "configs" / name;
+  const auto path = std::filesystem::path(testing::kSourceDir) / "configs" / name;
   return config::load_config(path.string()).config.model;
 }
 
@@ -128,7 +129,7 @@ TEST(DeclaredModel, TheBuiltInsAreExpressibleWithTheSameCheckpointKeys) {
 TEST(DeclaredModel, EveryShippedNetworkBuildsForItsDataSet) {
   int seen = 0;
   for (const auto& entry :
-       std::filesystem::directory_iterator(std::filesystem::path(GPUTRAIN_SOURCE_DIR) / "configs")) {
+       std::filesystem::directory_iterator(std::filesystem::path(testing::kSourceDir) / "configs")) {
     if (entry.path().extension() != ".yaml") continue;
     const config::ExperimentConfig c = config::load_config(entry.path().string()).config;
     if (c.model.name != config::ModelName::kLayers) continue;

@@ -305,12 +305,13 @@ TEST(Ddp, RanksRunningDifferentBatchesStopNamingTheirOwn) {
 
 // torchrun's agent hosts the store itself (TORCHELASTIC_USE_AGENT_STORE).
 TEST(Ddp, RunsUnderTorchrun) {
-  if (std::string(GPUTRAIN_TORCHRUN).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
+  if (std::string(testing::kTorchrun).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
   TempDir dir;
   const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 1, 30));
-  GputrainProcess torchrun({"--nproc-per-node=2", "--master-port=" + std::to_string(free_port()), "--no-python",
-                            GPUTRAIN_BINARY, "train", "--config", config.string(), "--output", dir.path().string()},
-                           {}, GPUTRAIN_SOURCE_DIR, {}, GPUTRAIN_TORCHRUN);
+  GputrainProcess torchrun(
+      {"--nproc-per-node=2", "--master-port=" + std::to_string(free_port()), "--no-python", testing::kGputrainBinary,
+       "train", "--config", config.string(), "--output", dir.path().string()},
+      {}, testing::kSourceDir, {}, testing::kTorchrun);
   const auto result = torchrun.wait();
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.err.find("[rank 0] [info] strategy: distributed data-parallel, rank 0 of 2"), std::string::npos)
@@ -337,7 +338,7 @@ void expect_four_ranks_train_as_one(std::vector<std::unique_ptr<GputrainProcess>
 // Two machines, proven on one: two torchrun agents (nodes) of 2 workers each meet at one c10d
 // rendezvous and make a single 4-rank job, which trains as one process on the whole batch.
 TEST(Ddp, TwoTorchrunNodesMakeOneFourRankJob) {
-  if (std::string(GPUTRAIN_TORCHRUN).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
+  if (std::string(testing::kTorchrun).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
   TempDir dir;
   const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 2, 30));
   const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
@@ -346,9 +347,9 @@ TEST(Ddp, TwoTorchrunNodesMakeOneFourRankJob) {
     nodes.push_back(std::make_unique<GputrainProcess>(
         std::vector<std::string>{"--nnodes=2", "--node-rank=" + std::to_string(node), "--nproc-per-node=2",
                                  "--rdzv-backend=c10d", "--rdzv-endpoint=" + endpoint, "--rdzv-id=two-nodes",
-                                 "--no-python", GPUTRAIN_BINARY, "train", "--config", config.string(), "--output",
-                                 (dir / "four").string()},
-        std::map<std::string, std::string>{}, GPUTRAIN_SOURCE_DIR, testing::ChildSetup{}, GPUTRAIN_TORCHRUN));
+                                 "--no-python", testing::kGputrainBinary, "train", "--config", config.string(),
+                                 "--output", (dir / "four").string()},
+        std::map<std::string, std::string>{}, testing::kSourceDir, testing::ChildSetup{}, testing::kTorchrun));
   }
   expect_four_ranks_train_as_one(nodes, config, dir);
 }
@@ -429,12 +430,13 @@ TEST(Ddp, KilledRankEndsTheOthersNamingIt) {
 // The same under torchrun: rank 0 names the stopped rank and exits; torchrun's agent then ends the
 // group (it sends SIGTERM, and SIGKILL 30 s later to the stopped rank), leaving no process behind.
 TEST(Ddp, StoppedRankUnderTorchrunEndsTheJob) {
-  if (std::string(GPUTRAIN_TORCHRUN).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
+  if (std::string(testing::kTorchrun).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
   TempDir dir;
   const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 100000, 5));
-  GputrainProcess torchrun({"--nproc-per-node=2", "--master-port=" + std::to_string(free_port()), "--no-python",
-                            GPUTRAIN_BINARY, "train", "--config", config.string(), "--output", dir.path().string()},
-                           {}, GPUTRAIN_SOURCE_DIR, {}, GPUTRAIN_TORCHRUN);
+  GputrainProcess torchrun(
+      {"--nproc-per-node=2", "--master-port=" + std::to_string(free_port()), "--no-python", testing::kGputrainBinary,
+       "train", "--config", config.string(), "--output", dir.path().string()},
+      {}, testing::kSourceDir, {}, testing::kTorchrun);
   pid_t rank1 = -1;
   const auto started = std::chrono::steady_clock::now();
   while (torchrun.err_so_far().find("Epoch 1/") == std::string::npos || rank1 < 0) {
@@ -630,13 +632,13 @@ TEST(Ddp, KilledRankUnderNprocMaxRestartsResumesToTheUninterruptedWeights) {
 }
 
 TEST(Ddp, KilledRankUnderTorchrunMaxRestartsResumesToTheUninterruptedWeights) {
-  if (std::string(GPUTRAIN_TORCHRUN).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
+  if (std::string(testing::kTorchrun).empty()) GTEST_SKIP() << "no torchrun beside the torch wheel";
   expect_restart_resumes_to_the_uninterrupted_weights([](const auto& config, const auto& out) {
     return std::make_unique<GputrainProcess>(
-        std::vector<std::string>{"--nproc-per-node=2", "--max-restarts=1",
-                                 "--master-port=" + std::to_string(free_port()), "--no-python", GPUTRAIN_BINARY,
-                                 "train", "--config", config.string(), "--output", out.string()},
-        std::map<std::string, std::string>{}, GPUTRAIN_SOURCE_DIR, testing::ChildSetup{}, GPUTRAIN_TORCHRUN);
+        std::vector<std::string>{
+            "--nproc-per-node=2", "--max-restarts=1", "--master-port=" + std::to_string(free_port()), "--no-python",
+            testing::kGputrainBinary, "train", "--config", config.string(), "--output", out.string()},
+        std::map<std::string, std::string>{}, testing::kSourceDir, testing::ChildSetup{}, testing::kTorchrun);
   });
 }
 

@@ -1,6 +1,7 @@
 // The GPU monitor without a GPU: NVML missing (this machine), and a fake NVML
 // library with fixed readings for the sampling and the per-epoch summaries.
 #include "gputrain/report/gpu_monitor.h"
+#include "support/paths.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -51,7 +52,7 @@ TEST(GpuMonitor, MissingNvmlLeavesTheMonitorOffCleanly) {
 TEST(GpuMonitor, NothingToWatchOffCuda) {
   device::DeviceInventory inventory;
   EXPECT_TRUE(monitored_gpus(inventory, {torch::Device(torch::kCPU)}).empty());
-  GpuMonitor monitor({}, 10ms, FAKE_NVML_PATH);
+  GpuMonitor monitor({}, 10ms, testing::kFakeNvmlPath);
   EXPECT_FALSE(monitor.available());
   EXPECT_TRUE(has(monitor.unavailable_reason(), "no CUDA device")) << monitor.unavailable_reason();
   // monitored_gpus maps CUDA devices to the PCI bus ids the inventory knows.
@@ -68,7 +69,7 @@ TEST(GpuMonitor, NothingToWatchOffCuda) {
 
 TEST(GpuMonitor, SamplesEveryGpuOfAFakeNvml) {
   // GPU 0 by NVML index, GPU 1 by its PCI bus id.
-  GpuMonitor monitor({{0, ""}, {1, "00000000:01:00.0"}}, 10ms, FAKE_NVML_PATH);
+  GpuMonitor monitor({{0, ""}, {1, "00000000:01:00.0"}}, 10ms, testing::kFakeNvmlPath);
   ASSERT_TRUE(monitor.available()) << monitor.unavailable_reason();
   std::this_thread::sleep_for(40ms);
   const auto window = monitor.take_window();
@@ -92,17 +93,17 @@ TEST(GpuMonitor, SamplesEveryGpuOfAFakeNvml) {
   EXPECT_LT(next[0].samples, window[0].samples + 5);
 
   // A GPU NVML cannot find turns the monitor off, naming it.
-  GpuMonitor lost({{5, ""}}, 10ms, FAKE_NVML_PATH);
+  GpuMonitor lost({{5, ""}}, 10ms, testing::kFakeNvmlPath);
   EXPECT_FALSE(lost.available());
   EXPECT_TRUE(has(lost.unavailable_reason(), "cuda:5")) << lost.unavailable_reason();
   EXPECT_TRUE(has(lost.unavailable_reason(), "Not Found")) << lost.unavailable_reason();
-  GpuMonitor mig({{2, ""}}, 10ms, FAKE_NVML_PATH);
+  GpuMonitor mig({{2, ""}}, 10ms, testing::kFakeNvmlPath);
   EXPECT_FALSE(mig.available());
   EXPECT_TRUE(has(mig.unavailable_reason(), "no utilization for cuda:2")) << mig.unavailable_reason();
 }
 
 TEST(GpuMonitorObserver, AddsEachEpochsFiguresBeforePassingItOn) {
-  GpuMonitor monitor({{0, ""}, {1, ""}}, 10ms, FAKE_NVML_PATH);
+  GpuMonitor monitor({{0, ""}, {1, ""}}, 10ms, testing::kFakeNvmlPath);
   Recorder next;
   GpuMonitorObserver observer(&monitor, LoaderSettings{}, next);
   train::EpochMetrics m;

@@ -141,7 +141,7 @@ train: {epochs: 2, log_every: 2}
 checkpoint: {every: 0}
 )");
   const auto r = run_gputrain({"train", "--config", config.string(), "--output", (dir / "runs").string()}, {},
-                              GPUTRAIN_SOURCE_DIR, testing::file_size_limit(200 * 1024));
+                              testing::kSourceDir, testing::file_size_limit(200 * 1024));
   if (r.exit_code == testing::kSetupFailed) GTEST_SKIP() << "cannot limit file sizes here (setrlimit refused)";
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(has(r.err, "model.pt: cannot write: File too large")) << r.err;
@@ -194,7 +194,7 @@ TEST(ReportCommand, UnwritableOutExitsTwoAndLeavesNothing) {
   }
   EXPECT_TRUE(fs::is_character_file("/dev/full")) << "/dev/full was replaced";
   const auto full = run_gputrain({"report", (dir / "run").string(), "--out", (dir / "x.html").string()}, {},
-                                 GPUTRAIN_SOURCE_DIR, testing::file_size_limit(1000));
+                                 testing::kSourceDir, testing::file_size_limit(1000));
   if (full.exit_code == testing::kSetupFailed) GTEST_SKIP() << "cannot limit file sizes here";
   EXPECT_EQ(full.exit_code, 2) << full.err;
   EXPECT_TRUE(has(full.err, "x.html: cannot write: File too large")) << full.err;
@@ -268,7 +268,7 @@ TEST(TensorBoard, ItsOwnReaderFindsEveryScalarAtItsStep) {
     }
   }
   const ToolResult r = run_tool(
-      {python.string(), std::string(GPUTRAIN_SOURCE_DIR) + "/tests/report/read_events.py", (dir / "events").string()},
+      {python.string(), std::string(testing::kSourceDir) + "/tests/report/read_events.py", (dir / "events").string()},
       dir.path());
   if (r.exit_code == 3) GTEST_SKIP() << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -316,7 +316,7 @@ TEST(HtmlReportInBrowser, ChromiumDrawsEveryChartWithoutConsoleErrors) {
   page.insert(page.rfind("</body>"), kChartCheck);
   const fs::path checked = testing::write_text(dir / "checked.html", page);
 
-  const fs::path artifacts = GPUTRAIN_TEST_ARTIFACTS;
+  const fs::path artifacts = testing::kTestArtifacts;
   fs::create_directories(artifacts);
   const fs::path screenshot = artifacts / "report.png";
   fs::remove(screenshot);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "support/paths.h"
 #include "support/temp_dir.h"
 
 namespace gputrain::testing {
@@ -46,15 +47,15 @@ ChildSetup file_size_limit(std::size_t bytes);
 // bits, so tests of unreadable files need an ordinary user. Without root, does nothing.
 ChildSetup without_root();
 
-// `program` (default GPUTRAIN_BINARY) with `args`, started in `cwd` (default: the source tree)
+// `program` (default kGputrainBinary) with `args`, started in `cwd` (default: the source tree)
 // with `env` added to (or, for an empty value, removed from) the environment;
 // stdout and stderr go to files that can be read while it runs. Killed, if
 // still running, when the object dies.
 class GputrainProcess {
  public:
   explicit GputrainProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
-                           const std::string& cwd = GPUTRAIN_SOURCE_DIR, const ChildSetup& setup = {},
-                           const std::string& program = GPUTRAIN_BINARY);
+                           const std::string& cwd = kSourceDir, const ChildSetup& setup = {},
+                           const std::string& program = kGputrainBinary);
   ~GputrainProcess();
   GputrainProcess(const GputrainProcess&) = delete;
   GputrainProcess& operator=(const GputrainProcess&) = delete;
@@ -75,7 +76,7 @@ class GputrainProcess {
 
 // Runs it to the end.
 ProcessResult run_gputrain(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
-                           const std::string& cwd = GPUTRAIN_SOURCE_DIR, const ChildSetup& setup = {});
+                           const std::string& cwd = kSourceDir, const ChildSetup& setup = {});
 
 // Runs `body` in a forked child after `setup`; exit code 0 and the body's
 // result in `out` when it returns, 1 when it throws (the message in `out`).

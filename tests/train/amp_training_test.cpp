@@ -5,6 +5,7 @@
 
 #include "gputrain/config/load.h"
 #include "gputrain/train/trainer.h"
+#include "support/paths.h"
 
 namespace gputrain::train {
 namespace {
@@ -12,7 +13,7 @@ namespace {
 constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
 
 double test_accuracy(const std::string& amp) {
-  const auto loaded = config::load_config(std::string(GPUTRAIN_SOURCE_DIR) + "/configs/fashion_mnist.yaml",
+  const auto loaded = config::load_config(std::string(testing::kSourceDir) + "/configs/fashion_mnist.yaml",
                                           {"device=cpu", "train.epochs=2", "train.amp=" + amp, "data.num_workers=1"});
   Trainer trainer(loaded, device::DevicePlan{});
   TrainObserver quiet;
