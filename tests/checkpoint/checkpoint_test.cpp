@@ -2,8 +2,11 @@
 // contents are CheckpointErrors naming the file; the resume config is checked.
 #include "gputrain/checkpoint/checkpoint.h"
 
+#include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/functional.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adamw.h>
@@ -329,6 +332,84 @@ std::map<std::string, torch::Tensor> exported(const std::filesystem::path& file)
   std::map<std::string, torch::Tensor> out;
   for (const auto& entry : dict.toGenericDict()) out.emplace(entry.key().toStringRef(), entry.value().toTensor());
   return out;
+}
+
+// `layers` layers cycling through the kinds a model.pt holds: a linear layer,
+// one without bias, BatchNorm (buffers), an activation (no weights, and a
+// Functional, which Module::save leaves out) and a registered block with a
+// Sequential inside, as a residual block is.
+torch::nn::Sequential layers_of_every_kind(int layers) {
+  torch::nn::Sequential model;
+  for (int i = 0; i < layers; ++i) {
+    const auto name = [i] { return "l" + std::to_string(i); };
+    switch (i % 5) {
+      case 0:
+        model->push_back(name(), torch::nn::Linear(2, 2));
+        break;
+      case 1:
+        model->push_back(name(), torch::nn::Linear(torch::nn::LinearOptions(2, 2).bias(false)));
+        break;
+      case 2:
+        model->push_back(name(), torch::nn::BatchNorm1d(2));
+        break;
+      case 3:
+        model->push_back(name(), torch::nn::Functional(torch::relu));
+        break;
+      default: {
+        torch::nn::Sequential inner;
+        inner->push_back("fc", torch::nn::Linear(2, 2));
+        inner->push_back("act", torch::nn::ReLU());
+        model->register_module(name(), inner);
+      }
+    }
+  }
+  return model;
+}
+
+// The TorchScript classes model.pt declares (one file under code/ each).
+std::size_t declared_classes(const std::filesystem::path& file) {
+  caffe2::serialize::PyTorchStreamReader reader(file.string());
+  const std::vector<std::string> records = reader.getAllRecords();
+  return std::count_if(records.begin(), records.end(), [](const std::string& record) {
+    return record.rfind("code/", 0) == 0 && record.size() > 3 && record.compare(record.size() - 3, 3, ".py") == 0;
+  });
+}
+
+// Issue 37 #15: LibTorch's Module::save gave each of a model's n layers a class
+// of its own and looked each up among the others, so writing model.pt took
+// time in n squared (100,000 layers: 310 s). Layers of one layout share a class.
+TEST(Weights, ModelPtDeclaresAClassPerLayoutNotPerLayer) {
+  TempDir dir;
+  save_weights(layers_of_every_kind(10), (dir / "few.pt").string());
+  save_weights(layers_of_every_kind(400), (dir / "many.pt").string());
+  EXPECT_EQ(declared_classes(dir / "many.pt"), declared_classes(dir / "few.pt"));
+  EXPECT_LE(declared_classes(dir / "many.pt"), 7u);  // 5 kinds, the block's Sequential, the model
+}
+
+// model.pt stays the file torch::save(module, path) writes: torch::load reads
+// every parameter and buffer back, and gputrain's own reader too.
+TEST(Weights, TorchLoadReadsModelPtBack) {
+  TempDir dir;
+  torch::manual_seed(4);
+  torch::nn::Sequential trained = layers_of_every_kind(12);
+  for (const torch::Tensor& buffer : trained->buffers()) buffer.add_(3);  // not the initial statistics
+  save_weights(trained, (dir / "model.pt").string());
+  const auto expect_same = [&](const torch::nn::Sequential& read, const char* reader) {
+    const auto params = read->named_parameters();
+    const auto buffers = read->named_buffers();
+    ASSERT_EQ(params.size(), trained->named_parameters().size()) << reader;
+    ASSERT_EQ(buffers.size(), trained->named_buffers().size()) << reader;
+    for (const auto& p : trained->named_parameters()) EXPECT_TRUE(torch::equal(params[p.key()], p.value())) << p.key();
+    for (const auto& b : trained->named_buffers()) EXPECT_TRUE(torch::equal(buffers[b.key()], b.value())) << b.key();
+  };
+  torch::manual_seed(5);
+  torch::nn::Sequential by_libtorch = layers_of_every_kind(12);
+  torch::load(by_libtorch, (dir / "model.pt").string());
+  expect_same(by_libtorch, "torch::load");
+  torch::manual_seed(6);
+  torch::nn::Sequential by_gputrain = layers_of_every_kind(12);
+  load_weights(by_gputrain, (dir / "model.pt").string());
+  expect_same(by_gputrain, "load_weights");
 }
 
 // Issue 37 #7: a train.ema run exports the average that test and model.pt

@@ -1,6 +1,8 @@
 """Loads weights written by `gputrain export` with nothing but torch, rebuilds the
 MLP they belong to, and prints how many images of an IDX test set it classifies
-right. Usage: export_check.py WEIGHTS DATA_DIR (raw t10k-*-ubyte files)."""
+right. With MODEL_PT, does the same again with the weights of a run's model.pt,
+read by torch.jit.load. Usage: export_check.py WEIGHTS DATA_DIR [MODEL_PT]
+(DATA_DIR: raw t10k-*-ubyte files)."""
 import struct
 import sys
 from collections import OrderedDict
@@ -33,12 +35,14 @@ def mlp(state):
 
 def main():
     weights, data_dir = sys.argv[1], sys.argv[2]
-    state = torch.load(weights)  # weights_only: a plain dict of tensors
     images = read_idx(f"{data_dir}/t10k-images-idx3-ubyte").float() * torch.tensor(1 / 255, dtype=torch.float32)
     labels = read_idx(f"{data_dir}/t10k-labels-idx1-ubyte").long()
-    with torch.no_grad():
-        correct = (mlp(state)(images.unsqueeze(1)).argmax(1) == labels).sum().item()
-    print(correct)
+    states = [torch.load(weights)]  # weights_only: a plain dict of tensors
+    if len(sys.argv) > 3:
+        states.append(torch.jit.load(sys.argv[3]).state_dict())
+    for state in states:
+        with torch.no_grad():
+            print((mlp(state)(images.unsqueeze(1)).argmax(1) == labels).sum().item())
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 
 #include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/checkpoint/format.h"
@@ -14,6 +13,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
 #include "gputrain/common/output_file.h"
+#include "module_file.h"
 #include "module_io.h"
 
 namespace gputrain::checkpoint {
@@ -95,12 +95,7 @@ detail::NamedTensors averaged(detail::NamedTensors stored, const std::vector<tor
 void save_weights(const torch::nn::Sequential& model, const std::string& path) {
   std::string bytes;
   try {
-    torch::serialize::OutputArchive archive;
-    model->save(archive);
-    archive.save_to([&bytes](const void* data, std::size_t size) {
-      bytes.append(static_cast<const char*>(data), size);
-      return size;
-    });
+    bytes = detail::module_file_bytes(*model);
   } catch (const c10::Error& e) {
     throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write the weights: {}", path, detail::torch_message(e)));
   }
