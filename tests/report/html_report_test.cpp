@@ -72,8 +72,8 @@ TEST(HtmlReport, FinishedRunHasEveryChartTableAndSection) {
 void write_two_class_run(const fs::path& dir, const std::vector<std::string>& names) {
   RunInfo info;
   info.name = "two-classes";
-  info.status = "finished";
-  info.task = "classification";
+  info.status = RunStatus::kFinished;
+  info.task = Task::kClassification;
   info.class_names = names;
   write_run_info(dir / "run.json", info);
   MetricsWriter writer(dir / "metrics.jsonl");

@@ -51,7 +51,7 @@ TEST(MetricsRecord, EveryKindComesBackFromItsLineUnchanged) {
     const auto read = nlohmann::json::parse(line).get<MetricsRecord>();
     EXPECT_EQ(read.kind, kind) << line;
     EXPECT_EQ(nlohmann::ordered_json(read).dump(), line);
-    EXPECT_EQ(nlohmann::json::parse(line)["kind"], word(kind));
+    EXPECT_EQ(nlohmann::json::parse(line)["kind"], kRecordKinds.word(kind));
   }
 }
 
@@ -88,11 +88,12 @@ TEST(MetricsLog, ReadsFilesWithAndWithoutKindsAlike) {
     EXPECT_EQ(log->steps[0].loss, 1.5);
     ASSERT_EQ(log->epochs.size(), 1u);
     const EpochRecord& e = log->epochs.at(1);
-    EXPECT_TRUE(e.has_train && e.has_test);
-    EXPECT_EQ(e.train_loss, 1.25);
-    EXPECT_EQ(e.samples, 64);
-    EXPECT_EQ(e.epoch_s, 0.5);
-    EXPECT_EQ(e.test_accuracy, 0.75);
+    ASSERT_TRUE(e.train && e.test);
+    EXPECT_EQ(e.train->loss, 1.25);
+    EXPECT_EQ(e.train->samples, 64);
+    EXPECT_EQ(e.train->epoch_s, 0.5);
+    EXPECT_EQ(e.test->accuracy, 0.75);
+    EXPECT_EQ(e.step(), 8);
   }
   EXPECT_TRUE(before.notes.empty());
   ASSERT_EQ(after.notes.size(), 1u);

@@ -209,7 +209,7 @@ TEST(TensorBoard, ItsOwnReaderFindsEveryScalarAtItsStep) {
   if (!fs::exists(python)) GTEST_SKIP() << python << " is missing: run scripts/setup.sh";
   TempDir dir;
   RunInfo run;
-  run.task = "classification";
+  run.task = Task::kClassification;
   run.amp = config::AmpMode::kFp16;
   std::map<std::string, std::map<int64_t, float>> expected;  // tag -> step -> value
   fs::create_directories(dir / "events");

@@ -13,17 +13,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-report::RunInfo dp_run(const std::string& status) {
+report::RunInfo dp_run(report::RunStatus status) {
   report::RunInfo info;
   info.name = "fixture-run";
   info.started = "2025-01-31 14:05:09";
   info.status = status;
-  if (status != "running") info.ended = "2025-01-31 14:06:10";
+  if (status != report::RunStatus::kRunning) info.ended = "2025-01-31 14:06:10";
   info.device = "cuda:0";
   info.strategy = "dp";
   info.strategy_reason = "one replica per selected GPU (2)";
   info.replicas = {"cuda:0", "cuda:1"};
-  info.task = "classification";
+  info.task = report::Task::kClassification;
   info.amp = gputrain::config::AmpMode::kFp16;
   info.epochs = 3;
   info.steps_per_epoch = 4;
@@ -93,7 +93,7 @@ void write_common_files(const fs::path& dir) {
 void write_finished_run(const fs::path& dir) {
   fs::create_directories(dir);
   write_common_files(dir);
-  report::write_run_info(dir / "run.json", dp_run("finished"));
+  report::write_run_info(dir / "run.json", dp_run(report::RunStatus::kFinished));
   report::MetricsWriter writer(dir / "metrics.jsonl");
   for (int64_t epoch = 1; epoch <= 3; ++epoch) {
     write_steps(writer, epoch);
@@ -104,7 +104,7 @@ void write_finished_run(const fs::path& dir) {
 void write_interrupted_run(const fs::path& dir) {
   fs::create_directories(dir);
   write_common_files(dir);
-  report::write_run_info(dir / "run.json", dp_run("running"));
+  report::write_run_info(dir / "run.json", dp_run(report::RunStatus::kRunning));
   {
     report::MetricsWriter writer(dir / "metrics.jsonl");
     write_steps(writer, 1);

@@ -23,20 +23,20 @@ TEST(RunInfo, DescribesStrategyAndSplitsAndRoundTrips) {
   RunInfo info = describe_run(settings, layout);
   EXPECT_EQ(info.strategy, "ddp");
   EXPECT_EQ(info.replicas, (std::vector<std::string>{"rank 0", "rank 1", "rank 2"}));
-  EXPECT_EQ(info.task, "regression");
+  EXPECT_EQ(info.task, Task::kRegression);
   EXPECT_TRUE(info.class_names.empty());
   ASSERT_EQ(info.full_split.size(), 3u);  // 20 rows: 7, 7, 6
   EXPECT_EQ(info.full_split[2].rows(), 6);
   ASSERT_EQ(info.last_split.size(), 3u);  // 10 rows: 4, 4, 2
   EXPECT_EQ(info.last_split[2].rows(), 2);
-  EXPECT_EQ(info.status, "running");
+  EXPECT_EQ(info.status, RunStatus::kRunning);
   EXPECT_FALSE(info.started.empty());
-  end_run(info, "failed", "boom");
+  end_run(info, RunStatus::kFailed, "boom");
 
   testing::TempDir dir;
   write_run_info(dir / "run.json", info);
   const RunInfo back = read_run_info(dir / "run.json");
-  EXPECT_EQ(back.status, "failed");
+  EXPECT_EQ(back.status, RunStatus::kFailed);
   EXPECT_EQ(back.error, "boom");
   EXPECT_EQ(back.ended, info.ended);
   EXPECT_EQ(back.epochs, 3);
@@ -58,7 +58,7 @@ TEST(RunInfo, TheTargetReachedAndAnEarlyEndRoundTrip) {
   summary.target = train::TargetReached{0.93, 0.9312, 2, 37, 4.5, 5.25};
   summary.ended_early = "test accuracy 93.12% reached train.target_accuracy";
   record_outcome(info, summary);
-  end_run(info, "finished");
+  end_run(info, RunStatus::kFinished);
   testing::TempDir dir;
   write_run_info(dir / "run.json", info);
   const RunInfo back = read_run_info(dir / "run.json");

@@ -63,38 +63,47 @@ Run load_run(const fs::path& dir) {
   }
 
   const auto& epochs = run.metrics.epochs;
-  if (run.info && !run.info->task.empty()) {
-    run.labeled = run.info->task != "unlabeled";
-    run.classification = run.info->task == "classification";
+  if (run.info && run.info->task) {
+    run.labeled = run.info->task != Task::kUnlabeled;
+    run.classification = run.info->task == Task::kClassification;
   } else {  // no run.json: guess from what was logged (unlabeled runs log no intervals and no tests)
     const auto& steps = run.metrics.steps;
     run.labeled =
-        !steps.empty() || std::any_of(epochs.begin(), epochs.end(), [](const auto& e) { return e.second.has_test; });
+        !steps.empty() || std::any_of(epochs.begin(), epochs.end(), [](const auto& e) { return e.second.test; });
     run.classification =
-        std::any_of(steps.begin(), steps.end(), [](const StepRecord& s) { return s.accuracy.value_or(0) > 0; }) ||
+        std::any_of(steps.begin(), steps.end(), [](const MetricsRecord& s) { return s.accuracy.value_or(0) > 0; }) ||
         std::any_of(epochs.begin(), epochs.end(),
-                    [](const auto& e) { return e.second.train_accuracy.value_or(0) > 0; });
+                    [](const auto& e) { return e.second.train && e.second.train->accuracy.value_or(0) > 0; });
   }
-  run.fp16 = run.info ? run.info->amp == config::AmpMode::kFp16
-                      : std::any_of(epochs.begin(), epochs.end(),
-                                    [](const auto& e) { return e.second.loss_scale.value_or(1) != 1; });
+  run.fp16 =
+      run.info ? run.info->amp == config::AmpMode::kFp16 : std::any_of(epochs.begin(), epochs.end(), [](const auto& e) {
+        return e.second.train && e.second.train->loss_scale.value_or(1) != 1;
+      });
   return run;
 }
 
 Status run_status(const Run& run) {
   if (!run.info) return {"status unknown", "unknown"};
-  if (run.info->status == "finished") return {"finished", "ok"};
-  if (run.info->status == "failed") return {"failed", "bad"};
-  if (run.info->status == "interrupted") return {"interrupted", "warn"};
-  return {"did not finish", "warn"};
+  switch (run.info->status) {
+    case RunStatus::kFinished:
+      return {"finished", "ok"};
+    case RunStatus::kFailed:
+      return {"failed", "bad"};
+    case RunStatus::kInterrupted:
+      return {"interrupted", "warn"};
+    case RunStatus::kRunning:
+      return {"did not finish", "warn"};
+  }
+  config::unhandled(run.info->status);
 }
 
 std::vector<std::string> partial_run_notes(const Run& run) {
   std::vector<std::string> notes;
   const auto& m = run.metrics;
-  if (run.info && run.info->status == "failed") notes.push_back("The run failed: " + run.info->error);
-  if (run.info && run.info->status == "interrupted") notes.push_back("The run was stopped: " + run.info->error);
-  if (run.info && run.info->status == "running") {
+  if (run.info && run.info->status == RunStatus::kFailed) notes.push_back("The run failed: " + run.info->error);
+  if (run.info && run.info->status == RunStatus::kInterrupted)
+    notes.push_back("The run was stopped: " + run.info->error);
+  if (run.info && run.info->status == RunStatus::kRunning) {
     notes.push_back(
         "run.json records no end: the process was killed or crashed, or it is still running. "
         "The report shows what it logged.");
@@ -105,20 +114,21 @@ std::vector<std::string> partial_run_notes(const Run& run) {
   }
   int64_t done = 0;
   for (const auto& [epoch, e] : m.epochs) {
-    if (e.has_train) done = std::max(done, epoch);
+    if (e.train) done = std::max(done, epoch);
   }
   if (run.info && run.info->epochs > 0 && done < run.info->epochs) {
     notes.push_back(fmt::format("{} of {} epochs completed.", done, run.info->epochs));
   }
   if (!m.epochs.empty()) {
     const EpochRecord& last = m.epochs.rbegin()->second;
-    if (run.labeled && last.has_train && !last.has_test) {
+    if (run.labeled && last.train && !last.test) {
       notes.push_back(fmt::format("Epoch {} has no test record: the run stopped during its test pass.", last.epoch));
     }
   }
-  const double last_epoch_step = m.epochs.empty() ? 0.0 : m.epochs.rbegin()->second.step.value_or(0.0);
-  const auto later = std::count_if(m.steps.begin(), m.steps.end(),
-                                   [&](const StepRecord& s) { return s.epoch > done && s.step > last_epoch_step; });
+  const double last_epoch_step = m.epochs.empty() ? 0.0 : m.epochs.rbegin()->second.step().value_or(0.0);
+  const auto later = std::count_if(m.steps.begin(), m.steps.end(), [&](const MetricsRecord& s) {
+    return s.epoch > done && as_figure(s.step).value_or(0) > last_epoch_step;
+  });
   if (later > 0) {
     notes.push_back(
         fmt::format("{} log interval(s) of epoch {} were recorded before the run stopped; they end the "

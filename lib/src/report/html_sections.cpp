@@ -46,10 +46,10 @@ std::string table(const std::vector<std::string>& header, const std::vector<std:
 // confusion matrix (rows: true class, columns: predicted), each class by its
 // index and, where the run recorded them (run.json), its name.
 std::string classes_section(const std::map<int64_t, EpochRecord>& epochs, const std::vector<std::string>& names) {
-  const auto last =
-      std::find_if(epochs.rbegin(), epochs.rend(), [](const auto& e) { return !e.second.confusion.empty(); });
+  const auto last = std::find_if(epochs.rbegin(), epochs.rend(),
+                                 [](const auto& e) { return e.second.test && !e.second.test->confusion.empty(); });
   if (last == epochs.rend()) return "";
-  const auto& matrix = last->second.confusion;
+  const auto& matrix = last->second.test->confusion;
   auto label = [&](std::size_t c) { return c < names.size() ? fmt::format("{} {}", c, names[c]) : std::to_string(c); };
   std::vector<std::string> header{"true \\ predicted"};
   for (std::size_t c = 0; c < matrix.size(); ++c) header.push_back(label(c));
@@ -91,41 +91,42 @@ std::string summary_section(const Run& run) {
   Figure elapsed;
   double step = 0;
   for (const auto& s : m.steps) {
-    step = std::max(step, s.step);
+    step = std::max(step, as_figure(s.step).value_or(0));
     if (s.elapsed_s) elapsed = std::max(elapsed.value_or(0.0), *s.elapsed_s);
   }
-  const EpochRecord* last_test = nullptr;
-  const EpochRecord* best_test = nullptr;
+  const MetricsRecord* last_test = nullptr;
+  const MetricsRecord* best_test = nullptr;
   double samples = 0;
   double training_s = 0;
   for (const auto& [epoch, e] : m.epochs) {
-    if (e.has_train) done = std::max(done, epoch);
-    if (e.elapsed_s) elapsed = std::max(elapsed.value_or(0.0), *e.elapsed_s);
-    if (e.step) step = std::max(step, *e.step);
-    if (e.has_test) {
-      last_test = &e;
-      if (run.classification && e.test_accuracy &&
-          (!best_test || *e.test_accuracy > best_test->test_accuracy.value_or(-1))) {
-        best_test = &e;
+    if (e.step()) step = std::max(step, *e.step());
+    if (e.train) {
+      done = std::max(done, epoch);
+      if (e.train->elapsed_s) elapsed = std::max(elapsed.value_or(0.0), *e.train->elapsed_s);
+      if (e.train->samples && e.train->epoch_s) {
+        samples += static_cast<double>(*e.train->samples);
+        training_s += *e.train->epoch_s;
       }
     }
-    if (e.samples && e.epoch_s) {
-      samples += *e.samples;
-      training_s += *e.epoch_s;
+    if (e.test) {
+      last_test = &*e.test;
+      if (run.classification && e.test->accuracy &&
+          (!best_test || *e.test->accuracy > best_test->accuracy.value_or(-1))) {
+        best_test = &*e.test;
+      }
     }
   }
   cards.emplace_back("epochs", run.info && run.info->epochs > 0 ? fmt::format("{} / {}", done, run.info->epochs)
                                                                 : std::to_string(done));
   if (run.labeled) cards.emplace_back("optimizer steps", fmt::format("{:.0f}", step));
   if (last_test && run.classification) {
-    cards.emplace_back("test accuracy",
-                       fmt::format("{} (epoch {})", percent(last_test->test_accuracy), last_test->epoch));
+    cards.emplace_back("test accuracy", fmt::format("{} (epoch {})", percent(last_test->accuracy), last_test->epoch));
   }
   if (best_test) {
     cards.emplace_back("best test accuracy",
-                       fmt::format("{} (epoch {})", percent(best_test->test_accuracy), best_test->epoch));
+                       fmt::format("{} (epoch {})", percent(best_test->accuracy), best_test->epoch));
   }
-  if (last_test) cards.emplace_back("test loss", number(last_test->test_loss, 4));
+  if (last_test) cards.emplace_back("test loss", number(last_test->loss, 4));
   if (training_s > 0) cards.emplace_back("samples/s (all epochs)", fmt::format("{:.0f}", samples / training_s));
   if (elapsed) cards.emplace_back("time", duration(*elapsed));
   std::string out = R"(<section class="cards">)";
@@ -139,9 +140,10 @@ std::string summary_section(const Run& run) {
 std::string epochs_section(const Run& run) {
   const auto& epochs = run.metrics.epochs;
   if (epochs.empty()) return "";
-  const bool gpu = std::any_of(epochs.begin(), epochs.end(), [](const auto& e) { return !e.second.gpus.empty(); });
-  const bool memory =
-      std::any_of(epochs.begin(), epochs.end(), [](const auto& e) { return e.second.memory_peak.has_value(); });
+  const bool gpu = std::any_of(epochs.begin(), epochs.end(),
+                               [](const auto& e) { return e.second.train && !e.second.train->gpus.empty(); });
+  const bool memory = std::any_of(epochs.begin(), epochs.end(),
+                                  [](const auto& e) { return e.second.train && e.second.train->memory_peak; });
   std::vector<std::string> header{"epoch"};
   if (run.labeled) header.insert(header.end(), {"step", "train loss"});
   if (run.classification) header.push_back("train accuracy");
@@ -154,23 +156,24 @@ std::string epochs_section(const Run& run) {
   if (gpu) header.insert(header.end(), {"GPU util mean", "GPU util max"});
   std::vector<std::vector<std::string>> rows;
   for (const auto& [epoch, e] : epochs) {
+    const MetricsRecord train = e.train.value_or(MetricsRecord{});  // an epoch cut short shows its gaps as "–"
     std::vector<std::string> row{std::to_string(epoch)};
-    if (run.labeled) row.insert(row.end(), {number(e.step, 0), number(e.train_loss, 4)});
-    if (run.classification) row.push_back(percent(e.train_accuracy));
-    if (run.labeled) row.push_back(e.has_test ? number(e.test_loss, 4) : "no test record");
-    if (run.classification) row.push_back(e.has_test ? percent(e.test_accuracy) : "–");
-    row.insert(row.end(), {number(e.samples_per_s, 0), number(e.epoch_s, 2), number(e.loader_wait_s, 2)});
-    if (run.labeled) row.push_back(general(e.lr));
-    if (run.fp16) row.insert(row.end(), {general(e.loss_scale), number(e.skipped_steps, 0)});
-    if (memory) row.push_back(gib(e.memory_peak));
+    if (run.labeled) row.insert(row.end(), {number(e.step(), 0), number(train.loss, 4)});
+    if (run.classification) row.push_back(percent(train.accuracy));
+    if (run.labeled) row.push_back(e.test ? number(e.test->loss, 4) : "no test record");
+    if (run.classification) row.push_back(e.test ? percent(e.test->accuracy) : "–");
+    row.insert(row.end(), {number(train.samples_per_s, 0), number(train.epoch_s, 2), number(train.loader_wait_s, 2)});
+    if (run.labeled) row.push_back(general(train.lr));
+    if (run.fp16) row.insert(row.end(), {general(train.loss_scale), number(as_figure(train.skipped_steps), 0)});
+    if (memory) row.push_back(gib(as_figure(train.memory_peak)));
     if (gpu) {
       double mean = 0, max = 0;
-      for (const auto& g : e.gpus) {
-        mean += g.util_mean.value_or(0) / static_cast<double>(e.gpus.size());
+      for (const auto& g : train.gpus) {
+        mean += g.util_mean.value_or(0) / static_cast<double>(train.gpus.size());
         max = std::max(max, g.util_max.value_or(0));
       }
-      row.push_back(e.gpus.empty() ? "–" : fmt::format("{:.0f}%", mean));
-      row.push_back(e.gpus.empty() ? "–" : fmt::format("{:.0f}%", max));
+      row.push_back(train.gpus.empty() ? "–" : fmt::format("{:.0f}%", mean));
+      row.push_back(train.gpus.empty() ? "–" : fmt::format("{:.0f}%", max));
     }
     rows.push_back(row);
   }
@@ -179,11 +182,11 @@ std::string epochs_section(const Run& run) {
   if (gpu) {
     std::vector<std::vector<std::string>> gpu_rows;
     for (const auto& [epoch, e] : epochs) {
-      for (const auto& g : e.gpus) {
+      if (!e.train) continue;
+      for (const auto& g : e.train->gpus) {
         gpu_rows.push_back({std::to_string(epoch), fmt::format("cuda:{}", g.index), number(g.util_mean, 1),
-                            number(g.util_max, 0),
-                            gib(g.memory_used ? Figure(static_cast<double>(*g.memory_used)) : std::nullopt),
-                            number(g.power_w, 0), number(g.temperature_c, 0)});
+                            number(g.util_max, 0), gib(as_figure(g.memory_used)), number(g.power_w, 0),
+                            number(g.temperature_c, 0)});
       }
     }
     out += "<h3>GPU activity (NVML)</h3>" + table({"epoch", "GPU", "util mean (%)", "util max (%)", "memory used (GiB)",
@@ -221,13 +224,13 @@ std::string splits_section(const RunInfo& info) {
 
 std::string run_section(const RunInfo& info) {
   std::vector<std::vector<std::string>> rows{
-      {"status", info.status},
+      {"status", config::word(info.status)},
       {"started", info.started},
       {"ended", info.ended.empty() ? "–" : info.ended},
       {"device", info.device},
       {"strategy", info.strategy + (info.strategy_reason.empty() ? "" : " (" + info.strategy_reason + ")")},
       {"replicas", fmt::format("{}", fmt::join(info.replicas, ", "))},
-      {"task", info.task},
+      {"task", info.task ? config::word(*info.task) : "–"},
       {"mixed precision", config::word(info.amp)},
       {"epochs planned", std::to_string(info.epochs)},
       {"training samples", std::to_string(info.train_samples)},

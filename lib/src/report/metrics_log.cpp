@@ -15,42 +15,22 @@ namespace {
 
 using Json = nlohmann::json;
 
-Figure as_figure(Count n) { return n ? Figure(static_cast<double>(*n)) : std::nullopt; }
-
-void add_record(MetricsLog& log, const MetricsRecord& r) {
+void add_record(MetricsLog& log, MetricsRecord r) {
   if (r.kind == RecordKind::kInterval) {
-    log.steps.push_back({r.epoch, as_figure(r.step).value_or(0), r.loss, r.accuracy, r.samples_per_s, r.lr,
-                         r.loss_scale, r.elapsed_s, r.ranks});
+    log.steps.push_back(std::move(r));
     return;
   }
   EpochRecord& e = log.epochs[r.epoch];
   e.epoch = r.epoch;
-  e.step = as_figure(r.step);
-  if (r.kind == RecordKind::kTest) {
-    e.has_test = true;
-    e.test_loss = r.loss;
-    e.test_accuracy = r.accuracy;
-    e.confusion = r.confusion;
-    return;
-  }
-  e.has_train = true;
-  e.train_loss = r.loss;
-  e.train_accuracy = r.accuracy;
-  e.samples = as_figure(r.samples);
-  e.samples_per_s = r.samples_per_s;
-  e.epoch_s = r.epoch_s;
-  e.elapsed_s = r.elapsed_s;
-  e.lr = r.lr;
-  e.loss_scale = r.loss_scale;
-  e.skipped_steps = as_figure(r.skipped_steps);
-  e.loader_wait_s = r.loader_wait_s;
-  e.memory_allocated = as_figure(r.memory_allocated);
-  e.memory_reserved = as_figure(r.memory_reserved);
-  e.memory_peak = as_figure(r.memory_peak);
-  e.gpus = r.gpus;
+  (r.kind == RecordKind::kTest ? e.test : e.train) = std::move(r);
 }
 
 }  // namespace
+
+Figure EpochRecord::step() const {
+  const Count step = train && train->step ? train->step : test ? test->step : std::nullopt;
+  return as_figure(step);
+}
 
 MetricsLog read_metrics_log(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -13,29 +13,18 @@
 
 namespace gputrain::report::detail {
 
-struct StepRecord {
-  int64_t epoch = 0;
-  double step = 0;
-  Figure loss, accuracy, samples_per_s, lr, loss_scale, elapsed_s;
-  std::optional<train::RankTiming> ranks;  // ddp
-};
-
+// An epoch's two lines: its training record, then its test pass's (absent
+// for unlabeled data, and for a run stopped before either was written).
 struct EpochRecord {
   int64_t epoch = 0;
-  Figure step;
-  bool has_train = false;
-  bool has_test = false;
-  Figure train_loss, train_accuracy, test_loss, test_accuracy;
-  Figure samples, samples_per_s, epoch_s, elapsed_s, lr, loss_scale, skipped_steps, loader_wait_s;
-  Figure memory_allocated, memory_reserved, memory_peak;  // bytes
-  std::vector<GpuRecord> gpus;
-  // The test split by true class (rows) and predicted class (columns); empty
-  // for regression and in files written before it was recorded.
-  std::vector<std::vector<int64_t>> confusion;
+  std::optional<MetricsRecord> train;
+  std::optional<MetricsRecord> test;
+  // The optimizer step at the epoch's end, which either line records.
+  Figure step() const;
 };
 
 struct MetricsLog {
-  std::vector<StepRecord> steps;
+  std::vector<MetricsRecord> steps;  // the log intervals
   std::map<int64_t, EpochRecord> epochs;
   std::vector<std::string> notes;
 };

@@ -57,19 +57,20 @@ train::TrainObserver& RunRecorder::observer() { return *state_->monitored; }
 
 void RunRecorder::finish(const train::TrainSummary& summary) {
   record_outcome(state_->info, summary);
-  end("finished", "");
+  end(RunStatus::kFinished, "");
 }
 
-void RunRecorder::interrupt(const std::string& why) { end("interrupted", why); }
+void RunRecorder::interrupt(const std::string& why) { end(RunStatus::kInterrupted, why); }
 
 void RunRecorder::fail(const std::exception& error) {
   const auto* ours = dynamic_cast<const Error*>(&error);
   const bool interrupted = ours != nullptr && ours->code() == ExitCode::kInterrupted;
   const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
-  end(interrupted ? "interrupted" : "failed", torch_error ? torch_error->what_without_backtrace() : error.what());
+  end(interrupted ? RunStatus::kInterrupted : RunStatus::kFailed,
+      torch_error ? torch_error->what_without_backtrace() : error.what());
 }
 
-void RunRecorder::end(const std::string& status, const std::string& error) {
+void RunRecorder::end(RunStatus status, const std::string& error) {
   State& s = *state_;
   try {
     end_run(s.info, status, error);

@@ -8,23 +8,39 @@
 #include <string>
 #include <vector>
 
+#include "gputrain/config/choices.h"
 #include "gputrain/config/config.h"
 #include "gputrain/parallel/split.h"
 #include "gputrain/train/trainer.h"
 
 namespace gputrain::report {
 
+// How far a run got: running until it ends (a run that crashed stays so).
+enum class RunStatus { kRunning, kFinished, kFailed, kInterrupted };
+inline constexpr config::ChoiceTable<RunStatus, 4> kRunStatuses{{{{"running", RunStatus::kRunning},
+                                                                  {"finished", RunStatus::kFinished},
+                                                                  {"failed", RunStatus::kFailed},
+                                                                  {"interrupted", RunStatus::kInterrupted}}}};
+constexpr const auto& choices(RunStatus) { return kRunStatuses; }
+
+// What the data set's targets make of the run.
+enum class Task { kClassification, kRegression, kUnlabeled };
+inline constexpr config::ChoiceTable<Task, 3> kTasks{
+    {{{"classification", Task::kClassification}, {"regression", Task::kRegression}, {"unlabeled", Task::kUnlabeled}}}};
+constexpr const auto& choices(Task) { return kTasks; }
+
+// Its fields are declared once, in run_info.cpp's visit(), which writes and reads them.
 struct RunInfo {
   std::string name;
-  std::string started;             // local time, "2025-01-31 14:05:09"
-  std::string ended;               // empty while running
-  std::string status = "running";  // running | finished | failed | interrupted
-  std::string error;               // failed or interrupted: the message
-  std::string device;              // the primary device
-  std::string strategy;            // single | dp | ddp
+  std::string started;  // local time, "2025-01-31 14:05:09"
+  std::string ended;    // empty while running
+  RunStatus status = RunStatus::kRunning;
+  std::string error;     // failed or interrupted: the message
+  std::string device;    // the primary device
+  std::string strategy;  // single | dp | ddp
   std::string strategy_reason;
   std::vector<std::string> replicas;     // single: the device; dp: one per replica; ddp: "rank N" per process
-  std::string task;                      // classification | regression | unlabeled
+  std::optional<Task> task;              // unset in a run.json that does not say
   std::vector<std::string> class_names;  // index -> name; empty where the data set has none (or an older run.json)
   config::AmpMode amp = config::AmpMode::kOff;
   int64_t epochs = 0;
@@ -59,7 +75,7 @@ std::string strategy_name(parallel::StrategyKind kind);
 // Started now, status "running".
 RunInfo describe_run(const RunSettings& settings, const train::TrainLayout& layout);
 // Sets how the run ended (finished, failed or interrupted), and when.
-void end_run(RunInfo& info, const std::string& status, const std::string& error = "");
+void end_run(RunInfo& info, RunStatus status, const std::string& error = "");
 // What a finished run's summary adds: the target reached, and why it ended early.
 void record_outcome(RunInfo& info, const train::TrainSummary& summary);
 

@@ -49,7 +49,7 @@ class RunRecorder {
   void interrupt(const std::string& why);
 
  private:
-  void end(const std::string& status, const std::string& error);
+  void end(RunStatus status, const std::string& error);
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -13,8 +13,9 @@ namespace gputrain::report {
 
 class TensorBoardWriter : public train::TrainObserver {
  public:
-  // `run` says which scalars mean something: accuracy for classification,
-  // losses for labeled data, the loss scale under fp16.
+  // `run` says which scalars mean something: losses for labeled data, the
+  // loss scale under fp16. The scalars are the fields metrics.jsonl's records
+  // declare one for (lib/src/report/metrics_record.h).
   TensorBoardWriter(const std::filesystem::path& run_dir, const RunInfo& run);
   void on_step(const train::StepMetrics& m) override;
   void on_epoch(const train::EpochMetrics& m) override;
@@ -23,7 +24,6 @@ class TensorBoardWriter : public train::TrainObserver {
  private:
   EventFile file_;
   bool labeled_;
-  bool classification_;
   bool fp16_;
 };
 
