@@ -86,7 +86,7 @@ class ModuleFileWriter {
     std::string data;
     Pickle pickle(data);
     pickle.protocol();
-    pickle.raw(object(model));
+    pickle.raw(object(model).bytes);
     pickle.stop();
     zip.writeRecord("data.pkl", data.data(), data.size());
     for (const auto& [layout, name] : classes_) {
@@ -136,38 +136,42 @@ class ModuleFileWriter {
     return source;
   }
 
+  // A module pickled as an object of its layout's class.
+  struct Pickled {
+    std::string class_name;  // the module under __torch__ that declares the class
+    std::string bytes;
+  };
+
   // The pickled object for `module`: its class, then its state, a dict of
   // its tensors and children by name, as Module::save lays them out.
-  std::string object(const torch::nn::Module& module) {
+  Pickled object(const torch::nn::Module& module) {
     Layout layout;
     std::string state;
     Pickle pickle(state);
-    for (const auto& parameter : module.named_parameters(/*recurse=*/false)) {
-      if (!parameter.value().defined()) continue;
-      layout.parameters.push_back(parameter.key());
-      pickle.text(parameter.key());
-      tensor(pickle, parameter.value());
-    }
-    for (const auto& buffer : module.named_buffers(/*recurse=*/false)) {
-      if (!buffer.value().defined()) continue;
-      layout.buffers.push_back(buffer.key());
-      pickle.text(buffer.key());
-      tensor(pickle, buffer.value());
-    }
+    const auto add_tensors = [&](const torch::OrderedDict<std::string, torch::Tensor>& named,
+                                 std::vector<std::string>& names) {
+      for (const auto& item : named) {
+        if (!item.value().defined()) continue;
+        names.push_back(item.key());
+        pickle.text(item.key());
+        tensor(pickle, item.value());
+      }
+    };
+    add_tensors(module.named_parameters(/*recurse=*/false), layout.parameters);
+    add_tensors(module.named_buffers(/*recurse=*/false), layout.buffers);
     for (const auto& child : module.named_children()) {
       if (!child.value()->is_serializable()) continue;  // Module::save leaves these out too
-      std::string child_object = object(*child.value());
-      layout.children.emplace_back(child.key(), last_class_);
+      const Pickled child_object = object(*child.value());
+      layout.children.emplace_back(child.key(), child_object.class_name);
       pickle.text(child.key());
-      pickle.raw(child_object);
+      pickle.raw(child_object.bytes);
     }
     auto [entry, added] = classes_.try_emplace(std::move(layout), "");
     if (added) entry->second = "___torch_mangle_" + std::to_string(classes_.size() - 1);
-    last_class_ = entry->second;
 
     std::string out;
     Pickle head(out);
-    head.global("__torch__." + last_class_, "Module");
+    head.global("__torch__." + entry->second, "Module");
     head.empty_tuple();
     head.new_object();
     head.empty_dict();
@@ -175,7 +179,7 @@ class ModuleFileWriter {
     head.raw(state);
     head.set_items();
     head.build();
-    return out;
+    return {entry->second, std::move(out)};
   }
 
   // torch._utils._rebuild_tensor_v2(storage, offset, sizes, strides, requires_grad, hooks)
@@ -211,7 +215,6 @@ class ModuleFileWriter {
 
   caffe2::serialize::PyTorchStreamWriter* zip_ = nullptr;
   std::map<Layout, std::string> classes_;  // layout -> its class's module name
-  std::string last_class_;                 // the class object() gave its module
   std::size_t storages_ = 0;
 };
 

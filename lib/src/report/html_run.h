@@ -12,8 +12,6 @@
 
 namespace gputrain::report::detail {
 
-inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
 // Everything the page is made from.
 struct Run {
   std::filesystem::path dir;

@@ -58,7 +58,6 @@ struct MetricsRecord {
 
 template <class V, class R, If<R, GpuRecord> = 0>
 void visit(V& v, R& g) {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   v.field("index", g.index);
   v.field("util_mean", g.util_mean, Scalar{"util_mean"});
   v.field("util_max", g.util_max, Scalar{"util_max"});
@@ -72,7 +71,6 @@ void visit(V& v, R& g) {
 template <class V, class R, If<R, MetricsRecord> = 0>
 void visit(V& v, R& r) {
   using When = Scalar::When;
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   v.field("epoch", r.epoch);
   v.field("step", r.step);
   v.field("loss", r.loss, Scalar{"loss", kOnEvery, When::kLabeled});

@@ -18,6 +18,8 @@
 
 namespace gputrain::report::detail {
 
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 // The record kinds of metrics.jsonl, as a mask of the ones a scalar is logged for.
 enum RecordKinds : unsigned { kOnInterval = 1, kOnEpoch = 2, kOnTest = 4, kOnTraining = 3, kOnEvery = 7 };
 
@@ -126,7 +128,7 @@ template <class T>
 nlohmann::ordered_json json_value(const T& value) {
   if constexpr (IsOptional<T>::value) {
     return value ? json_value(*value) : nlohmann::ordered_json(nullptr);
-  } else if constexpr (IsVector<T>::value && !std::is_same_v<T, std::vector<std::string>>) {
+  } else if constexpr (IsVector<T>::value) {
     nlohmann::ordered_json array = nlohmann::ordered_json::array();
     for (const auto& item : value) array.push_back(json_value(item));
     return array;
