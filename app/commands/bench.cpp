@@ -7,7 +7,7 @@
 #include "gputrain/device/probe.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/strategy.h"
-#include "gputrain/train/batch_solver.h"
+#include "gputrain/plan/batch_solver.h"
 #include "gputrain/train/bench.h"
 
 namespace gputrain::app {
@@ -27,7 +27,7 @@ int run_bench(const BenchArgs& args) {
   config::LoadedConfig loaded = config::load_config(args.config, args.overrides);
   const device::DevicePlan devices =
       device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
-  train::solve_batch(loaded, parallel::plan_strategy(loaded, devices, {}), 1);
+  plan::solve_batch(loaded, parallel::plan_strategy(loaded, devices, {}), 1);
   const train::BenchReport r = train::run_bench(loaded, devices, {args.steps, args.warmup});
   if (!args.json) {
     std::cout << train::format_bench(r) << std::flush;

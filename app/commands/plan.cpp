@@ -3,7 +3,7 @@
 
 #include "commands.h"
 #include "gputrain/common/error.h"
-#include "gputrain/plan/plan.h"
+#include "gputrain/report/dry_run.h"
 
 namespace gputrain::app {
 
@@ -21,22 +21,22 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
 }
 
 int run_plan(const PlanArgs& args) {
-  plan::PlanRequest request;
+  report::DryRunRequest request;
   request.config = args.config;
   request.overrides = args.overrides;
   request.nproc = args.nproc;
   request.launch = launch_info(args.env);
   request.cuda_visible_devices = args.env.cuda_visible_devices;
   request.resume = args.resume;
-  const plan::RunPlan plan = plan::plan_run(request);
+  const report::DryRun dry = report::dry_run(request);
   if (args.json) {
-    nlohmann::ordered_json out = plan.report;
-    out["problems"] = plan.problems;
+    nlohmann::ordered_json out = dry.report;
+    out["problems"] = dry.problems;
     std::cout << out.dump() << std::endl;
   } else {
-    std::cout << plan::format_plan(plan) << std::flush;
+    std::cout << report::format_dry_run(dry) << std::flush;
   }
-  return plan.problems.empty() ? 0 : static_cast<int>(ExitCode::kUserInput);
+  return dry.problems.empty() ? 0 : static_cast<int>(ExitCode::kUserInput);
 }
 
 }  // namespace gputrain::app

@@ -19,11 +19,11 @@
 #include "gputrain/device/resolve.h"
 #include "gputrain/device/versions.h"
 #include "gputrain/parallel/launcher.h"
+#include "gputrain/plan/batch_solver.h"
 #include "gputrain/report/console.h"
 #include "gputrain/report/metrics_writer.h"
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_recorder.h"
-#include "gputrain/train/batch_solver.h"
 #include "gputrain/train/trainer.h"
 #include "logging_setup.h"
 #include "signals.h"
@@ -67,7 +67,7 @@ int launch_workers(const TrainArgs& args, const config::LoadedConfig& loaded, co
   options.arguments = worker_arguments(args);
   // data.batch_size: auto is solved once, here, so that every worker runs the same batch.
   config::LoadedConfig solved = loaded;
-  if (train::solve_batch(solved, ranks.front(), nproc)) {
+  if (plan::solve_batch(solved, ranks.front(), nproc)) {
     const config::DataConfig& data = solved.config.data;
     options.arguments.insert(options.arguments.end(),
                              {"--set", fmt::format("data.batch_size={}", *data.batch_size), "--set",
@@ -119,7 +119,7 @@ TrainPlan plan_train(const TrainArgs& args) {
   config::resolve_batch_forms(plan.start.config, plan.launch.world_size);
   if (plan.processes.workers > 0) return plan;  // each worker plans its own strategy and batch
   const parallel::StrategyPlan strategy = parallel::plan_strategy(plan.start.config, plan.devices, plan.launch);
-  train::solve_batch(plan.start.config, strategy, plan.launch.world_size);
+  plan::solve_batch(plan.start.config, strategy, plan.launch.world_size);
   return plan;
 }
 

@@ -216,7 +216,7 @@ TEST(TensorBoard, ItsOwnReaderFindsEveryScalarAtItsStep) {
   {
     TensorBoardWriter writer(dir / "events", run);
     for (int64_t step : {5, 10}) {
-      writer.on_step({1, step, 1.0 / static_cast<double>(step), 0.5, 1234.5, 0.01, 0.1, 32768.0, 0});
+      writer.on_step({1, step, 1.0 / static_cast<double>(step), 0.5, 1234.5, 0.01, 0.1, 32768.0, 0, {}});
       expected["train_step/loss"][step] = static_cast<float>(1.0 / static_cast<double>(step));
       expected["train_step/accuracy"][step] = 0.5f;
       expected["train_step/samples_per_s"][step] = 1234.5f;
@@ -226,8 +226,8 @@ TEST(TensorBoard, ItsOwnReaderFindsEveryScalarAtItsStep) {
     train::EpochMetrics m;
     m.epoch = 1;
     m.step = 10;
-    m.train = {30.0, 48, 60, true};
-    m.test = {5.0, 9, 10, true};
+    m.train = {30.0, 48, 60, true, {}, {}};
+    m.test = {5.0, 9, 10, true, {}, {}};
     m.has_test = true;
     m.samples_per_s = 1100.0;
     m.epoch_s = 2.5;

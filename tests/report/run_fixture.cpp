@@ -40,9 +40,16 @@ report::RunInfo dp_run(report::RunStatus status) {
 void write_steps(report::MetricsWriter& writer, int64_t epoch) {
   for (int64_t i = 1; i <= 2; ++i) {
     const int64_t step = (epoch - 1) * 4 + 2 * i;
-    writer.on_step({epoch, step, 2.0 / static_cast<double>(step), 0.3 + 0.05 * static_cast<double>(step),
-                    900.0 + 10.0 * static_cast<double>(step), 0.1, 0.5 * static_cast<double>(step),
-                    step == 6 ? 32768.0 : 65536.0, step >= 6 ? 1 : 0});
+    writer.on_step({epoch,
+                    step,
+                    2.0 / static_cast<double>(step),
+                    0.3 + 0.05 * static_cast<double>(step),
+                    900.0 + 10.0 * static_cast<double>(step),
+                    0.1,
+                    0.5 * static_cast<double>(step),
+                    step == 6 ? 32768.0 : 65536.0,
+                    step >= 6 ? 1 : 0,
+                    {}});
   }
 }
 
@@ -50,8 +57,8 @@ train::EpochMetrics epoch_metrics(int64_t epoch, bool with_test) {
   train::EpochMetrics m;
   m.epoch = epoch;
   m.step = epoch * 4;
-  m.train = {100.0 / static_cast<double>(epoch), 50 + 10 * epoch, 100, true};
-  m.test = {20.0 / static_cast<double>(epoch), 20 + 5 * epoch, 40, true};
+  m.train = {100.0 / static_cast<double>(epoch), 50 + 10 * epoch, 100, true, {}, {}};
+  m.test = {20.0 / static_cast<double>(epoch), 20 + 5 * epoch, 40, true, {}, {}};
   m.has_test = with_test;
   m.epoch_s = 0.1 * static_cast<double>(epoch);
   m.samples_per_s = 100.0 / m.epoch_s;

@@ -8,19 +8,23 @@ namespace gputrain::report {
 namespace {
 
 TEST(RunInfo, DescribesStrategyAndSplitsAndRoundTrips) {
-  const RunSettings settings{"r", config::AmpMode::kOff, /*epochs=*/3, /*batch_size=*/40, /*accumulation_steps=*/2};
-  train::TrainLayout layout;
+  const RunSettings settings{"r", config::AmpMode::kOff, /*epochs=*/3};
+  plan::TrainLayout layout;
   layout.strategy.kind = parallel::StrategyKind::kDistributed;
   layout.strategy.replicas = {torch::Device(torch::kCPU)};
   layout.strategy.reason = "strategy: ddp, world size 3";
   layout.world_size = 3;
   layout.train_samples = 50;
-  layout.micro_batch = 20;
-  layout.last_micro_batch = 10;
-  layout.steps_per_epoch = 2;
+  layout.batch.global = 40;
+  layout.batch.micro = 20;
+  layout.batch.accumulation = 2;
+  layout.batch.last_micro = 10;
+  layout.batch.steps_per_epoch = 2;
   layout.classification = false;
   layout.class_names = {"ignored"};  // a regression run has no classes to name
   RunInfo info = describe_run(settings, layout);
+  EXPECT_EQ(info.batch_size, 40);
+  EXPECT_EQ(info.accumulation_steps, 2);
   EXPECT_EQ(info.strategy, "ddp");
   EXPECT_EQ(info.replicas, (std::vector<std::string>{"rank 0", "rank 1", "rank 2"}));
   EXPECT_EQ(info.task, Task::kRegression);
@@ -51,9 +55,9 @@ TEST(RunInfo, DescribesStrategyAndSplitsAndRoundTrips) {
 }
 
 TEST(RunInfo, TheTargetReachedAndAnEarlyEndRoundTrip) {
-  RunSettings settings{"r", config::AmpMode::kOff, 3, 40, 1};
+  RunSettings settings{"r", config::AmpMode::kOff, 3};
   settings.target_accuracy = 0.93;
-  RunInfo info = describe_run(settings, train::TrainLayout{});
+  RunInfo info = describe_run(settings, plan::TrainLayout{});
   train::TrainSummary summary;
   summary.target = train::TargetReached{0.93, 0.9312, 2, 37, 4.5, 5.25};
   summary.ended_early = "test accuracy 93.12% reached train.target_accuracy";
@@ -73,13 +77,13 @@ TEST(RunInfo, TheTargetReachedAndAnEarlyEndRoundTrip) {
   const std::string json = testing::read_text(dir / "run.json");
   EXPECT_NE(json.find("\"time_to_target_s\": 4.5"), std::string::npos) << json;
 
-  RunInfo unreached = describe_run(settings, train::TrainLayout{});
+  RunInfo unreached = describe_run(settings, plan::TrainLayout{});
   write_run_info(dir / "unreached.json", unreached);
   EXPECT_FALSE(read_run_info(dir / "unreached.json").target.has_value());
 }
 
 TEST(RunInfo, TheClassNamesRoundTripAndAnOlderRunJsonHasNone) {
-  train::TrainLayout layout;
+  plan::TrainLayout layout;
   layout.class_names = {"T-shirt/top", "Trouser"};
   const RunInfo info = describe_run(RunSettings{}, layout);
   testing::TempDir dir;
@@ -94,14 +98,12 @@ TEST(RunInfo, SettingsComeFromTheConfig) {
   config.name = "from-config";
   config.train.amp = config::AmpMode::kBf16;
   config.train.epochs = 4;
-  config.data.batch_size = 32;
-  config.train.accumulation_steps = 2;
+  config.train.target_accuracy = 0.9;
   const RunSettings settings = run_settings(config);
   EXPECT_EQ(settings.name, "from-config");
   EXPECT_EQ(settings.amp, config::AmpMode::kBf16);
   EXPECT_EQ(settings.epochs, 4);
-  EXPECT_EQ(settings.batch_size, 32);
-  EXPECT_EQ(settings.accumulation_steps, 2);
+  EXPECT_DOUBLE_EQ(settings.target_accuracy, 0.9);
 }
 
 }  // namespace

@@ -26,13 +26,13 @@ int event_files(const fs::path& dir) {
   return n;
 }
 
-train::TrainLayout cpu_layout() {
-  train::TrainLayout layout;
+plan::TrainLayout cpu_layout() {
+  plan::TrainLayout layout;
   layout.strategy.replicas = {torch::Device(torch::kCPU)};
   layout.train_samples = 10;
-  layout.micro_batch = 4;
-  layout.last_micro_batch = 2;
-  layout.steps_per_epoch = 3;
+  layout.batch.micro = 4;
+  layout.batch.last_micro = 2;
+  layout.batch.steps_per_epoch = 3;
   return layout;
 }
 

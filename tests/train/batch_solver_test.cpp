@@ -13,11 +13,19 @@
 #include "gputrain/config/load.h"
 #include "gputrain/data/dataset.h"
 #include "gputrain/device/memory.h"
-#include "gputrain/train/batch_solver.h"
+#include "gputrain/plan/batch_solver.h"
 #include "gputrain/train/trainer.h"
 
 namespace gputrain::train {
 namespace {
+
+using plan::BatchChoice;
+using plan::choose_batch;
+using plan::micro_batch_candidates;
+using plan::solve_batch;
+using plan::StepMeasure;
+using plan::StepMemory;
+using plan::StepProbe;
 
 // A step holding `fixed` bytes plus `per_sample` bytes of activations per sample.
 struct LinearCost {

@@ -16,8 +16,9 @@
 #include "gputrain/data/generate.h"
 #include "gputrain/device/probe.h"
 #include "gputrain/device/resolve.h"
+#include "gputrain/plan/fast_paths.h"
+#include "gputrain/step/backends.h"
 #include "gputrain/train/bench.h"
-#include "gputrain/train/fast_paths.h"
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -26,6 +27,13 @@ namespace gputrain::train {
 namespace {
 
 using gputrain::testing::TempDir;
+using plan::FastPaths;
+using plan::kSmallModelMacs;
+using plan::plan_fast_paths;
+using plan::resolve_matmul_precision;
+using plan::RunFacts;
+using plan::with_model_facts;
+using step::configure_backends;
 
 struct Quiet : TrainObserver {};
 
@@ -315,23 +323,24 @@ TEST(MatmulPrecision, AutoIsTf32OnCudaAndFullFloat32Elsewhere) {
   EXPECT_EQ(resolve_matmul_precision(config::MatmulPrecision::kAuto, torch::Device(torch::kCUDA, 0)).value, "high");
   EXPECT_EQ(resolve_matmul_precision(config::MatmulPrecision::kAuto, torch::Device(torch::kCPU)).value, "highest");
   EXPECT_EQ(resolve_matmul_precision(config::MatmulPrecision::kMedium, torch::Device(torch::kCPU)).value, "medium");
-  configure_backends(config::TrainConfig{}, FastPaths{}, torch::Device(torch::kCPU));
-  EXPECT_EQ(at::globalContext().float32MatmulPrecision(), at::Float32MatmulPrecision::HIGHEST);
-  config::TrainConfig high;
-  high.matmul_precision = config::MatmulPrecision::kHigh;
-  configure_backends(high, FastPaths{}, torch::Device(torch::kCPU));
+  config::ExperimentConfig high;
+  high.train.matmul_precision = config::MatmulPrecision::kHigh;
+  const FastPaths fast = plan_fast_paths(high, RunFacts{});
+  EXPECT_EQ(fast.matmul_precision.value, "high");
+  EXPECT_EQ(fast.matmul_precision.reason, "train.matmul_precision");
+  EXPECT_EQ(plan_fast_paths(config::ExperimentConfig{}, RunFacts{}).matmul_precision.value, "highest");
+  configure_backends(fast.matmul_precision.value, 0, false);
   EXPECT_EQ(at::globalContext().float32MatmulPrecision(), at::Float32MatmulPrecision::HIGH);
-  configure_backends(config::TrainConfig{}, FastPaths{}, torch::Device(torch::kCPU));
+  configure_backends("highest", 0, false);
+  EXPECT_EQ(at::globalContext().float32MatmulPrecision(), at::Float32MatmulPrecision::HIGHEST);
 }
 
 TEST(ConfigureBackends, ThreadsGoBackToLibTorchsDefaultAfterARunThatSetThem) {
   const int before = at::get_num_threads();
-  FastPaths one;
-  one.threads = 1;
-  configure_backends(config::TrainConfig{}, FastPaths{}, torch::Device(torch::kCPU));
-  configure_backends(config::TrainConfig{}, one, torch::Device(torch::kCPU));
+  configure_backends("highest", 0, false);
+  configure_backends("highest", 1, false);
   EXPECT_EQ(at::get_num_threads(), 1);
-  configure_backends(config::TrainConfig{}, FastPaths{}, torch::Device(torch::kCPU));
+  configure_backends("highest", 0, false);
   EXPECT_EQ(at::get_num_threads(), before);
 }
 

@@ -13,8 +13,9 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 TEST(Faults, OutOfMemoryGivesTheFiguresAndWhatToChange) {
   OutOfMemoryContext c;
   c.device = "cuda:1";
-  c.batch_size = 256;
-  c.accumulation_steps = 2;
+  c.batch.global = 256;
+  c.batch.micro = 128;
+  c.batch.accumulation = 2;
   c.memory.allocated = 7 * kGiB + kGiB / 2;
   c.memory.peak_allocated = 7 * kGiB + 3 * kGiB / 4;
   c.memory.reserved = 8 * kGiB - kGiB / 4;
@@ -28,8 +29,9 @@ TEST(Faults, OutOfMemoryGivesTheFiguresAndWhatToChange) {
             "train.accumulation_steps: 4. No checkpoint was damaged. (LibTorch: CUDA out of memory. Tried to "
             "allocate 2.00 GiB)");
   c.amp = true;
-  c.batch_size = 3;
-  c.accumulation_steps = 1;
+  c.batch.global = 3;
+  c.batch.micro = 3;
+  c.batch.accumulation = 1;
   const std::string odd = out_of_memory_message(c);
   EXPECT_EQ(odd.find("mixed precision"), std::string::npos) << odd;  // already on
   EXPECT_EQ(odd.find("accumulation"), std::string::npos) << odd;     // 3 does not halve

@@ -104,12 +104,12 @@ TEST(Trainer, LayoutAndLoaderWaitAreReported) {
   Trainer trainer(synthetic_run({"data.samples=250", "train.accumulation_steps=2", "train.epochs=1",
                                  "data.num_workers=1", "data.device_cache=off"}),
                   cpu());
-  const TrainLayout layout = trainer.layout();
+  const plan::TrainLayout layout = trainer.layout();
   EXPECT_EQ(layout.strategy.kind, parallel::StrategyKind::kSingle);
   EXPECT_EQ(layout.train_samples, 250);
-  EXPECT_EQ(layout.micro_batch, 16);
-  EXPECT_EQ(layout.last_micro_batch, 10);
-  EXPECT_EQ(layout.steps_per_epoch, 8);
+  EXPECT_EQ(layout.batch.micro, 16);
+  EXPECT_EQ(layout.batch.last_micro, 10);
+  EXPECT_EQ(layout.batch.steps_per_epoch, 8);
   EXPECT_TRUE(layout.labeled);
   EXPECT_TRUE(layout.classification);
   Recorder recorder;
@@ -118,7 +118,7 @@ TEST(Trainer, LayoutAndLoaderWaitAreReported) {
   const EpochMetrics& m = recorder.epochs[0];
   EXPECT_GT(m.loader_wait_s, 0.0) << "the first batch is always waited for";
   EXPECT_LE(m.loader_wait_s, m.epoch_s);
-  EXPECT_EQ(Trainer(synthetic_run({"data.samples=250", "data.drop_last=true"}), cpu()).layout().last_micro_batch, 32);
+  EXPECT_EQ(Trainer(synthetic_run({"data.samples=250", "data.drop_last=true"}), cpu()).layout().batch.last_micro, 32);
 }
 
 TEST(Trainer, SameSeedSameLosses) {
@@ -158,7 +158,7 @@ TEST(Trainer, BothBatchFormsGiveTheSameRun) {
     Trainer trainer(synthetic_run(overrides), cpu());
     Recorder recorder;
     trainer.fit(recorder);
-    EXPECT_EQ(trainer.layout().micro_batch, 16);
+    EXPECT_EQ(trainer.layout().batch.micro, 16);
     return std::make_pair(trainer.model(), recorder.steps.size());
   };
   const auto [per_step, per_step_count] = trained({"data.batch_size=32"});

@@ -10,6 +10,7 @@
 #include <array>
 #include <sstream>
 
+#include "gputrain/device/host_resources.h"
 #include "layers.h"
 #include "residual.h"
 #include "sync_batchnorm.h"
@@ -57,6 +58,24 @@ torch::nn::Sequential make_model(const config::ModelConfig& config, const ModelS
       return detail::make_declared(config, shape);
   }
   config::unhandled(config.name);
+}
+
+torch::nn::Sequential build_model(const config::ModelConfig& config, const data::DatasetInfo& info,
+                                  const torch::Device& device) {
+  torch::nn::Sequential model = make_model(config, model_shape(info, config));
+  model->to(device);
+  return model;
+}
+
+std::string describe_model(const config::ModelConfig& model, const config::DataConfig& data, uint64_t seed) {
+  const auto train_set = data::make_dataset(data::for_description(data), data::Split::kTrain, seed);
+  const data::DatasetInfo& info = train_set->info();
+  torch::nn::Sequential built =
+      device::with_resource_errors(fmt::format("building the model ({})", config::word(model.name)), kSmallerModel,
+                                   [&] { return build_model(model, info, torch::kCPU); });
+  return fmt::format("model {} for {} samples shaped {} ({} outputs)\n", config::word(model.name), info.name,
+                     fmt::join(info.input_shape, "x"), model_shape(info, model).outputs) +
+         layer_table(trace_layers(built, info.input_shape));
 }
 
 int64_t parameter_count(const torch::nn::Module& model) {

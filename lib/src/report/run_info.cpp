@@ -33,15 +33,10 @@ std::string strategy_name(parallel::StrategyKind kind) {
 }
 
 RunSettings run_settings(const config::ExperimentConfig& config) {
-  return {config.name,
-          config.train.amp,
-          config.train.epochs,
-          config.data.batch_size.value(),
-          config.train.accumulation_steps,
-          config.train.target_accuracy};
+  return {config.name, config.train.amp, config.train.epochs, config.train.target_accuracy};
 }
 
-RunInfo describe_run(const RunSettings& settings, const train::TrainLayout& layout) {
+RunInfo describe_run(const RunSettings& settings, const plan::TrainLayout& layout) {
   RunInfo info;
   info.name = settings.name;
   info.started = local_time_now();
@@ -57,16 +52,16 @@ RunInfo describe_run(const RunSettings& settings, const train::TrainLayout& layo
   if (layout.classification) info.class_names = layout.class_names;
   info.amp = settings.amp;
   info.epochs = settings.epochs;
-  info.steps_per_epoch = layout.steps_per_epoch;
+  info.steps_per_epoch = layout.batch.steps_per_epoch;
   info.train_samples = layout.train_samples;
-  info.batch_size = settings.batch_size;
-  info.accumulation_steps = settings.accumulation_steps;
+  info.batch_size = layout.batch.global;
+  info.accumulation_steps = layout.batch.accumulation;
   info.target_accuracy = settings.target_accuracy;
-  info.micro_batch = layout.micro_batch;
-  info.last_micro_batch = layout.last_micro_batch;
+  info.micro_batch = layout.batch.micro;
+  info.last_micro_batch = layout.batch.last_micro;
   if (layout.strategy.kind != parallel::StrategyKind::kSingle) {
-    info.full_split = parallel::split_batch(layout.micro_batch, info.replicas);
-    info.last_split = parallel::split_batch(layout.last_micro_batch, info.replicas);
+    info.full_split = parallel::split_batch(layout.batch.micro, info.replicas);
+    info.last_split = parallel::split_batch(layout.batch.last_micro, info.replicas);
   }
   return info;
 }

@@ -30,7 +30,7 @@ RunRecorderOptions run_recorder_options(const config::ExperimentConfig& config) 
           LoaderSettings{config.data.num_workers, config.data.batch_size.value()}};
 }
 
-RunRecorder::RunRecorder(const RunPaths& paths, const RunRecorderOptions& options, const train::TrainLayout& layout,
+RunRecorder::RunRecorder(const RunPaths& paths, const RunRecorderOptions& options, const plan::TrainLayout& layout,
                          const device::DeviceInventory& inventory, train::TrainObserver& next)
     : state_(std::make_unique<State>()) {
   State& s = *state_;

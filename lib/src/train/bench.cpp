@@ -15,13 +15,15 @@
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/device/cpu_share.h"
 #include "gputrain/device/nvtx.h"
+#include "gputrain/models/factory.h"
 #include "gputrain/optim/loss.h"
 #include "gputrain/optim/optimizer.h"
+#include "gputrain/plan/batch_plan.h"
+#include "gputrain/plan/data_keys.h"
 #include "gputrain/step/amp.h"
 #include "gputrain/step/channels_last.h"
 #include "gputrain/step/cuda_graph.h"
 #include "gputrain/train/builder.h"
-#include "gputrain/train/fast_paths.h"
 
 namespace gputrain::train {
 
@@ -69,21 +71,21 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   if (info.target_kind == data::TargetKind::kNone) {
     throw UserError(fmt::format("data set '{}' has no labels, so there is no train step to time", info.name));
   }
-  const optim::LossSpec loss = build_loss(loaded, info, device);
+  const optim::LossSpec loss = plan::build_loss(loaded, info, device);
   // A forward pass takes one micro-batch, as in training.
   config::DataConfig micro = c.data;
-  micro.batch_size = c.data.batch_size.value() / c.train.accumulation_steps;
+  micro.batch_size = plan::plan_batches(c.data, c.train.accumulation_steps, info.samples).micro;
   const auto source = data::make_batch_loader(dataset, data::loader_options(micro, data::Split::kTrain, c.seed),
                                               c.data.device_cache, device);
-  torch::nn::Sequential model = build_model(c.model, info, device);
-  RunFacts facts;
+  torch::nn::Sequential model = models::build_model(c.model, info, device);
+  plan::RunFacts facts;
   facts.device = device;
   facts.micro_batch = *micro.batch_size;
   facts.cpus = device::read_cpu_share();  // as train decides, so the step timed is the step trained
-  const FastPaths fast = apply_fast_paths(c, model, info, facts);
+  const plan::FastPaths fast = apply_fast_paths(c, model, info, facts);
   model->train();
-  const auto optimizer =
-      optim::make_optimizer(resolved_optim(c.optim, fast), optim::param_groups(c.optim, model->named_parameters()));
+  const auto optimizer = optim::make_optimizer(plan::resolved_optim(c.optim, fast),
+                                               optim::param_groups(c.optim, model->named_parameters()));
 
   int64_t epoch = 0;
   source->start_epoch(epoch);

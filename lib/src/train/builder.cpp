@@ -14,6 +14,8 @@
 #include "gputrain/models/factory.h"
 #include "gputrain/optim/optimizer.h"
 #include "gputrain/optim/schedule.h"
+#include "gputrain/plan/data_keys.h"
+#include "gputrain/step/backends.h"
 #include "gputrain/step/channels_last.h"
 #include "gputrain/step/cuda_graph.h"
 
@@ -21,28 +23,10 @@ namespace gputrain::train {
 
 namespace {
 
-// What to change when building the model runs out of memory.
-constexpr const char* kSmallerModel = "Make the model smaller (fewer or narrower layers under model:)";
-
-// train.class_weights on `device`, checked against the data set's classes; undefined when none are given.
-torch::Tensor class_weights(const config::LoadedConfig& loaded, const data::DatasetInfo& info,
-                            const torch::Device& device) {
-  const std::vector<double>& weights = loaded.config.train.class_weights;
-  if (weights.empty()) return {};
-  if (info.target_kind != data::TargetKind::kClasses || static_cast<int64_t>(weights.size()) != info.classes) {
-    throw ConfigError(
-        loaded.sources.at("train.class_weights"), "train.class_weights",
-        info.target_kind == data::TargetKind::kClasses
-            ? fmt::format("{} weights given but the data set has {}", weights.size(), count_of(info.classes, "class"))
-            : "weights classes, but this data set has no class labels");
-  }
-  return torch::tensor(weights, torch::kFloat32).to(device);
-}
-
 // model.sync_batchnorm: under ddp the batchnorm layers sum their batch statistics across the ranks.
 void share_batch_statistics(const config::LoadedConfig& loaded, RunParts& run) {
   if (!loaded.config.model.sync_batchnorm) return;
-  switch (run.plan.kind) {
+  switch (run.strategy_plan.kind) {
     case parallel::StrategyKind::kDataParallel:
       throw ConfigError(loaded.sources.at("model.sync_batchnorm"), "model.sync_batchnorm",
                         "works under ddp, not dp (whose replicas each see their part of a batch): launch ranks "
@@ -103,8 +87,7 @@ std::unique_ptr<step::NonFiniteSteps> build_non_finite(const config::ExperimentC
 std::unique_ptr<step::OptimizerStep> build_step(const config::ExperimentConfig& c, RunParts& run) {
   run.non_finite = build_non_finite(c, run);
   if (run.fast.cuda_graph) {
-    const step::GraphPlan plan{c.data.batch_size.value() / run.accumulation, c.train.grad_clip, run.accumulation,
-                               run.amp};
+    const step::GraphPlan plan{run.batch.micro, c.train.grad_clip, run.batch.accumulation, run.amp};
     return step::make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device, plan,
                                    run.non_finite.get(), run.scaler.get(), run.strategy.get());
   }
@@ -117,7 +100,8 @@ std::unique_ptr<step::OptimizerStep> build_step(const config::ExperimentConfig& 
   parts.amp = run.amp;
   parts.channels_last = run.fast.channels_last;
   parts.grad_clip = c.train.grad_clip;
-  parts.zero_grad_in_place = run.plan.kind == parallel::StrategyKind::kDistributed && c.ddp.gradient_as_bucket_view;
+  parts.zero_grad_in_place =
+      run.strategy_plan.kind == parallel::StrategyKind::kDistributed && c.ddp.gradient_as_bucket_view;
   parts.non_finite = run.non_finite.get();
   return step::make_eager_step(parts);
 }
@@ -138,10 +122,10 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run, const std::
   }
   // Both forms, whichever the config stated (data.batch_size or data.micro_batch_size).
   spdlog::info("batch: {} per optimizer step = micro-batch {} x {}{}; {} per epoch",
-               count_of(*c.data.batch_size, "sample"), *c.data.batch_size / run.accumulation,
-               count_of(run.accumulation, "accumulation step"),
+               count_of(run.batch.global, "sample"), run.batch.micro,
+               count_of(run.batch.accumulation, "accumulation step"),
                run.world_size > 1 ? fmt::format(" (each of {} ranks takes its share)", run.world_size) : "",
-               count_of(run.steps_per_epoch, "step"));
+               count_of(run.batch.steps_per_epoch, "step"));
   spdlog::info("model: {}, {} parameters", config::word(c.model.name), models::parameter_count(*run.model));
   for (const auto& line : models::layer_summary(run.model)) spdlog::info("  {}", line);
   spdlog::info("precision: {}{}{}",
@@ -158,145 +142,78 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run, const std::
 
 }  // namespace
 
-torch::nn::Sequential build_model(const config::ModelConfig& config, const data::DatasetInfo& info,
-                                  const torch::Device& device) {
-  torch::nn::Sequential model = models::make_model(config, models::model_shape(info, config));
-  model->to(device);
-  return model;
-}
-
-std::string describe_model(const config::ExperimentConfig& config) {
-  const auto train_set = data::make_dataset(data::for_description(config.data), data::Split::kTrain, config.seed);
-  const data::DatasetInfo& info = train_set->info();
-  torch::nn::Sequential model =
-      device::with_resource_errors(fmt::format("building the model ({})", config::word(config.model.name)),
-                                   kSmallerModel, [&] { return build_model(config.model, info, torch::kCPU); });
-  return fmt::format("model {} for {} samples shaped {} ({} outputs)\n", config::word(config.model.name), info.name,
-                     fmt::join(info.input_shape, "x"), models::model_shape(info, config.model).outputs) +
-         models::layer_table(models::trace_layers(model, info.input_shape));
-}
-
-FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
-                           const data::DatasetInfo& info, RunFacts facts) {
-  FastPaths fast = plan_fast_paths(config, with_model_facts(facts, model, info.input_shape));
+plan::FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
+                                 const data::DatasetInfo& info, plan::RunFacts facts) {
+  plan::FastPaths fast = plan::plan_fast_paths(config, plan::with_model_facts(facts, model, info.input_shape));
   for (const std::string& line : fast.decisions) spdlog::info("{}", line);
   if (fast.channels_last) step::to_channels_last(model);
-  configure_backends(config.train, fast, facts.device);
+  step::configure_backends(fast.matmul_precision.value, fast.threads, fast.cudnn_benchmark);
+  spdlog::info("train.matmul_precision: {} ({})", fast.matmul_precision.value, fast.matmul_precision.reason);
   return fast;
-}
-
-config::OptimConfig resolved_optim(const config::OptimConfig& config, const FastPaths& fast) {
-  config::OptimConfig resolved = config;
-  resolved.fused = fast.fused ? config::Switch::kOn : config::Switch::kOff;
-  resolved.foreach = fast.foreach;
-  return resolved;
-}
-
-optim::LossSpec build_loss(const config::LoadedConfig& loaded, const data::DatasetInfo& info,
-                           const torch::Device& device) {
-  const bool classification = info.target_kind == data::TargetKind::kClasses;
-  optim::LossSpec loss;
-  try {
-    loss.kind = optim::resolve_loss(loaded.config.train.loss, classification);
-  } catch (const ConfigError& e) {
-    throw ConfigError(loaded.sources.at("train.loss"), e.key(), e.what());
-  }
-  loss.classes = classification ? info.classes : 0;
-  loss.class_weights = class_weights(loaded, info, device);
-  loss.label_smoothing = loaded.config.train.label_smoothing;
-  if (loss.label_smoothing > 0 && loss.kind != optim::LossKind::kCrossEntropy) {
-    throw ConfigError(loaded.sources.at("train.label_smoothing"), "train.label_smoothing",
-                      "smooths class labels, but this run's loss is mse on real-valued targets; set it to 0");
-  }
-  return loss;
-}
-
-void check_evaluation_keys(const config::LoadedConfig& loaded, const data::DatasetInfo& info) {
-  const config::TrainConfig& t = loaded.config.train;
-  const bool classes = info.target_kind == data::TargetKind::kClasses;
-  auto refuse = [&](const std::string& key, const std::string& why) {
-    throw ConfigError(loaded.sources.at(key), key, why);
-  };
-  if (t.target_accuracy > 0 && !classes) {
-    refuse("train.target_accuracy",
-           fmt::format("is an accuracy, but data set '{}' has no classes; set it to 0", info.name));
-  }
-  if (t.early_stopping.metric == config::StopMetric::kAccuracy && !classes) {
-    refuse("train.early_stopping.metric",
-           fmt::format("data set '{}' has no classes to be accurate about; use loss (or auto)", info.name));
-  }
-  const TestTimeAugmentation tta = test_time_augmentation(t.tta);
-  if (!tta.enabled()) return;
-  const std::string key = t.tta.translate > 0 ? "train.tta.translate" : "train.tta.hflip";
-  if (info.input_shape.size() != 3) {
-    refuse(key, fmt::format("augments images, but data set '{}' has samples of shape [{}]; turn it off", info.name,
-                            fmt::join(info.input_shape, ", ")));
-  }
-  if (t.tta.translate >= std::min(info.input_shape[1], info.input_shape[2])) {
-    refuse("train.tta.translate", fmt::format("{} pixels shift the {}x{} images past their edge; use fewer",
-                                              t.tta.translate, info.input_shape[1], info.input_shape[2]));
-  }
 }
 
 RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
                    const parallel::LaunchInfo& launch) {
   const config::ExperimentConfig& c = loaded.config;
   RunParts run;
-  run.plan = parallel::plan_strategy(loaded, devices, launch);
-  run.strategy = parallel::make_strategy(run.plan, launch);
+  run.strategy_plan = parallel::plan_strategy(loaded, devices, launch);
+  run.strategy = parallel::make_strategy(run.strategy_plan, launch);
   run.device = run.strategy->device();
   device::set_current_device(run.device);
-  spdlog::info("strategy: {} ({})", run.strategy->describe(), run.plan.reason);
+  spdlog::info("strategy: {} ({})", run.strategy->describe(), run.strategy_plan.reason);
   run.world_size = launch.world_size;
   check_ranks_agree_on_batch(loaded, *run.strategy, launch);
 
   run.amp = c.train.amp;
   step::check_amp_device(run.amp, run.device.type(), loaded.sources.at("train.amp"));
   run.scaler = std::make_unique<step::GradScaler>(step::GradScalerOptions().enabled(run.amp == config::AmpMode::kFp16));
-  run.accumulation = c.train.accumulation_steps;  // the config checked that it divides the batch
-  config::DataConfig micro = c.data;
-  micro.batch_size = c.data.batch_size.value() / run.accumulation;
 
   torch::manual_seed(c.seed);
   run.train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed);
   const data::DatasetInfo& info = run.train_set->info();
+  run.batch = plan::plan_batches(c.data, c.train.accumulation_steps, info.samples);
+  config::DataConfig micro = c.data;
+  micro.batch_size = run.batch.micro;
   // Each process loads only its rows of every batch (ddp: its rank's share).
   data::LoaderOptions train_options = data::loader_options(micro, data::Split::kTrain, c.seed);
   train_options.shard = run.strategy->loader_shard();
   run.train_batches = data::make_batch_loader(run.train_set, train_options, c.data.device_cache, run.device);
+  const int64_t loader_steps =
+      (run.train_batches->batches_per_epoch() + run.batch.accumulation - 1) / run.batch.accumulation;
+  GPUTRAIN_CHECK(loader_steps == run.batch.steps_per_epoch, "the loader makes {} optimizer steps an epoch, the plan {}",
+                 loader_steps, run.batch.steps_per_epoch);
   if (info.target_kind != data::TargetKind::kNone) {
     run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
     data::LoaderOptions test_options = data::loader_options(c.data, data::Split::kTest, c.seed);
     test_options.shard = run.strategy->loader_shard();
     run.test_batches = data::make_batch_loader(run.test_set, test_options, c.data.device_cache, run.device);
-    run.loss = build_loss(loaded, info, run.device);
-    check_evaluation_keys(loaded, info);
+    run.loss = plan::build_loss(loaded, info, run.device);
+    plan::check_evaluation_keys(loaded, info);
     run.tta = test_time_augmentation(c.train.tta);
   } else {
-    class_weights(loaded, info, run.device);  // refuses weights for a data set without classes
+    plan::class_weights(loaded, info, run.device);  // refuses weights for a data set without classes
   }
 
   std::vector<optim::ParamGroup> groups;
   device::with_resource_errors(
-      fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)), kSmallerModel, [&] {
-        run.model = build_model(c.model, info, run.device);
+      fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)), models::kSmallerModel, [&] {
+        run.model = models::build_model(c.model, info, run.device);
         share_batch_statistics(loaded, run);
-        RunFacts facts;
+        plan::RunFacts facts;
         facts.device = run.device;
-        facts.strategy = run.plan.kind;
-        facts.nccl = run.plan.backend == config::DdpBackend::kNccl;
-        facts.micro_batch = *micro.batch_size;
+        facts.strategy = run.strategy_plan.kind;
+        facts.nccl = run.strategy_plan.backend == config::DdpBackend::kNccl;
+        facts.micro_batch = run.batch.micro;
         facts.cpus = device::read_cpu_share();
         run.fast = apply_fast_paths(c, run.model, info, facts);
         run.strategy->prepare(run.model, run.fast.cuda_graph ? parallel::GradientSync::kAfterBackward
                                                              : parallel::GradientSync::kDuringBackward);
         groups = optim::param_groups(c.optim, run.model->named_parameters());
-        run.optimizer = optim::make_optimizer(resolved_optim(c.optim, run.fast), groups);
+        run.optimizer = optim::make_optimizer(plan::resolved_optim(c.optim, run.fast), groups);
       });
-  run.step = build_step(c, run);
-  run.steps_per_epoch = (run.train_batches->batches_per_epoch() + run.accumulation - 1) / run.accumulation;
-  run.schedule = std::make_unique<optim::LrSchedule>(c.optim, run.steps_per_epoch, run.steps_per_epoch * c.train.epochs,
-                                                     optim::lr_multipliers(groups));
+  run.stepper = build_step(c, run);
+  run.schedule = std::make_unique<optim::LrSchedule>(
+      c.optim, run.batch.steps_per_epoch, run.batch.steps_per_epoch * c.train.epochs, optim::lr_multipliers(groups));
   log_run(c, run, groups);
   return run;
 }

@@ -10,8 +10,8 @@
 #include "gputrain/data/host_loader.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/models/factory.h"
+#include "gputrain/plan/data_keys.h"
 #include "gputrain/step/running_sums.h"
-#include "gputrain/train/builder.h"
 
 namespace gputrain::train {
 
@@ -122,8 +122,8 @@ step::EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, cons
     throw UserError(fmt::format("data set '{}' has no labels, so there is nothing to test", info.name));
   }
   auto [strategy, model] = load_saved_model(c.model, info, devices, weights_path, "testing saved weights");
-  const optim::LossSpec loss = build_loss(loaded, info, strategy->device());
-  check_evaluation_keys(loaded, info);
+  const optim::LossSpec loss = plan::build_loss(loaded, info, strategy->device());
+  plan::check_evaluation_keys(loaded, info);
   data::HostLoader batches(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
   step::check_amp_device(c.train.amp, strategy->device().type(), loaded.sources.at("train.amp"));
   step::EvalResult result = evaluate(model, batches, *strategy, loss, c.train.amp, test_time_augmentation(c.train.tta));

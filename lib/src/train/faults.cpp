@@ -11,18 +11,17 @@ double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0
 }  // namespace
 
 std::string out_of_memory_message(const OutOfMemoryContext& c) {
-  const int64_t micro_batch = c.batch_size / c.accumulation_steps;
   std::string advice = "Lower data.batch_size";
   if (!c.amp) advice += ", train in mixed precision (train.amp: bf16, or fp16)";
-  if (micro_batch % 2 == 0) {
+  if (c.batch.micro % 2 == 0) {
     advice += fmt::format(", or keep the batch and halve the micro-batch with train.accumulation_steps: {}",
-                          2 * c.accumulation_steps);
+                          2 * c.batch.accumulation);
   }
   return fmt::format(
       "{} ran out of memory at data.batch_size {} (micro-batch {}): {:.2f} GiB allocated by tensors "
       "(peak {:.2f} GiB), {:.2f} GiB reserved by the caching allocator, {:.2f} GiB total. {}. No "
       "checkpoint was damaged. (LibTorch: {})",
-      c.device, c.batch_size, micro_batch, gib(c.memory.allocated), gib(c.memory.peak_allocated),
+      c.device, c.batch.global, c.batch.micro, gib(c.memory.allocated), gib(c.memory.peak_allocated),
       gib(c.memory.reserved), gib(c.memory.total), advice, c.detail);
 }
 

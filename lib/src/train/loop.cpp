@@ -127,8 +127,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   const State& s = *state_;
   OutOfMemoryContext context;
   context.device = failing_device(detail, s.run.device.str());
-  context.batch_size = s.config.data.batch_size.value();
-  context.accumulation_steps = s.run.accumulation;
+  context.batch = s.run.batch;
   context.amp = s.run.amp != config::AmpMode::kOff;
   context.memory = device::memory_stats(torch::Device(context.device));
   context.detail = detail;
@@ -181,7 +180,7 @@ void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMe
     progress.samples += next->global_size();
     group.push_back(std::move(*next));
     ++batch;
-    if (static_cast<int64_t>(group.size()) == run.accumulation) flush_group();
+    if (static_cast<int64_t>(group.size()) == run.batch.accumulation) flush_group();
     ++progress.batch;
     progress.epoch_elapsed_s = seconds_since(epoch_start);
     observer.on_progress(progress);
@@ -199,7 +198,7 @@ void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMe
 // One optimizer step, then the train.on_nan policy for a loss that was not finite.
 void Trainer::State::optimizer_step(const std::vector<data::Batch>& group) {
   run.schedule->apply(*run.optimizer, step);
-  const step::StepResult result = run.step->run(group, [this](const torch::Tensor& step_loss) {
+  const step::StepResult result = run.stepper->run(group, [this](const torch::Tensor& step_loss) {
     return run.strategy->agree(checkpointer->requests(), step_loss);
   });
   agreed = result.agreed;

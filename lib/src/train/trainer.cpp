@@ -30,26 +30,13 @@ Trainer::~Trainer() = default;
 
 torch::nn::Sequential Trainer::model() const { return state_->run.model; }
 
-TrainLayout plan_layout(const config::ExperimentConfig& config, const parallel::StrategyPlan& strategy,
-                        int64_t world_size, int64_t train_samples) {
-  TrainLayout l;
-  l.strategy = strategy;
-  l.world_size = world_size;
-  l.train_samples = train_samples;
-  const int64_t accumulation = config.train.accumulation_steps;
-  l.micro_batch = config.data.batch_size.value() / accumulation;
-  const int64_t rest = train_samples % l.micro_batch;
-  l.last_micro_batch = rest == 0 || config.data.drop_last ? l.micro_batch : rest;
-  data::LoaderOptions micro_batches;
-  micro_batches.batch_size = l.micro_batch;
-  micro_batches.drop_last = config.data.drop_last;
-  l.steps_per_epoch = (data::batch_count(micro_batches, train_samples) + accumulation - 1) / accumulation;
-  return l;
-}
-
-TrainLayout Trainer::layout() const {
+plan::TrainLayout Trainer::layout() const {
   const State& s = *state_;
-  TrainLayout l = plan_layout(s.config, s.run.plan, s.run.world_size, s.run.train_set->info().samples);
+  plan::TrainLayout l;
+  l.strategy = s.run.strategy_plan;
+  l.world_size = s.run.world_size;
+  l.train_samples = s.run.train_set->info().samples;
+  l.batch = s.run.batch;
   l.labeled = s.run.labeled();
   l.classification = s.run.classification();
   l.class_names = s.run.train_set->info().class_names;

@@ -34,6 +34,17 @@ ModelShape model_shape(const data::DatasetInfo& info, const config::ModelConfig&
 // data-parallel demo's 5 -> 2). A mismatch is a ConfigError naming the key.
 torch::nn::Sequential make_model(const config::ModelConfig& config, const ModelShape& shape);
 
+// The model for `info`'s samples, on `device`.
+torch::nn::Sequential build_model(const config::ModelConfig& config, const data::DatasetInfo& info,
+                                  const torch::Device& device);
+
+// What to change when building the model runs out of memory.
+inline constexpr const char* kSmallerModel = "Make the model smaller (fewer or narrower layers under model:)";
+
+// `gputrain model`: the model built on the CPU for the sample shape of
+// `data`'s training split, each layer's output shape, parameters and FLOPs.
+std::string describe_model(const config::ModelConfig& model, const config::DataConfig& data, uint64_t seed);
+
 int64_t parameter_count(const torch::nn::Module& model);
 
 // Sums a tensor across the training processes, in place (ddp's all-reduce).

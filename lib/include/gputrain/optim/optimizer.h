@@ -46,7 +46,7 @@ std::vector<double> lr_multipliers(const std::vector<ParamGroup>& groups);
 // over `groups`, each with its own weight decay and lr × multiplier.
 // adamw is torch::optim::AdamW (decoupled decay) with optim.weight_decay as
 // given, so its default is the config's 0, not PyTorch's 1e-2. optim.fused
-// must be resolved first (resolved_optim in train/builder.h): auto runs as off here.
+// must be resolved first (resolved_optim in plan/fast_paths.h): auto runs as off here.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
                                                         const std::vector<ParamGroup>& groups);
 

@@ -11,6 +11,7 @@
 #include "gputrain/config/choices.h"
 #include "gputrain/config/config.h"
 #include "gputrain/parallel/split.h"
+#include "gputrain/plan/batch_plan.h"
 #include "gputrain/train/trainer.h"
 
 namespace gputrain::report {
@@ -63,8 +64,6 @@ struct RunSettings {
   std::string name;
   config::AmpMode amp = config::AmpMode::kOff;
   int64_t epochs = 0;
-  int64_t batch_size = 0;  // per optimizer step
-  int64_t accumulation_steps = 1;
   double target_accuracy = 0;
 };
 RunSettings run_settings(const config::ExperimentConfig& config);
@@ -73,7 +72,7 @@ RunSettings run_settings(const config::ExperimentConfig& config);
 std::string strategy_name(parallel::StrategyKind kind);
 
 // Started now, status "running".
-RunInfo describe_run(const RunSettings& settings, const train::TrainLayout& layout);
+RunInfo describe_run(const RunSettings& settings, const plan::TrainLayout& layout);
 // Sets how the run ended (finished, failed or interrupted), and when.
 void end_run(RunInfo& info, RunStatus status, const std::string& error = "");
 // What a finished run's summary adds: the target reached, and why it ended early.

@@ -30,7 +30,7 @@ class RunRecorder {
   // Writes run.json (status "running") and device.json, opens the event file
   // (options.tensorboard) and starts the GPU monitor (CUDA devices and
   // options.monitor_ms > 0). Throws Error when the directory cannot be written.
-  RunRecorder(const RunPaths& paths, const RunRecorderOptions& options, const train::TrainLayout& layout,
+  RunRecorder(const RunPaths& paths, const RunRecorderOptions& options, const plan::TrainLayout& layout,
               const device::DeviceInventory& inventory, train::TrainObserver& next);
   ~RunRecorder();
 

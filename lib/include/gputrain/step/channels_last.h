@@ -1,6 +1,6 @@
 #pragma once
 // train.channels_last's mechanics: the model's parameters and the inputs in
-// channels-last memory format (the rule that turns it on: train/fast_paths.h).
+// channels-last memory format (the rule that turns it on: plan/fast_paths.h).
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/types.h>
 

@@ -14,43 +14,23 @@
 #include "gputrain/optim/loss.h"
 #include "gputrain/optim/schedule.h"
 #include "gputrain/parallel/strategy.h"
+#include "gputrain/plan/batch_plan.h"
+#include "gputrain/plan/fast_paths.h"
 #include "gputrain/step/amp.h"
 #include "gputrain/step/optimizer_step.h"
 #include "gputrain/train/evaluate.h"
-#include "gputrain/train/fast_paths.h"
 
 namespace gputrain::train {
 
-// The model for `info`'s samples, on `device`.
-torch::nn::Sequential build_model(const config::ModelConfig& config, const data::DatasetInfo& info,
-                                  const torch::Device& device);
-
-// Builds `model` for the run: resolves the fast paths (fast_paths.h) from what
-// the model and the data are, logs each decision, puts the model in
-// channels-last format when chosen and sets the process-wide backends.
-// `gputrain model`: the configured model built on the CPU for the training
-// split's sample shape, each layer's output shape, parameters and FLOPs.
-std::string describe_model(const config::ExperimentConfig& config);
-
-FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
-                           const data::DatasetInfo& info, RunFacts facts);
-
-// optim.fused resolved: the optimizer's config as make_optimizer takes it.
-config::OptimConfig resolved_optim(const config::OptimConfig& config, const FastPaths& fast);
-
-// The loss for `info`'s targets (train.loss, train.class_weights on `device`);
-// a ConfigError points at the key in the file.
-optim::LossSpec build_loss(const config::LoadedConfig& loaded, const data::DatasetInfo& info,
-                           const torch::Device& device);
-
-// The evaluation keys the data set must suit: train.target_accuracy and an
-// accuracy-based train.early_stopping need classes, train.tta images larger
-// than its translation. ConfigError on the key otherwise.
-void check_evaluation_keys(const config::LoadedConfig& loaded, const data::DatasetInfo& info);
+// Resolves the fast paths (plan/fast_paths.h) for `model` from what it and
+// the data are, logs each decision, puts the model in channels-last format
+// when chosen and sets the process-wide backends.
+plan::FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
+                                 const data::DatasetInfo& info, plan::RunFacts facts);
 
 // Everything a training run is made of, before any step has run.
 struct RunParts {
-  parallel::StrategyPlan plan;
+  parallel::StrategyPlan strategy_plan;
   int64_t world_size = 1;
   std::unique_ptr<parallel::Strategy> strategy;
   torch::Device device{torch::kCPU};
@@ -58,8 +38,7 @@ struct RunParts {
   std::shared_ptr<const data::Dataset> test_set;  // null for unlabeled data
   std::unique_ptr<data::BatchLoader> train_batches;
   std::unique_ptr<data::BatchLoader> test_batches;  // null for unlabeled data
-  int64_t accumulation = 1;                         // micro-batches per optimizer step
-  int64_t steps_per_epoch = 0;
+  plan::BatchPlan batch;
   torch::nn::Sequential model{nullptr};
   optim::LossSpec loss;  // loss.classes > 0: classification
   config::AmpMode amp = config::AmpMode::kOff;
@@ -67,10 +46,10 @@ struct RunParts {
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<step::GradScaler> scaler;
   // train.on_nan's check on the device (null: the step's agreement reads the
-  // loss on the host, as under ddp or fp16's scaler). Before `step`, which uses it.
+  // loss on the host, as under ddp or fp16's scaler). Before `stepper`, which uses it.
   std::unique_ptr<step::NonFiniteSteps> non_finite;
-  std::unique_ptr<step::OptimizerStep> step;  // eager, or a CUDA graph where train.cuda_graph can apply
-  FastPaths fast;
+  std::unique_ptr<step::OptimizerStep> stepper;  // eager, or a CUDA graph where train.cuda_graph can apply
+  plan::FastPaths fast;
   TestTimeAugmentation tta;
 
   bool labeled() const { return test_batches != nullptr; }

@@ -5,14 +5,14 @@
 #include <string>
 
 #include "gputrain/device/memory.h"
+#include "gputrain/plan/batch_plan.h"
 #include "gputrain/step/non_finite.h"
 
 namespace gputrain::train {
 
 struct OutOfMemoryContext {
   std::string device;  // the device that ran out: "cuda:0", a dp replica's "cuda:3"
-  int64_t batch_size = 0;
-  int64_t accumulation_steps = 1;
+  plan::BatchPlan batch;
   bool amp = false;  // train.amp is already on
   device::MemoryStats memory;
   std::string detail;  // LibTorch's message, first line

@@ -15,6 +15,7 @@
 #include "gputrain/config/config.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/strategy.h"
+#include "gputrain/plan/batch_plan.h"
 #include "gputrain/train/observer.h"
 #include "gputrain/train/stop_token.h"
 
@@ -52,26 +53,6 @@ struct FitOptions {
   WriteHooks write_hooks;
 };
 
-// How the run shares its data, known once the Trainer is built: what the run
-// report records about batches and replicas.
-struct TrainLayout {
-  parallel::StrategyPlan strategy;
-  int64_t world_size = 1;
-  int64_t train_samples = 0;
-  int64_t micro_batch = 0;       // rows per forward pass, before replicas or ranks share them
-  int64_t last_micro_batch = 0;  // the epoch's last one: micro_batch when it divides evenly or with drop_last
-  int64_t steps_per_epoch = 0;
-  bool labeled = true;
-  bool classification = true;
-  std::vector<std::string> class_names;  // the training set's, where it names its classes
-};
-
-// The layout of a run of `config` under `strategy` over `train_samples`, as
-// the Trainer builds it (micro-batches of data.batch_size /
-// train.accumulation_steps, the last one short unless data.drop_last).
-TrainLayout plan_layout(const config::ExperimentConfig& config, const parallel::StrategyPlan& strategy,
-                        int64_t world_size, int64_t train_samples);
-
 class Trainer {
  public:
   // Builds everything (loading the data sets, choosing the strategy) and logs
@@ -93,7 +74,7 @@ class Trainer {
   step::EvalResult evaluate();
 
   torch::nn::Sequential model() const;
-  TrainLayout layout() const;
+  plan::TrainLayout layout() const;
 
  private:
   struct State;

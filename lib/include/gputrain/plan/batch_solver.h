@@ -10,9 +10,9 @@
 #include "gputrain/config/config.h"
 #include "gputrain/data/dataset.h"
 #include "gputrain/parallel/strategy.h"
-#include "gputrain/train/step_memory.h"
+#include "gputrain/plan/step_memory.h"
 
-namespace gputrain::train {
+namespace gputrain::plan {
 
 struct BatchChoice {
   int64_t batch_size = 0;    // per optimizer step, all processes: train.target_batch
@@ -58,4 +58,4 @@ std::optional<BatchChoice> solve_batch(config::LoadedConfig& loaded,
 std::optional<BatchChoice> solve_batch(config::LoadedConfig& loaded, const parallel::StrategyPlan& strategy,
                                        int64_t processes);
 
-}  // namespace gputrain::train
+}  // namespace gputrain::plan

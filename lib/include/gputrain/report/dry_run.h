@@ -10,10 +10,10 @@
 
 #include "gputrain/parallel/strategy.h"
 
-namespace gputrain::plan {
+namespace gputrain::report {
 
 // What app/ read from the command line and the environment.
-struct PlanRequest {
+struct DryRunRequest {
   std::string config;  // the experiment file
   std::vector<std::string> overrides;
   std::optional<int64_t> nproc;  // --nproc: plan the workers it would start
@@ -23,7 +23,7 @@ struct PlanRequest {
   std::string meminfo = "/proc/meminfo";  // where the host's free memory is read (tests name another)
 };
 
-struct RunPlan {
+struct DryRun {
   // Sections in the order train meets them: config, devices, strategy, batch,
   // data, fast_paths, memory, outputs. A section train could not reach (the
   // data after a missing data.root) is absent.
@@ -37,9 +37,9 @@ struct RunPlan {
 // fast paths, one measured forward/backward/optimizer step for the memory
 // estimate, checkpoint and run directories. Touches no file. A problem in one
 // part does not stop the others that do not depend on it.
-RunPlan plan_run(const PlanRequest& request);
+DryRun dry_run(const DryRunRequest& request);
 
 // The report as aligned text, problems last.
-std::string format_plan(const RunPlan& plan);
+std::string format_dry_run(const DryRun& dry);
 
-}  // namespace gputrain::plan
+}  // namespace gputrain::report

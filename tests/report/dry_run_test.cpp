@@ -1,6 +1,6 @@
 // `gputrain plan`: what train would decide, and every problem that would stop
 // it, found without training.
-#include "gputrain/plan/plan.h"
+#include "gputrain/report/dry_run.h"
 
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -13,7 +13,7 @@
 #include "gputrain/report/run_dir.h"
 #include "support/temp_dir.h"
 
-namespace gputrain::plan {
+namespace gputrain::report {
 namespace {
 
 using gputrain::testing::TempDir;
@@ -29,16 +29,16 @@ optim: {name: sgd, lr: 0.1, momentum: 0.9}
 train: {epochs: 1, accumulation_steps: 2}
 )";
 
-class Plan : public ::testing::Test {
+class DryRunTest : public ::testing::Test {
  protected:
-  RunPlan plan(const std::string& yaml, std::vector<std::string> overrides = {},
-               std::optional<int64_t> nproc = std::nullopt) {
-    PlanRequest request;
+  DryRun plan(const std::string& yaml, std::vector<std::string> overrides = {},
+              std::optional<int64_t> nproc = std::nullopt) {
+    DryRunRequest request;
     request.config = write_text(dir_ / "exp.yaml", yaml).string();
     overrides.insert(overrides.begin(), "output.dir=" + (dir_ / "runs").string());
     request.overrides = overrides;
     request.nproc = nproc;
-    return plan_run(request);
+    return dry_run(request);
   }
 
   TempDir dir_{"plan"};
@@ -50,8 +50,8 @@ bool contains(const nlohmann::ordered_json& lines, const std::string& text) {
   });
 }
 
-TEST_F(Plan, SaysWhatTrainWouldDecide) {
-  const RunPlan p = plan(kMlp);
+TEST_F(DryRunTest, SaysWhatTrainWouldDecide) {
+  const DryRun p = plan(kMlp);
   EXPECT_TRUE(p.problems.empty()) << p.problems.front();
   const auto& r = p.report;
   EXPECT_EQ(r["devices"]["selected"], nlohmann::ordered_json::array({"cpu"}));
@@ -74,13 +74,13 @@ TEST_F(Plan, SaysWhatTrainWouldDecide) {
   EXPECT_EQ(r["memory"]["activation_bytes"], (16 * 16 + 16 * 16 + 16 * 3) * 4);
   EXPECT_TRUE(contains(r["memory"]["per_device"], "cpu: "));
   EXPECT_EQ(r["outputs"]["run_directory"], (dir_ / "runs" / "mlp").string());
-  const std::string text = format_plan(p);
+  const std::string text = format_dry_run(p);
   EXPECT_NE(text.find("batch:\n  per_optimizer_step: 32\n"), std::string::npos) << text;
   EXPECT_NE(text.find("no problems: train would start"), std::string::npos);
 }
 
-TEST_F(Plan, AdamHoldsTwoMomentsAndTheMicroBatchFormShowsBothNumbers) {
-  const RunPlan p = plan(kMlp, {"optim.name=adam", "data.micro_batch_size=8", "data.batch_size=16"});
+TEST_F(DryRunTest, AdamHoldsTwoMomentsAndTheMicroBatchFormShowsBothNumbers) {
+  const DryRun p = plan(kMlp, {"optim.name=adam", "data.micro_batch_size=8", "data.batch_size=16"});
   ASSERT_TRUE(p.problems.empty()) << p.problems.front();
   EXPECT_EQ(p.report["memory"]["optimizer_state_bytes"], 2 * 195 * 4);
   EXPECT_EQ(p.report["batch"]["per_optimizer_step"], 16);
@@ -88,8 +88,8 @@ TEST_F(Plan, AdamHoldsTwoMomentsAndTheMicroBatchFormShowsBothNumbers) {
   EXPECT_EQ(p.report["batch"]["stated_as"], "data.micro_batch_size");
 }
 
-TEST_F(Plan, WorkersUnderNprocEachHaveTheirShare) {
-  const RunPlan p = plan(kMlp, {"strategy=ddp", "data.micro_batch_size=8"}, 2);
+TEST_F(DryRunTest, WorkersUnderNprocEachHaveTheirShare) {
+  const DryRun p = plan(kMlp, {"strategy=ddp", "data.micro_batch_size=8"}, 2);
   ASSERT_TRUE(p.problems.empty()) << p.problems.front();
   // 8 per forward pass in each of 2 processes, 2 accumulation steps: 32 per optimizer step.
   EXPECT_EQ(p.report["batch"]["per_optimizer_step"], 32);
@@ -101,12 +101,12 @@ TEST_F(Plan, WorkersUnderNprocEachHaveTheirShare) {
 }
 
 // Issue 20 #2: every problem at once, each with where and a fix, not just the first.
-TEST_F(Plan, ListsEveryProblemThatWouldStopTrain) {
+TEST_F(DryRunTest, ListsEveryProblemThatWouldStopTrain) {
   if (torch::cuda::is_available()) GTEST_SKIP() << "needs a machine without CUDA";
   // A finished run in the run directory, and a checkpoint directory holding a foreign file.
   write_text(dir_ / "runs" / "cnn" / "model.pt", "weights");
   write_text(dir_ / "runs" / "cnn" / "checkpoints" / "notes.txt", "mine");
-  const RunPlan p = plan(R"(name: cnn
+  const DryRun p = plan(R"(name: cnn
 device: auto
 gpus: [1]
 data: {dataset: cifar10, root: /nonexistent/cifar}
@@ -114,7 +114,7 @@ model: {name: cifar10_cnn}
 train: {amp: fp16}
 )");
   const auto& problems = p.problems;
-  ASSERT_EQ(problems.size(), 5u) << format_plan(p);
+  ASSERT_EQ(problems.size(), 5u) << format_dry_run(p);
   EXPECT_NE(problems[0].find("exp.yaml:3:7: gpus: selects GPUs, but the run is on the CPU"), std::string::npos)
       << problems[0];
   EXPECT_NE(problems[1].find("exp.yaml:6:14: train.amp"), std::string::npos) << problems[1];
@@ -125,37 +125,37 @@ train: {amp: fp16}
   // What could still be decided is said.
   EXPECT_EQ(p.report["devices"]["selected"], nlohmann::ordered_json::array({"cpu"}));
   EXPECT_FALSE(p.report.contains("batch")) << "no data set, no batch layout";
-  EXPECT_NE(format_plan(p).find("5 problems that would stop train:\n  - "), std::string::npos);
+  EXPECT_NE(format_dry_run(p).find("5 problems that would stop train:\n  - "), std::string::npos);
 }
 
 // A file where a directory of output.dir should be is named as such, not as a permission problem.
-TEST_F(Plan, AFileInTheOutputPathIsNamed) {
+TEST_F(DryRunTest, AFileInTheOutputPathIsNamed) {
   write_text(dir_ / "taken", "a file");
-  const RunPlan p = plan(kMlp, {"output.dir=" + (dir_ / "taken" / "runs").string()});
-  ASSERT_FALSE(p.problems.empty()) << format_plan(p);
+  const DryRun p = plan(kMlp, {"output.dir=" + (dir_ / "taken" / "runs").string()});
+  ASSERT_FALSE(p.problems.empty()) << format_dry_run(p);
   EXPECT_TRUE(
       contains(p.problems, (dir_ / "taken").string() + " is a file, not a directory; choose another output.dir"))
-      << format_plan(p);
+      << format_dry_run(p);
 }
 
 // Issue 37 (weak): plan named no problem while a running train held the run
 // directory's lock, which train would then refuse.
-TEST_F(Plan, ARunningRunInTheRunDirectoryIsAProblem) {
+TEST_F(DryRunTest, ARunningRunInTheRunDirectoryIsAProblem) {
   const std::string held = "is running in this run directory";
   EXPECT_FALSE(contains(plan(kMlp).problems, held));
   {
     const report::RunDirLock running(dir_ / "runs" / "mlp");
-    const RunPlan p = plan(kMlp);
+    const DryRun p = plan(kMlp);
     EXPECT_TRUE(contains(p.problems, (dir_ / "runs" / "mlp").string() + ": another gputrain process (pid " +
                                          std::to_string(::getpid()) + ") " + held))
-        << format_plan(p);
+        << format_dry_run(p);
   }
   EXPECT_FALSE(contains(plan(kMlp).problems, held)) << "the lock ends with its run";
 }
 
 // Issue 37 #3, #4: an empty split, and splits that disagree, are problems
 // named by file, found before the step-memory probe or an epoch runs.
-TEST_F(Plan, AnEmptySplitAndSplitsThatDisagreeAreProblems) {
+TEST_F(DryRunTest, AnEmptySplitAndSplitsThatDisagreeAreProblems) {
   const auto arrays = [&](const std::string& name, const torch::Tensor& train_inputs, const torch::Tensor& test_inputs,
                           const torch::Tensor& test_targets) {
     const auto root = dir_ / name;
@@ -183,24 +183,24 @@ TEST_F(Plan, AnEmptySplitAndSplitsThatDisagreeAreProblems) {
            "/test_targets.npy holds float regression targets, 1 a sample"},
   };
   for (const auto& [sets, expected] : cases) {
-    const RunPlan p = plan(kMlp, sets);
-    ASSERT_EQ(p.problems.size(), 1u) << format_plan(p);
+    const DryRun p = plan(kMlp, sets);
+    ASSERT_EQ(p.problems.size(), 1u) << format_dry_run(p);
     EXPECT_NE(p.problems[0].find(expected), std::string::npos) << p.problems[0];
   }
 }
 
-TEST_F(Plan, ResumingExpectsTheEarlierRun) {
+TEST_F(DryRunTest, ResumingExpectsTheEarlierRun) {
   write_text(dir_ / "runs" / "mlp" / "model.pt", "weights");
-  PlanRequest request;
+  DryRunRequest request;
   request.config = write_text(dir_ / "exp.yaml", kMlp).string();
   request.overrides = {"output.dir=" + (dir_ / "runs").string()};
-  EXPECT_EQ(plan_run(request).problems.size(), 1u);
+  EXPECT_EQ(dry_run(request).problems.size(), 1u);
   request.resume = true;
-  EXPECT_TRUE(plan_run(request).problems.empty());
+  EXPECT_TRUE(dry_run(request).problems.empty());
 }
 
-TEST_F(Plan, AConfigThatDoesNotLoadIsTheOneProblem) {
-  const RunPlan p = plan("data: {batch_size: 128}\ntrain: {accumulation_steps: 3}\n");
+TEST_F(DryRunTest, AConfigThatDoesNotLoadIsTheOneProblem) {
+  const DryRun p = plan("data: {batch_size: 128}\ntrain: {accumulation_steps: 3}\n");
   ASSERT_EQ(p.problems.size(), 1u);
   EXPECT_NE(p.problems[0].find("exp.yaml:1:20: data.batch_size: 128 is not divisible"), std::string::npos)
       << p.problems[0];
@@ -208,12 +208,12 @@ TEST_F(Plan, AConfigThatDoesNotLoadIsTheOneProblem) {
 
 // MLP 8 -> 16 -> 3 under SGD with momentum: 3 x 195 x 4 = 2340 bytes of weights, gradients and momentum, and
 // 140 bytes of layer outputs per sample, so a budget of 5700 bytes holds a step of 24 samples but not of 32.
-TEST_F(Plan, AnAutoBatchShowsTheChoiceTrainWouldMake) {
+TEST_F(DryRunTest, AnAutoBatchShowsTheChoiceTrainWouldMake) {
   const std::vector<std::string> autobatch{"data.batch_size=auto", "train.accumulation_steps=1",
                                            "train.target_batch=96"};
   std::vector<std::string> overrides = autobatch;
   overrides.push_back("train.max_memory=5700");
-  const RunPlan p = plan(kMlp, overrides);
+  const DryRun p = plan(kMlp, overrides);
   EXPECT_TRUE(p.problems.empty()) << p.problems.front();
   const auto& batch = p.report["batch"];
   EXPECT_EQ(batch["per_optimizer_step"], 96);
@@ -227,18 +227,18 @@ TEST_F(Plan, AnAutoBatchShowsTheChoiceTrainWouldMake) {
 
   overrides = autobatch;
   overrides.push_back("train.max_memory=2000");
-  const RunPlan tight = plan(kMlp, overrides);
+  const DryRun tight = plan(kMlp, overrides);
   ASSERT_EQ(tight.problems.size(), 1u);
   EXPECT_NE(tight.problems[0].find("data.batch_size: even a micro-batch of 1 sample does not fit"), std::string::npos)
       << tight.problems[0];
 }
 
-TEST_F(Plan, MemoryBeyondWhatIsFreeIsAProblem) {
-  PlanRequest request;
+TEST_F(DryRunTest, MemoryBeyondWhatIsFreeIsAProblem) {
+  DryRunRequest request;
   request.config = write_text(dir_ / "exp.yaml", kMlp).string();
   request.overrides = {"output.dir=" + (dir_ / "runs").string()};
   request.meminfo = write_text(dir_ / "meminfo", "MemTotal: 4 kB\nMemAvailable: 1 kB\n").string();
-  const RunPlan p = plan_run(request);
+  const DryRun p = dry_run(request);
   ASSERT_EQ(p.problems.size(), 1u);
   EXPECT_NE(p.problems[0].find("memory: one step needs about"), std::string::npos) << p.problems[0];
   EXPECT_NE(p.problems[0].find("on cpu"), std::string::npos);
@@ -246,4 +246,4 @@ TEST_F(Plan, MemoryBeyondWhatIsFreeIsAProblem) {
 }
 
 }  // namespace
-}  // namespace gputrain::plan
+}  // namespace gputrain::report

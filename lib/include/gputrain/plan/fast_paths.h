@@ -3,7 +3,7 @@
 // (optim.fused, train.cuda_graph, train.channels_last, train.cudnn_benchmark,
 // train.threads, train.matmul_precision), each `auto` by default and decided
 // here by a written rule; data.device_cache is decided by the loader
-// (data/batch_loader.h). The measurements behind the rules are in
+// (data/batch_loader.h); step/backends.h applies the process-wide ones. The measurements behind the rules are in
 // configs/README.md.
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/types.h>
@@ -16,7 +16,7 @@
 #include "gputrain/device/cpu_share.h"
 #include "gputrain/parallel/strategy.h"
 
-namespace gputrain::train {
+namespace gputrain::plan {
 
 // Below this many multiply-adds in one micro-batch's forward pass, a CPU step
 // is per-op overhead, and a second intra-op thread only adds synchronisation.
@@ -57,6 +57,13 @@ struct RunFacts {
 // multiply-adds of one micro-batch's forward pass (traced on its device).
 RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape);
 
+// train.matmul_precision resolved for `device`, with why.
+struct MatmulPrecisionPlan {
+  std::string value;   // highest | high | medium, as at::Context takes it
+  std::string reason;  // for the log
+};
+MatmulPrecisionPlan resolve_matmul_precision(config::MatmulPrecision setting, const torch::Device& device);
+
 // Every fast path resolved to on or off, and a log line per key saying which
 // and why ("optim.fused: on (auto: ...)").
 struct FastPaths {
@@ -66,6 +73,7 @@ struct FastPaths {
   bool channels_last = false;
   bool cudnn_benchmark = false;
   int64_t threads = 0;  // 0: LibTorch's default
+  MatmulPrecisionPlan matmul_precision;
   std::vector<std::string> decisions;
 };
 FastPaths plan_fast_paths(const config::ExperimentConfig& config, const RunFacts& facts);
@@ -81,17 +89,7 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& config, const RunFacts
 // Returns why the graph cannot be used, or "".
 std::string cuda_graph_blocker(const RunFacts& facts);
 
-// train.matmul_precision resolved for `device`, with why.
-struct MatmulPrecisionPlan {
-  std::string value;   // highest | high | medium, as at::Context takes it
-  std::string reason;  // for the log
-};
-MatmulPrecisionPlan resolve_matmul_precision(config::MatmulPrecision setting, const torch::Device& device);
+// optim.fused resolved: the optimizer's config as make_optimizer takes it.
+config::OptimConfig resolved_optim(const config::OptimConfig& config, const FastPaths& fast);
 
-// Process-wide settings for a run on `device`: train.matmul_precision (logged),
-// LibTorch's intra-op threads (`fast.threads`; left alone at 0), and cuDNN's
-// benchmark mode (it times the convolution algorithms for each new input shape
-// and keeps the fastest).
-void configure_backends(const config::TrainConfig& train, const FastPaths& fast, const torch::Device& device);
-
-}  // namespace gputrain::train
+}  // namespace gputrain::plan

@@ -1,4 +1,4 @@
-#include "gputrain/plan/plan.h"
+#include "gputrain/report/dry_run.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -23,16 +23,15 @@
 #include "gputrain/device/probe.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/launcher.h"
+#include "gputrain/plan/batch_plan.h"
+#include "gputrain/plan/batch_solver.h"
+#include "gputrain/plan/fast_paths.h"
+#include "gputrain/plan/step_memory.h"
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_info.h"
 #include "gputrain/step/amp.h"
-#include "gputrain/train/batch_solver.h"
-#include "gputrain/train/builder.h"
-#include "gputrain/train/fast_paths.h"
-#include "gputrain/train/step_memory.h"
-#include "gputrain/train/trainer.h"
 
-namespace gputrain::plan {
+namespace gputrain::report {
 
 namespace {
 
@@ -42,15 +41,15 @@ using json = nlohmann::ordered_json;
 // Runs `part`; what it refuses becomes a problem (each of a config's, one a
 // line). False when it refused.
 template <class Part>
-bool attempt(RunPlan& plan, Part&& part) {
+bool attempt(DryRun& dry, Part&& part) {
   try {
     part();
     return true;
   } catch (const config::ConfigErrors& e) {
-    for (const ConfigError& one : e.all()) plan.problems.emplace_back(one.what());
+    for (const ConfigError& one : e.all()) dry.problems.emplace_back(one.what());
     return false;
   } catch (const Error& e) {
-    plan.problems.emplace_back(e.what());
+    dry.problems.emplace_back(e.what());
     return false;
   }
 }
@@ -76,7 +75,7 @@ struct Strategies {
 };
 
 Strategies plan_strategies(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                           const PlanRequest& request, int64_t workers) {
+                           const DryRunRequest& request, int64_t workers) {
   Strategies s;
   s.launch = request.launch;
   if (workers == 0) {
@@ -106,15 +105,16 @@ json splits_json(const std::vector<parallel::ReplicaSplit>& splits) {
   return out;
 }
 
-json batch_section(const config::ExperimentConfig& c, const report::RunInfo& info, int64_t processes) {
-  json batch{{"per_optimizer_step", c.data.batch_size.value()},
-             {"micro_batch_size", info.micro_batch / processes},
-             {"accumulation_steps", c.train.accumulation_steps},
+json batch_section(const config::DataConfig& data, const plan::BatchPlan& batches, const RunInfo& info,
+                   int64_t processes) {
+  json batch{{"per_optimizer_step", batches.global},
+             {"micro_batch_size", batches.micro / processes},
+             {"accumulation_steps", batches.accumulation},
              {"processes", processes},
-             {"micro_batch", info.micro_batch},
-             {"last_micro_batch", info.last_micro_batch},
-             {"steps_per_epoch", info.steps_per_epoch},
-             {"stated_as", c.data.micro_batch_size ? "data.micro_batch_size" : "data.batch_size"}};
+             {"micro_batch", batches.micro},
+             {"last_micro_batch", batches.last_micro},
+             {"steps_per_epoch", batches.steps_per_epoch},
+             {"stated_as", data.micro_batch_size ? "data.micro_batch_size" : "data.batch_size"}};
   if (!info.full_split.empty()) {
     batch["full_split"] = splits_json(info.full_split);
     batch["last_split"] = splits_json(info.last_split);
@@ -166,15 +166,15 @@ int64_t free_bytes(const torch::Device& device, const std::string& meminfo) {
 }
 
 struct ModelFacts {
-  train::FastPaths fast;
-  train::StepMemory memory;
+  plan::FastPaths fast;
+  plan::StepMemory memory;
   int64_t measured_rows = 0;
 };
 
 // Builds the model on the primary device, resolves the fast paths and runs one
 // measured step on the largest share of a micro-batch any device gets.
 ModelFacts measure_model(const config::LoadedConfig& loaded, const std::shared_ptr<const data::Dataset>& train_set,
-                         const parallel::StrategyPlan& strategy, const report::RunInfo& info) {
+                         const parallel::StrategyPlan& strategy, const RunInfo& info) {
   const config::ExperimentConfig& c = loaded.config;
   const torch::Device device = strategy.replicas.front();
   ModelFacts facts;
@@ -183,7 +183,7 @@ ModelFacts measure_model(const config::LoadedConfig& loaded, const std::shared_p
   device::with_resource_errors(
       fmt::format("measuring one step of the model ({}) on {}", config::word(c.model.name), device.str()),
       "Make the model smaller, or lower data.batch_size", [&] {
-        train::StepProbe probe(loaded, train_set, strategy, info.micro_batch);
+        plan::StepProbe probe(loaded, train_set, strategy, info.micro_batch);
         facts.fast = probe.fast();
         facts.memory = probe.measure(facts.measured_rows);
       });
@@ -193,7 +193,7 @@ ModelFacts measure_model(const config::LoadedConfig& loaded, const std::shared_p
 // The memory each device would hold, against what it has free. dp's replicas
 // hold weights and gradients but no optimizer state; CPU replicas share the
 // host's memory, so they are summed under one entry.
-json memory_section(RunPlan& plan, const ModelFacts& facts, const parallel::StrategyPlan& strategy,
+json memory_section(DryRun& dry, const ModelFacts& facts, const parallel::StrategyPlan& strategy,
                     const std::string& meminfo) {
   struct Need {
     int64_t bytes = 0;
@@ -223,7 +223,7 @@ json memory_section(RunPlan& plan, const ModelFacts& facts, const parallel::Stra
                                      need.replicas > 1 ? fmt::format(" by {} replicas", need.replicas) : "",
                                      bytes_text(free)));
     if (free >= 0 && need.bytes > free) {
-      plan.problems.push_back(fmt::format(
+      dry.problems.push_back(fmt::format(
           "memory: one step needs about {} on {} (weights, gradients, optimizer state and the activations of {}), "
           "more than its {} free; lower data.batch_size or raise train.accumulation_steps, use train.amp: bf16, "
           "or a smaller model",
@@ -234,19 +234,19 @@ json memory_section(RunPlan& plan, const ModelFacts& facts, const parallel::Stra
   return out;
 }
 
-json outputs_section(RunPlan& plan, const config::ExperimentConfig& c, bool resume) {
+json outputs_section(DryRun& dry, const config::ExperimentConfig& c, bool resume) {
   const fs::path run_dir = config::run_directory(c);
   const fs::path checkpoints = config::checkpoint_directory(c);
-  attempt(plan, [&] { check_writable(run_dir, "output.dir"); });
-  attempt(plan, [&] {
+  attempt(dry, [&] { check_writable(run_dir, "output.dir"); });
+  attempt(dry, [&] {
     check_writable(checkpoints, "checkpoint.dir");
     if (!resume) checkpoint::check_checkpoint_dir(checkpoints);
   });
-  if (const std::string problem = report::finished_run_problem(run_dir); !resume && !problem.empty()) {
-    plan.problems.push_back(problem);
+  if (const std::string problem = finished_run_problem(run_dir); !resume && !problem.empty()) {
+    dry.problems.push_back(problem);
   }
-  if (std::string problem = report::RunDirLock::held_by_another(run_dir); !problem.empty()) {
-    plan.problems.push_back(std::move(problem));
+  if (std::string problem = RunDirLock::held_by_another(run_dir); !problem.empty()) {
+    dry.problems.push_back(std::move(problem));
   }
   return {{"run_directory", run_dir.string()}, {"checkpoints", checkpoints.string()}};
 }
@@ -279,18 +279,18 @@ void render(std::string& out, const json& value, int indent) {
 
 }  // namespace
 
-RunPlan plan_run(const PlanRequest& request) {
-  RunPlan plan;
-  json& report = plan.report;
+DryRun dry_run(const DryRunRequest& request) {
+  DryRun dry;
+  json& report = dry.report;
   config::LoadedConfig loaded;
-  if (!attempt(plan, [&] { loaded = config::load_config(request.config, request.overrides); })) return plan;
+  if (!attempt(dry, [&] { loaded = config::load_config(request.config, request.overrides); })) return dry;
   const config::ExperimentConfig& c = loaded.config;
   report["config"] = {{"file", request.config}, {"name", c.name}};
 
   const device::DeviceInventory inventory = device::probe_devices(request.cuda_visible_devices);
   report["devices"] = visible_devices(inventory);
   device::DevicePlan devices;  // the CPU, should `device:` or `gpus:` be refused
-  attempt(plan, [&] { devices = device::resolve_devices(loaded, inventory); });
+  attempt(dry, [&] { devices = device::resolve_devices(loaded, inventory); });
   json selected = json::array();
   for (const torch::Device& device : devices.devices()) selected.push_back(device.str());
   report["devices"]["selected"] = selected;
@@ -299,19 +299,18 @@ RunPlan plan_run(const PlanRequest& request) {
 
   const parallel::ProcessPlan workers = parallel::plan_processes(loaded, devices, request.launch, request.nproc);
   const int64_t processes = workers.workers > 0 ? workers.workers : request.launch.world_size;
-  attempt(plan, [&] { config::resolve_batch_forms(loaded, processes); });
+  attempt(dry, [&] { config::resolve_batch_forms(loaded, processes); });
   Strategies strategies;  // single on the primary device, should the strategy be refused
   strategies.mine.replicas = {devices.primary()};
   strategies.launch = request.launch;
   strategies.launch.world_size = processes;
-  attempt(plan, [&] { strategies = plan_strategies(loaded, devices, request, workers.workers); });
-  report["strategy"] = {{"processes", workers.reason},
-                        {"kind", report::strategy_name(strategies.mine.kind)},
-                        {"reason", strategies.mine.reason}};
+  attempt(dry, [&] { strategies = plan_strategies(loaded, devices, request, workers.workers); });
+  report["strategy"] = {
+      {"processes", workers.reason}, {"kind", strategy_name(strategies.mine.kind)}, {"reason", strategies.mine.reason}};
   if (!strategies.ranks.empty()) report["strategy"]["ranks"] = strategies.ranks;
   // A refused train.amp is said once; the model is then measured without it.
   config::LoadedConfig measured = loaded;
-  if (!attempt(plan, [&] {
+  if (!attempt(dry, [&] {
         step::check_amp_device(c.train.amp, devices.primary().type(), loaded.sources.at("train.amp"));
       })) {
     measured.config.train.amp = config::AmpMode::kOff;
@@ -319,31 +318,34 @@ RunPlan plan_run(const PlanRequest& request) {
 
   std::shared_ptr<const data::Dataset> train_set;
   std::shared_ptr<const data::Dataset> test_set;
-  attempt(plan, [&] { train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed); });
+  attempt(dry, [&] { train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed); });
   if (train_set && train_set->info().target_kind != data::TargetKind::kNone) {
-    attempt(plan, [&] { test_set = data::make_dataset(c.data, data::Split::kTest, c.seed); });
+    attempt(dry, [&] { test_set = data::make_dataset(c.data, data::Split::kTest, c.seed); });
   }
 
-  const json outputs = outputs_section(plan, c, request.resume);
-  std::optional<train::BatchChoice> batch_choice;
-  const bool batch_known = train_set && attempt(plan, [&] {
-                             batch_choice = train::solve_batch(measured, train_set, strategies.mine,
-                                                               strategies.launch.world_size, request.meminfo);
+  const json outputs = outputs_section(dry, c, request.resume);
+  std::optional<plan::BatchChoice> batch_choice;
+  const bool batch_known = train_set && attempt(dry, [&] {
+                             batch_choice = plan::solve_batch(measured, train_set, strategies.mine,
+                                                              strategies.launch.world_size, request.meminfo);
                            });
   if (!batch_known) {
     report["outputs"] = outputs;
-    return plan;
+    return dry;
   }
   if (batch_choice) {  // as train would choose it
     loaded.config.data = measured.config.data;
     loaded.config.train.accumulation_steps = measured.config.train.accumulation_steps;
     loaded.sources = measured.sources;
   }
-  train::TrainLayout layout =
-      train::plan_layout(c, strategies.mine, strategies.launch.world_size, train_set->info().samples);
-  const report::RunInfo info = report::describe_run(report::run_settings(c), layout);
+  plan::TrainLayout layout;
+  layout.strategy = strategies.mine;
+  layout.world_size = strategies.launch.world_size;
+  layout.train_samples = train_set->info().samples;
+  layout.batch = plan::plan_batches(c.data, c.train.accumulation_steps, layout.train_samples);
+  const RunInfo info = describe_run(run_settings(c), layout);
   report["strategy"]["replicas"] = info.replicas;
-  report["batch"] = batch_section(c, info, strategies.launch.world_size);
+  report["batch"] = batch_section(c.data, layout.batch, info, strategies.launch.world_size);
   if (batch_choice) {
     report["batch"]["stated_as"] = "data.batch_size: auto";
     report["batch"]["chosen"] = batch_choice->describe();
@@ -359,31 +361,31 @@ RunPlan plan_run(const PlanRequest& request) {
                     {"in_memory", bytes_text(in_memory)}};
 
   ModelFacts facts;
-  if (attempt(plan, [&] { facts = measure_model(measured, train_set, strategies.mine, info); })) {
+  if (attempt(dry, [&] { facts = measure_model(measured, train_set, strategies.mine, info); })) {
     json fast = facts.fast.decisions;
-    attempt(plan, [&] {
+    attempt(dry, [&] {
       const torch::Device device = strategies.mine.replicas.front();
       const data::DeviceCacheChoice cache = data::choose_device_cache(
           c.data.device_cache, *train_set, device.is_cuda() ? device::free_memory(device) : -1, device);
       fast.push_back(fmt::format("data.device_cache: {} ({})", cache.on ? "on" : "off", cache.why));
     });
     report["fast_paths"] = fast;
-    report["memory"] = memory_section(plan, facts, strategies.mine, request.meminfo);
+    report["memory"] = memory_section(dry, facts, strategies.mine, request.meminfo);
   }
   report["outputs"] = outputs;
-  return plan;
+  return dry;
 }
 
-std::string format_plan(const RunPlan& plan) {
+std::string format_dry_run(const DryRun& dry) {
   std::string out;
-  render(out, plan.report, 0);
-  if (plan.problems.empty()) {
+  render(out, dry.report, 0);
+  if (dry.problems.empty()) {
     out += "no problems: train would start\n";
   } else {
-    out += fmt::format("{} that would stop train:\n", count_of(static_cast<int64_t>(plan.problems.size()), "problem"));
-    for (const auto& problem : plan.problems) out += "  - " + problem + "\n";
+    out += fmt::format("{} that would stop train:\n", count_of(static_cast<int64_t>(dry.problems.size()), "problem"));
+    for (const auto& problem : dry.problems) out += "  - " + problem + "\n";
   }
   return out;
 }
 
-}  // namespace gputrain::plan
+}  // namespace gputrain::report

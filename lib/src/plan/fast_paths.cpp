@@ -1,14 +1,13 @@
-#include "gputrain/train/fast_paths.h"
+#include "gputrain/plan/fast_paths.h"
 
-#include <ATen/Context.h>
-#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "gputrain/models/factory.h"
+#include "gputrain/step/backends.h"
 
-namespace gputrain::train {
+namespace gputrain::plan {
 
 MatmulPrecisionPlan resolve_matmul_precision(config::MatmulPrecision setting, const torch::Device& device) {
   if (setting != config::MatmulPrecision::kAuto) return {config::word(setting), "train.matmul_precision"};
@@ -19,13 +18,6 @@ MatmulPrecisionPlan resolve_matmul_precision(config::MatmulPrecision setting, co
 namespace {
 
 const char* on_off(bool on) { return on ? "on" : "off"; }
-
-// Taken before any run sets it, so that a later run in the same process
-// (tests) gets LibTorch's default back rather than an earlier run's choice.
-int libtorch_default_threads() {
-  static const int default_threads = at::get_num_threads();
-  return default_threads;
-}
 
 // A switch's value: as set, or `rule` (its value and why) under auto.
 struct Choice {
@@ -95,6 +87,7 @@ std::string cuda_graph_blocker(const RunFacts& facts) {
 
 FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& facts) {
   FastPaths fast;
+  fast.matmul_precision = resolve_matmul_precision(c.train.matmul_precision, facts.device);
   const bool cuda = facts.device.is_cuda();
   const std::string device_name = facts.device.str();
   auto record = [&](const char* key, bool value, const std::string& why) {
@@ -171,7 +164,7 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
         "to share between threads)",
         static_cast<double>(facts.micro_batch_macs) / 1e6, static_cast<double>(kSmallModelMacs) / 1e6));
   } else if (facts.cpus) {
-    const device::ThreadChoice share = device::choose_threads(*facts.cpus, libtorch_default_threads());
+    const device::ThreadChoice share = device::choose_threads(*facts.cpus, step::libtorch_default_threads());
     fast.threads = share.threads;
     fast.decisions.push_back(fmt::format("train.threads: {} (auto: {})", share.threads, share.why));
   } else {
@@ -182,12 +175,11 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
   return fast;
 }
 
-void configure_backends(const config::TrainConfig& train, const FastPaths& fast, const torch::Device& device) {
-  const MatmulPrecisionPlan precision = resolve_matmul_precision(train.matmul_precision, device);
-  at::globalContext().setFloat32MatmulPrecision(precision.value);
-  spdlog::info("train.matmul_precision: {} ({})", precision.value, precision.reason);
-  at::set_num_threads(fast.threads > 0 ? static_cast<int>(fast.threads) : libtorch_default_threads());
-  at::globalContext().setBenchmarkCuDNN(fast.cudnn_benchmark);
+config::OptimConfig resolved_optim(const config::OptimConfig& config, const FastPaths& fast) {
+  config::OptimConfig resolved = config;
+  resolved.fused = fast.fused ? config::Switch::kOn : config::Switch::kOff;
+  resolved.foreach = fast.foreach;
+  return resolved;
 }
 
-}  // namespace gputrain::train
+}  // namespace gputrain::plan

@@ -1,4 +1,4 @@
-#include "gputrain/train/batch_solver.h"
+#include "gputrain/plan/batch_solver.h"
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -11,7 +11,7 @@
 #include "gputrain/common/strings.h"
 #include "gputrain/device/memory.h"
 
-namespace gputrain::train {
+namespace gputrain::plan {
 
 namespace {
 
@@ -190,4 +190,4 @@ std::optional<BatchChoice> solve_batch(config::LoadedConfig& loaded, const paral
   return choice;
 }
 
-}  // namespace gputrain::train
+}  // namespace gputrain::plan

@@ -1,4 +1,4 @@
-#include "gputrain/train/step_memory.h"
+#include "gputrain/plan/step_memory.h"
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -6,12 +6,13 @@
 
 #include "gputrain/data/host_loader.h"
 #include "gputrain/device/memory.h"
+#include "gputrain/models/factory.h"
 #include "gputrain/optim/optimizer.h"
+#include "gputrain/plan/data_keys.h"
 #include "gputrain/step/amp.h"
 #include "gputrain/step/channels_last.h"
-#include "gputrain/train/builder.h"
 
-namespace gputrain::train {
+namespace gputrain::plan {
 
 namespace {
 
@@ -93,7 +94,7 @@ StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const d
   Parts& p = *parts_;
   torch::manual_seed(c.seed);
   const data::DatasetInfo& data = p.train_set->info();
-  p.model = build_model(c.model, data, p.device);
+  p.model = models::build_model(c.model, data, p.device);
   RunFacts run;
   run.device = p.device;
   run.strategy = strategy.kind;
@@ -123,4 +124,4 @@ StepMemory StepProbe::measure(int64_t rows) {
   return measure_step_memory(p.model, *p.optimizer, batch, p.loss, c.train.amp, p.fast.channels_last);
 }
 
-}  // namespace gputrain::train
+}  // namespace gputrain::plan

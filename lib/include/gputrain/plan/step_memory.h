@@ -11,9 +11,9 @@
 #include "gputrain/data/dataset.h"
 #include "gputrain/optim/loss.h"
 #include "gputrain/parallel/strategy.h"
-#include "gputrain/train/fast_paths.h"
+#include "gputrain/plan/fast_paths.h"
 
-namespace gputrain::train {
+namespace gputrain::plan {
 
 struct StepMemory {
   int64_t parameters = 0;       // bytes of the weights
@@ -54,4 +54,4 @@ class StepProbe {
 // Bytes of the state `optimizer` holds (SGD's momentum buffers, Adam's moments).
 int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
 
-}  // namespace gputrain::train
+}  // namespace gputrain::plan
