@@ -45,9 +45,9 @@ std::optional<data::Batch> next_batch(data::BatchLoader& source) {
 // running out of memory or threads.
 TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) try {
   State& s = *state_;
-  s.checkpointer = std::make_unique<detail::Checkpointer>(s.config.checkpoint,
-                                                          s.config.train.on_sigint == config::OnSigint::kCheckpoint,
-                                                          options, *s.run.strategy, s.resumed_from, s.resumed_path);
+  s.checkpointer = std::make_unique<detail::Checkpointer>(
+      s.config.checkpoint, s.config.train.on_sigint == config::OnSigint::kCheckpoint, options, *s.run.strategy,
+      s.position.resumed_from, s.position.resumed_path);
   s.rank_timer = std::make_unique<RankTimer>(*s.run.strategy);
   s.stopping = false;
   detail::EpochLog epoch_log(s.config.train.epochs, s.run.scaler->enabled());
@@ -55,14 +55,15 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   observers.add(&observer);
   observers.add(&epoch_log);
   s.run_start = Clock::now();
-  s.eval_s = 0;
+  s.evals.eval_s = 0;
   TrainSummary summary;
-  summary.epochs = s.epochs_done;
+  summary.epochs = s.position.epochs_done;
   const int64_t epochs = s.config.train.epochs;
-  for (int64_t epoch = s.epochs_done + 1; epoch <= epochs && !s.stopping && s.ended_early.empty(); ++epoch) {
+  for (int64_t epoch = s.position.epochs_done + 1; epoch <= epochs && !s.stopping && s.evals.ended_early.empty();
+       ++epoch) {
     if (!s.run.labeled()) {
       s.forward_only_epoch(epoch, observers);
-      if (!s.stopping) summary.epochs = s.epochs_done = epoch;
+      if (!s.stopping) summary.epochs = s.position.epochs_done = epoch;
       continue;
     }
     device::reset_peak_memory(s.run.device);
@@ -71,13 +72,14 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
     s.train_epoch(epoch, observers, m);
     if (s.stopping) break;
     m.loader_wait_s = s.run.train_batches->wait_seconds();
-    m.step = s.step;
+    m.step = s.position.step;
     m.samples_per_s = m.epoch_s > 0 ? m.train.samples / m.epoch_s : 0.0;
-    m.lr = s.run.schedule->lr_at(std::max<int64_t>(s.step - 1, 0));
+    m.lr = s.run.schedule->lr_at(std::max<int64_t>(s.position.step - 1, 0));
     m.loss_scale = s.run.scaler->scale();
     m.skipped_steps = s.skipped_steps();
-    if (s.evaluated_at == s.step && s.last_test.samples > 0) {  // train.eval_every_steps evaluated this step
-      m.test = s.last_test;
+    if (s.evals.evaluated_at == s.position.step &&
+        s.evals.last_test.samples > 0) {  // train.eval_every_steps evaluated this step
+      m.test = s.evals.last_test;
       m.has_test = true;
     } else if (epoch % s.config.train.eval_every == 0 || epoch == epochs) {
       m.test = s.evaluate_and_judge(epoch);
@@ -101,13 +103,13 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
     }
   }
   if (!s.stopping && s.run.labeled()) s.final_weights();
-  summary.steps = s.step;
+  summary.steps = s.position.step;
   summary.elapsed_s = seconds_since(s.run_start);
   summary.stopped = s.stopping;
   summary.preempted = s.preempted;
   summary.checkpoint = s.checkpointer->last_good();
-  summary.target = s.target;
-  summary.ended_early = s.ended_early;
+  summary.target = s.evals.target;
+  summary.ended_early = s.evals.ended_early;
   return summary;
 } catch (const c10::Error& e) {
   const std::string detail = first_line(e.what_without_backtrace());
@@ -118,7 +120,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
         "epoch {}, step {}: a batchnorm layer got a batch of 1 sample while training, where its statistics are "
         "undefined ({} training samples in batches of {} leave a last batch of {}). Set data.drop_last: true, or a "
         "data.batch_size that leaves no batch of 1 (LibTorch: {})",
-        s.epochs_done + 1, s.step + 1, s.run.train_set->info().samples, *s.config.data.batch_size,
+        s.position.epochs_done + 1, s.position.step + 1, s.run.train_set->info().samples, *s.config.data.batch_size,
         s.run.train_set->info().samples % *s.config.data.batch_size, detail));
   }
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr && !is_out_of_memory(detail)) {
@@ -138,57 +140,57 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
 
 void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMetrics& m) {
   run.model->train();
-  run.train_batches->start_epoch(epoch - 1, batch);  // batch > 0 when resuming mid-epoch
+  run.train_batches->start_epoch(epoch - 1, position.batch);  // batch > 0 when resuming mid-epoch
   const auto epoch_start = Clock::now();
   auto interval_start = epoch_start;
   std::vector<data::Batch> group;
-  Progress progress{epoch, config.train.epochs, batch, run.train_batches->batches_per_epoch(), 0, 0, 0};
-  rank_timer->start_interval(step, 0);  // the loader's wait counts from the epoch's start
+  Progress progress{epoch, config.train.epochs, position.batch, run.train_batches->batches_per_epoch(), 0, 0, 0};
+  rank_timer->start_interval(position.step, 0);  // the loader's wait counts from the epoch's start
   device::StepBusyTimer busy(run.device);
   auto log_interval = [&] {
     apply_on_nan();
-    const step::EvalResult r = interval.collect(run.classification(), *run.strategy);
+    const step::EvalResult r = sums.interval.collect(run.classification(), *run.strategy);
     const double interval_s = seconds_since(interval_start);
     const double loader_wait_s = run.train_batches->wait_seconds();
     StepMetrics m{epoch,
-                  step,
+                  position.step,
                   r.mean_loss(),
                   run.classification() ? std::optional<double>(r.accuracy()) : std::nullopt,
                   interval_s > 0 ? r.samples / interval_s : 0.0,
-                  run.schedule->lr_at(step - 1),
+                  run.schedule->lr_at(position.step - 1),
                   seconds_since(run_start),
                   run.scaler->scale(),
                   skipped_steps(),
-                  rank_timer->end_interval(step, interval_s, loader_wait_s)};
+                  rank_timer->end_interval(position.step, interval_s, loader_wait_s)};
     progress.last_loss = m.loss;
     observer.on_step(m);
-    interval = step::RunningSums{};
+    sums.interval = step::RunningSums{};
     interval_start = Clock::now();
-    rank_timer->start_interval(step, loader_wait_s);
+    rank_timer->start_interval(position.step, loader_wait_s);
   };
   auto flush_group = [&] {
     busy.step_begin();
     optimizer_step(group);
     busy.step_end();
     group.clear();
-    if (step % config.train.log_every == 0) log_interval();
+    if (position.step % config.train.log_every == 0) log_interval();
     after_step(epoch);  // after the log line, so that a checkpoint holds the interval as it continues
   };
-  while (!stopping && ended_early.empty()) {
+  while (!stopping && evals.ended_early.empty()) {
     std::optional<data::Batch> next = next_batch(*run.train_batches);
     if (!next) break;
     progress.samples += next->global_size();
     group.push_back(std::move(*next));
-    ++batch;
+    ++position.batch;
     if (static_cast<int64_t>(group.size()) == run.batch.accumulation) flush_group();
     ++progress.batch;
     progress.epoch_elapsed_s = seconds_since(epoch_start);
     observer.on_progress(progress);
   }
-  if (!group.empty() && ended_early.empty()) flush_group();  // the epoch's last, shorter group still steps
+  if (!group.empty() && evals.ended_early.empty()) flush_group();  // the epoch's last, shorter group still steps
   if (stopping) return;
   apply_on_nan();
-  m.train = epoch_sums.collect(run.classification(), *run.strategy);
+  m.train = sums.epoch.collect(run.classification(), *run.strategy);
   m.epoch_s = seconds_since(epoch_start);
   if (const std::optional<double> busy_s = busy.take_busy_seconds(); busy_s && m.epoch_s > 0) {
     m.gpu_busy = *busy_s / m.epoch_s;
@@ -197,35 +199,33 @@ void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMe
 
 // One optimizer step, then the train.on_nan policy for a loss that was not finite.
 void Trainer::State::optimizer_step(const std::vector<data::Batch>& group) {
-  run.schedule->apply(*run.optimizer, step);
+  run.schedule->apply(*run.optimizer, position.step);
   const step::StepResult result = run.stepper->run(group, [this](const torch::Tensor& step_loss) {
     return run.strategy->agree(checkpointer->requests(), step_loss);
   });
   agreed = result.agreed;
-  ++step;
+  ++position.step;
   if (run.non_finite) {
     int64_t samples = 0;
     for (const data::Batch& mb : group) samples += mb.size();
-    run.non_finite->stepped(step, samples);
+    run.non_finite->stepped(position.step, samples);
   }
   if (agreed.non_finite) {
     if (config.train.on_nan == config::OnNan::kStop) {
       throw Error(ExitCode::kRuntime,
-                  non_finite_loss_message(epochs_done + 1, {1, step, step, 0}, checkpointer->last_good()));
+                  non_finite_loss_message(position.epochs_done + 1, {1, position.step, position.step, 0},
+                                          checkpointer->last_good()));
     }
-    ++nan_skipped;
+    sums.skip(1, 0);  // its samples were never added
     spdlog::warn(
         "epoch {}, step {}: the loss is not finite; batch skipped without an optimizer step (train.on_nan: "
         "skip, {} so far)",
-        epochs_done + 1, step, nan_skipped);
+        position.epochs_done + 1, position.step, sums.nan_skipped);
     return;
   }
-  for (const step::MicroBatchSums& sums : result.sums) {
-    epoch_sums.add(sums.loss_sum, sums.correct, sums.samples);
-    interval.add(sums.loss_sum, sums.correct, sums.samples);
-  }
+  for (const step::MicroBatchSums& micro_batch : result.sums) sums.add(micro_batch);
   if (result.scaler_skipped_at) {
-    spdlog::warn("step {}: inf/NaN gradients under fp16; step skipped, loss scale backs off from {}", step,
+    spdlog::warn("step {}: inf/NaN gradients under fp16; step skipped, loss scale backs off from {}", position.step,
                  *result.scaler_skipped_at);
   }
 }
@@ -259,14 +259,14 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer) 
 }
 
 void Trainer::State::after_step(int64_t epoch) {
-  if (ema) ema->after_step(step, epoch);
+  if (ema) ema->after_step(position.step, epoch);
   // Before the checkpoint, which then holds what the evaluation changed (train.early_stopping's count).
   const int64_t every = config.train.eval_every_steps;
-  if (every > 0 && step % every == 0) {
+  if (every > 0 && position.step % every == 0) {
     const step::EvalResult& test = evaluate_and_judge(epoch);
-    spdlog::info("step {} (epoch {}): {}", step, epoch, format_test_line(test));
+    spdlog::info("step {} (epoch {}): {}", position.step, epoch, format_test_line(test));
   }
-  const detail::Checkpointer::Due due = checkpointer->due_after_step(step, agreed);
+  const detail::Checkpointer::Due due = checkpointer->due_after_step(position.step, agreed);
   if (due.checkpoint) save_checkpoint(/*regular=*/true, /*best=*/false);
   stopping = due.stop;
   preempted = due.preempt;
@@ -277,60 +277,54 @@ void Trainer::State::apply_on_nan() {
   const step::NonFiniteSeen seen = run.non_finite->read();
   if (seen.steps == 0) return;
   if (config.train.on_nan == config::OnNan::kStop) {
-    throw Error(ExitCode::kRuntime, non_finite_loss_message(epochs_done + 1, seen, checkpointer->last_good()));
+    throw Error(ExitCode::kRuntime, non_finite_loss_message(position.epochs_done + 1, seen, checkpointer->last_good()));
   }
-  nan_skipped += seen.steps;
-  interval.samples -= seen.samples;  // both sums counted every step since the last read
-  epoch_sums.samples -= seen.samples;
+  sums.skip(seen.steps, seen.samples);
   spdlog::warn(
       "epoch {}, {}: the loss is not finite; {} skipped without an optimizer step (train.on_nan: skip, {} so far)",
-      epochs_done + 1, step::step_range(seen), count_of(seen.steps, "step"), nan_skipped);
+      position.epochs_done + 1, step::step_range(seen), count_of(seen.steps, "step"), sums.nan_skipped);
 }
 
 const step::EvalResult& Trainer::State::evaluate_and_judge(int64_t epoch) {
   apply_on_nan();  // a model that took non-finite steps under train.on_nan: stop is not judged
   // A resumed run evaluating again the step its checkpoint was judged at (the epoch's end) judges it once.
-  const bool judged = evaluated_at == step;
+  const bool judged = evals.evaluated_at == position.step;
   const auto start = Clock::now();
-  last_test = evaluate();
-  eval_s += seconds_since(start);
-  evaluated_at = step;
-  if (judged) return last_test;
-  const StopVerdict verdict = stop_rules.judge(last_test);
+  evals.last_test = evaluate();
+  evals.eval_s += seconds_since(start);
+  evals.evaluated_at = position.step;
+  if (judged) return evals.last_test;
+  const StopVerdict verdict = evals.stop_rules.judge(evals.last_test);
   const config::EarlyStoppingConfig& early = config.train.early_stopping;
   if (verdict.improved && early.restore_best) {
     const std::vector<torch::Tensor> scored = ema && ema->started() ? ema->state() : weights_and_buffers(*run.model);
-    best_weights.clear();
-    for (const torch::Tensor& t : scored) best_weights.push_back(t.detach().clone());
+    evals.best_weights.clear();
+    for (const torch::Tensor& t : scored) evals.best_weights.push_back(t.detach().clone());
   }
   if (verdict.target_reached) {
     const double wall_s = seconds_since(run_start);
-    target = TargetReached{config.train.target_accuracy, last_test.accuracy(), epoch, step, wall_s - eval_s, wall_s};
-    ended_early = fmt::format(
+    evals.target = TargetReached{
+        config.train.target_accuracy, evals.last_test.accuracy(), epoch, position.step, wall_s - evals.eval_s, wall_s};
+    evals.ended_early = fmt::format(
         "test accuracy {:.2f}% reached train.target_accuracy ({:.2f}%) at step {}, epoch {}: {:.2f} s of "
         "training, {:.2f} s wall",
-        100 * target->accuracy, 100 * target->target, step, epoch, target->train_s, target->wall_s);
+        100 * evals.target->accuracy, 100 * evals.target->target, position.step, epoch, evals.target->train_s,
+        evals.target->wall_s);
   } else if (verdict.patience_used_up) {
-    ended_early = fmt::format(
-        "early stopping at step {}, epoch {}: the test {} has not improved by more than {} for {} evaluations", step,
-        epoch, stop_rules.by_accuracy() ? "accuracy" : "loss", early.min_delta, early.patience);
+    evals.ended_early = fmt::format(
+        "early stopping at step {}, epoch {}: the test {} has not improved by more than {} for {} evaluations",
+        position.step, epoch, evals.stop_rules.by_accuracy() ? "accuracy" : "loss", early.min_delta, early.patience);
   }
-  if (!ended_early.empty()) spdlog::info("{}", ended_early);
-  return last_test;
+  if (!evals.ended_early.empty()) spdlog::info("{}", evals.ended_early);
+  return evals.last_test;
 }
 
 void Trainer::State::end_epoch(int64_t epoch, const step::EvalResult* test) {
-  const bool complete = batch >= run.train_batches->batches_per_epoch();
-  epochs_done = epoch;
-  batch = 0;
-  epoch_sums = step::RunningSums{};
-  interval = step::RunningSums{};
-  bool improved = false;
-  if (test != nullptr) {
-    const double score = run.classification() ? test->accuracy() : -test->mean_loss();
-    improved = !best_score || score > *best_score;
-    if (improved) best_score = score;
-  }
+  const bool complete = position.batch >= run.train_batches->batches_per_epoch();
+  position.epochs_done = epoch;
+  position.batch = 0;
+  sums.start_epoch();
+  const bool improved = test != nullptr && evals.improves_best(*test, run.classification());
   // An epoch an evaluation ended part-way is no place to resume from.
   const bool regular = complete && checkpointer->due_at_epoch_end(epoch);
   const bool best = improved && checkpointer->keeps_best();
@@ -339,9 +333,9 @@ void Trainer::State::end_epoch(int64_t epoch, const step::EvalResult* test) {
 
 void Trainer::State::final_weights() {
   torch::NoGradGuard no_grad;
-  if (config.train.early_stopping.restore_best && !best_weights.empty()) {
+  if (config.train.early_stopping.restore_best && !evals.best_weights.empty()) {
     std::vector<torch::Tensor> model_tensors = weights_and_buffers(*run.model);
-    for (std::size_t i = 0; i < model_tensors.size(); ++i) model_tensors[i].detach().copy_(best_weights[i]);
+    for (std::size_t i = 0; i < model_tensors.size(); ++i) model_tensors[i].detach().copy_(evals.best_weights[i]);
     spdlog::info("train.early_stopping.restore_best: the model ends with the weights that scored best");
   } else if (ema && ema->started()) {
     ema->copy_into_model();

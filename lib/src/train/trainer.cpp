@@ -23,7 +23,7 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
   rules.min_delta = t.early_stopping.min_delta;
   rules.by_accuracy = t.early_stopping.metric == config::StopMetric::kAccuracy ||
                       (t.early_stopping.metric == config::StopMetric::kAuto && s.run.classification());
-  s.stop_rules = StopRules(rules);
+  s.evals.stop_rules = StopRules(rules);
 }
 
 Trainer::~Trainer() = default;
@@ -93,41 +93,23 @@ void Trainer::resume(const checkpoint::Checkpoint& checkpoint) {
   checkpoint.load_model(*s.run.model);
   checkpoint.load_optimizer(*s.run.optimizer, s.run.device);
   s.run.scaler->load_state_dict(stored.scaler);
-  s.step = at.step;
-  s.epochs_done = at.epoch;
-  s.batch = at.batch;
-  s.epoch_sums.restore(stored.epoch_sums, *s.run.strategy);
-  s.interval.restore(stored.interval_sums, *s.run.strategy);
-  s.nan_skipped = stored.skipped_steps;
-  s.best_score = stored.best_score;
+  s.position.restore(stored, checkpoint.name());
+  s.sums.restore(stored, *s.run.strategy);
+  s.evals.restore(stored, *s.run.model, checkpoint.name());
   if (s.ema) s.ema->load(stored.ema, checkpoint.name());
-  s.stop_rules.restore(stored.stop_best, stored.evals_since_best);
-  s.evaluated_at = stored.evaluated_step;
-  if (!stored.best_weights.empty()) {
-    s.best_weights = fitting_tensors(stored.best_weights, weights_and_buffers(*s.run.model),
-                                     "best weights (train.early_stopping.restore_best)", checkpoint.name());
-  }
   checkpoint::restore_rng(stored.rng);
-  s.resumed_from = at;
-  s.resumed_path = checkpoint.name();
 }
 
 void Trainer::State::save_checkpoint(bool regular, bool best) {
   apply_on_nan();  // a checkpoint never follows a non-finite step that train.on_nan: stop has not yet seen
   run.strategy->broadcast_buffers(run.model);  // the checkpoint holds the buffers every rank continues from
   checkpoint::TrainingState state;
-  state.position = {epochs_done, batch, step};
-  state.epoch_sums = epoch_sums.summed(*run.strategy);
-  state.interval_sums = interval.summed(*run.strategy);
+  position.save(state);
+  sums.save(state, *run.strategy);
+  evals.save(state);
+  if (ema) state.ema = ema->state();
   state.scaler = run.scaler->state_dict();
   state.rng = checkpoint::capture_rng();
-  state.best_score = best_score;
-  state.skipped_steps = nan_skipped;
-  if (ema) state.ema = ema->state();
-  state.stop_best = stop_rules.best();
-  state.evals_since_best = stop_rules.evals_since_best();
-  state.evaluated_step = evaluated_at;
-  state.best_weights = best_weights;
   state.config = config::dump_config(config);
   checkpointer->write(state, *run.model, *run.optimizer, regular, best);
 }
