@@ -6,8 +6,7 @@
 #include "gputrain/config/load.h"
 #include "gputrain/device/probe.h"
 #include "gputrain/device/resolve.h"
-#include "gputrain/parallel/strategy.h"
-#include "gputrain/plan/batch_solver.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/train/bench.h"
 
 namespace gputrain::app {
@@ -24,11 +23,10 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& args) {
 }
 
 int run_bench(const BenchArgs& args) {
-  config::LoadedConfig loaded = config::load_config(args.config, args.overrides);
+  const config::LoadedConfig loaded = config::load_config(args.config, args.overrides);
   const device::DevicePlan devices =
       device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
-  plan::solve_batch(loaded, parallel::plan_strategy(loaded, devices, {}), 1);
-  const train::BenchReport r = train::run_bench(loaded, devices, {args.steps, args.warmup});
+  const train::BenchReport r = train::run_bench(plan::resolve_run(loaded, devices, {}), {args.steps, args.warmup});
   if (!args.json) {
     std::cout << train::format_bench(r) << std::flush;
     return 0;

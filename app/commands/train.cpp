@@ -20,6 +20,7 @@
 #include "gputrain/device/versions.h"
 #include "gputrain/parallel/launcher.h"
 #include "gputrain/plan/batch_solver.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/report/console.h"
 #include "gputrain/report/metrics_writer.h"
 #include "gputrain/report/run_dir.h"
@@ -90,6 +91,8 @@ struct TrainPlan {
   device::DevicePlan devices;
   parallel::ProcessPlan processes;  // workers > 0: this process only launches them
   bool primary = true;              // only rank 0 writes the run directory; the others only train
+  // The run this process trains, resolved from start's config (none when it only launches workers).
+  std::optional<plan::RunPlan> run;
 };
 
 // --resume when given, else the --config file's train.resume.
@@ -116,10 +119,8 @@ TrainPlan plan_train(const TrainArgs& args) {
   plan.devices = device::resolve_devices(plan.start.config, plan.inventory);
   plan.processes = parallel::plan_processes(plan.start.config, plan.devices, plan.launch, args.nproc);
   spdlog::info("processes: {}", plan.processes.reason);
-  config::resolve_batch_forms(plan.start.config, plan.launch.world_size);
-  if (plan.processes.workers > 0) return plan;  // each worker plans its own strategy and batch
-  const parallel::StrategyPlan strategy = parallel::plan_strategy(plan.start.config, plan.devices, plan.launch);
-  plan::solve_batch(plan.start.config, strategy, plan.launch.world_size);
+  if (plan.processes.workers > 0) return plan;  // each worker resolves its own run
+  plan.run = plan::resolve_run(plan.start.config, plan.devices, plan.launch);
   return plan;
 }
 
@@ -128,7 +129,7 @@ TrainPlan plan_train(const TrainArgs& args) {
 // before the run directory is touched, so that a failed re-run leaves an
 // earlier run's files as they were.
 std::unique_ptr<train::Trainer> build_trainer(const TrainPlan& plan) {
-  auto trainer = std::make_unique<train::Trainer>(plan.start.config, plan.devices, plan.launch);
+  auto trainer = std::make_unique<train::Trainer>(*plan.run);
   if (plan.start.checkpoint) {
     const checkpoint::Position& at = plan.start.checkpoint->state().position;
     spdlog::info("resuming from {}: {} epochs done, {} micro-batches into the next, step {}",
@@ -152,7 +153,7 @@ struct RunDirectory {
 };
 
 void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Trainer& trainer, RunDirectory& dir) {
-  const config::LoadedConfig& loaded = plan.start.config;
+  const config::LoadedConfig& loaded = plan.run->loaded;
   const auto& resumed = plan.start.checkpoint;
   const report::RunDirOptions run_dir = report::run_dir_options(loaded.config, resumed.has_value());
   dir.paths = report::run_paths(run_dir.dir);
@@ -182,7 +183,7 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
 
 // Trains, writes model.pt and the run's report, and prints the result line.
 int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer, RunDirectory& dir) {
-  const config::ExperimentConfig& config = plan.start.config.config;
+  const config::ExperimentConfig& config = plan.run->loaded.config;
   train::FitOptions options;
   options.checkpoint_dir = config::checkpoint_directory(config);
   options.stop = &install_signal_handlers(config.train.on_sigint);

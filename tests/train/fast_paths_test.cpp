@@ -152,7 +152,9 @@ TEST_F(FastPathRuns, AutoThreadsOfASmallModelTrainLikeOneThreadSetByHand) {
 }
 
 TEST_F(FastPathRuns, BenchTimesEveryPhaseAndTheComputeBound) {
-  const BenchReport r = run_bench(cifar({"data.device_cache=true"}), {}, {3, 1});
+  const auto loaded = cifar({"data.device_cache=true"});
+  const BenchReport r = run_bench(
+      plan::resolve_run(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)), {}), {3, 1});
   ASSERT_EQ(r.phases.size(), 5u);
   const std::vector<std::string> names{"data", "forward", "backward", "optimizer", "step"};
   for (std::size_t i = 0; i < names.size(); ++i) {
@@ -313,7 +315,8 @@ TEST_F(FastPathRuns, AutoOnTheGpuTrainsLikeEveryFastPathOff_CUDA) {
 TEST_F(FastPathRuns, BenchBoundReplaysTheGraphOnTheGpu_CUDA) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const auto loaded = cifar({"device=cuda"});
-  const BenchReport r = run_bench(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)), {3, 1});
+  const BenchReport r = run_bench(
+      plan::resolve_run(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)), {}), {3, 1});
   EXPECT_TRUE(r.bound_graphed);
   EXPECT_GT(r.bound_samples_per_s, 0);
   EXPECT_NE(format_bench(r).find("replayed as a CUDA graph"), std::string::npos) << format_bench(r);

@@ -18,7 +18,6 @@
 #include "gputrain/models/factory.h"
 #include "gputrain/optim/loss.h"
 #include "gputrain/optim/optimizer.h"
-#include "gputrain/plan/batch_plan.h"
 #include "gputrain/plan/data_keys.h"
 #include "gputrain/step/amp.h"
 #include "gputrain/step/channels_last.h"
@@ -57,16 +56,16 @@ double ms_between(Clock::time_point from, Clock::time_point to) {
 
 }  // namespace
 
-BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                      const BenchOptions& options) {
+BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   GPUTRAIN_CHECK(options.steps >= 1 && options.warmup >= 0, "bench needs steps >= 1 and warmup >= 0");
+  const config::LoadedConfig& loaded = plan.loaded;
   const config::ExperimentConfig& c = loaded.config;
-  const torch::Device device = devices.primary();
+  const torch::Device device = plan.devices.primary();
   const config::AmpMode amp = c.train.amp;
   step::check_amp_device(amp, device.type(), loaded.sources.at("train.amp"));
 
   torch::manual_seed(c.seed);
-  const auto dataset = data::make_dataset(c.data, data::Split::kTrain, c.seed);
+  const std::shared_ptr<const data::Dataset>& dataset = plan.train_set;
   const data::DatasetInfo& info = dataset->info();
   if (info.target_kind == data::TargetKind::kNone) {
     throw UserError(fmt::format("data set '{}' has no labels, so there is no train step to time", info.name));
@@ -74,7 +73,7 @@ BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePl
   const optim::LossSpec loss = plan::build_loss(loaded, info, device);
   // A forward pass takes one micro-batch, as in training.
   config::DataConfig micro = c.data;
-  micro.batch_size = plan::plan_batches(c.data, c.train.accumulation_steps, info.samples).micro;
+  micro.batch_size = plan.batch.micro;
   const auto source = data::make_batch_loader(dataset, data::loader_options(micro, data::Split::kTrain, c.seed),
                                               c.data.device_cache, device);
   torch::nn::Sequential model = models::build_model(c.model, info, device);

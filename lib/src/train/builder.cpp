@@ -152,11 +152,12 @@ plan::FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::
   return fast;
 }
 
-RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                   const parallel::LaunchInfo& launch) {
+RunParts build_run(const plan::RunPlan& plan) {
+  const config::LoadedConfig& loaded = plan.loaded;
+  const parallel::LaunchInfo& launch = plan.launch;
   const config::ExperimentConfig& c = loaded.config;
   RunParts run;
-  run.strategy_plan = parallel::plan_strategy(loaded, devices, launch);
+  run.strategy_plan = plan.strategy;
   run.strategy = parallel::make_strategy(run.strategy_plan, launch);
   run.device = run.strategy->device();
   device::set_current_device(run.device);
@@ -169,9 +170,9 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
   run.scaler = std::make_unique<step::GradScaler>(step::GradScalerOptions().enabled(run.amp == config::AmpMode::kFp16));
 
   torch::manual_seed(c.seed);
-  run.train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed);
+  run.train_set = plan.train_set;
   const data::DatasetInfo& info = run.train_set->info();
-  run.batch = plan::plan_batches(c.data, c.train.accumulation_steps, info.samples);
+  run.batch = plan.batch;
   config::DataConfig micro = c.data;
   micro.batch_size = run.batch.micro;
   // Each process loads only its rows of every batch (ddp: its rank's share).
@@ -182,8 +183,8 @@ RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan&
       (run.train_batches->batches_per_epoch() + run.batch.accumulation - 1) / run.batch.accumulation;
   GPUTRAIN_CHECK(loader_steps == run.batch.steps_per_epoch, "the loader makes {} optimizer steps an epoch, the plan {}",
                  loader_steps, run.batch.steps_per_epoch);
-  if (info.target_kind != data::TargetKind::kNone) {
-    run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
+  if (plan.test_set) {
+    run.test_set = plan.test_set;
     data::LoaderOptions test_options = data::loader_options(c.data, data::Split::kTest, c.seed);
     test_options.shard = run.strategy->loader_shard();
     run.test_batches = data::make_batch_loader(run.test_set, test_options, c.data.device_cache, run.device);

@@ -11,10 +11,12 @@ namespace gputrain::train {
 
 Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
                  const parallel::LaunchInfo& launch)
-    : state_(std::make_unique<State>()) {
+    : Trainer(plan::resolve_run(loaded, devices, launch)) {}
+
+Trainer::Trainer(const plan::RunPlan& plan) : state_(std::make_unique<State>()) {
   State& s = *state_;
-  s.config = loaded.config;
-  s.run = build_run(loaded, devices, launch);
+  s.config = plan.loaded.config;
+  s.run = build_run(plan);
   const config::TrainConfig& t = s.config.train;
   if (t.ema.decay > 0) s.ema.emplace(*s.run.model, WeightAverageOptions{t.ema.decay, t.ema.start_epoch, t.ema.every});
   StopRulesOptions rules;

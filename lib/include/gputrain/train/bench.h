@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "gputrain/config/config.h"
-#include "gputrain/device/resolve.h"
+#include "gputrain/plan/run_plan.h"
 
 namespace gputrain::train {
 
@@ -42,8 +41,7 @@ struct BenchReport {
 
 // Throws what Trainer's constructor throws for a config it cannot run, and a
 // UserError for data without labels (nothing to train against).
-BenchReport run_bench(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                      const BenchOptions& options);
+BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options);
 
 // The report as a table, one phase per line.
 std::string format_bench(const BenchReport& report);

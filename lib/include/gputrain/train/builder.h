@@ -16,6 +16,7 @@
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/plan/batch_plan.h"
 #include "gputrain/plan/fast_paths.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/step/amp.h"
 #include "gputrain/step/optimizer_step.h"
 #include "gputrain/train/evaluate.h"
@@ -56,9 +57,8 @@ struct RunParts {
   bool classification() const { return loss.classes > 0; }
 };
 
-// Builds the run (loading the data sets, choosing the strategy) and logs what
-// it made. Throws DataError / ConfigError for input the run cannot use.
-RunParts build_run(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                   const parallel::LaunchInfo& launch);
+// Builds the run `plan` resolved and logs what it made. Throws DataError /
+// ConfigError for input the run cannot use.
+RunParts build_run(const plan::RunPlan& plan);
 
 }  // namespace gputrain::train

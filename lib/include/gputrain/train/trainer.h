@@ -16,6 +16,7 @@
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/plan/batch_plan.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/train/observer.h"
 #include "gputrain/train/stop_token.h"
 
@@ -55,8 +56,10 @@ struct FitOptions {
 
 class Trainer {
  public:
-  // Builds everything (loading the data sets, choosing the strategy) and logs
+  // Builds the run `plan` resolved (model, loaders, optimizer, step) and logs
   // the model summary. Throws DataError / ConfigError for input the run cannot use.
+  explicit Trainer(const plan::RunPlan& plan);
+  // The same for a run of `loaded` as plan::resolve_run resolves it.
   Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
           const parallel::LaunchInfo& launch = {});
   ~Trainer();
