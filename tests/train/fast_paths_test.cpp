@@ -35,6 +35,11 @@ using plan::RunFacts;
 using plan::with_model_facts;
 using step::configure_backends;
 
+// `loaded` resolved for this machine's devices, as `gputrain bench` resolves it.
+plan::RunPlan on_visible_devices(const config::LoadedConfig& loaded) {
+  return plan::resolve_run(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)), {});
+}
+
 struct Quiet : TrainObserver {};
 
 // A few CIFAR-format images, written once for every test here.
@@ -153,8 +158,7 @@ TEST_F(FastPathRuns, AutoThreadsOfASmallModelTrainLikeOneThreadSetByHand) {
 
 TEST_F(FastPathRuns, BenchTimesEveryPhaseAndTheComputeBound) {
   const auto loaded = cifar({"data.device_cache=true"});
-  const BenchReport r = run_bench(
-      plan::resolve_run(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)), {}), {3, 1});
+  const BenchReport r = run_bench(on_visible_devices(loaded), {3, 1});
   ASSERT_EQ(r.phases.size(), 5u);
   const std::vector<std::string> names{"data", "forward", "backward", "optimizer", "step"};
   for (std::size_t i = 0; i < names.size(); ++i) {
@@ -315,8 +319,7 @@ TEST_F(FastPathRuns, AutoOnTheGpuTrainsLikeEveryFastPathOff_CUDA) {
 TEST_F(FastPathRuns, BenchBoundReplaysTheGraphOnTheGpu_CUDA) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const auto loaded = cifar({"device=cuda"});
-  const BenchReport r = run_bench(
-      plan::resolve_run(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)), {}), {3, 1});
+  const BenchReport r = run_bench(on_visible_devices(loaded), {3, 1});
   EXPECT_TRUE(r.bound_graphed);
   EXPECT_GT(r.bound_samples_per_s, 0);
   EXPECT_NE(format_bench(r).find("replayed as a CUDA graph"), std::string::npos) << format_bench(r);

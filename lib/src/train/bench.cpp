@@ -72,14 +72,11 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   }
   const optim::LossSpec loss = plan::build_loss(loaded, info, device);
   // A forward pass takes one micro-batch, as in training.
-  config::DataConfig micro = c.data;
-  micro.batch_size = plan.batch.micro;
-  const auto source = data::make_batch_loader(dataset, data::loader_options(micro, data::Split::kTrain, c.seed),
-                                              c.data.device_cache, device);
+  const auto source = data::make_batch_loader(dataset, micro_batch_options(plan), c.data.device_cache, device);
   torch::nn::Sequential model = models::build_model(c.model, info, device);
   plan::RunFacts facts;
   facts.device = device;
-  facts.micro_batch = *micro.batch_size;
+  facts.micro_batch = plan.batch.micro;
   facts.cpus = device::read_cpu_share();  // as train decides, so the step timed is the step trained
   const plan::FastPaths fast = apply_fast_paths(c, model, info, facts);
   model->train();

@@ -152,6 +152,12 @@ plan::FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::
   return fast;
 }
 
+data::LoaderOptions micro_batch_options(const plan::RunPlan& plan) {
+  config::DataConfig micro = plan.loaded.config.data;
+  micro.batch_size = plan.batch.micro;
+  return data::loader_options(micro, data::Split::kTrain, plan.loaded.config.seed);
+}
+
 RunParts build_run(const plan::RunPlan& plan) {
   const config::LoadedConfig& loaded = plan.loaded;
   const parallel::LaunchInfo& launch = plan.launch;
@@ -173,10 +179,8 @@ RunParts build_run(const plan::RunPlan& plan) {
   run.train_set = plan.train_set;
   const data::DatasetInfo& info = run.train_set->info();
   run.batch = plan.batch;
-  config::DataConfig micro = c.data;
-  micro.batch_size = run.batch.micro;
   // Each process loads only its rows of every batch (ddp: its rank's share).
-  data::LoaderOptions train_options = data::loader_options(micro, data::Split::kTrain, c.seed);
+  data::LoaderOptions train_options = micro_batch_options(plan);
   train_options.shard = run.strategy->loader_shard();
   run.train_batches = data::make_batch_loader(run.train_set, train_options, c.data.device_cache, run.device);
   const int64_t loader_steps =
