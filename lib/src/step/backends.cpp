@@ -18,4 +18,10 @@ void configure_backends(const std::string& matmul_precision, int64_t threads, bo
   at::globalContext().setBenchmarkCuDNN(cudnn_benchmark);
 }
 
+CudnnSearchOff::CudnnSearchOff() : was_on_(at::globalContext().benchmarkCuDNN()) {
+  at::globalContext().setBenchmarkCuDNN(false);
+}
+
+CudnnSearchOff::~CudnnSearchOff() { at::globalContext().setBenchmarkCuDNN(was_on_); }
+
 }  // namespace gputrain::step

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 
 #ifdef GPUTRAIN_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
@@ -93,6 +94,9 @@ struct GraphedStep::State {
   // memory by 64 MiB allocated and up to 1 GiB reserved every epoch.
   c10::cuda::CUDAStream side;
   int64_t eager_steps = 0;
+  // From the first warm-up step to the capture: what the first epoch pays before it runs at speed.
+  std::chrono::steady_clock::time_point warmup_start;
+  bool timed_other_shape = false;  // the first step of another shape was timed and logged
   // Static: every replayed step reads its micro-batches from here, micro-batch k from slice k.
   torch::Tensor inputs, targets;
   std::vector<torch::Tensor> input_parts, target_parts;
@@ -195,6 +199,7 @@ struct GraphedStep::State {
 
   void capture() {
     c10::cuda::device_synchronize();  // as torch.cuda.graph does before capturing
+    const auto capture_start = std::chrono::steady_clock::now();
     const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device.index());
     stream_waits_for(side, current);
     graph = std::make_unique<at::cuda::CUDAGraph>();
@@ -212,6 +217,29 @@ struct GraphedStep::State {
     spdlog::info("train.cuda_graph: captured the train step ({} of input {}{}); later steps replay it",
                  count_of(plan.micro_batches, "micro-batch"), c10::str(input_parts.front().sizes()),
                  plan.amp == AmpMode::kOff ? "" : fmt::format(", train.amp: {}", config::word(plan.amp)));
+    spdlog::info(
+        "train.cuda_graph: warm-up {:.2f} s ({} eager, cuDNN's algorithm search and first kernel loads "
+        "among them), capture {:.3f} s",
+        seconds_between(warmup_start, capture_start), count_of(eager_steps, "step"),
+        seconds_between(capture_start, std::chrono::steady_clock::now()));
+  }
+
+  // The first step of a shape the graph does not replay (the epoch's short last batch), timed once with the
+  // device waited for on both sides: its cuDNN algorithm search is part of the first epoch's extra time.
+  std::vector<StepSums> timed_other_shape_step(const std::vector<torch::Tensor>& xs,
+                                               const std::vector<torch::Tensor>& ys, int64_t samples) {
+    c10::cuda::device_synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<StepSums> step_sums = eager_step(xs, ys, samples);
+    c10::cuda::device_synchronize();
+    timed_other_shape = true;
+    spdlog::info("train.cuda_graph: a group of another shape (input {}) steps eagerly; its first step took {:.3f} s",
+                 c10::str(xs.front().sizes()), seconds_between(start, std::chrono::steady_clock::now()));
+    return step_sums;
+  }
+
+  static double seconds_between(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
   }
 };
 
@@ -246,6 +274,7 @@ std::vector<StepSums> GraphedStep::step(const std::vector<data::Batch>& group) {
       xs.push_back(mb.inputs.to(s.device, /*non_blocking=*/true));
       ys.push_back(mb.targets.to(s.device, /*non_blocking=*/true));
     }
+    if (!s.timed_other_shape) return on_current_stream(s.timed_other_shape_step(xs, ys, samples));
     return on_current_stream(s.eager_step(xs, ys, samples));
   }
   if (!s.inputs.defined()) s.allocate(group.front());
@@ -257,6 +286,7 @@ std::vector<StepSums> GraphedStep::step(const std::vector<data::Batch>& group) {
     }
   }
   if (s.eager_steps < kWarmupSteps || s.eager_only) {
+    if (s.eager_steps == 0) s.warmup_start = std::chrono::steady_clock::now();
     ++s.eager_steps;
     return on_current_stream(s.eager_step(s.input_parts, s.target_parts, samples));
   }

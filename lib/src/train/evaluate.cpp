@@ -11,6 +11,7 @@
 #include "gputrain/device/host_resources.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/plan/data_keys.h"
+#include "gputrain/step/backends.h"
 #include "gputrain/step/running_sums.h"
 
 namespace gputrain::train {
@@ -50,6 +51,7 @@ torch::Tensor test_time_outputs(torch::nn::Sequential& model, parallel::Strategy
 step::EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, parallel::Strategy& strategy,
                           const optim::LossSpec& loss, config::AmpMode amp, const TestTimeAugmentation& tta) {
   torch::NoGradGuard no_grad;
+  const step::CudnnSearchOff no_search;
   model->eval();
   step::RunningSums sums;
   batches.start_epoch(0);

@@ -14,4 +14,19 @@ int libtorch_default_threads();
 // times the convolution algorithms for each new input shape and keeps the fastest).
 void configure_backends(const std::string& matmul_precision, int64_t threads, bool cudnn_benchmark);
 
+// cuDNN's benchmark mode off while it lives, then back as it was. Evaluation's
+// shapes (the test batch, each test-time view) run a few times a run: searching
+// their algorithms would cost the run more than it saves, so only the shapes
+// training runs are searched.
+class CudnnSearchOff {
+ public:
+  CudnnSearchOff();
+  ~CudnnSearchOff();
+  CudnnSearchOff(const CudnnSearchOff&) = delete;
+  CudnnSearchOff& operator=(const CudnnSearchOff&) = delete;
+
+ private:
+  bool was_on_;
+};
+
 }  // namespace gputrain::step

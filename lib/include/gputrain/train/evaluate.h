@@ -36,7 +36,8 @@ torch::Tensor test_time_outputs(torch::nn::Sequential& model, parallel::Strategy
 
 // One pass over `batches` in eval mode under no-grad; leaves the model in
 // eval mode. Classification also counts the confusion matrix, on the device.
-// With `tta` enabled the outputs are the mean of the views' outputs.
+// With `tta` enabled the outputs are the mean of the views' outputs. cuDNN
+// searches no algorithms for its shapes (step::CudnnSearchOff).
 step::EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batches, parallel::Strategy& strategy,
                           const optim::LossSpec& loss, config::AmpMode amp, const TestTimeAugmentation& tta = {});
 
