@@ -144,10 +144,20 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
   fast.channels_last = layout.on;
   record("train.channels_last", fast.channels_last, layout.why);
 
-  const Choice cudnn =
-      decide(c.train.cudnn_benchmark, !cuda ? Choice{false, fmt::format("cuDNN does not run on {}", device_name)}
-                                      : !facts.convolutional ? Choice{false, "the model has no convolutions"}
-                                                             : Choice{true, "convolutions on CUDA"});
+  const double search_gmacs = static_cast<double>(kCudnnSearchMacs) / 1e9;
+  const double micro_batch_gmacs = static_cast<double>(facts.micro_batch_macs) / 1e9;
+  const Choice cudnn = decide(
+      c.train.cudnn_benchmark,
+      !cuda                  ? Choice{false, fmt::format("cuDNN does not run on {}", device_name)}
+      : !facts.convolutional ? Choice{false, "the model has no convolutions"}
+      : micro_batch_gmacs < search_gmacs
+          ? Choice{false, fmt::format("a micro-batch's forward pass is {:.2f} G multiply-adds, under {:.0f} G: "
+                                      "cuDNN's algorithm search would cost the first epoch more than it saves "
+                                      "(measured: configs/README.md)",
+                                      micro_batch_gmacs, search_gmacs)}
+          : Choice{true, fmt::format("a micro-batch's forward pass is {:.0f} G multiply-adds: convolutions large "
+                                     "enough for cuDNN's algorithm search to pay",
+                                     micro_batch_gmacs)});
   fast.cudnn_benchmark = cudnn.on;
   record("train.cudnn_benchmark", fast.cudnn_benchmark, cudnn.why);
 
