@@ -5,7 +5,7 @@
 #   DIR/gputrain, DIR/tests/<the binaries holding *_CUDA tests>    stripped
 #   DIR/lib/       every shared library ldd shows that is neither LibTorch's (the wheel's
 #                  torch/lib and nvidia/*, which the machine has) nor the C/C++ runtime's
-#   DIR/configs/, DIR/scripts/bench/{run.py,reference.py,fast_paths.py}, DIR/prove.sh, DIR/summarize.py, DIR/speed.py
+#   DIR/configs/, DIR/scripts/bench/ (the harness, the references, race.py), DIR/prove.sh, DIR/summarize.py, DIR/speed.py
 #   DIR/fashion-mnist/  the real Fashion-MNIST, where this machine has it
 #
 # GPUTRAIN_BUNDLE_NO_BUILD=1 skips the build. Fails above 56 MiB. Prints, on stdout, the one command to run on the GPU machine from the
@@ -69,7 +69,7 @@ strip --strip-unneeded "$DIR"/lib/*.so* 2>/dev/null || true
 
 cp -r configs "$DIR/configs"
 cp scripts/bench/run.py scripts/bench/reference.py scripts/bench/fast_paths.py scripts/bench/reference_fast.py \
-  scripts/bench/time_to_target.py "$DIR/scripts/bench/"
+  scripts/bench/time_to_target.py scripts/bench/reference_best.py scripts/bench/race.py "$DIR/scripts/bench/"
 cp scripts/gpu/prove.sh scripts/gpu/summarize.py scripts/gpu/speed.py "$DIR/"
 # The real Fashion-MNIST (30 MiB), where this machine has it: the GPU machines so far had none, and the
 # kit's accuracy floors hold only on the real set (prove.sh reads DIR/fashion-mnist first).

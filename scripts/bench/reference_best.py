@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""PyTorch at its best (issue 39): gputrain's recipes written the way a PyTorch expert would
+make them fast, for race.py to run against gputrain seed by seed.
+
+  fmnist   configs/fashion_mnist_fast.yaml: the time-to-accuracy recipe (its network, Nesterov
+           SGD without decay on biases and norms, the trapezoid schedule, label smoothing, EMA
+           from epoch 2, mirrored test views), stopping at --target.
+  cifar    configs/cifar10.yaml: the seed tutorial's Net, SGD with momentum, batch 128.
+
+The same as gputrain, sample for sample: the network built right after torch.manual_seed(seed)
+in gputrain's layer order (the same initial weights), gputrain's shuffle and augmentation draws
+(SplitMix64, replayed), the same schedule. At its best:
+  - the data resident on the device as uint8, gathered, translated, flipped and normalised there;
+  - channels_last and bf16 autocast (--amp; on the CPU fp32 is faster and is the default);
+  - the fused optimizer step (SGD fused=True);
+  - torch.compile(mode=--compile): "max-autotune" on a GPU (Triton autotuning, CUDA graphs),
+    "default" on the CPU (CUDA graphs do not exist there); "none" runs eagerly.
+
+Clocks, both reported:
+  - GPU time: CUDA events around each training step (step_gpu_s, summed) and around each
+    epoch's steps (span_gpu_s), after a warm-up that compiles and autotunes every shape on a
+    throwaway copy of the state; the warm-up, evaluations and the replay are outside it.
+  - end to end: from the process's first line (before `import torch`) to the last accuracy,
+    compile and warm-up counted (e2e_s).
+On the CPU the GPU clocks are the host's, with the same boundaries. Prints one JSON line.
+"""
+import time
+
+PROCESS_START = time.perf_counter()  # before the imports: end-to-end counts `import torch`
+
+import argparse  # noqa: E402
+import copy  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn  # noqa: E402
+
+from reference import Net, derive_seed, read_cifar, read_idx  # noqa: E402
+from reference_fast import AUGMENT_STREAM, network  # noqa: E402
+
+GAMMA = np.uint64(0x9E3779B97F4A7C15)
+ORDER_STREAM = 1  # lib/src/data/host_loader.cpp's shuffle stream, as reference.gputrain_order
+
+
+def splitmix_outputs(seed, count):
+    """The first `count` outputs of SplitMix64(seed): output k mixes seed + (k+1) * gamma, so all at once."""
+    z = np.uint64(seed) + np.arange(1, count + 1, dtype=np.uint64) * GAMMA
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def replay_order(seed, epoch, n):
+    """reference.gputrain_order (the Fisher-Yates shuffle of gputrain's loader) with its draws vectorised."""
+    draws = splitmix_outputs(derive_seed(derive_seed(seed, ORDER_STREAM), epoch), n - 1)
+    picks = (draws % np.arange(n, 1, -1, dtype=np.uint64)).tolist()
+    order = list(range(n))
+    for i, j in zip(range(n - 1, 0, -1), picks):
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+def replay_placements(seed, epoch, n, batch, pad):
+    """reference_fast.placements for every batch of one epoch: (dy, dx, flip) arrays of n samples."""
+    dy, dx, flip = [], [], []
+    for b, first in enumerate(range(0, n, batch)):
+        count = min(batch, n - first)
+        rng_seed = derive_seed(derive_seed(derive_seed(seed, AUGMENT_STREAM), epoch), b)
+        out = splitmix_outputs(rng_seed, 3 * count).reshape(count, 3)
+        dy.append((out[:, 0] % np.uint64(2 * pad + 1)).astype(np.int64) - pad)
+        dx.append((out[:, 1] % np.uint64(2 * pad + 1)).astype(np.int64) - pad)
+        flip.append((out[:, 2] & np.uint64(1)).astype(bool))
+    return np.concatenate(dy), np.concatenate(dx), np.concatenate(flip)
+
+
+def mirrored(i, size):
+    return torch.where(i < 0, -i, torch.where(i >= size, 2 * size - 2 - i, i))
+
+
+class Epoch:
+    """One epoch's replayed order and, for each sample, the source rows and columns of its view."""
+
+    def __init__(self, order, rows, cols):
+        self.order, self.rows, self.cols = order, rows, cols
+
+
+def replay_epochs(args, n, height, width, device):
+    epochs = []
+    rows0, cols0 = torch.arange(height), torch.arange(width)
+    for e in range(args.epochs):
+        order = torch.tensor(replay_order(args.seed, e, n))
+        if args.crop:
+            dy, dx, flip = (torch.from_numpy(a) for a in replay_placements(args.seed, e, n, args.batch, args.crop))
+            cols = torch.where(flip[:, None], cols0.flip(0)[None, :], cols0[None, :])
+            rows = mirrored(rows0[None, :] + dy[:, None], height)
+            cols = mirrored(cols + dx[:, None], width)
+        else:
+            rows, cols = rows0.expand(n, height), cols0.expand(n, width)
+        epochs.append(Epoch(order.to(device), rows.to(device), cols.to(device)))
+    return epochs
+
+
+def gather(images, order, rows, cols):
+    """[B, H, W, C] uint8: each sample's view, one indexing kernel on the device."""
+    return images[order[:, None, None], rows[:, :, None], cols[:, None, :]]
+
+
+class Clock:
+    """Step and span timers: CUDA events on a GPU, the host clock (after the work) elsewhere."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.steps = []
+
+    def mark(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    @staticmethod
+    def seconds(begin, end):
+        return begin.elapsed_time(end) / 1e3 if isinstance(begin, torch.cuda.Event) else end - begin
+
+    def step_sum(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+        total = sum(self.seconds(b, e) for b, e in self.steps)
+        self.steps = []
+        return total
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("recipe", choices=["fmnist", "cifar"])
+    p.add_argument("--data", required=True, help="IDX directory (fmnist) or CIFAR-10 binary directory (cifar)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, help="default: 8 (fmnist), 10 (cifar)")
+    p.add_argument("--target", type=float, default=0.93, help="fmnist: stop at this test accuracy; 0: never")
+    p.add_argument("--compile", choices=["max-autotune", "reduce-overhead", "default", "none"],
+                   help="torch.compile mode; default: max-autotune on CUDA, default on the CPU")
+    p.add_argument("--amp", choices=["bf16", "off"], help="autocast; default: bf16 on CUDA, off on the CPU")
+    p.add_argument("--warmup-steps", type=int, default=3, help="steps of each shape before the clocks start")
+    p.add_argument("--limit", type=int, default=0, help="use only the first N training and test samples (checks)")
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads; 0: torch's default")
+    args = p.parse_args()
+    fmnist = args.recipe == "fmnist"
+    args.epochs = args.epochs or (8 if fmnist else 10)
+    args.batch = 256 if fmnist else 128
+    args.crop = 2 if fmnist else 0
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    args.compile = args.compile or ("max-autotune" if cuda else "default")
+    args.amp = args.amp or ("bf16" if cuda else "off")
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if not fmnist:
+        args.target = 0.0
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    # Every shape (full batch, the short last batch, the test batch) gets its own static graph:
+    # a dynamic-shape graph is slower, and there are only three.
+    torch._dynamo.config.automatic_dynamic_shapes = False
+    torch._dynamo.config.cache_size_limit = 64
+
+    loaded = time.perf_counter()
+    if fmnist:
+        (train_images, train_labels), (test_images, test_labels) = read_idx(args.data, True), read_idx(args.data, False)
+        mean, std = [0.2860], [0.3530]
+    else:
+        (train_images, train_labels), (test_images, test_labels) = read_cifar(args.data, True), read_cifar(args.data, False)
+        mean, std = [0.5] * 3, [0.5] * 3
+    if args.limit:
+        train_images, train_labels = train_images[:args.limit], train_labels[:args.limit]
+        test_images, test_labels = test_images[:args.limit], test_labels[:args.limit]
+    n, height, width, channels = train_images.shape
+    train_x, test_x = train_images.to(device), test_images.to(device)
+    train_y, test_y = torch.tensor(train_labels, device=device), torch.tensor(test_labels, device=device)
+    scale = (1.0 / (255.0 * torch.tensor(std, device=device))).view(1, -1, 1, 1)
+    shift = (torch.tensor(mean, device=device) / torch.tensor(std, device=device)).view(1, -1, 1, 1)
+    load_s = time.perf_counter() - loaded
+
+    replayed = time.perf_counter()
+    epochs = replay_epochs(args, n, height, width, device)
+    replay_s = time.perf_counter() - replayed
+
+    torch.manual_seed(args.seed)
+    net = network() if fmnist else Net(channels, height)
+    net = net.to(device, memory_format=torch.channels_last)
+    decay = [q for q in net.parameters() if q.dim() > 1]
+    no_decay = [q for q in net.parameters() if q.dim() <= 1]
+    fused = {"fused": True}
+    if fmnist:
+        optimizer = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4}, {"params": no_decay, "weight_decay": 0.0}],
+                                    lr=0.1, momentum=0.9, nesterov=True, **fused)
+    else:
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, **fused)
+    steps_per_epoch = -(-n // args.batch)
+    total = args.epochs * steps_per_epoch
+    rise, fall = 0.1 * total, 0.9 * total
+
+    def factor(s):  # configs/fashion_mnist_fast.yaml's linear_warmup_decay, per step
+        return max(0.0, min(1.0, (s + 1) / rise, (total - s) / fall)) if fmnist else 1.0
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    criterion = nn.CrossEntropyLoss(label_smoothing=0.1 if fmnist else 0.0)
+    ema = AveragedModel(net, multi_avg_fn=get_ema_multi_avg_fn(0.99), use_buffers=True) if fmnist else None
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp == "bf16")
+
+    def prepare(batch_u8):
+        x = batch_u8.permute(0, 3, 1, 2).float().contiguous(memory_format=torch.channels_last)
+        return x * scale - shift
+
+    def forward_loss(batch_u8, labels):
+        with autocast:
+            return criterion(net(prepare(batch_u8)), labels)
+
+    def forward_logits(model, batch_u8):
+        x = prepare(batch_u8)
+        with autocast:
+            logits = model(x).float()
+            if fmnist:  # mirrored test views, logits averaged
+                logits = (logits + model(x.flip(3)).float()) / 2
+        return logits
+
+    compiled = args.compile != "none"
+    mode = None if args.compile == "default" else args.compile
+    train_loss = torch.compile(forward_loss, mode=mode) if compiled else forward_loss
+    test_logits = torch.compile(forward_logits, mode=mode) if compiled else forward_logits
+    mark_step = torch.compiler.cudagraph_mark_step_begin if compiled and cuda else (lambda: None)
+    clock = Clock(device)
+
+    def train_step(epoch, first, last, timed):
+        index = slice(first, last)
+        order = epoch.order[index]
+        batch = gather(train_x, order, epoch.rows[index], epoch.cols[index])
+        begin = clock.mark() if timed else None
+        mark_step()
+        loss = train_loss(batch, train_y[order])
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if timed:
+            clock.steps.append((begin, clock.mark()))
+        return loss
+
+    test_batch = 1000 if len(test_labels) % 1000 == 0 else len(test_labels)
+
+    def evaluate(model):
+        model.eval()
+        correct = torch.zeros((), dtype=torch.int64, device=device)
+        with torch.no_grad():
+            for first in range(0, len(test_labels), test_batch):
+                mark_step()
+                logits = test_logits(model, test_x[first:first + test_batch])
+                correct += (logits.argmax(1) == test_y[first:first + test_batch]).sum()
+        model.train()
+        return correct.item() / len(test_labels)
+
+    # Warm-up: every shape the run will see (full and short training batches, the test batch, the
+    # EMA model's eval), on the real state, which is then put back as it was.
+    warmed = time.perf_counter()
+    saved = copy.deepcopy(net.state_dict())
+    shapes = [(0, args.batch)] + ([(n - n % args.batch, n)] if n % args.batch else [])
+    for first, last in shapes:
+        for _ in range(args.warmup_steps):
+            train_step(epochs[0], first, min(last, first + args.batch), timed=False)
+    evaluate(net)
+    if ema is not None:
+        ema.update_parameters(net)
+        evaluate(ema.module)
+    with torch.no_grad():
+        for name, tensor in net.state_dict().items():
+            tensor.copy_(saved[name])
+    optimizer.state.clear()  # no momentum yet, as at step 0; the warm-up changed no learning rate
+    if ema is not None:
+        ema.n_averaged.zero_()
+    if cuda:
+        torch.cuda.synchronize()
+    warmup_s = time.perf_counter() - warmed
+
+    result = {"impl": "pytorch-best", "recipe": args.recipe, "device": str(device), "torch": torch.__version__,
+              "compile": args.compile, "amp": args.amp, "channels_last": True, "fused": True, "seed": args.seed,
+              "batch": args.batch, "samples": n, "threads": torch.get_num_threads(), "load_s": load_s,
+              "replay_s": replay_s, "warmup_s": warmup_s, "epochs": [], "target_reached": None}
+    if cuda:
+        result["gpu"] = torch.cuda.get_device_name(device)
+    gpu_s = step_gpu_s = 0.0
+    step = 0
+    for e in range(1, args.epochs + 1):
+        epoch = epochs[e - 1]
+        started = time.perf_counter()
+        span_begin = clock.mark()
+        for first in range(0, n, args.batch):
+            train_step(epoch, first, min(n, first + args.batch), timed=True)
+            scheduler.step()
+            if ema is not None and e >= 2:
+                ema.update_parameters(net)
+            step += 1
+        span_end = clock.mark()
+        steps = clock.step_sum()  # waits for the device
+        wall = time.perf_counter() - started
+        span = Clock.seconds(span_begin, span_end)
+        gpu_s += span
+        step_gpu_s += steps
+        accuracy = evaluate(ema.module if ema is not None and e >= 2 else net)
+        record = {"epoch": e, "samples": n, "train_s": wall, "span_gpu_s": span, "step_gpu_s": steps,
+                  "samples_per_s": n / wall, "test_accuracy": accuracy, "e2e_s": time.perf_counter() - PROCESS_START}
+        result["epochs"].append(record)
+        print(f"epoch {e}: {n / wall:.0f} samples/s, GPU {span:.3f} s (steps {steps:.3f} s), "
+              f"test accuracy {100 * accuracy:.2f}%", file=sys.stderr)
+        if args.target and accuracy >= args.target:
+            result["target_reached"] = {"epoch": e, "accuracy": accuracy, "gpu_s": gpu_s, "step_gpu_s": step_gpu_s,
+                                        "e2e_s": record["e2e_s"]}
+            break
+    later = result["epochs"][1:] or result["epochs"]
+    result["steady_samples_per_s"] = sum(r["samples"] for r in later) / sum(r["train_s"] for r in later)
+    result["test_accuracy"] = result["epochs"][-1]["test_accuracy"]
+    result["gpu_s"], result["step_gpu_s"] = gpu_s, step_gpu_s
+    result["e2e_s"] = time.perf_counter() - PROCESS_START
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
