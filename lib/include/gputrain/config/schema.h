@@ -410,8 +410,10 @@ void visit(V& v, TrainConfig& c) {
           "convolutions after the first have channel counts that are multiples of 8 (tensor cores), else off (the "
           "CIFAR-10 tutorial Net's 6- and 16-channel layers measured slower on an H100)");
   v.field("cudnn_benchmark", c.cudnn_benchmark, Any{},
-          "cuDNN times its convolution algorithms for each new input shape and keeps the fastest (no effect off "
-          "CUDA). `auto`: on CUDA for a model with convolutions");
+          "cuDNN times its convolution algorithms for each new training input shape and keeps the fastest (no "
+          "effect off CUDA); evaluation and test-time views never search, they use cuDNN's heuristics. `auto`: on "
+          "CUDA for a model whose micro-batch forward pass is at least 50 G multiply-adds; below that the search "
+          "costs the first epoch more than it saves");
   v.field("threads", c.threads, Min{0},
           "threads each CPU op may use (LibTorch's intra-op pool); 0 = LibTorch's default, one per physical core. "
           "On a machine shared with other work, or for a model too small to split, 1 is often much faster: a thread "
