@@ -37,10 +37,11 @@ TEST(HtmlReport, FinishedRunHasEveryChartTableAndSection) {
   const std::string html = report_of(dir.path());
   EXPECT_EQ(count(html, "<svg"), testing::kFinishedRunCharts);
   EXPECT_EQ(count(html, "</svg>"), testing::kFinishedRunCharts);
-  for (const char* caption : {"<figcaption>Loss</figcaption>", "<figcaption>Accuracy</figcaption>",
-                              "<figcaption>Throughput</figcaption>", "<figcaption>Learning rate</figcaption>",
-                              "<figcaption>Loss scale (fp16)</figcaption>", "<figcaption>GPU memory</figcaption>",
-                              "<figcaption>GPU utilization</figcaption>", "<figcaption>Loader wait</figcaption>"}) {
+  for (const char* caption :
+       {"<figcaption>Loss</figcaption>", "<figcaption>Accuracy</figcaption>", "<figcaption>Throughput</figcaption>",
+        "<figcaption>Hardware efficiency</figcaption>", "<figcaption>Learning rate</figcaption>",
+        "<figcaption>Loss scale (fp16)</figcaption>", "<figcaption>GPU memory</figcaption>",
+        "<figcaption>GPU utilization</figcaption>", "<figcaption>Loader wait</figcaption>"}) {
     EXPECT_TRUE(has(html, caption)) << caption;
   }
   EXPECT_TRUE(has(html, R"(<span class="badge ok">finished</span>)"));

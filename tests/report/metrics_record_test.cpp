@@ -31,6 +31,8 @@ MetricsRecord full(RecordKind kind) {
     r.samples = 4000;
     r.loader_wait_s = 0.125;
     r.gpu_busy = 0.875;
+    r.tflops = 13.25;
+    r.peak_share = 0.0267;
     r.memory_allocated = int64_t{3} << 30;
     r.memory_reserved = int64_t{4} << 30;
     r.memory_peak = int64_t{5} << 30;

@@ -34,6 +34,8 @@ TEST(MetricsWriter, WritesTheSchemaForStepsAndEpochs) {
     epoch.elapsed_s = 3.0;
     epoch.loader_wait_s = 0.125;
     epoch.gpu_busy = 0.75;
+    epoch.tflops = 13.25;
+    epoch.peak_share = 0.0267;
     writer.on_epoch(epoch);
   }
   const auto lines = read_jsonl(dir / "metrics.jsonl");
@@ -50,6 +52,8 @@ TEST(MetricsWriter, WritesTheSchemaForStepsAndEpochs) {
   EXPECT_DOUBLE_EQ(lines[1]["loss"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(lines[1]["loader_wait_s"].get<double>(), 0.125);
   EXPECT_DOUBLE_EQ(lines[1]["gpu_busy"].get<double>(), 0.75) << "the CUDA events' share of the epoch";
+  EXPECT_DOUBLE_EQ(lines[1]["tflops"].get<double>(), 13.25);
+  EXPECT_DOUBLE_EQ(lines[1]["peak_share"].get<double>(), 0.0267);
   EXPECT_FALSE(lines[1].contains("gpus")) << "not monitored: no GPU figures";
   EXPECT_EQ(lines[2]["split"], "test");
   EXPECT_DOUBLE_EQ(lines[2]["accuracy"].get<double>(), 0.9);

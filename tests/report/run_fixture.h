@@ -6,9 +6,9 @@
 
 namespace gputrain::testing {
 
-// Charts the finished run's report holds: loss, accuracy, throughput, learning
-// rate, loss scale, GPU memory, GPU utilization and loader wait.
-inline constexpr int kFinishedRunCharts = 8;
+// Charts the finished run's report holds: loss, accuracy, throughput, hardware
+// efficiency, learning rate, loss scale, GPU memory, GPU utilization and loader wait.
+inline constexpr int kFinishedRunCharts = 9;
 
 // Three epochs of 4 steps (log intervals every 2), train and test records with
 // CUDA memory and two GPUs' NVML figures; run.json "finished"; config.yaml and

@@ -29,6 +29,20 @@ TEST(Trainer, LossFallsAndEveryEventArrives) {
   EXPECT_EQ(recorder.epochs.back().test.samples, 128);
 }
 
+// Every epoch reports the arithmetic it did: the MLP 8 -> 16 -> 3 is 8*16 + 16*3 = 176 multiply-adds a sample
+// forward, 6 x 176 FLOPs a training sample; on the CPU its share is of the measured float32 peak.
+TEST(Trainer, EachEpochReportsItsTflopsAndItsShareOfThePeak) {
+  Trainer trainer(synthetic_run(), cpu());
+  Recorder recorder;
+  trainer.fit(recorder);
+  ASSERT_EQ(recorder.epochs.size(), 4u);
+  for (const EpochMetrics& m : recorder.epochs) {
+    ASSERT_TRUE(m.tflops && m.peak_share) << "epoch " << m.epoch;
+    EXPECT_DOUBLE_EQ(*m.tflops, 6.0 * 176 * m.samples_per_s / 1e12);
+    EXPECT_GT(*m.peak_share, 0);
+  }
+}
+
 // Each step's sums go into the epoch's and the interval's running sums, which
 // add CPU scalars in place: neither may write into the other. Logging every
 // step closes each interval before the next step adds to it, so that run's

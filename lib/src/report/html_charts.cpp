@@ -98,6 +98,14 @@ std::vector<Figured> make_charts(const Run& run) {
         "training samples/s",
         {from_steps(m.steps, &MetricsRecord::samples_per_s, "interval", kTrainLight),
          from_epochs(m.epochs, &EpochRecord::train, &MetricsRecord::samples_per_s, "epoch", kTrain, by_step)}}});
+  charts.push_back(
+      {"Hardware efficiency",
+       "Achieved arithmetic in each epoch's training: 3 x the traced forward FLOPs per sample x samples/s. The log's "
+       "run start names the peak it is compared with; metrics.jsonl's peak_share is the share.",
+       {"Hardware efficiency",
+        x,
+        "TFLOP/s",
+        {from_epochs(m.epochs, &EpochRecord::train, &MetricsRecord::tflops, "epoch", kTrain, by_step)}}});
   if (run.labeled) {  // without labels there is no optimizer
     charts.push_back({"Learning rate",
                       "At the end of each log interval and epoch.",

@@ -77,6 +77,8 @@ std::vector<MetricsRecord> epoch_records(const train::EpochMetrics& m) {
   train.skipped_steps = m.skipped_steps;
   train.loader_wait_s = m.loader_wait_s;
   train.gpu_busy = m.gpu_busy;
+  train.tflops = m.tflops;
+  train.peak_share = m.peak_share;
   if (m.cuda) {
     train.memory_allocated = m.memory_allocated;
     train.memory_reserved = m.memory_reserved;

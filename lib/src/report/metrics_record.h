@@ -47,6 +47,7 @@ struct MetricsRecord {
   std::optional<train::RankTiming> ranks;                // interval, ddp
   Figure epoch_s, loader_wait_s;                         // epoch
   Figure gpu_busy;                                       // epoch, on CUDA: share of epoch_s (CUDA events)
+  Figure tflops, peak_share;                             // epoch: achieved arithmetic, its share of the peak
   Count samples;                                         // epoch, test
   Count memory_allocated, memory_reserved, memory_peak;  // epoch, on CUDA
   std::vector<GpuRecord> gpus;                           // epoch, when monitored
@@ -86,6 +87,8 @@ void visit(V& v, R& r) {
   v.field("ranks", r.ranks);
   v.field("loader_wait_s", r.loader_wait_s, Scalar{"loader_wait_s", kOnEpoch});
   v.field("gpu_busy", r.gpu_busy, Scalar{"gpu_busy", kOnEpoch});
+  v.field("tflops", r.tflops, Scalar{"tflops", kOnEpoch});
+  v.field("peak_share", r.peak_share, Scalar{"peak_share", kOnEpoch});
   v.field("memory_allocated", r.memory_allocated,
           Scalar{"gpu/memory_allocated_gib", kOnEpoch, When::kAlways, 1 / kGiB});
   v.field("memory_reserved", r.memory_reserved, Scalar{"gpu/memory_reserved_gib", kOnEpoch, When::kAlways, 1 / kGiB});

@@ -78,7 +78,7 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   facts.device = device;
   facts.micro_batch = plan.batch.micro;
   facts.cpus = device::read_cpu_share();  // as train decides, so the step timed is the step trained
-  const plan::FastPaths fast = apply_fast_paths(c, model, info, facts);
+  const plan::FastPaths fast = apply_fast_paths(c, model, plan::with_model_facts(facts, model, info.input_shape));
   model->train();
   const auto optimizer = optim::make_optimizer(plan::resolved_optim(c.optim, fast),
                                                optim::param_groups(c.optim, model->named_parameters()));

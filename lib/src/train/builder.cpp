@@ -132,6 +132,7 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run, const std::
                run.amp == config::AmpMode::kOff ? "fp32" : "autocast " + std::string(config::word(run.amp)),
                run.scaler->enabled() ? fmt::format(", gradient scaler from {}", run.scaler->scale()) : "",
                c.train.grad_clip > 0 ? fmt::format(", gradients clipped to norm {}", c.train.grad_clip) : "");
+  spdlog::info("hardware efficiency: {}", run.efficiency.describe());
   spdlog::info("optimizer: {} lr {} (scheduler {}), loss {}", config::word(c.optim.name), c.optim.lr,
                config::word(c.optim.scheduler),
                !run.labeled()                                    ? "none (forward passes only)"
@@ -143,8 +144,8 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run, const std::
 }  // namespace
 
 plan::FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
-                                 const data::DatasetInfo& info, plan::RunFacts facts) {
-  plan::FastPaths fast = plan::plan_fast_paths(config, plan::with_model_facts(facts, model, info.input_shape));
+                                 const plan::RunFacts& facts) {
+  plan::FastPaths fast = plan::plan_fast_paths(config, facts);
   for (const std::string& line : fast.decisions) spdlog::info("{}", line);
   if (fast.channels_last) step::to_channels_last(model);
   step::configure_backends(fast.matmul_precision.value, fast.threads, fast.cudnn_benchmark);
@@ -210,7 +211,13 @@ RunParts build_run(const plan::RunPlan& plan) {
         facts.nccl = run.strategy_plan.backend == config::DdpBackend::kNccl;
         facts.micro_batch = run.batch.micro;
         facts.cpus = device::read_cpu_share();
-        run.fast = apply_fast_paths(c, run.model, info, facts);
+        facts = plan::with_model_facts(facts, run.model, info.input_shape);
+        run.fast = apply_fast_paths(c, run.model, facts);
+        // After the fast paths: the CPU's peak is measured with the threads they chose.
+        run.efficiency = run_efficiency(
+            facts.micro_batch > 0 ? facts.micro_batch_macs / facts.micro_batch : 0, run.device,
+            math_precision(run.amp, run.fast.matmul_precision.value, run.device),
+            run.world_size * std::max<int64_t>(1, static_cast<int64_t>(run.strategy_plan.replicas.size())));
         run.strategy->prepare(run.model, run.fast.cuda_graph ? parallel::GradientSync::kAfterBackward
                                                              : parallel::GradientSync::kDuringBackward);
         groups = optim::param_groups(c.optim, run.model->named_parameters());

@@ -74,6 +74,10 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
     m.loader_wait_s = s.run.train_batches->wait_seconds();
     m.step = s.position.step;
     m.samples_per_s = m.epoch_s > 0 ? m.train.samples / m.epoch_s : 0.0;
+    if (const Efficiency& e = s.run.efficiency; e.train_flops_per_sample > 0) {
+      m.tflops = e.tflops(m.samples_per_s);
+      m.peak_share = e.peak_share(m.samples_per_s);
+    }
     m.lr = s.run.schedule->lr_at(std::max<int64_t>(s.position.step - 1, 0));
     m.loss_scale = s.run.scaler->scale();
     m.skipped_steps = s.skipped_steps();

@@ -19,15 +19,16 @@
 #include "gputrain/plan/run_plan.h"
 #include "gputrain/step/amp.h"
 #include "gputrain/step/optimizer_step.h"
+#include "gputrain/train/efficiency.h"
 #include "gputrain/train/evaluate.h"
 
 namespace gputrain::train {
 
-// Resolves the fast paths (plan/fast_paths.h) for `model` from what it and
-// the data are, logs each decision, puts the model in channels-last format
-// when chosen and sets the process-wide backends.
+// Resolves the fast paths (plan/fast_paths.h) for `model` from `facts`
+// (plan::with_model_facts: the model's traced), logs each decision, puts the
+// model in channels-last format when chosen and sets the process-wide backends.
 plan::FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
-                                 const data::DatasetInfo& info, plan::RunFacts facts);
+                                 const plan::RunFacts& facts);
 
 // The training split's loader options: one micro-batch per forward pass, as
 // `plan` planned it (before a strategy gives each process its shard).
@@ -55,6 +56,7 @@ struct RunParts {
   std::unique_ptr<step::NonFiniteSteps> non_finite;
   std::unique_ptr<step::OptimizerStep> stepper;  // eager, or a CUDA graph where train.cuda_graph can apply
   plan::FastPaths fast;
+  Efficiency efficiency;  // what each epoch's TFLOP/s is a share of
   TestTimeAugmentation tta;
 
   bool labeled() const { return test_batches != nullptr; }

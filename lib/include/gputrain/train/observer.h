@@ -83,6 +83,10 @@ struct EpochMetrics {
   // The share of epoch_s in which the GPU ran the steps, timed with CUDA
   // events around each step (device::StepBusyTimer); unset off CUDA.
   std::optional<double> gpu_busy;
+  // Achieved arithmetic (train::Efficiency): TFLOP/s from samples_per_s, and
+  // its share of the training devices' peak; unset where not known.
+  std::optional<double> tflops;
+  std::optional<double> peak_share;
   std::vector<GpuActivity> gpus;  // empty: not monitored
 };
 
