@@ -22,12 +22,12 @@ TEST(MetricsWriter, WritesTheSchemaForStepsAndEpochs) {
   testing::TempDir dir;
   {
     MetricsWriter writer(dir / "metrics.jsonl");
-    writer.on_step({1, 50, 0.5, 0.8, 1000.0, 0.01, 2.5});
+    writer.on_step({1, 50, 0.5, 0.8, 1000.0, 0.01, 2.5, 1, 0, std::nullopt});
     train::EpochMetrics epoch;
     epoch.epoch = 1;
     epoch.step = 60;
-    epoch.train = {30.0, 48, 60, true};
-    epoch.test = {5.0, 9, 10, true};
+    epoch.train = {30.0, 48, 60, true, {}, {}};
+    epoch.test = {5.0, 9, 10, true, {}, {}};
     epoch.has_test = true;
     epoch.samples_per_s = 1200;
     epoch.lr = 0.01;
@@ -65,11 +65,11 @@ TEST(MetricsWriter, RegressionRecordsCarryNoAccuracy) {
   testing::TempDir dir;
   {
     MetricsWriter writer(dir / "metrics.jsonl");
-    writer.on_step({1, 50, 0.5, std::nullopt, 1000.0, 0.01, 2.5});
+    writer.on_step({1, 50, 0.5, std::nullopt, 1000.0, 0.01, 2.5, 1, 0, std::nullopt});
     train::EpochMetrics epoch;
     epoch.epoch = 1;
-    epoch.train = {30.0, 0, 60, false};
-    epoch.test = {5.0, 0, 10, false};
+    epoch.train = {30.0, 0, 60, false, {}, {}};
+    epoch.test = {5.0, 0, 10, false, {}, {}};
     epoch.has_test = true;
     writer.on_epoch(epoch);
   }
@@ -118,7 +118,8 @@ TEST(MetricsWriter, FullDiskLeavesOnlyWholeLines) {
   const auto r = testing::run_in_child(
       [&] {
         MetricsWriter writer(path);
-        for (int64_t step = 1; step <= 100; ++step) writer.on_step({1, step, 0.5, 0.8, 1000.0, 0.01, 2.5});
+        for (int64_t step = 1; step <= 100; ++step)
+          writer.on_step({1, step, 0.5, 0.8, 1000.0, 0.01, 2.5, 1, 0, std::nullopt});
         return std::string("all written");
       },
       testing::file_size_limit(1000));
