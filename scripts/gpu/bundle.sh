@@ -70,7 +70,7 @@ strip --strip-unneeded "$DIR"/lib/*.so* 2>/dev/null || true
 cp -r configs "$DIR/configs"
 cp scripts/bench/run.py scripts/bench/reference.py scripts/bench/fast_paths.py scripts/bench/reference_fast.py \
   scripts/bench/time_to_target.py scripts/bench/reference_best.py scripts/bench/race.py "$DIR/scripts/bench/"
-cp scripts/gpu/prove.sh scripts/gpu/summarize.py scripts/gpu/speed.py "$DIR/"
+cp scripts/gpu/prove.sh scripts/gpu/race.sh scripts/gpu/summarize.py scripts/gpu/speed.py "$DIR/"
 # The real Fashion-MNIST (30 MiB), where this machine has it: the GPU machines so far had none, and the
 # kit's accuracy floors hold only on the real set (prove.sh reads DIR/fashion-mnist first).
 FASHION=/usr/share/datasets/fashion-mnist

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 39's race on the GPU machine, run from the bundle (bundle.sh) with LD_LIBRARY_PATH as
+# for prove.sh: first one cold torch.compile of the PyTorch-at-its-best reference (one epoch of the
+# Fashion-MNIST recipe: its wall time is the cold compile, and it fills Inductor's cache on this
+# machine), then race.py, whose reference runs find that cache warm. Both in one call: a later
+# call may start a bare machine. Results land in OUT (6 files).
+#
+#   race.sh OUT [FMNIST_SEEDS (0..2)] [CIFAR_SEEDS (0..1)] [RACE_BUDGET_S (280)] [COMPILE_TIMEOUT_S (420)]
+#
+# RACE_BUDGET_S 0: the cold compile alone (when it needs most of a call, the race follows in a
+# second call made while the machine is still warm, whose /tmp keeps the cache).
+set -uo pipefail
+OUT="$1"
+SEEDS="${2:-0..2}"
+CIFAR_SEEDS="${3:-0..1}"
+BUDGET="${4:-280}"
+COMPILE_TIMEOUT="${5:-420}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+FMNIST="$HERE/fashion-mnist"
+mkdir -p "$OUT"
+
+start=$(date +%s)
+timeout "$COMPILE_TIMEOUT" python3 "$HERE/scripts/bench/reference_best.py" fmnist --data "$FMNIST" --epochs 1 \
+  --target 0 >"$OUT/compile-cold.json" 2>"$OUT/compile-cold.log"
+echo "reference_best.py fmnist, one epoch from a cold Inductor cache: exit $? after $(($(date +%s) - start)) s" \
+  | tee "$OUT/compile-cold.txt"
+[ "$BUDGET" = 0 ] && exit 0
+
+"$HERE/gputrain" datasets make-cifar --out /tmp/race-cifar --train 50000 --test 2000 >/dev/null 2>&1
+python3 "$HERE/scripts/bench/race.py" --device cuda --fmnist "$FMNIST" --cifar /tmp/race-cifar --seeds "$SEEDS" \
+  --cifar-seeds "$CIFAR_SEEDS" --gputrain "$HERE/gputrain" --configs "$HERE/configs" --python python3 \
+  --run-timeout 200 --budget-s "$BUDGET" --out "$OUT" --tag "$(nvidia-smi --query-gpu=name --format=csv,noheader \
+  | head -1 | tr -c '[:alnum:]\n' '-' | tr '[:upper:]' '[:lower:]')" >"$OUT/race.log" 2>&1
+grep -E "^race:|gputrain against" "$OUT/race.log"
