@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from time_to_target import seeds_of
+from time_to_target import cell, seeds_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -146,10 +146,6 @@ def reference_run(args, recipe, seed, workdir):
         "train_s": sum(seconds[:reached["epoch"]] if reached else seconds),
         "steady_samples_per_s": own["steady_samples_per_s"], "first_over_steady": first_over_steady(seconds)})
     return result
-
-
-def cell(value, spec):
-    return "–" if value is None else format(value, spec)
 
 
 def mean(values):

@@ -39,7 +39,7 @@ import torch.nn as nn  # noqa: E402
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn  # noqa: E402
 
 from reference import Net, derive_seed, read_cifar, read_idx  # noqa: E402
-from reference_fast import AUGMENT_STREAM, network  # noqa: E402
+from reference_fast import AUGMENT_STREAM, mirrored, network  # noqa: E402
 
 GAMMA = np.uint64(0x9E3779B97F4A7C15)
 ORDER_STREAM = 1  # lib/src/data/host_loader.cpp's shuffle stream, as reference.gputrain_order
@@ -74,10 +74,6 @@ def replay_placements(seed, epoch, n, batch, pad):
         dx.append((out[:, 1] % np.uint64(2 * pad + 1)).astype(np.int64) - pad)
         flip.append((out[:, 2] & np.uint64(1)).astype(bool))
     return np.concatenate(dy), np.concatenate(dx), np.concatenate(flip)
-
-
-def mirrored(i, size):
-    return torch.where(i < 0, -i, torch.where(i >= size, 2 * size - 2 - i, i))
 
 
 class Epoch:
