@@ -5,7 +5,6 @@
 #include "commands.h"
 #include "gputrain/config/load.h"
 #include "gputrain/device/probe.h"
-#include "gputrain/device/resolve.h"
 #include "gputrain/plan/run_plan.h"
 #include "gputrain/train/bench.h"
 
@@ -24,9 +23,10 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& args) {
 
 int run_bench(const BenchArgs& args) {
   const config::LoadedConfig loaded = config::load_config(args.config, args.overrides);
-  const device::DevicePlan devices =
-      device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
-  const train::BenchReport r = train::run_bench(plan::resolve_run(loaded, devices, {}), {args.steps, args.warmup});
+  plan::RunRequest request;
+  request.inventory = device::probe_devices(args.env.cuda_visible_devices);
+  request.one_process = true;
+  const train::BenchReport r = train::run_bench(plan::resolve_run(loaded, request), {args.steps, args.warmup});
   if (!args.json) {
     std::cout << train::format_bench(r) << std::flush;
     return 0;

@@ -9,7 +9,6 @@
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
 #include "gputrain/device/probe.h"
-#include "gputrain/device/resolve.h"
 #include "gputrain/train/evaluate.h"
 
 namespace gputrain::app {
@@ -28,11 +27,11 @@ config::LoadedConfig weights_config(const std::string& config, const std::string
 }
 
 int run_test(const TestArgs& args) {
-  const config::LoadedConfig loaded = weights_config(args.config, args.checkpoint, args.overrides);
-  const device::DevicePlan devices =
-      device::resolve_devices(loaded, device::probe_devices(args.env.cuda_visible_devices));
-  spdlog::info("device: {} ({})", devices.primary().str(), devices.reason);
-  const step::EvalResult result = train::evaluate_saved_weights(loaded, devices, args.checkpoint);
+  const plan::SavedWeightsPlan plan =
+      plan::resolve_saved_weights(weights_config(args.config, args.checkpoint, args.overrides),
+                                  device::probe_devices(args.env.cuda_visible_devices), plan::WeightsUse::kTest);
+  spdlog::info("device: {} ({})", plan.devices.primary().str(), plan.devices.reason);
+  const step::EvalResult result = train::evaluate_saved_weights(plan, args.checkpoint);
   std::cout << train::format_test_line(result) << "\n";
   for (const auto& line : train::format_class_lines(result)) std::cout << line << "\n";
   std::cout.flush();

@@ -16,10 +16,8 @@
 #include "gputrain/config/load.h"
 #include "gputrain/config/output_paths.h"
 #include "gputrain/device/probe.h"
-#include "gputrain/device/resolve.h"
 #include "gputrain/device/versions.h"
 #include "gputrain/parallel/launcher.h"
-#include "gputrain/plan/batch_solver.h"
 #include "gputrain/plan/run_plan.h"
 #include "gputrain/report/console.h"
 #include "gputrain/report/metrics_writer.h"
@@ -51,30 +49,28 @@ std::vector<std::string> worker_arguments(const TrainArgs& args) {
   return out;
 }
 
-// `train --nproc N` (or strategy: auto on several GPUs): checks the config
-// once, then runs the workers.
-int launch_workers(const TrainArgs& args, const config::LoadedConfig& loaded, const parallel::LaunchInfo& launch,
-                   const device::DevicePlan& devices, int64_t nproc) {
+// `train --nproc N` (or strategy: auto on several GPUs): the config was
+// checked once, in `run`'s resolution; runs the workers.
+int launch_workers(const TrainArgs& args, const parallel::LaunchInfo& launch, plan::RunPlan run) {
   if (launch.world_size > 1) {
     throw UserError(
         fmt::format("--nproc starts workers of its own, but this process is already rank {} of {} "
                     "(launched by torchrun or srun); leave --nproc out",
                     launch.rank, launch.world_size));
   }
-  const std::vector<parallel::StrategyPlan> ranks = parallel::check_local_workers(loaded, devices, nproc);
   parallel::LauncherOptions options;
-  options.nproc = nproc;
+  options.nproc = run.processes.workers;
   options.executable = std::filesystem::read_symlink("/proc/self/exe").string();
   options.arguments = worker_arguments(args);
-  // data.batch_size: auto is solved once, here, so that every worker runs the same batch.
-  config::LoadedConfig solved = loaded;
-  if (plan::solve_batch(solved, ranks.front(), nproc)) {
-    const config::DataConfig& data = solved.config.data;
+  // data.batch_size: auto was solved once, in the resolution, so that every worker runs the same batch.
+  if (run.batch_choice) {
+    const config::ExperimentConfig& c = run.loaded.config;
     options.arguments.insert(options.arguments.end(),
-                             {"--set", fmt::format("data.batch_size={}", *data.batch_size), "--set",
-                              fmt::format("train.accumulation_steps={}", solved.config.train.accumulation_steps),
-                              "--set", fmt::format("data.test_batch_size={}", data.test_batch_size)});
+                             {"--set", fmt::format("data.batch_size={}", *c.data.batch_size), "--set",
+                              fmt::format("train.accumulation_steps={}", c.train.accumulation_steps), "--set",
+                              fmt::format("data.test_batch_size={}", c.data.test_batch_size)});
   }
+  run.train_set.reset();  // each worker reads its own; the launcher holds none while they train
   options.environment = args.env.all;
   options.max_restarts = args.max_restarts;
   options.master_addr = launch.master_addr;
@@ -83,16 +79,15 @@ int launch_workers(const TrainArgs& args, const config::LoadedConfig& loaded, co
 }
 
 // Everything resolved and checked before anything is touched: the config
-// (or the checkpoint's), the launch, the devices.
+// (or the checkpoint's), the launch, the devices, the run.
 struct TrainPlan {
   checkpoint::Resumption start;
-  parallel::LaunchInfo launch;
+  parallel::LaunchInfo launch;  // as a launcher told this process
   device::DeviceInventory inventory;
-  device::DevicePlan devices;
-  parallel::ProcessPlan processes;  // workers > 0: this process only launches them
-  bool primary = true;              // only rank 0 writes the run directory; the others only train
-  // The run this process trains, resolved from start's config (none when it only launches workers).
-  std::optional<plan::RunPlan> run;
+  bool primary = true;  // only rank 0 writes the run directory; the others only train
+  // The run this process trains, resolved from start's config; under
+  // run.processes.workers > 0 this process only starts the workers.
+  plan::RunPlan run;
 };
 
 // --resume when given, else the --config file's train.resume.
@@ -116,11 +111,12 @@ TrainPlan plan_train(const TrainArgs& args) {
   if (!args.output.empty()) overrides.push_back("output.dir=" + yaml_quoted(args.output));
   plan.start = start_of_training(args, plan.launch, overrides);
   plan.inventory = device::probe_devices(args.env.cuda_visible_devices);
-  plan.devices = device::resolve_devices(plan.start.config, plan.inventory);
-  plan.processes = parallel::plan_processes(plan.start.config, plan.devices, plan.launch, args.nproc);
-  spdlog::info("processes: {}", plan.processes.reason);
-  if (plan.processes.workers > 0) return plan;  // each worker resolves its own run
-  plan.run = plan::resolve_run(plan.start.config, plan.devices, plan.launch);
+  plan::RunRequest request;
+  request.inventory = plan.inventory;
+  request.launch = plan.launch;
+  request.nproc = args.nproc;
+  plan.run = plan::resolve_run(plan.start.config, request);
+  spdlog::info("processes: {}", plan.run.processes.reason);
   return plan;
 }
 
@@ -129,7 +125,7 @@ TrainPlan plan_train(const TrainArgs& args) {
 // before the run directory is touched, so that a failed re-run leaves an
 // earlier run's files as they were.
 std::unique_ptr<train::Trainer> build_trainer(const TrainPlan& plan) {
-  auto trainer = std::make_unique<train::Trainer>(*plan.run);
+  auto trainer = std::make_unique<train::Trainer>(plan.run);
   if (plan.start.checkpoint) {
     const checkpoint::Position& at = plan.start.checkpoint->state().position;
     spdlog::info("resuming from {}: {} epochs done, {} micro-batches into the next, step {}",
@@ -153,7 +149,7 @@ struct RunDirectory {
 };
 
 void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Trainer& trainer, RunDirectory& dir) {
-  const config::LoadedConfig& loaded = plan.run->loaded;
+  const config::LoadedConfig& loaded = plan.run.loaded;
   const auto& resumed = plan.start.checkpoint;
   const report::RunDirOptions run_dir = report::run_dir_options(loaded.config, resumed.has_value());
   dir.paths = report::run_paths(run_dir.dir);
@@ -166,8 +162,8 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
   spdlog::info("{}", device::version_line());
   spdlog::info("run '{}' from {} writes to {}", loaded.config.name, resumed ? resumed->name() : args.config,
                dir.paths.dir.string());
-  spdlog::info("device: {} ({})", plan.devices.primary().str(), plan.devices.reason);
-  if (!plan.devices.warning.empty()) spdlog::warn("{}", plan.devices.warning);
+  spdlog::info("device: {} ({})", plan.run.devices.primary().str(), plan.run.devices.reason);
+  if (!plan.run.devices.warning.empty()) spdlog::warn("{}", plan.run.devices.warning);
   if (!plan.primary) return;
   if (resumed) {
     const checkpoint::Position& at = resumed->state().position;
@@ -183,7 +179,7 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
 
 // Trains, writes model.pt and the run's report, and prints the result line.
 int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer, RunDirectory& dir) {
-  const config::ExperimentConfig& config = plan.run->loaded.config;
+  const config::ExperimentConfig& config = plan.run.loaded.config;
   train::FitOptions options;
   options.checkpoint_dir = config::checkpoint_directory(config);
   options.stop = &install_signal_handlers(config.train.on_sigint);
@@ -199,7 +195,7 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
 
   nlohmann::ordered_json result{{"name", config.name},
                                 {"run_dir", dir.paths.dir.string()},
-                                {"device", plan.devices.primary().str()},
+                                {"device", plan.run.devices.primary().str()},
                                 {"epochs", summary.epochs},
                                 {"steps", summary.steps},
                                 {"elapsed_s", summary.elapsed_s}};
@@ -270,10 +266,10 @@ int run_train(const TrainArgs& args) {
   install_setup_signal_handlers();
   // The launcher (--nproc) trains nothing: its own handlers forward signals to the workers.
   if (!args.nproc) route_training_signals();
-  const TrainPlan plan = plan_train(args);
-  if (plan.processes.workers > 0) {
+  TrainPlan plan = plan_train(args);
+  if (plan.run.processes.workers > 0) {
     if (!args.nproc) hand_signals_to_launcher();  // routed above, before the devices were known
-    return launch_workers(args, plan.start.config, plan.launch, plan.devices, plan.processes.workers);
+    return launch_workers(args, plan.launch, std::move(plan.run));
   }
   const std::unique_ptr<train::Trainer> trainer = build_trainer(plan);
   RunDirectory dir;

@@ -7,25 +7,12 @@
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/launcher.h"
 #include "gputrain/parallel/strategy.h"
+#include "support/machine.h"
 
 namespace gputrain::parallel {
 namespace {
 
-// A machine with `count` GPUs (0: CPU only), as the probe would report it.
-device::DeviceInventory machine(int count) {
-  device::DeviceInventory inventory;
-  inventory.torch_built_with_cuda = true;
-  inventory.cuda_available = count > 0;
-  if (count == 0) inventory.cuda_unavailable_reason = "no NVIDIA driver was found on this machine";
-  for (int i = 0; i < count; ++i) {
-    device::GpuInfo gpu;
-    gpu.logical_index = i;
-    gpu.physical_id = std::to_string(i);
-    gpu.name = "Test GPU";
-    inventory.gpus.push_back(gpu);
-  }
-  return inventory;
-}
+using gputrain::testing::machine;
 
 config::LoadedConfig cfg(const std::vector<std::string>& overrides = {}) {
   return config::load_config_text("data: {dataset: random}\nmodel: {name: mlp}\n", "exp.yaml", overrides);

@@ -126,6 +126,10 @@ optim: {name: sgd, lr: 0.1, momentum: 0.9}
 train: {epochs: 2, log_every: 100, target_batch: 48}
 )";
 
+std::shared_ptr<const data::Dataset> training_split(const config::LoadedConfig& loaded) {
+  return data::make_dataset(loaded.config.data, data::Split::kTrain, loaded.config.seed);
+}
+
 parallel::StrategyPlan cpu_single() {
   parallel::StrategyPlan plan;
   plan.replicas = {torch::Device(torch::kCPU)};
@@ -203,7 +207,7 @@ TEST(BatchSolver, AutoOnTheCpuBudgetsHalfTheAvailableMemoryOverTheProcesses) {
 TEST(BatchSolver, AStepThatFitsNoBudgetNamesTheKey) {
   config::LoadedConfig loaded = config::load_config_text(kMlp, "auto.yaml", {"train.max_memory=100B"});
   try {
-    solve_batch(loaded, cpu_single(), 1);
+    solve_batch(loaded, training_split(loaded), cpu_single(), 1);
     FAIL() << "100 bytes hold no step";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("auto.yaml:4:"), std::string::npos) << e.what();
@@ -227,7 +231,7 @@ train: {epochs: 1, target_batch: 1048576, max_memory: 10TB}
                                                          "gpu.yaml");
   parallel::StrategyPlan gpu;
   gpu.replicas = {torch::Device(torch::kCUDA, 0)};
-  const std::optional<BatchChoice> choice = solve_batch(loaded, gpu, 1);
+  const std::optional<BatchChoice> choice = solve_batch(loaded, training_split(loaded), gpu, 1);
   ASSERT_TRUE(choice.has_value());
   EXPECT_LT(choice->micro_batch, 1048576) << choice->describe();
   EXPECT_TRUE(mentions(choice->refused, "1048576 ran out of memory")) << choice->describe();

@@ -142,7 +142,10 @@ TEST(HostResources, TestingWithTooLargeABatchSaysLowerTheBatch) {
   const auto loaded = tiny({"data.test_samples=4096", "data.test_batch_size=4096", "model.hidden=[16384]"});
   const auto r = under_memory_limit(
       [&] { checkpoint::save_weights(Trainer(loaded, device::DevicePlan{}).model(), weights.string()); },
-      [&] { (void)evaluate_saved_weights(loaded, device::DevicePlan{}, weights.string()); });
+      [&] {
+        (void)evaluate_saved_weights(plan::resolve_saved_weights(loaded, {}, plan::WeightsUse::kTest),
+                                     weights.string());
+      });
   SKIP_UNLESS_SET_UP(r);
   expect_user_error(r, {"UserError: testing at data.test_batch_size 4096 with 0 loader workers: out of memory (",
                         "Lower data.test_batch_size, data.num_workers, or the model's size."});

@@ -125,7 +125,7 @@ TEST(WeightAverage, EvaluationsModelAndCheckpointsUseTheAverage) {
   const auto last = checkpoint::list_checkpoints(dir / "checkpoints").back();
   const checkpoint::Checkpoint stored = checkpoint::Checkpoint::read(last);
   expect_same_tensors(stored.state().ema, trainer.model()->parameters());
-  const step::EvalResult tested = evaluate_saved_weights(loaded, cpu(), last.string());
+  const step::EvalResult tested = test_saved_weights(loaded, last.string());
   EXPECT_EQ(tested.correct, summary.last_test.correct) << "gputrain test of a checkpoint evaluates its average";
 
   Recorder plain;

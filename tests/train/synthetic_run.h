@@ -6,6 +6,8 @@
 
 #include "gputrain/config/load.h"
 #include "gputrain/device/resolve.h"
+#include "gputrain/plan/saved_weights.h"
+#include "gputrain/train/evaluate.h"
 
 namespace gputrain::train {
 
@@ -24,5 +26,10 @@ train: {epochs: 4, log_every: 4}
 }
 
 inline device::DevicePlan cpu() { return device::DevicePlan{}; }
+
+// `gputrain test` of `weights` on this machine's CPU.
+inline step::EvalResult test_saved_weights(const config::LoadedConfig& loaded, const std::string& weights) {
+  return evaluate_saved_weights(plan::resolve_saved_weights(loaded, {}, plan::WeightsUse::kTest), weights);
+}
 
 }  // namespace gputrain::train

@@ -220,7 +220,7 @@ TEST(Trainer, SavedWeightsReproduceTheTestResult) {
   const TrainSummary summary = trainer.fit(recorder);
   const std::string path = (dir / "model.pt").string();
   checkpoint::save_weights(trainer.model(), path);
-  const step::EvalResult again = evaluate_saved_weights(loaded, cpu(), path);
+  const step::EvalResult again = test_saved_weights(loaded, path);
   EXPECT_EQ(again.correct, summary.last_test.correct);
   EXPECT_NEAR(again.mean_loss(), summary.last_test.mean_loss(), 1e-6);
 }
@@ -228,12 +228,12 @@ TEST(Trainer, SavedWeightsReproduceTheTestResult) {
 TEST(Trainer, ForeignOrCorruptWeightsAreCheckpointErrors) {
   testing::TempDir dir;
   const auto loaded = synthetic_run();
-  EXPECT_THROW(evaluate_saved_weights(loaded, cpu(), (dir / "missing.pt").string()), CheckpointError);
+  EXPECT_THROW(test_saved_weights(loaded, (dir / "missing.pt").string()), CheckpointError);
   testing::write_text(dir / "junk.pt", "not a torch archive");
-  EXPECT_THROW(evaluate_saved_weights(loaded, cpu(), (dir / "junk.pt").string()), CheckpointError);
+  EXPECT_THROW(test_saved_weights(loaded, (dir / "junk.pt").string()), CheckpointError);
   Trainer other(synthetic_run({"model.hidden=[7]"}), cpu());
   checkpoint::save_weights(other.model(), (dir / "other.pt").string());
-  EXPECT_THROW(evaluate_saved_weights(loaded, cpu(), (dir / "other.pt").string()), CheckpointError);
+  EXPECT_THROW(test_saved_weights(loaded, (dir / "other.pt").string()), CheckpointError);
 }
 
 }  // namespace

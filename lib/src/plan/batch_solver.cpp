@@ -3,7 +3,6 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
@@ -178,15 +177,6 @@ std::optional<BatchChoice> solve_batch(config::LoadedConfig& loaded,
     c.data.test_batch_size = choice.micro_batch;
     loaded.sources.record("data.test_batch_size", chosen);
   }
-  return choice;
-}
-
-std::optional<BatchChoice> solve_batch(config::LoadedConfig& loaded, const parallel::StrategyPlan& strategy,
-                                       int64_t processes) {
-  if (loaded.config.data.batch_size) return std::nullopt;
-  const config::ExperimentConfig& c = loaded.config;
-  const auto choice = solve_batch(loaded, data::make_dataset(c.data, data::Split::kTrain, c.seed), strategy, processes);
-  spdlog::info("data.batch_size: {} (auto: {})", choice->batch_size, choice->describe());
   return choice;
 }
 

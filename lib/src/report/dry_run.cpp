@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <optional>
 
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
@@ -21,15 +20,12 @@
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/device/probe.h"
-#include "gputrain/device/resolve.h"
-#include "gputrain/parallel/launcher.h"
 #include "gputrain/plan/batch_plan.h"
-#include "gputrain/plan/batch_solver.h"
 #include "gputrain/plan/fast_paths.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/plan/step_memory.h"
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_info.h"
-#include "gputrain/step/amp.h"
 
 namespace gputrain::report {
 
@@ -38,20 +34,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
-// Runs `part`; what it refuses becomes a problem (each of a config's, one a
-// line). False when it refused.
 template <class Part>
 bool attempt(DryRun& dry, Part&& part) {
-  try {
-    part();
-    return true;
-  } catch (const config::ConfigErrors& e) {
-    for (const ConfigError& one : e.all()) dry.problems.emplace_back(one.what());
-    return false;
-  } catch (const Error& e) {
-    dry.problems.emplace_back(e.what());
-    return false;
-  }
+  return config::collect_refusal(dry.problems, part);
 }
 
 json visible_devices(const device::DeviceInventory& inventory) {
@@ -65,33 +50,6 @@ json visible_devices(const device::DeviceInventory& inventory) {
   }
   return {{"cuda_visible_devices", inventory.cuda_visible_devices ? *inventory.cuda_visible_devices : "(unset)"},
           {"gpus", gpus}};
-}
-
-// The strategy of this process, and under --nproc of each worker.
-struct Strategies {
-  parallel::StrategyPlan mine;
-  parallel::LaunchInfo launch;
-  json ranks = json::array();
-};
-
-Strategies plan_strategies(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                           const DryRunRequest& request, int64_t workers) {
-  Strategies s;
-  s.launch = request.launch;
-  if (workers == 0) {
-    s.mine = parallel::plan_strategy(loaded, devices, s.launch);
-    return s;
-  }
-  // What the workers train would start would each plan; this process stands for rank 0.
-  const std::vector<parallel::StrategyPlan> ranks = parallel::check_local_workers(loaded, devices, workers);
-  for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
-    s.ranks.push_back(fmt::format("rank {}: {}", rank, ranks[rank].replicas.front().str()));
-  }
-  s.mine = ranks.front();
-  s.launch.rank = 0;
-  s.launch.local_rank = 0;
-  s.launch.world_size = workers;
-  return s;
 }
 
 json splits_json(const std::vector<parallel::ReplicaSplit>& splits) {
@@ -284,93 +242,73 @@ DryRun dry_run(const DryRunRequest& request) {
   json& report = dry.report;
   config::LoadedConfig loaded;
   if (!attempt(dry, [&] { loaded = config::load_config(request.config, request.overrides); })) return dry;
-  const config::ExperimentConfig& c = loaded.config;
-  report["config"] = {{"file", request.config}, {"name", c.name}};
+  report["config"] = {{"file", request.config}, {"name", loaded.config.name}};
 
-  const device::DeviceInventory inventory = device::probe_devices(request.cuda_visible_devices);
-  report["devices"] = visible_devices(inventory);
-  device::DevicePlan devices;  // the CPU, should `device:` or `gpus:` be refused
-  attempt(dry, [&] { devices = device::resolve_devices(loaded, inventory); });
+  plan::RunRequest run_request;
+  run_request.inventory = device::probe_devices(request.cuda_visible_devices);
+  run_request.launch = request.launch;
+  run_request.nproc = request.nproc;
+  run_request.meminfo = request.meminfo;
+  report["devices"] = visible_devices(run_request.inventory);
+  plan::CollectedRun collected = plan::collect_run(std::move(loaded), run_request);
+  dry.problems = std::move(collected.problems);
+  const plan::RunPlan& run = collected.plan;
+  const config::ExperimentConfig& c = run.loaded.config;
+
   json selected = json::array();
-  for (const torch::Device& device : devices.devices()) selected.push_back(device.str());
+  for (const torch::Device& device : run.devices.devices()) selected.push_back(device.str());
   report["devices"]["selected"] = selected;
-  report["devices"]["reason"] = devices.reason;
-  if (!devices.warning.empty()) report["devices"]["warning"] = devices.warning;
-
-  const parallel::ProcessPlan workers = parallel::plan_processes(loaded, devices, request.launch, request.nproc);
-  const int64_t processes = workers.workers > 0 ? workers.workers : request.launch.world_size;
-  attempt(dry, [&] { config::resolve_batch_forms(loaded, processes); });
-  Strategies strategies;  // single on the primary device, should the strategy be refused
-  strategies.mine.replicas = {devices.primary()};
-  strategies.launch = request.launch;
-  strategies.launch.world_size = processes;
-  attempt(dry, [&] { strategies = plan_strategies(loaded, devices, request, workers.workers); });
+  report["devices"]["reason"] = run.devices.reason;
+  if (!run.devices.warning.empty()) report["devices"]["warning"] = run.devices.warning;
   report["strategy"] = {
-      {"processes", workers.reason}, {"kind", strategy_name(strategies.mine.kind)}, {"reason", strategies.mine.reason}};
-  if (!strategies.ranks.empty()) report["strategy"]["ranks"] = strategies.ranks;
-  // A refused train.amp is said once; the model is then measured without it.
-  config::LoadedConfig measured = loaded;
-  if (!attempt(dry, [&] {
-        step::check_amp_device(c.train.amp, devices.primary().type(), loaded.sources.at("train.amp"));
-      })) {
-    measured.config.train.amp = config::AmpMode::kOff;
-  }
-
-  std::shared_ptr<const data::Dataset> train_set;
-  std::shared_ptr<const data::Dataset> test_set;
-  attempt(dry, [&] { train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed); });
-  if (train_set && train_set->info().target_kind != data::TargetKind::kNone) {
-    attempt(dry, [&] { test_set = data::make_dataset(c.data, data::Split::kTest, c.seed); });
+      {"processes", run.processes.reason}, {"kind", strategy_name(run.strategy.kind)}, {"reason", run.strategy.reason}};
+  if (!run.worker_strategies.empty()) {
+    json ranks = json::array();
+    for (std::size_t rank = 0; rank < run.worker_strategies.size(); ++rank) {
+      ranks.push_back(fmt::format("rank {}: {}", rank, run.worker_strategies[rank].replicas.front().str()));
+    }
+    report["strategy"]["ranks"] = ranks;
   }
 
   const json outputs = outputs_section(dry, c, request.resume);
-  std::optional<plan::BatchChoice> batch_choice;
-  const bool batch_known = train_set && attempt(dry, [&] {
-                             batch_choice = plan::solve_batch(measured, train_set, strategies.mine,
-                                                              strategies.launch.world_size, request.meminfo);
-                           });
-  if (!batch_known) {
+  if (collected.reached != plan::Reached::kComplete) {
     report["outputs"] = outputs;
     return dry;
   }
-  if (batch_choice) {  // as train would choose it
-    loaded.config.data = measured.config.data;
-    loaded.config.train.accumulation_steps = measured.config.train.accumulation_steps;
-    loaded.sources = measured.sources;
-  }
   plan::TrainLayout layout;
-  layout.strategy = strategies.mine;
-  layout.world_size = strategies.launch.world_size;
-  layout.train_samples = train_set->info().samples;
-  layout.batch = plan::plan_batches(c.data, c.train.accumulation_steps, layout.train_samples);
+  layout.strategy = run.strategy;
+  layout.world_size = run.launch.world_size;
+  layout.train_samples = run.train_set->info().samples;
+  layout.batch = run.batch;
   const RunInfo info = describe_run(run_settings(c), layout);
   report["strategy"]["replicas"] = info.replicas;
-  report["batch"] = batch_section(c.data, layout.batch, info, strategies.launch.world_size);
-  if (batch_choice) {
+  report["batch"] = batch_section(c.data, layout.batch, info, run.launch.world_size);
+  if (run.batch_choice) {
     report["batch"]["stated_as"] = "data.batch_size: auto";
-    report["batch"]["chosen"] = batch_choice->describe();
+    report["batch"]["chosen"] = run.batch_choice->describe();
   }
 
-  const int64_t in_memory = data::split_bytes(*train_set) + (test_set ? data::split_bytes(*test_set) : 0);
+  const data::Dataset& train_set = *run.train_set;
+  const int64_t in_memory = data::split_bytes(train_set) + (run.test_set ? data::split_bytes(*run.test_set) : 0);
   const int64_t on_disk = bytes_on_disk(c.data);
-  report["data"] = {{"dataset", train_set->info().name},
-                    {"source", train_set->info().source},
-                    {"train_samples", train_set->info().samples},
-                    {"test_samples", test_set ? test_set->info().samples : 0},
+  report["data"] = {{"dataset", train_set.info().name},
+                    {"source", train_set.info().source},
+                    {"train_samples", train_set.info().samples},
+                    {"test_samples", run.test_set ? run.test_set->info().samples : 0},
                     {"on_disk", on_disk > 0 ? bytes_text(on_disk) : "generated in memory"},
                     {"in_memory", bytes_text(in_memory)}};
 
   ModelFacts facts;
-  if (attempt(dry, [&] { facts = measure_model(measured, train_set, strategies.mine, info); })) {
+  if (attempt(dry, [&] { facts = measure_model(run.loaded, run.train_set, run.strategy, info); })) {
     json fast = facts.fast.decisions;
     attempt(dry, [&] {
-      const torch::Device device = strategies.mine.replicas.front();
+      const torch::Device device = run.strategy.replicas.front();
       const data::DeviceCacheChoice cache = data::choose_device_cache(
-          c.data.device_cache, *train_set, device.is_cuda() ? device::free_memory(device) : -1, device);
+          c.data.device_cache, train_set, device.is_cuda() ? device::free_memory(device) : -1, device);
       fast.push_back(fmt::format("data.device_cache: {} ({})", cache.on ? "on" : "off", cache.why));
     });
     report["fast_paths"] = fast;
-    report["memory"] = memory_section(dry, facts, strategies.mine, request.meminfo);
+    report["memory"] = memory_section(dry, facts, run.strategy, request.meminfo);
   }
   report["outputs"] = outputs;
   return dry;

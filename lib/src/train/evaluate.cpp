@@ -91,12 +91,11 @@ step::EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batch
 namespace {
 
 // The host running out of memory or threads while testing, whose batches data.test_batch_size sizes when set.
-[[noreturn]] void rethrow_host_exhaustion_testing(const config::DataConfig& d) {
-  const bool own = d.test_batch_size > 0;
-  const char* key = own ? "data.test_batch_size" : "data.batch_size";
+[[noreturn]] void rethrow_host_exhaustion_testing(const plan::SavedWeightsPlan& plan) {
+  const config::DataConfig& d = plan.loaded.config.data;
+  const char* key = d.test_batch_size > 0 ? "data.test_batch_size" : "data.batch_size";
   device::rethrow_as_resource_error(
-      fmt::format("testing at {} {} with {} loader workers", key,
-                  data::loader_options(d, data::Split::kTest, 0).batch_size, d.num_workers),
+      fmt::format("testing at {} {} with {} loader workers", key, plan.batches.batch_size, d.num_workers),
       fmt::format("Lower {}, data.num_workers, or the model's size", key));
 }
 
@@ -115,24 +114,17 @@ SavedModel load_saved_model(const config::ModelConfig& config, const data::Datas
 
 // A function-try-block, as Trainer::fit is: the host running out of memory or
 // threads says which keys to lower.
-step::EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                                        const std::string& weights_path) try {
-  const config::ExperimentConfig& c = loaded.config;
-  const auto test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
-  const data::DatasetInfo& info = test_set->info();
-  if (info.target_kind == data::TargetKind::kNone) {
-    throw UserError(fmt::format("data set '{}' has no labels, so there is nothing to test", info.name));
-  }
-  auto [strategy, model] = load_saved_model(c.model, info, devices, weights_path, "testing saved weights");
-  const optim::LossSpec loss = plan::build_loss(loaded, info, strategy->device());
-  plan::check_evaluation_keys(loaded, info);
-  data::HostLoader batches(test_set, data::loader_options(c.data, data::Split::kTest, c.seed));
-  step::check_amp_device(c.train.amp, strategy->device().type(), loaded.sources.at("train.amp"));
+step::EvalResult evaluate_saved_weights(const plan::SavedWeightsPlan& plan, const std::string& weights_path) try {
+  const config::ExperimentConfig& c = plan.loaded.config;
+  const data::DatasetInfo& info = plan.data->info();
+  auto [strategy, model] = load_saved_model(c.model, info, plan.devices, weights_path, "testing saved weights");
+  const optim::LossSpec loss = plan::build_loss(plan.loaded, info, strategy->device());
+  data::HostLoader batches(plan.data, plan.batches);
   step::EvalResult result = evaluate(model, batches, *strategy, loss, c.train.amp, test_time_augmentation(c.train.tta));
   result.class_names = info.class_names;
   return result;
 } catch (const std::exception&) {
-  rethrow_host_exhaustion_testing(loaded.config.data);
+  rethrow_host_exhaustion_testing(plan);
 }
 
 std::string format_test_line(const step::EvalResult& result) {

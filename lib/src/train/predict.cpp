@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "gputrain/common/error.h"
 #include "gputrain/data/host_loader.h"
 #include "gputrain/data/prediction_inputs.h"
 #include "gputrain/train/evaluate.h"
@@ -26,16 +25,12 @@ std::string field(const std::string& text) {
 }
 }  // namespace
 
-void predict(const config::LoadedConfig& loaded, const device::DevicePlan& devices, const std::string& weights_path,
-             const std::string& input_path, std::ostream& out) {
-  const config::ExperimentConfig& c = loaded.config;
-  const auto train_set = data::make_dataset(data::for_description(c.data), data::Split::kTrain, c.seed);
-  const data::DatasetInfo& info = train_set->info();
-  if (info.target_kind == data::TargetKind::kNone) {
-    throw UserError(fmt::format("data set '{}' has no labels: its model predicts nothing to report", info.name));
-  }
+void predict(const plan::SavedWeightsPlan& plan, const std::string& weights_path, const std::string& input_path,
+             std::ostream& out) {
+  const config::ExperimentConfig& c = plan.loaded.config;
+  const data::DatasetInfo& info = plan.data->info();
   const data::PredictionInputs inputs = data::read_prediction_inputs(input_path, c.data, info);
-  auto [strategy, model] = load_saved_model(c.model, info, devices, weights_path, "predicting");
+  auto [strategy, model] = load_saved_model(c.model, info, plan.devices, weights_path, "predicting");
   model->eval();
   torch::NoGradGuard no_grad;
 
@@ -53,7 +48,7 @@ void predict(const config::LoadedConfig& loaded, const device::DevicePlan& devic
   }
   out << header << "\n";
 
-  data::HostLoader batches(inputs.dataset, data::loader_options(c.data, data::Split::kTest, c.seed));
+  data::HostLoader batches(inputs.dataset, plan.batches);
   batches.start_epoch(0);
   std::size_t sample = 0;
   while (auto batch = batches.next()) {

@@ -23,4 +23,20 @@ class ConfigErrors : public ConfigError {
   std::string message_;
 };
 
+// Runs `part` and lists what it refuses in `problems` instead of throwing,
+// each of a ConfigErrors on its own line: for reports of every problem at
+// once (`gputrain plan`). False when it refused.
+template <class Part>
+bool collect_refusal(std::vector<std::string>& problems, Part&& part) {
+  try {
+    part();
+    return true;
+  } catch (const ConfigErrors& e) {
+    for (const ConfigError& one : e.all()) problems.emplace_back(one.what());
+  } catch (const Error& e) {
+    problems.emplace_back(e.what());
+  }
+  return false;
+}
+
 }  // namespace gputrain::config

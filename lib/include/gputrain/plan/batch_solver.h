@@ -54,8 +54,4 @@ std::optional<BatchChoice> solve_batch(config::LoadedConfig& loaded,
                                        const parallel::StrategyPlan& strategy, int64_t processes,
                                        const std::string& meminfo = "/proc/meminfo");
 
-// The same, loading the training split itself, and logs the choice.
-std::optional<BatchChoice> solve_batch(config::LoadedConfig& loaded, const parallel::StrategyPlan& strategy,
-                                       int64_t processes);
-
 }  // namespace gputrain::plan

@@ -32,10 +32,11 @@ struct DryRun {
   std::vector<std::string> problems;
 };
 
-// Loads the config and walks through what train does before its first step:
-// devices, strategy (each rank under --nproc), batch layout, data sets, model,
-// fast paths, one measured forward/backward/optimizer step for the memory
-// estimate, checkpoint and run directories. Touches no file. A problem in one
+// Loads the config and resolves the run as train does (plan::collect_run:
+// devices, processes, strategy of each rank under --nproc, data sets,
+// batches), then reports it with what train meets next: the model, its fast
+// paths, one measured forward/backward/optimizer step for the memory estimate,
+// and the checkpoint and run directories. Touches no file. A problem in one
 // part does not stop the others that do not depend on it.
 DryRun dry_run(const DryRunRequest& request);
 

@@ -11,6 +11,7 @@
 #include "gputrain/device/resolve.h"
 #include "gputrain/optim/loss.h"
 #include "gputrain/parallel/strategy.h"
+#include "gputrain/plan/saved_weights.h"
 #include "gputrain/step/amp.h"
 #include "gputrain/step/running_sums.h"
 
@@ -51,13 +52,13 @@ struct SavedModel {
 SavedModel load_saved_model(const config::ModelConfig& config, const data::DatasetInfo& info,
                             const device::DevicePlan& devices, const std::string& weights_path, const char* purpose);
 
-// `gputrain test`: builds the test split and the model, loads `weights_path`
-// (a model.pt or a checkpoint) into it and evaluates. Throws CheckpointError for weights that do not fit.
-step::EvalResult evaluate_saved_weights(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                                        const std::string& weights_path);
+// `gputrain test`: builds the model, loads `weights_path` (a model.pt or a
+// checkpoint) into it and evaluates it on the plan's test split. Throws
+// CheckpointError for weights that do not fit.
+step::EvalResult evaluate_saved_weights(const plan::SavedWeightsPlan& plan, const std::string& weights_path);
 
 // "Test set: Average loss: 0.0123, Accuracy: 9012/10000 (90%)", exactly as the
-// seed tutorial prints it; regression prints the loss alone.
+// multi-GPU (DataParallel) tutorial prints it; regression prints the loss alone.
 std::string format_test_line(const step::EvalResult& result);
 
 // One line per class from the confusion matrix, as the CIFAR-10 tutorial

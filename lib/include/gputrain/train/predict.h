@@ -3,8 +3,7 @@
 #include <ostream>
 #include <string>
 
-#include "gputrain/config/load.h"
-#include "gputrain/device/resolve.h"
+#include "gputrain/plan/saved_weights.h"
 
 namespace gputrain::train {
 
@@ -14,7 +13,7 @@ namespace gputrain::train {
 // `p_<class>` per class (its name, or its index); for regression the predicted
 // values (`value` or `value_0`, `value_1`, ...). The inputs pass through the
 // test split's loader: the same normalisation as training and testing.
-void predict(const config::LoadedConfig& loaded, const device::DevicePlan& devices, const std::string& weights_path,
-             const std::string& input_path, std::ostream& out);
+void predict(const plan::SavedWeightsPlan& plan, const std::string& weights_path, const std::string& input_path,
+             std::ostream& out);
 
 }  // namespace gputrain::train

@@ -1,0 +1,34 @@
+#include "gputrain/plan/saved_weights.h"
+
+#include <fmt/format.h>
+
+#include "gputrain/common/error.h"
+#include "gputrain/plan/data_keys.h"
+#include "gputrain/step/amp.h"
+
+namespace gputrain::plan {
+
+SavedWeightsPlan resolve_saved_weights(config::LoadedConfig loaded, const device::DeviceInventory& inventory,
+                                       WeightsUse use) {
+  SavedWeightsPlan plan;
+  plan.devices = device::resolve_devices(loaded, inventory);
+  const config::ExperimentConfig& c = loaded.config;
+  const bool testing = use == WeightsUse::kTest;
+  plan.data = testing ? data::make_dataset(c.data, data::Split::kTest, c.seed)
+                      : data::make_dataset(data::for_description(c.data), data::Split::kTrain, c.seed);
+  const data::DatasetInfo& info = plan.data->info();
+  if (info.target_kind == data::TargetKind::kNone) {
+    throw UserError(testing
+                        ? fmt::format("data set '{}' has no labels, so there is nothing to test", info.name)
+                        : fmt::format("data set '{}' has no labels: its model predicts nothing to report", info.name));
+  }
+  if (testing) {
+    check_evaluation_keys(loaded, info);
+    step::check_amp_device(c.train.amp, plan.devices.primary().type(), loaded.sources.at("train.amp"));
+  }
+  plan.batches = data::loader_options(c.data, data::Split::kTest, c.seed);
+  plan.loaded = std::move(loaded);
+  return plan;
+}
+
+}  // namespace gputrain::plan
