@@ -10,11 +10,11 @@ namespace {
 using testing::TempDir;
 using testing::write_text;
 
-CpuShare share(int affinity, std::optional<double> quota, double load, int runnable) {
+CpuShare share(int affinity, std::optional<double> quota, double busy, int runnable) {
   CpuShare s;
   s.affinity = affinity;
   s.quota = quota;
-  s.load = load;
+  s.busy = busy;
   s.runnable = runnable;
   return s;
 }
@@ -33,7 +33,8 @@ TEST(CpuShare, AQuietMachineKeepsLibTorchsDefault) {
   EXPECT_EQ(quiet.threads, 2);
   EXPECT_EQ(
       quiet.why,
-      "2 usable CPUs (affinity 2, no cgroup quota), other work 0.3 (load 0.30, 0 runnable); LibTorch's default of 2");
+      "2 usable CPUs (affinity 2, no cgroup quota), other work 0.3 (0.30 CPUs busy, 0 runnable); LibTorch's default of "
+      "2");
   EXPECT_EQ(choose_threads(share(16, std::nullopt, 0, 0), 8).threads, 8) << "never more than LibTorch's default";
 }
 
@@ -41,10 +42,10 @@ TEST(CpuShare, ABusyMachineGetsOneThreadPerFreeCpu) {
   // Three runs on two cores: the other two are runnable.
   const ThreadChoice shared = choose_threads(share(2, std::nullopt, 0.5, 2), 2);
   EXPECT_EQ(shared.threads, 1);
-  EXPECT_NE(shared.why.find("other work 2.0 (load 0.50, 2 runnable); no more threads than free CPUs"),
+  EXPECT_NE(shared.why.find("other work 2.0 (0.50 CPUs busy, 2 runnable); no more threads than free CPUs"),
             std::string::npos)
       << shared.why;
-  EXPECT_EQ(choose_threads(share(2, std::nullopt, 7.9, 0), 2).threads, 1) << "the load average alone";
+  EXPECT_EQ(choose_threads(share(2, std::nullopt, 1.9, 0), 2).threads, 1) << "the busy CPUs alone";
   EXPECT_EQ(choose_threads(share(16, std::nullopt, 4.2, 3), 16).threads, 12);
   EXPECT_EQ(choose_threads(share(16, 4.0, 1.0, 0), 16).threads, 3) << "the quota's 4 less 1 busy";
   EXPECT_NE(choose_threads(share(16, 4.0, 1.0, 0), 16).why.find("cgroup quota 4.00 CPUs"), std::string::npos);
@@ -70,20 +71,43 @@ TEST(CpuShare, ReadsCgroupV1CfsQuota) {
   EXPECT_FALSE(read_cgroup_quota(dir / "missing"));
 }
 
-TEST(CpuShare, ReadsTheLoadAverageAndTheOtherRunnableThreads) {
+TEST(CpuShare, ReadsTheOtherRunnableThreads) {
   TempDir dir;
-  EXPECT_DOUBLE_EQ(read_load_average(write_text(dir / "loadavg", "3.41 2.10 1.05 4/812 12345\n")), 3.41);
-  EXPECT_DOUBLE_EQ(read_load_average(dir / "missing"), 0.0);
   const auto stat = write_text(dir / "stat", "cpu  1 2 3 4\nctxt 99\nprocs_running 3\nprocs_blocked 0\n");
   EXPECT_EQ(read_other_runnable(stat), 2) << "less the thread reading";
   EXPECT_EQ(read_other_runnable(dir / "missing"), 0);
+}
+
+// Two CPUs over a window of 10 jiffies each: cpu0 ran 9 busy, cpu1 3, and 2
+// of those 12 were this process's own, so other processes kept 1.0 CPU busy.
+TEST(CpuShare, OtherBusyCpusAreTheBusyJiffiesLessOurOwnOverOneCpusWindow) {
+  TempDir dir;
+  const auto own = write_text(dir / "self", "4242 (gputrain (bench)) R 1 2 3 4 5 6 7 8 9 10 100 50 0 0\n");
+  const CpuTimes before =
+      read_cpu_times(write_text(dir / "stat0",
+                                "cpu  200 0 100 1000 0 0 0 0\ncpu0 100 0 50 500 0 0 0 0\ncpu1 100 0 50 500 0 0 0 0\n"
+                                "intr 1\nprocs_running 1\n"),
+                     own);
+  ASSERT_EQ(before.cpus.size(), 2U) << "the sum line is not a CPU";
+  EXPECT_EQ(before.own, 150);
+  EXPECT_EQ(before.cpus[1].busy, 150);
+  EXPECT_EQ(before.cpus[1].total, 650);
+  const CpuTimes after =
+      read_cpu_times(write_text(dir / "stat1", "cpu0 105 1 53 501 0 0 0 0\ncpu1 101 0 50 507 0 1 1 0\n"),
+                     write_text(dir / "self1", "4242 (gputrain (bench)) R 1 2 3 4 5 6 7 8 9 10 101 51 0 0\n"));
+  EXPECT_DOUBLE_EQ(other_busy_cpus(before, after, {}), 1.0);
+  // This process runs only on the CPUs of its mask, so all its time is taken from theirs.
+  EXPECT_NEAR(other_busy_cpus(before, after, {1}), 0.1, 1e-12) << "cpu1 alone: 3 busy less our 2, over 10";
+  EXPECT_DOUBLE_EQ(other_busy_cpus(before, before, {}), 0.0) << "no time passed";
+  EXPECT_DOUBLE_EQ(other_busy_cpus(before, after, {7}), 0.0) << "no CPU of the mask";
+  EXPECT_TRUE(read_cpu_times(dir / "missing", dir / "missing").cpus.empty());
 }
 
 TEST(CpuShare, ThisProcessSeesAtLeastOneCpu) {
   const CpuShare here = read_cpu_share();
   EXPECT_GE(here.affinity, 1);
   EXPECT_GE(usable_cpus(here), 1);
-  EXPECT_GE(here.load, 0.0);
+  EXPECT_GE(here.busy, 0.0);
 }
 
 }  // namespace

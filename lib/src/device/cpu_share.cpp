@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -19,13 +20,13 @@ int usable_cpus(const CpuShare& share) {
 
 ThreadChoice choose_threads(const CpuShare& share, int default_threads) {
   const int usable = usable_cpus(share);
-  const double busy = std::max(share.load, static_cast<double>(share.runnable));
+  const double busy = std::max(share.busy, static_cast<double>(share.runnable));
   const int free = static_cast<int>(std::lround(std::max(0.0, usable - busy)));
   const int threads = std::clamp(std::min(free, default_threads), 1, std::max(1, default_threads));
   const std::string limit =
       share.quota ? fmt::format("cgroup quota {:.2f} CPUs", *share.quota) : std::string("no cgroup quota");
-  std::string why = fmt::format("{} usable CPUs (affinity {}, {}), other work {:.1f} (load {:.2f}, {} runnable)",
-                                usable, share.affinity, limit, busy, share.load, share.runnable);
+  std::string why = fmt::format("{} usable CPUs (affinity {}, {}), other work {:.1f} ({:.2f} CPUs busy, {} runnable)",
+                                usable, share.affinity, limit, busy, share.busy, share.runnable);
   if (threads == default_threads) {
     why += fmt::format("; LibTorch's default of {}", default_threads);
   } else if (free < default_threads) {
@@ -69,7 +70,54 @@ std::optional<double> read_cgroup_quota(const std::filesystem::path& cgroup_root
   return *quota / *period;
 }
 
-double read_load_average(const std::filesystem::path& loadavg) { return number(first_line(loadavg)).value_or(0.0); }
+CpuTimes read_cpu_times(const std::filesystem::path& stat, const std::filesystem::path& own_stat) {
+  CpuTimes times;
+  std::ifstream in(stat);
+  for (std::string line; std::getline(in, line);) {
+    // "cpu3 user nice system idle iowait irq softirq steal ..."; "cpu " is the sum of them all.
+    if (line.rfind("cpu", 0) != 0 || line.size() < 4 || std::isdigit(static_cast<unsigned char>(line[3])) == 0) {
+      continue;
+    }
+    std::istringstream fields(line.substr(3));
+    CpuTimes::Cpu cpu;
+    int64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+    if (!(fields >> cpu.id >> user >> nice >> system >> idle >> iowait >> irq >> softirq)) continue;
+    fields >> steal;  // absent before Linux 2.6.11
+    cpu.busy = user + nice + system + irq + softirq + steal;
+    cpu.total = cpu.busy + idle + iowait;
+    times.cpus.push_back(cpu);
+  }
+  // utime and stime are fields 14 and 15; the command name (field 2) may hold spaces, so count after its ')'.
+  const std::string own = first_line(own_stat);
+  const std::size_t name_end = own.rfind(')');
+  if (name_end != std::string::npos) {
+    std::istringstream fields(own.substr(name_end + 1));
+    std::string skipped;
+    for (int field = 3; field < 14 && fields >> skipped; ++field) {
+    }
+    int64_t utime = 0, stime = 0;
+    if (fields >> utime >> stime) times.own = utime + stime;
+  }
+  return times;
+}
+
+double other_busy_cpus(const CpuTimes& before, const CpuTimes& after, const std::vector<int>& mask) {
+  int64_t busy = 0;
+  int64_t total = 0;
+  int64_t counted = 0;
+  for (const CpuTimes::Cpu& now : after.cpus) {
+    if (!mask.empty() && std::find(mask.begin(), mask.end(), now.id) == mask.end()) continue;
+    const auto then = std::find_if(before.cpus.begin(), before.cpus.end(),
+                                   [&](const CpuTimes::Cpu& cpu) { return cpu.id == now.id; });
+    if (then == before.cpus.end()) continue;
+    busy += now.busy - then->busy;
+    total += now.total - then->total;
+    ++counted;
+  }
+  if (counted == 0 || total <= 0) return 0;
+  const double window = static_cast<double>(total) / static_cast<double>(counted);  // one CPU's jiffies
+  return std::max(0.0, static_cast<double>(busy - (after.own - before.own)) / window);
+}
 
 int read_other_runnable(const std::filesystem::path& stat) {
   std::ifstream in(stat);
@@ -83,15 +131,23 @@ int read_other_runnable(const std::filesystem::path& stat) {
   return 0;
 }
 
-CpuShare read_cpu_share() {
+CpuShare read_cpu_share(std::chrono::milliseconds window) {
   CpuShare share;
   cpu_set_t set;
   CPU_ZERO(&set);
-  share.affinity = sched_getaffinity(0, sizeof(set), &set) == 0
-                       ? CPU_COUNT(&set)
-                       : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  std::vector<int> mask;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    share.affinity = CPU_COUNT(&set);
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) mask.push_back(cpu);
+    }
+  } else {
+    share.affinity = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  }
   share.quota = read_cgroup_quota("/sys/fs/cgroup");
-  share.load = read_load_average("/proc/loadavg");
+  const CpuTimes before = read_cpu_times("/proc/stat", "/proc/self/stat");
+  std::this_thread::sleep_for(window);
+  share.busy = other_busy_cpus(before, read_cpu_times("/proc/stat", "/proc/self/stat"), mask);
   share.runnable = read_other_runnable("/proc/stat");
   return share;
 }

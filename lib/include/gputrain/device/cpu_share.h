@@ -4,24 +4,31 @@
 // thread per physical core) ignores the cgroup quota and other processes;
 // three runs on two cores then spin-wait on each other's descheduled threads
 // at the end of every parallel region (measured 20-50x slower, not 3x).
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace gputrain::device {
 
 struct CpuShare {
   int affinity = 1;             // CPUs in this process's sched_getaffinity mask
   std::optional<double> quota;  // cgroup CPU limit in cores; none when unlimited
-  double load = 0;              // 1-minute load average (/proc/loadavg)
-  int runnable = 0;             // other threads runnable now (/proc/stat procs_running, less this one)
+  // CPUs of the affinity mask other processes kept busy over a short window
+  // just now (/proc/stat). Not the load average: a job that ended a minute
+  // ago still holds the 1-minute average near its thread count, which took a
+  // run that followed another on an idle 2-core machine down to 1 thread.
+  double busy = 0;
+  int runnable = 0;  // other threads runnable now (/proc/stat procs_running, less this one)
 };
 
 // min(affinity, the quota rounded up), at least 1.
 int usable_cpus(const CpuShare& share);
 
 // LibTorch's intra-op threads for a CPU run: one per usable CPU that other
-// work leaves free (the usable CPUs less max(load, runnable), rounded to the
+// work leaves free (the usable CPUs less max(busy, runnable), rounded to the
 // nearest), at least 1 and at most `default_threads` (LibTorch's default).
 // Fewer threads than free CPUs means none waits at a parallel region's end for
 // a thread the kernel has descheduled. `why` is for the run-start log.
@@ -37,13 +44,29 @@ ThreadChoice choose_threads(const CpuShare& share, int default_threads);
 // or malformed files count as no limit.
 std::optional<double> read_cgroup_quota(const std::filesystem::path& cgroup_root);
 
-// The 1-minute load average from a /proc/loadavg-format file; 0 if unreadable.
-double read_load_average(const std::filesystem::path& loadavg);
+// Jiffies each CPU spent busy and in all, from a /proc/stat-format file, and
+// this process's own from a /proc/self/stat-format one.
+struct CpuTimes {
+  struct Cpu {
+    int id = 0;
+    int64_t busy = 0;   // user, nice, system, irq, softirq, steal
+    int64_t total = 0;  // busy, idle and iowait
+  };
+  std::vector<Cpu> cpus;
+  int64_t own = 0;  // this process's utime + stime
+};
+CpuTimes read_cpu_times(const std::filesystem::path& stat, const std::filesystem::path& own_stat);
+
+// The CPUs among `mask` (ids; empty: all) that other processes kept busy
+// between two readings: their busy jiffies less this process's own, over one
+// CPU's jiffies in the window. 0 when the readings cannot tell.
+double other_busy_cpus(const CpuTimes& before, const CpuTimes& after, const std::vector<int>& mask);
 
 // procs_running from a /proc/stat-format file, less the calling thread; 0 if unreadable.
 int read_other_runnable(const std::filesystem::path& stat);
 
-// This process's share, read from sched_getaffinity, /sys/fs/cgroup and /proc.
-CpuShare read_cpu_share();
+// This process's share, read from sched_getaffinity, /sys/fs/cgroup and /proc;
+// watches /proc/stat for `window` to see how busy the CPUs are.
+CpuShare read_cpu_share(std::chrono::milliseconds window = std::chrono::milliseconds(50));
 
 }  // namespace gputrain::device
