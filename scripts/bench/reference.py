@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The Python scripts gputrain replaces, written the way their seeds write them.
 
-  cnn    the seed CIFAR-10 tutorial: a map-style Dataset that converts one image
+  cnn    PyTorch's CIFAR-10 tutorial: a map-style Dataset that converts one image
          at a time (ToTensor, then Normalize), a torch DataLoader with worker
          processes, the tutorial's Net, SGD with momentum, loss.item() every step.
-  mlp    seed 004: a TensorDataset through a DataLoader, MLP 20 -> 64 -> 2, Adam.
+  mlp    the MLP tutorial: a TensorDataset through a DataLoader, MLP 20 -> 64 -> 2, Adam.
   bound  the same model's train step alone, on one batch already in memory.
 
 Each reads the files gputrain reads (CIFAR-10 binary, IDX, or the .npy files of

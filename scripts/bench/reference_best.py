@@ -5,7 +5,7 @@ make them fast, for race.py to run against gputrain seed by seed.
   fmnist   configs/fashion_mnist_fast.yaml: the time-to-accuracy recipe (its network, Nesterov
            SGD without decay on biases and norms, the trapezoid schedule, label smoothing, EMA
            from epoch 2, mirrored test views), stopping at --target.
-  cifar    configs/cifar10.yaml: the seed tutorial's Net, SGD with momentum, batch 128.
+  cifar    configs/cifar10.yaml: PyTorch's CIFAR-10 tutorial's Net, SGD with momentum, batch 128.
 
 The same as gputrain, sample for sample: the network built right after torch.manual_seed(seed)
 in gputrain's layer order (the same initial weights), gputrain's shuffle and augmentation draws

@@ -9,10 +9,10 @@ markdown table and writes it, with every raw run as JSON, to
 scripts/bench/results/<date>-<host>-<device>.{md,json}.
 
 Workloads (--workloads):
-  cifar_cnn   the seed CIFAR-10 recipe (configs/cifar10.yaml) on a generated
+  cifar_cnn   PyTorch's CIFAR-10 tutorial recipe (configs/cifar10.yaml) on a generated
               50 000 + 10 000 image CIFAR-format set (gputrain datasets make-cifar)
   fmnist_cnn  the same recipe and Net on the real Fashion-MNIST (1 x 28 x 28)
-  seed_mlp    seed 004 (configs/seed_mlp.yaml) on its synthetic set, exported to
+  seed_mlp    the MLP tutorial (configs/seed_mlp.yaml) on its synthetic set, exported to
               .npy by `gputrain datasets export` for the reference
 
 Figures: steady-state samples/s = training samples of epochs 2..N over their

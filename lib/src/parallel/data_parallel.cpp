@@ -123,7 +123,7 @@ DataParallelStrategy::DataParallelStrategy(std::vector<torch::Device> devices, b
   for (const auto& d : devices_) names_.push_back(d.str());
   if (log_replicas_) {
     const bool cuda = devices_.front().is_cuda();
-    // The seed tutorial's announcement, for GPUs and for CPU replica threads.
+    // The multi-GPU (DataParallel) tutorial's announcement, for GPUs and for CPU replica threads.
     spdlog::info("Let's use {} {}!", devices_.size(),
                  cuda ? "GPUs" : (devices_.size() == 1 ? "CPU replica" : "CPU replicas"));
   }

@@ -293,7 +293,7 @@ struct TrainConfig {
   OnNan on_nan = OnNan::kStop;
   OnSigint on_sigint = OnSigint::kCheckpoint;
   ResumeFrom resume;  // checkpoint/resume.h
-  // Fast paths; each auto rule is in train/fast_paths.h, and each falls back,
+  // Fast paths; each auto rule is in plan/fast_paths.h, and each falls back,
   // with a log line, where it cannot apply.
   Switch cuda_graph = Switch::kAuto;       // capture the whole train step once, replay it (CUDA)
   Switch channels_last = Switch::kAuto;    // model and 4-D inputs in channels-last memory format

@@ -33,7 +33,7 @@ inline constexpr double kImageConvShareForChannelsLast = 0.1;
 // cuDNN's benchmark mode searches algorithms for every convolution, pass and
 // input shape; on an H200 that took about 0.2 s a search (8.7 s for the
 // Fashion-MNIST time-to-accuracy network, whose steady speed it left where it
-// was: 122,521 vs 122,057 samples/s), and on an H100 0.53 s for the seed CIFAR
+// was: 122,521 vs 122,057 samples/s), and on an H100 0.53 s for the CIFAR-10 tutorial
 // CNN, which it made at most 0.013 s an epoch faster. Below this many
 // multiply-adds in a micro-batch's forward pass (those two: 4.5 G and 0.08 G)
 // a run pays for the search without earning it back (configs/README.md). The
