@@ -18,7 +18,7 @@ for_tests=1
 [ "${1:-}" = run ] && for_tests=0
 packages=(cmake ninja-build ccache g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev zlib1g-dev
           libminizip-dev libpng-dev libjpeg62-turbo-dev nlohmann-json3-dev libgloo-dev libtcmalloc-minimal4 dataset-fashion-mnist
-          libonnx-dev libprotobuf-dev protobuf-compiler)
+          libonnx-dev libprotobuf-dev)
 [ "$for_tests" = 1 ] && packages+=(clang clang-format libclang-rt-14-dev llvm chromium)
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3 python3-venv)
 
