@@ -264,6 +264,11 @@ TEST_F(OnnxExport, TheCommandWritesOnceRefusesOverwritingUnwritablePathsAndLayer
   EXPECT_EQ(unwritable.exit_code, 2);
   EXPECT_NE(unwritable.err.find(nowhere.string()), std::string::npos) << unwritable.err;
 
+  // A model.pt holds the evaluated weights alone: --weights live needs a checkpoint, as for a state_dict.
+  const auto live = export_to(dir_ / "live.onnx", {"--weights", "live"});
+  EXPECT_EQ(live.exit_code, 2);
+  EXPECT_NE(live.err.find("--weights live or ema needs a checkpoint file"), std::string::npos) << live.err;
+
   // The layer is named, and nothing is written.
   const fs::path refused_out = dir_ / "refused.onnx";
   const auto refused = export_with(bad_config, bad_weights, refused_out, {});
