@@ -4,18 +4,21 @@
 # (scripts/run.sh): no clang, llvm or clang-format (the sanitizer and fuzz build, the
 # format check), no chromium or tensorboard (the tests' readers).
 #   Debian packages: compilers (clang and its sanitizer and libFuzzer runtimes for the
-#                    asan preset), ccache, clang-format (scripts/format.sh), CMake, Ninja, the C++ libraries, the real Fashion-MNIST
+#                    asan preset), ccache, clang-format (scripts/format.sh), CMake, Ninja, the C++ libraries
+#                    (libonnx-dev and libprotobuf-dev for `export --format onnx`), the real Fashion-MNIST
 #   LibTorch: the PyPI wheel torch==2.11.0 (built for CUDA 13.0) in $GPUTRAIN_VENV,
 #             unless Torch_DIR points at an official LibTorch.
-#   Test tools: chromium (the HTML report's browser test) and tensorboard in the venv
-#             (the event files' round trip through TensorBoard's own reader).
+#   Test tools: chromium (the HTML report's browser test), and in the venv tensorboard
+#             (the event files' round trip through TensorBoard's own reader) and
+#             onnxruntime (it runs every model `export --format onnx` writes).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 for_tests=1
 [ "${1:-}" = run ] && for_tests=0
 packages=(cmake ninja-build ccache g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev zlib1g-dev
-          libminizip-dev libpng-dev libjpeg62-turbo-dev nlohmann-json3-dev libgloo-dev libtcmalloc-minimal4 dataset-fashion-mnist)
+          libminizip-dev libpng-dev libjpeg62-turbo-dev nlohmann-json3-dev libgloo-dev libtcmalloc-minimal4 dataset-fashion-mnist
+          libonnx-dev libprotobuf-dev)
 [ "$for_tests" = 1 ] && packages+=(clang clang-format libclang-rt-14-dev llvm chromium)
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3 python3-venv)
 
@@ -45,11 +48,13 @@ else
   # numpy: the Python side of the tests and benchmarks (and it silences torch's warning).
   "$GPUTRAIN_PYTHON" -c 'import numpy' 2>/dev/null || "$GPUTRAIN_PYTHON" -m pip install -q numpy
 fi
-# TensorBoard reads back the event files in the tests; the venv may exist without torch (Torch_DIR).
+# TensorBoard and ONNX Runtime read back what gputrain writes in the tests; the venv may exist without torch (Torch_DIR).
 if [ "$for_tests" = 1 ]; then
   [ -x "$GPUTRAIN_PYTHON" ] || { mkdir -p "$(dirname "$GPUTRAIN_VENV")"; python3 -m venv "$GPUTRAIN_VENV"; }
   "$GPUTRAIN_PYTHON" -c 'import tensorboard' 2>/dev/null ||
     "$GPUTRAIN_PYTHON" -m pip install -q "tensorboard==$GPUTRAIN_TENSORBOARD_VERSION"
+  "$GPUTRAIN_PYTHON" -c 'import onnxruntime' 2>/dev/null ||
+    "$GPUTRAIN_PYTHON" -m pip install -q "onnxruntime==$GPUTRAIN_ONNXRUNTIME_VERSION"
 fi
 
 echo "setup: ready"

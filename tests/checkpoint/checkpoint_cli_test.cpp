@@ -218,12 +218,8 @@ TEST_F(CheckpointCli, DamagedOrMismatchedCheckpointsExitTwoNamingTheFile) {
 }
 
 TEST_F(CheckpointCli, ExportedWeightsLoadInPythonAndScoreTheSame) {
-  const char* venv = std::getenv("GPUTRAIN_VENV");
-  const char* home = std::getenv("HOME");
-  const fs::path python = venv != nullptr   ? fs::path(venv) / "bin/python"
-                          : home != nullptr ? fs::path(home) / ".cache/gputrain/venv/bin/python"
-                                            : fs::path();
-  if (python.empty() || !fs::exists(python)) GTEST_SKIP() << "no Python with torch at " << python;
+  const fs::path python = testing::venv_python();
+  if (!fs::exists(python)) GTEST_SKIP() << "no Python with torch at " << python;
   const fs::path data = dir_ / "data";
   data::write_idx_set(data, {200, 60, 0}, /*gzip=*/false);
   ASSERT_EQ(run_gputrain(train({"data.dataset=fashion_mnist", "data.root=" + data.string(), "data.batch_size=20",

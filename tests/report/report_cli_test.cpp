@@ -69,15 +69,6 @@ std::vector<fs::path> event_files(const fs::path& dir) {
   return files;
 }
 
-// The venv scripts/setup.sh fills: $GPUTRAIN_VENV, else ~/.cache/gputrain/venv.
-fs::path venv_python() {
-  if (const char* venv = std::getenv("GPUTRAIN_VENV")) return fs::path(venv) / "bin" / "python";
-  const char* cache = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const fs::path base = cache ? fs::path(cache) : fs::path(home ? home : "/") / ".cache";
-  return base / "gputrain" / "venv" / "bin" / "python";
-}
-
 TEST(TrainCommand, WritesRunRecordDeviceReportEventsAndTheReport) {
   TempDir dir;
   const fs::path config = testing::write_text(dir / "dp.yaml", R"(
@@ -205,7 +196,7 @@ TEST(ReportCommand, UnwritableOutExitsTwoAndLeavesNothing) {
 }
 
 TEST(TensorBoard, ItsOwnReaderFindsEveryScalarAtItsStep) {
-  const fs::path python = venv_python();
+  const fs::path python = testing::venv_python();
   if (!fs::exists(python)) GTEST_SKIP() << python << " is missing: run scripts/setup.sh";
   TempDir dir;
   RunInfo run;

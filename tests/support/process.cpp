@@ -173,4 +173,13 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::seconds tim
   return true;
 }
 
+std::filesystem::path venv_python() {
+  if (const char* venv = std::getenv("GPUTRAIN_VENV")) return std::filesystem::path(venv) / "bin" / "python";
+  const char* cache = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::filesystem::path base =
+      cache ? std::filesystem::path(cache) : std::filesystem::path(home ? home : "/") / ".cache";
+  return base / "gputrain" / "venv" / "bin" / "python";
+}
+
 }  // namespace gputrain::testing

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -81,6 +82,10 @@ ProcessResult run_gputrain(const std::vector<std::string>& args, const std::map<
 // Runs `body` in a forked child after `setup`; exit code 0 and the body's
 // result in `out` when it returns, 1 when it throws (the message in `out`).
 ProcessResult run_in_child(const std::function<std::string()>& body, const ChildSetup& setup = {});
+
+// The Python of the venv scripts/setup.sh fills (torch, tensorboard, onnxruntime):
+// $GPUTRAIN_VENV/bin/python, else ~/.cache/gputrain/venv/bin/python (as scripts/env.sh).
+std::filesystem::path venv_python();
 
 // Polls `condition` every 20 ms until it holds (true) or `timeout` passes (false).
 bool wait_until(const std::function<bool()>& condition, std::chrono::seconds timeout = std::chrono::seconds(120));

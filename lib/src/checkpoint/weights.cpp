@@ -90,6 +90,35 @@ detail::NamedTensors averaged(detail::NamedTensors stored, const std::vector<tor
   return stored;
 }
 
+// Whether a checkpoint's weights are replaced by its train.ema average, which
+// `weights` may ask for or refuse; a CheckpointError when it asks for an average there is not.
+bool use_average(ExportedWeights weights, bool has_average, const std::string& path) {
+  if (weights == ExportedWeights::kAverage && !has_average) {
+    throw CheckpointError(fmt::format(
+        "{}: holds no weight average (the run had no train.ema, or had not updated it yet); export the live "
+        "weights (--weights live)",
+        path));
+  }
+  return weights != ExportedWeights::kLive && has_average;
+}
+
+std::string checkpoint_weights_text(bool average_used, bool has_average) {
+  return average_used   ? "the train.ema weight average (what test, predict and model.pt use)"
+         : !has_average ? "the live weights (the run kept no train.ema average)"
+                        : "the live weights (not the train.ema average that test and model.pt use)";
+}
+
+// A model.pt holds one set of weights: those the run evaluated.
+std::string weights_file_text(ExportedWeights weights, const std::string& path) {
+  if (weights != ExportedWeights::kEvaluated) {
+    throw CheckpointError(
+        fmt::format("{}: is a weights file (model.pt), which holds only the weights the run evaluated; --weights "
+                    "live or ema needs a checkpoint file",
+                    path));
+  }
+  return "the weights file's (a model.pt holds those the run evaluated)";
+}
+
 }  // namespace
 
 void save_weights(const torch::nn::Sequential& model, const std::string& path) {
@@ -102,32 +131,36 @@ void save_weights(const torch::nn::Sequential& model, const std::string& path) {
   write_atomically(path, bytes);
 }
 
-void load_weights(torch::nn::Sequential& model, const std::string& path) {
+std::string load_weights(torch::nn::Sequential& model, const std::string& path, ExportedWeights weights) {
   const std::string bytes = detail::read_file(path);
-  if (is_sealed(bytes)) {
-    const Checkpoint checkpoint = Checkpoint::parse(bytes, path);
-    checkpoint.load_model(*model);
-    // A run with train.ema evaluated its weight average (parameters, then buffers): test that too.
-    if (const std::vector<torch::Tensor>& average = checkpoint.state().ema; !average.empty()) {
-      std::vector<torch::Tensor> tensors = model->parameters();
-      for (const torch::Tensor& buffer : model->buffers()) tensors.push_back(buffer);
-      if (average.size() != tensors.size()) {
-        throw CheckpointError(fmt::format("{}: its weight average (train.ema) holds {} tensors, the model has {}", path,
-                                          average.size(), tensors.size()));
-      }
-      torch::NoGradGuard no_grad;
-      for (std::size_t i = 0; i < tensors.size(); ++i) {
-        if (average[i].sizes() != tensors[i].sizes()) {
-          throw CheckpointError(
-              fmt::format("{}: tensor {} of its weight average (train.ema) does not fit the model", path, i));
-        }
-        tensors[i].copy_(average[i]);
-      }
-    }
-  } else {
+  if (!is_sealed(bytes)) {
+    const std::string loaded = weights_file_text(weights, path);
     torch::serialize::InputArchive archive = weights_archive(bytes, path);
     detail::copy_weights(detail::archived_tensors(archive), *model, path);
+    return loaded;
   }
+  const Checkpoint checkpoint = Checkpoint::parse(bytes, path);
+  checkpoint.load_model(*model);
+  // A run with train.ema evaluated its weight average (parameters, then buffers): test that too.
+  const std::vector<torch::Tensor>& average = checkpoint.state().ema;
+  const bool averaged = use_average(weights, !average.empty(), path);
+  if (averaged) {
+    std::vector<torch::Tensor> tensors = model->parameters();
+    for (const torch::Tensor& buffer : model->buffers()) tensors.push_back(buffer);
+    if (average.size() != tensors.size()) {
+      throw CheckpointError(fmt::format("{}: its weight average (train.ema) holds {} tensors, the model has {}", path,
+                                        average.size(), tensors.size()));
+    }
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      if (average[i].sizes() != tensors[i].sizes()) {
+        throw CheckpointError(
+            fmt::format("{}: tensor {} of its weight average (train.ema) does not fit the model", path, i));
+      }
+      tensors[i].copy_(average[i]);
+    }
+  }
+  return checkpoint_weights_text(averaged, !average.empty());
 }
 
 ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path,
@@ -140,27 +173,13 @@ ExportSummary export_weights(const std::string& checkpoint_path, const std::stri
     const Checkpoint checkpoint = Checkpoint::parse(bytes, checkpoint_path);
     weights = checkpoint.weights();
     const std::vector<torch::Tensor>& average = checkpoint.state().ema;
-    if (options.weights == ExportedWeights::kAverage && average.empty()) {
-      throw CheckpointError(fmt::format(
-          "{}: holds no weight average (the run had no train.ema, or had not updated it yet); export the live "
-          "weights (--weights live)",
-          checkpoint_path));
-    }
-    const bool use_average = options.weights != ExportedWeights::kLive && !average.empty();
-    if (use_average) weights = averaged(std::move(weights), average, checkpoint_path);
-    summary.weights = use_average       ? "the train.ema weight average (what test, predict and model.pt use)"
-                      : average.empty() ? "the live weights (the run kept no train.ema average)"
-                                        : "the live weights (not the train.ema average that test and model.pt use)";
+    const bool use = use_average(options.weights, !average.empty(), checkpoint_path);
+    if (use) weights = averaged(std::move(weights), average, checkpoint_path);
+    summary.weights = checkpoint_weights_text(use, !average.empty());
   } else {
-    if (options.weights != ExportedWeights::kEvaluated) {
-      throw CheckpointError(
-          fmt::format("{}: is a weights file (model.pt), which holds only the weights the run evaluated; --weights "
-                      "live or ema needs a checkpoint file",
-                      checkpoint_path));
-    }
+    summary.weights = weights_file_text(options.weights, checkpoint_path);
     torch::serialize::InputArchive archive = weights_archive(bytes, checkpoint_path);
     weights = detail::archived_tensors(archive);
-    summary.weights = "the weights file's (a model.pt holds those the run evaluated)";
   }
   c10::Dict<std::string, at::Tensor> state_dict;
   for (const auto& [name, tensor] : weights) {

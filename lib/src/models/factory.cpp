@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <array>
-#include <sstream>
 
 #include "gputrain/device/host_resources.h"
 #include "layers.h"
@@ -16,17 +15,6 @@
 #include "sync_batchnorm.h"
 
 namespace gputrain::models {
-
-namespace {
-std::string pretty(const torch::nn::Module& module) {
-  std::ostringstream text;
-  module.pretty_print(text);
-  std::string printed = text.str();
-  const std::string prefix = "torch::nn::";
-  if (printed.rfind(prefix, 0) == 0) printed.erase(0, prefix.size());
-  return printed;
-}
-}  // namespace
 
 ModelShape model_shape(const data::DatasetInfo& info, const config::ModelConfig& model) {
   ModelShape shape;
@@ -92,7 +80,7 @@ void trace(torch::nn::Sequential& layers, const std::string& prefix, int depth, 
   for (std::size_t i = 0; i < layers->size(); ++i) {
     const std::string name = prefix + children[i].key();
     const torch::nn::Module& module = *children[i].value();
-    LayerRow row{name, pretty(module), {}, parameter_count(module), 0, depth};
+    LayerRow row{name, detail::pretty(module), {}, parameter_count(module), 0, depth};
     if (auto* residual = layers->ptr(i)->as<detail::ResidualImpl>()) {
       const std::size_t at = rows.size();
       rows.push_back(row);
@@ -126,17 +114,8 @@ std::string grouped(int64_t value) {
 }  // namespace
 
 std::vector<LayerRow> trace_layers(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape) {
-  const auto parameters = model->parameters();
-  const torch::Device device = parameters.empty() ? torch::Device(torch::kCPU) : parameters.front().device();
-  std::vector<int64_t> shape{1};
-  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
-  const bool training = model->is_training();
-  model->eval();
-  torch::NoGradGuard no_grad;
-  torch::Tensor x = torch::zeros(shape, torch::TensorOptions().device(device));
   std::vector<LayerRow> rows;
-  trace(model, "", 0, x, rows);
-  model->train(training);
+  detail::trace_zero_sample(model, sample_shape, [&](torch::Tensor& x) { trace(model, "", 0, x, rows); });
   return rows;
 }
 
@@ -183,7 +162,7 @@ std::vector<std::string> layer_summary(const torch::nn::Sequential& model) {
   for (const auto& layer : model->named_modules("", /*include_self=*/false)) {
     if (layer.value()->as<torch::nn::SequentialImpl>()) continue;  // a residual's branch: its layers follow
     lines.push_back(
-        fmt::format("{}: {} {} params", layer.key(), pretty(*layer.value()), parameter_count(*layer.value())));
+        fmt::format("{}: {} {} params", layer.key(), detail::pretty(*layer.value()), parameter_count(*layer.value())));
   }
   return lines;
 }

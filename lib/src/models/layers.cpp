@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <sstream>
 
 #include "gputrain/common/error.h"
 
@@ -57,6 +58,32 @@ int64_t outputs(const config::ModelConfig& config, const ModelShape& shape) {
         fmt::format("is {} but the data set has {} classes or targets", *config.out_features, shape.outputs));
   }
   return shape.outputs;
+}
+
+std::string pretty(const torch::nn::Module& module) {
+  std::ostringstream text;
+  module.pretty_print(text);
+  std::string printed = text.str();
+  const std::string prefix = "torch::nn::";
+  if (printed.rfind(prefix, 0) == 0) printed.erase(0, prefix.size());
+  return printed;
+}
+
+void trace_zero_sample(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape,
+                       const std::function<void(torch::Tensor&)>& trace) {
+  const auto parameters = model->parameters();
+  const torch::Device device = parameters.empty() ? torch::Device(torch::kCPU) : parameters.front().device();
+  std::vector<int64_t> shape{1};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  struct ModeRestorer {
+    torch::nn::Sequential& model;
+    bool training;
+    ~ModeRestorer() { model->train(training); }
+  } restore{model, model->is_training()};
+  model->eval();
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = torch::zeros(shape, torch::TensorOptions().device(device));
+  trace(x);
 }
 
 void flatten_if_needed(torch::nn::Sequential& model, const ModelShape& shape) {

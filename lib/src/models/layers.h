@@ -4,6 +4,9 @@
 #include <torch/nn/modules/container/sequential.h>
 
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "gputrain/config/config.h"
 #include "gputrain/models/factory.h"
@@ -23,6 +26,15 @@ int64_t checked_inputs(const config::ModelConfig& config, const ModelShape& shap
 // The data set's outputs (model.out_features must agree when set), or
 // model.out_features for unlabeled data (outputs == 0).
 int64_t outputs(const config::ModelConfig& config, const ModelShape& shape);
+
+// The module's pretty print without "torch::nn::": "Conv2d(3, 6, kernel_size=[5, 5], stride=[1, 1])".
+std::string pretty(const torch::nn::Module& module);
+
+// Calls `trace` with a zero sample [1, sample_shape...] on the model's device,
+// the model in eval mode under no-grad (so no random number is drawn), and
+// restores the model's mode after, also when `trace` throws.
+void trace_zero_sample(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape,
+                       const std::function<void(torch::Tensor&)>& trace);
 
 // Appends a "flatten" layer when a sample has more than one dimension.
 void flatten_if_needed(torch::nn::Sequential& model, const ModelShape& shape);

@@ -29,6 +29,7 @@ class SyncBatchNormImpl : public torch::nn::Cloneable<SyncBatchNormImpl> {
   void pretty_print(std::ostream& stream) const override;
   // Sums a tensor across the processes in place; empty: statistics stay local.
   void share_statistics(SumAcrossProcesses sum) { sum_ = std::move(sum); }
+  const SyncBatchNormOptions& options() const { return options_; }
 
   torch::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 

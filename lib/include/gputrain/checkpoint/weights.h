@@ -11,17 +11,20 @@ namespace gputrain::checkpoint {
 // archive format (Module::save).
 void save_weights(const torch::nn::Sequential& model, const std::string& path);
 
-// Loads weights into `model` from a model.pt or from a full checkpoint (its
-// train.ema weight average when it has one, as its evaluations used); throws
-// CheckpointError naming the file when it is missing, corrupt or for another model.
-void load_weights(torch::nn::Sequential& model, const std::string& path);
-
 // Which of a checkpoint's weights an export writes (`export --weights`).
 enum class ExportedWeights {
   kEvaluated,  // what test, predict and the logged metrics use: the train.ema average when the run kept one
   kLive,       // the weights the optimizer updates
   kAverage,    // the train.ema average; refused when there is none
 };
+
+// Loads weights into `model` from a model.pt or from a full checkpoint (by
+// default its train.ema weight average when it has one, as its evaluations
+// used); throws CheckpointError naming the file when it is missing, corrupt
+// or for another model, or when it lacks the weights asked for. Returns which
+// weights it loaded, for the user: "the train.ema weight average (...)", ...
+std::string load_weights(torch::nn::Sequential& model, const std::string& path,
+                         ExportedWeights weights = ExportedWeights::kEvaluated);
 
 struct ExportOptions {
   ExportedWeights weights = ExportedWeights::kEvaluated;

@@ -1,0 +1,290 @@
+// `export --format onnx` against ONNX Runtime: every layer family, the
+// built-in networks and each shipped config's network, exported from saved
+// weights and run by ONNX Runtime on raw test samples, must give the outputs
+// gputrain's own forward gives (the test loader's batches through the model,
+// as `predict` computes them) to 1e-4. And the command's refusals, through
+// the real binary.
+#include <gtest/gtest.h>
+#include <torch/nn/modules/batchnorm.h>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "gputrain/checkpoint/weights.h"
+#include "gputrain/common/error.h"
+#include "gputrain/data/export.h"
+#include "gputrain/data/generate.h"
+#include "gputrain/data/host_loader.h"
+#include "gputrain/models/factory.h"
+#include "gputrain/train/export_onnx.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::train {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr int64_t kTestImages = 40;
+
+// Tiny CIFAR-10 and Fashion-MNIST sets in their real formats, written once.
+class OnnxExport : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    sets_ = new testing::TempDir("onnx-sets");
+    data::write_cifar10_set(*sets_ / "cifar", {5, kTestImages, 1, false});
+    data::write_idx_set(*sets_ / "idx", {5, kTestImages, 2, false}, /*gzip=*/false);
+  }
+  static void TearDownTestSuite() {
+    delete sets_;
+    sets_ = nullptr;
+  }
+
+  static std::string cifar() { return (*sets_ / "cifar").string(); }
+  static std::string idx() { return (*sets_ / "idx").string(); }
+
+  // The model `loaded` describes, with every parameter and batchnorm statistic
+  // drawn (a mapping that dropped a bias or swapped mean and variance would
+  // show), saved as model.pt and exported from it to <dir>/<name>/model.onnx;
+  // beside it input.npy (raw samples, or normalised ones with kNormalized) and
+  // expected.npy, gputrain's outputs for them.
+  void export_case(const std::string& name, const config::LoadedConfig& loaded,
+                   OnnxInputs inputs = OnnxInputs::kUnitImages) {
+    const fs::path at = dir_ / "models" / name;
+    fs::create_directories(at);
+    const config::ExperimentConfig& c = loaded.config;
+    const auto test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
+    torch::manual_seed(11);
+    torch::nn::Sequential model = models::make_model(c.model, models::model_shape(test_set->info(), c.model));
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& parameter : model->parameters()) parameter.add_(torch::rand_like(parameter) * 0.2 - 0.1);
+      for (auto& buffer : model->named_buffers()) {
+        const std::string& key = buffer.key();
+        if (key.size() > 12 && key.substr(key.size() - 12) == "running_mean") buffer.value().uniform_(-0.2, 0.2);
+        if (key.size() > 11 && key.substr(key.size() - 11) == "running_var") buffer.value().uniform_(0.5, 1.5);
+      }
+    }
+    checkpoint::save_weights(model, (at / "model.pt").string());
+    OnnxExportOptions options;
+    options.inputs = inputs;
+    export_onnx(loaded, (at / "model.pt").string(), (at / "model.onnx").string(), options);
+
+    data::LoaderOptions loader = data::loader_options(c.data, data::Split::kTest, c.seed);
+    loader.num_workers = 0;
+    loader.pin_memory = false;
+    data::HostLoader batches(test_set, loader);
+    batches.start_epoch(0);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> seen, outputs;
+    while (auto batch = batches.next()) {
+      seen.push_back(batch->inputs);
+      outputs.push_back(model->forward(batch->inputs));
+    }
+    const bool raw_images = test_set->info().images && inputs == OnnxInputs::kUnitImages;
+    const torch::Tensor fed = raw_images ? test_set->inputs().to(torch::kFloat32) / 255.0 : torch::cat(seen);
+    data::write_npy(at / "input.npy", fed.contiguous());
+    data::write_npy(at / "expected.npy", torch::cat(outputs).contiguous());
+  }
+
+  // ONNX Runtime's findings for every exported case, or nullopt (the test skips) without onnxruntime.
+  std::optional<json> run_onnx_runtime() {
+    const fs::path python = testing::venv_python();
+    if (!fs::exists(python)) return std::nullopt;
+    testing::GputrainProcess child(
+        {std::string(testing::kSourceDir) + "/tests/train/onnx_check.py", (dir_ / "models").string()},
+        {{"OMP_NUM_THREADS", "1"}}, dir_.path().string(), {}, python.string());
+    const testing::ProcessResult r = child.wait();
+    if (r.exit_code == 3) return std::nullopt;
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out);
+  }
+
+  testing::TempDir dir_{"onnx-export"};
+  static testing::TempDir* sets_;
+};
+
+testing::TempDir* OnnxExport::sets_ = nullptr;
+
+config::LoadedConfig from_text(const std::string& data, const std::string& model) {
+  return config::load_config_text("name: t\nseed: 3\ndevice: cpu\ndata: " + data + "\nmodel:\n" + model, "t.yaml");
+}
+
+void expect_matches(const json& found, const std::string& name, const std::string& output = "logits") {
+  ASSERT_TRUE(found.contains(name)) << found.dump();
+  const json& r = found[name];
+  for (const char* difference : {"max_abs", "single_max_abs"}) {  // the test samples; the first alone
+    ASSERT_FALSE(r[difference].is_null())
+        << name << ": ONNX Runtime's outputs are shaped " << r["shape"].dump() << " or not finite";
+    EXPECT_LE(r[difference].get<double>(), 1e-4) << name << " (" << difference << ")";
+  }
+  EXPECT_EQ(r["batch"], "batch") << name;
+  EXPECT_EQ(r["input"], "input") << name;
+  EXPECT_EQ(r["output"], output) << name;
+}
+
+TEST_F(OnnxExport, EveryLayerFamilyAndBuiltInNetworkMatchesGputrainsForwardInOnnxRuntime) {
+  const std::string cifar_data =
+      "{dataset: cifar10, root: " + cifar() + ", normalize: {mean: [0.49, 0.48, 0.45], std: [0.25, 0.24, 0.26]}}";
+  const std::string idx_data = "{dataset: fashion_mnist, root: " + idx() + ", normalize: {mean: [0.29], std: [0.35]}}";
+  export_case("convolutions_and_pools", from_text(cifar_data, R"(  name: layers
+  layers:
+    - {type: conv2d, out_channels: 6, kernel: 3, stride: 2, padding: 1, groups: 3}
+    - {type: batchnorm, eps: 0.001}
+    - relu
+    - {type: maxpool, kernel: 3, stride: 2, padding: 1}
+    - {type: conv2d, out_channels: 8, kernel: 3, padding: 1, bias: false}
+    - {type: avgpool, kernel: 3, stride: 1, padding: 1}
+    - {type: adaptive_avgpool, output_size: 4}
+    - flatten
+    - linear
+)"));
+  export_case("features_norms_and_activations", from_text(idx_data, R"(  name: layers
+  layers:
+    - {type: layernorm}
+    - flatten
+    - {type: linear, out_features: 16}
+    - batchnorm
+    - gelu
+    - {type: linear, out_features: 16}
+    - silu
+    - tanh
+    - {type: leaky_relu, negative_slope: 0.1}
+    - {type: dropout, p: 0.3}
+    - linear
+)"));
+  const std::string residuals = R"(  name: layers
+  layers:
+    - {type: conv2d, out_channels: 4, kernel: 3, padding: 1}
+    - type: residual
+      layers: [{type: conv2d, out_channels: 4, kernel: 3, padding: 1}, batchnorm, gelu]
+    - type: residual
+      layers: [{type: conv2d, out_channels: 8, kernel: 3, stride: 2, padding: 1}, batchnorm]
+      shortcut: [{type: conv2d, out_channels: 8, kernel: 1, stride: 2}]
+    - {type: adaptive_avgpool, output_size: 1}
+    - flatten
+    - linear
+)";
+  export_case("residuals", from_text(cifar_data, residuals));
+  export_case("residuals_sync_batchnorm", from_text(cifar_data, residuals + "  sync_batchnorm: true\n"));
+  export_case("residuals_normalized_inputs", from_text(cifar_data, residuals), OnnxInputs::kNormalized);
+  export_case("cifar10_cnn", from_text(cifar_data, "  name: cifar10_cnn\n"));
+  export_case("mlp", from_text(idx_data, "  {name: mlp, hidden: [12, 8], activation: gelu, dropout: 0.2}\n"));
+  export_case(
+      "linear_regression",
+      from_text("{dataset: synthetic, samples: 20, test_samples: 16, features: 5, targets: 2}", "  name: linear\n"));
+  const auto found = run_onnx_runtime();
+  if (!found) GTEST_SKIP() << "no onnxruntime in " << testing::venv_python() << ": run scripts/setup.sh";
+  for (const char* name : {"convolutions_and_pools", "features_norms_and_activations", "residuals",
+                           "residuals_sync_batchnorm", "residuals_normalized_inputs", "cifar10_cnn", "mlp"}) {
+    expect_matches(*found, name);
+  }
+  expect_matches(*found, "linear_regression", "values");
+  const json& metadata = (*found)["cifar10_cnn"]["metadata"];
+  EXPECT_EQ(json::parse(metadata["class_names"].get<std::string>()),
+            json({"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"}));
+  EXPECT_EQ(json::parse(metadata["normalize_std"].get<std::string>()), json({0.25, 0.24, 0.26}));
+  EXPECT_NE(metadata["input"].get<std::string>().find("normalised inside"), std::string::npos);
+  EXPECT_NE((*found)["residuals_normalized_inputs"]["metadata"]["input"].get<std::string>().find("before they go in"),
+            std::string::npos);
+  EXPECT_FALSE((*found)["linear_regression"]["metadata"].contains("class_names"));
+}
+
+TEST_F(OnnxExport, EveryShippedConfigsNetworkMatchesInOnnxRuntime) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(fs::path(testing::kSourceDir) / "configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    const std::string name = entry.path().stem().string();
+    config::LoadedConfig loaded = config::load_config(entry.path().string());
+    const config::DatasetName dataset = loaded.config.data.dataset;
+    std::vector<std::string> sets;
+    if (dataset == config::DatasetName::kCifar10) sets = {"data.root=" + cifar()};
+    if (dataset == config::DatasetName::kFashionMnist || dataset == config::DatasetName::kMnist) {
+      sets = {"data.root=" + idx()};
+    }
+    if (dataset == config::DatasetName::kSynthetic) sets = {"data.samples=20", "data.test_samples=16"};
+    export_case(name, config::load_config(entry.path().string(), sets));
+    names.push_back(name);
+  }
+  ASSERT_GE(names.size(), 12u);
+  const auto found = run_onnx_runtime();
+  if (!found) GTEST_SKIP() << "no onnxruntime in " << testing::venv_python() << ": run scripts/setup.sh";
+  for (const auto& name : names) {
+    const bool unlabeled = name == "seed_dataparallel";  // the data-parallel demo's random, unlabeled data
+    const bool regression = name == "seed_regression";
+    expect_matches(*found, name, unlabeled || regression ? "values" : "logits");
+  }
+}
+
+// The command through the real binary: its output, and each refusal with exit code 2 and what to do.
+TEST_F(OnnxExport, TheCommandWritesOnceRefusesOverwritingUnwritablePathsAndLayersByName) {
+  // A 3x3 convolution leaves 30x30 images: adaptive pooling to 5x5 averages equal windows, to 4x4 it cannot.
+  const auto saved = [&](const std::string& name, int output_size) {
+    const fs::path config = testing::write_text(
+        dir_ / (name + ".yaml"),
+        fmt::format("name: cli\ndevice: cpu\ndata: {{dataset: cifar10, root: {}}}\nmodel:\n  name: layers\n  "
+                    "layers: [{{type: conv2d, out_channels: 2, kernel: 3}}, {{type: adaptive_avgpool, output_size: "
+                    "{}}}, flatten, linear]\n",
+                    cifar(), output_size));
+    torch::nn::Sequential model =
+        models::make_model(config::load_config(config.string()).config.model, {{3, 32, 32}, 10});
+    checkpoint::save_weights(model, (dir_ / (name + ".pt")).string());
+    return config;  // and its weights, <name>.pt
+  };
+  const fs::path config = saved("run", 5);
+  const fs::path weights = dir_ / "run.pt";
+  const fs::path bad_config = saved("bad", 4);
+  const fs::path bad_weights = dir_ / "bad.pt";
+  const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
+  const auto export_with = [&](const fs::path& with, const fs::path& from, const fs::path& out,
+                               const std::vector<std::string>& more) {
+    std::vector<std::string> args{"export",       "--format",    "onnx",  "--config",  with.string(),
+                                  "--checkpoint", from.string(), "--out", out.string()};
+    args.insert(args.end(), more.begin(), more.end());
+    return testing::run_gputrain(args, env);
+  };
+  const auto export_to = [&](const fs::path& out, const std::vector<std::string>& more = {}) {
+    return export_with(config, weights, out, more);
+  };
+  const fs::path out = dir_ / "model.onnx";
+  const auto first = export_to(out);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("wrote " + out.string() + " ("), std::string::npos) << first.err;
+  const auto again = export_to(out);
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find(out.string()), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("--force"), std::string::npos) << again.err;
+  EXPECT_EQ(export_to(out, {"--force"}).exit_code, 0);
+
+  const fs::path nowhere = dir_ / "no-such-dir" / "model.onnx";
+  const auto unwritable = export_to(nowhere);
+  EXPECT_EQ(unwritable.exit_code, 2);
+  EXPECT_NE(unwritable.err.find(nowhere.string()), std::string::npos) << unwritable.err;
+
+  // A model.pt holds the evaluated weights alone: --weights live needs a checkpoint, as for a state_dict.
+  const auto live = export_to(dir_ / "live.onnx", {"--weights", "live"});
+  EXPECT_EQ(live.exit_code, 2);
+  EXPECT_NE(live.err.find("--weights live or ema needs a checkpoint file"), std::string::npos) << live.err;
+
+  // The layer is named, and nothing is written.
+  const fs::path refused_out = dir_ / "refused.onnx";
+  const auto refused = export_with(bad_config, bad_weights, refused_out, {});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("layer gap1 (AdaptiveAvgPool2d(output_size=[4, 4])) cannot be written as ONNX"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_FALSE(fs::exists(refused_out));
+
+  // A state_dict has no network: the onnx-only options are refused rather than ignored.
+  const auto state_dict = testing::run_gputrain(
+      {"export", "--checkpoint", weights.string(), "--out", (dir_ / "w.pt").string(), "--config", config.string()},
+      env);
+  EXPECT_EQ(state_dict.exit_code, 2);
+  EXPECT_NE(state_dict.err.find("add --format onnx"), std::string::npos) << state_dict.err;
+}
+
+}  // namespace
+}  // namespace gputrain::train
