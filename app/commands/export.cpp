@@ -14,8 +14,9 @@ int export_onnx(const ExportArgs& args, checkpoint::ExportedWeights weights) {
   options.weights = weights;
   options.force = args.force;
   options.inputs = args.normalize_inputs ? train::OnnxInputs::kUnitImages : train::OnnxInputs::kNormalized;
-  const config::LoadedConfig loaded = weights_config(args.config, args.checkpoint, args.overrides);
-  const train::OnnxExportSummary summary = train::export_onnx(loaded, args.checkpoint, args.out, options);
+  const plan::SavedWeightsPlan plan = plan::resolve_saved_weights(
+      weights_config(args.config, args.checkpoint, args.overrides), {}, plan::WeightsUse::kExport);
+  const train::OnnxExportSummary summary = train::export_onnx(plan, args.checkpoint, args.out, options);
   spdlog::info("wrote {} ({} nodes, {} parameters), {}, from {}; its input: {}", args.out, summary.nodes,
                summary.parameters, summary.weights, args.checkpoint, summary.input);
   return 0;

@@ -13,6 +13,7 @@
 
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
+#include "gputrain/config/load.h"
 #include "gputrain/data/export.h"
 #include "gputrain/data/generate.h"
 #include "gputrain/data/host_loader.h"
@@ -70,7 +71,8 @@ class OnnxExport : public ::testing::Test {
     checkpoint::save_weights(model, (at / "model.pt").string());
     OnnxExportOptions options;
     options.inputs = inputs;
-    export_onnx(loaded, (at / "model.pt").string(), (at / "model.onnx").string(), options);
+    export_onnx(plan::resolve_saved_weights(loaded, {}, plan::WeightsUse::kExport), (at / "model.pt").string(),
+                (at / "model.onnx").string(), options);
 
     data::LoaderOptions loader = data::loader_options(c.data, data::Split::kTest, c.seed);
     loader.num_workers = 0;

@@ -11,13 +11,13 @@ namespace gputrain::plan {
 SavedWeightsPlan resolve_saved_weights(config::LoadedConfig loaded, const device::DeviceInventory& inventory,
                                        WeightsUse use) {
   SavedWeightsPlan plan;
-  plan.devices = device::resolve_devices(loaded, inventory);
+  if (use != WeightsUse::kExport) plan.devices = device::resolve_devices(loaded, inventory);
   const config::ExperimentConfig& c = loaded.config;
   const bool testing = use == WeightsUse::kTest;
   plan.data = testing ? data::make_dataset(c.data, data::Split::kTest, c.seed)
                       : data::make_dataset(data::for_description(c.data), data::Split::kTrain, c.seed);
   const data::DatasetInfo& info = plan.data->info();
-  if (info.target_kind == data::TargetKind::kNone) {
+  if (use != WeightsUse::kExport && info.target_kind == data::TargetKind::kNone) {
     throw UserError(testing
                         ? fmt::format("data set '{}' has no labels, so there is nothing to test", info.name)
                         : fmt::format("data set '{}' has no labels: its model predicts nothing to report", info.name));

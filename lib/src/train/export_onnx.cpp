@@ -68,16 +68,15 @@ onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, co
   return graph;
 }
 
-OnnxExportSummary export_onnx(const config::LoadedConfig& loaded, const std::string& weights_path,
+OnnxExportSummary export_onnx(const plan::SavedWeightsPlan& plan, const std::string& weights_path,
                               const std::string& out_path, const OnnxExportOptions& options) {
   check_output_file(out_path, {{"--checkpoint", weights_path}}, options.force);
-  const config::ExperimentConfig& c = loaded.config;
-  const auto train_set = data::make_dataset(data::for_description(c.data), data::Split::kTrain, c.seed);
-  const data::DatasetInfo& info = train_set->info();
+  const config::ExperimentConfig& c = plan.loaded.config;
+  const data::DatasetInfo& info = plan.data->info();
   torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
   OnnxExportSummary summary;
   summary.weights = checkpoint::load_weights(model, weights_path, options.weights);
-  const data::LoaderOptions loader = data::loader_options(c.data, data::Split::kTest, c.seed);
+  const data::LoaderOptions& loader = plan.batches;
   const onnx::Graph graph = onnx_graph(model, c.name, info, loader.mean, loader.std, options.inputs);
   write_atomically(out_path, onnx::serialize(graph, device::version()));
   summary.input = input_text(info, normalizes(info, loader.mean, options.inputs));

@@ -1,7 +1,7 @@
 #pragma once
-// `gputrain test` and `gputrain predict` resolved once, as resolve_run resolves
-// a training run: the device, the data set whose facts shape the model, and
-// how its batches are loaded.
+// `gputrain test`, `predict` and `export` resolved once, as resolve_run
+// resolves a training run: the device, the data set whose facts shape the
+// model, and how its batches are loaded.
 #include <memory>
 
 #include "gputrain/config/config.h"
@@ -15,6 +15,7 @@ namespace gputrain::plan {
 enum class WeightsUse {
   kTest,     // the test split, with labels: loss and accuracy
   kPredict,  // new inputs: the training split described (not read) for its shape and classes
+  kExport,   // the model written out: described as for kPredict, on the CPU whatever the run trained on
 };
 
 struct SavedWeightsPlan {
@@ -24,8 +25,9 @@ struct SavedWeightsPlan {
   data::LoaderOptions batches;  // evaluation batches: data.test_batch_size, else data.batch_size
 };
 
-// UserError for data without labels (nothing to test, nothing to report);
-// ConfigError for a device, evaluation key or train.amp the run cannot use.
+// UserError for data without labels to test or predict (nothing to test,
+// nothing to report); ConfigError for a device, evaluation key or train.amp
+// the run cannot use.
 SavedWeightsPlan resolve_saved_weights(config::LoadedConfig loaded, const device::DeviceInventory& inventory,
                                        WeightsUse use);
 

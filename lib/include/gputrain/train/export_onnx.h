@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "gputrain/checkpoint/weights.h"
-#include "gputrain/config/load.h"
 #include "gputrain/data/dataset.h"
 #include "gputrain/onnx/graph.h"
+#include "gputrain/plan/saved_weights.h"
 
 namespace gputrain::train {
 
@@ -46,12 +46,12 @@ struct OnnxExportSummary {
   int64_t parameters = 0;
 };
 
-// Builds the model `loaded` describes on the CPU, loads the weights of
+// Builds the model `plan` describes (WeightsUse::kExport) on the CPU, loads the weights of
 // `weights_path` (a checkpoint or a model.pt) and writes its ONNX model to
 // `out_path`, atomically. `out_path` may not be the checkpoint, and replaces
 // an existing file only with `force` (check_output_file). A layer ONNX cannot
 // express is a UserError naming it.
-OnnxExportSummary export_onnx(const config::LoadedConfig& loaded, const std::string& weights_path,
+OnnxExportSummary export_onnx(const plan::SavedWeightsPlan& plan, const std::string& weights_path,
                               const std::string& out_path, const OnnxExportOptions& options);
 
 }  // namespace gputrain::train
