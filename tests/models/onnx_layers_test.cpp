@@ -64,17 +64,22 @@ std::vector<std::string> ops(const onnx::Graph& graph) {
   return out;
 }
 
+// A convolution's or pool's window: kernel, strides, and pads (each axis's start, then each one's end).
+void expect_window(const onnx::Node& n, const Ints& kernel, const Ints& strides, const Ints& pads) {
+  EXPECT_EQ(attribute<Ints>(n, "kernel_shape"), kernel) << n.output;
+  EXPECT_EQ(attribute<Ints>(n, "strides"), strides) << n.output;
+  EXPECT_EQ(attribute<Ints>(n, "pads"), pads) << n.output;
+}
+
 TEST(OnnxLayers, ConvolutionKeepsStridePaddingGroupsAndItsWeights) {
   const Built b = built(declared("    - {type: conv2d, out_channels: 4, kernel: 3, stride: 2, padding: 1, groups: 2}\n"
                                  "    - {type: conv2d, out_channels: 4, kernel: 1, bias: false}\n"
                                  "    - flatten\n    - linear\n"),
                         {{2, 6, 6}, 3});
   const onnx::Node& conv = node(b.graph, "conv1");
-  EXPECT_EQ(conv.op, "Conv");
   EXPECT_EQ(conv.inputs, (std::vector<std::string>{"input", "conv1.weight", "conv1.bias"}));
-  EXPECT_EQ(attribute<Ints>(conv, "kernel_shape"), (Ints{3, 3}));
-  EXPECT_EQ(attribute<Ints>(conv, "strides"), (Ints{2, 2}));
-  EXPECT_EQ(attribute<Ints>(conv, "pads"), (Ints{1, 1, 1, 1}));
+  EXPECT_EQ(conv.op, "Conv");
+  expect_window(conv, {3, 3}, {2, 2}, {1, 1, 1, 1});
   EXPECT_EQ(attribute<int64_t>(conv, "group"), 2);
   EXPECT_EQ(initializer(b.graph, "conv1.weight").dims, (Ints{4, 1, 3, 3}));
   EXPECT_EQ(initializer(b.graph, "conv1.weight").values.size(), 36u);
@@ -129,15 +134,14 @@ TEST(OnnxLayers, ActivationsAndDropoutInTheirEvaluationForm) {
 }
 
 TEST(OnnxLayers, PoolsKeepTheirWindowsAndAdaptivePoolingBecomesAnEqualWindow) {
-  const Built b = built(declared("    - {type: maxpool, kernel: 3, stride: 1, padding: 1}\n"
-                                 "    - {type: avgpool, kernel: 2, padding: 1}\n"
-                                 "    - {type: adaptive_avgpool, output_size: 2}\n    - flatten\n    - linear\n"),
-                        {{1, 7, 7}, 2});
+  const std::string pools =
+      "    - {type: maxpool, kernel: 3, stride: 1, padding: 1}\n"
+      "    - {type: avgpool, kernel: 2, padding: 1}\n"
+      "    - {type: adaptive_avgpool, output_size: 2}\n    - flatten\n    - linear\n";
+  const Built b = built(declared(pools), {{1, 7, 7}, 2});
   const onnx::Node& max = node(b.graph, "pool1");
   EXPECT_EQ(max.op, "MaxPool");
-  EXPECT_EQ(attribute<Ints>(max, "kernel_shape"), (Ints{3, 3}));
-  EXPECT_EQ(attribute<Ints>(max, "strides"), (Ints{1, 1}));
-  EXPECT_EQ(attribute<Ints>(max, "pads"), (Ints{1, 1, 1, 1}));
+  expect_window(max, {3, 3}, {1, 1}, {1, 1, 1, 1});
   const onnx::Node& avg = node(b.graph, "avgpool1");
   EXPECT_EQ(avg.op, "AveragePool");
   EXPECT_EQ(attribute<Ints>(avg, "strides"), (Ints{2, 2})) << "stride defaults to the kernel";
