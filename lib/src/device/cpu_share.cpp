@@ -52,6 +52,23 @@ std::optional<double> number(const std::string& text) {
   return value;
 }
 
+// /proc/stat and this process's times as they stood when the program started.
+struct Reading {
+  CpuTimes times;
+  std::chrono::steady_clock::time_point at;
+};
+
+Reading read_now() { return {read_cpu_times("/proc/stat", "/proc/self/stat"), std::chrono::steady_clock::now()}; }
+
+const Reading& program_start() {
+  static const Reading at_start = read_now();
+  return at_start;
+}
+
+// Taken while the program loads, so the window covers its start-up (reading the
+// data, building the model), whoever asks first.
+[[maybe_unused]] const Reading& kProgramStart = program_start();
+
 }  // namespace
 
 std::optional<double> read_cgroup_quota(const std::filesystem::path& cgroup_root) {
@@ -131,7 +148,7 @@ int read_other_runnable(const std::filesystem::path& stat) {
   return 0;
 }
 
-CpuShare read_cpu_share(std::chrono::milliseconds window) {
+CpuShare read_cpu_share(std::chrono::milliseconds min_window) {
   CpuShare share;
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -145,9 +162,10 @@ CpuShare read_cpu_share(std::chrono::milliseconds window) {
     share.affinity = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   }
   share.quota = read_cgroup_quota("/sys/fs/cgroup");
-  const CpuTimes before = read_cpu_times("/proc/stat", "/proc/self/stat");
-  std::this_thread::sleep_for(window);
-  share.busy = other_busy_cpus(before, read_cpu_times("/proc/stat", "/proc/self/stat"), mask);
+  const Reading& start = program_start();
+  const auto since_start = std::chrono::steady_clock::now() - start.at;
+  if (since_start < min_window) std::this_thread::sleep_for(min_window - since_start);
+  share.busy = other_busy_cpus(start.times, read_now().times, mask);
   share.runnable = read_other_runnable("/proc/stat");
   return share;
 }

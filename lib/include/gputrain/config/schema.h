@@ -420,8 +420,8 @@ void visit(V& v, TrainConfig& c) {
           "descheduled mid-op stalls the others at the end of every parallel region. `auto`: on the CPU, 1 when one "
           "micro-batch's forward pass takes under 1 M multiply-adds, else one per usable CPU that other work leaves "
           "free, at most LibTorch's default (usable: the process's CPU affinity capped by its cgroup quota; other "
-          "work: the larger of the CPUs other processes kept busy over 50 ms and the runnable threads, at run start; "
-          "logged). At most 4 per hardware thread (16 at least)");
+          "work: the larger of the CPUs other processes kept busy while this one started up, at least 50 ms, and the "
+          "runnable threads; logged). At most 4 per hardware thread (16 at least)");
   v.check("threads", c.threads.value_or(0) <= max_threads(), [&] { return too_many_threads(c.threads.value_or(0)); });
   v.field("matmul_precision", c.matmul_precision, Any{},
           "float32 matrix products: `highest` (full float32), `high` (TF32 on CUDA: 10-bit mantissa inputs, float32 "

@@ -16,10 +16,13 @@ namespace gputrain::device {
 struct CpuShare {
   int affinity = 1;             // CPUs in this process's sched_getaffinity mask
   std::optional<double> quota;  // cgroup CPU limit in cores; none when unlimited
-  // CPUs of the affinity mask other processes kept busy over a short window
-  // just now (/proc/stat). Not the load average: a job that ended a minute
-  // ago still holds the 1-minute average near its thread count, which took a
-  // run that followed another on an idle 2-core machine down to 1 thread.
+  // CPUs of the affinity mask other processes kept busy while this one
+  // started up (/proc/stat, from the program's start to the decision, at
+  // least 50 ms). Not the load average: a job that ended a minute ago still
+  // holds the 1-minute average near its thread count, which took a run that
+  // followed another on an idle 2-core machine down to 1 thread. And not a
+  // short sleep at the decision: two runs started together would sleep
+  // through the same window and each find the CPUs idle.
   double busy = 0;
   int runnable = 0;  // other threads runnable now (/proc/stat procs_running, less this one)
 };
@@ -65,8 +68,9 @@ double other_busy_cpus(const CpuTimes& before, const CpuTimes& after, const std:
 // procs_running from a /proc/stat-format file, less the calling thread; 0 if unreadable.
 int read_other_runnable(const std::filesystem::path& stat);
 
-// This process's share, read from sched_getaffinity, /sys/fs/cgroup and /proc;
-// watches /proc/stat for `window` to see how busy the CPUs are.
-CpuShare read_cpu_share(std::chrono::milliseconds window = std::chrono::milliseconds(50));
+// This process's share, read from sched_getaffinity, /sys/fs/cgroup and /proc.
+// The CPUs' busy time is counted from /proc/stat as it stood when the program
+// started; should that be under `min_window` ago, it waits out the rest.
+CpuShare read_cpu_share(std::chrono::milliseconds min_window = std::chrono::milliseconds(50));
 
 }  // namespace gputrain::device
