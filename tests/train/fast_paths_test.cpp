@@ -407,9 +407,10 @@ TEST(FastPathPlan, OnTheCpuAutoThreadsLeaveOtherWorkItsCpus) {
   shared.cpus->runnable = 2;  // two other runs on two cores
   const FastPaths busy = plan_fast_paths(c, shared);
   EXPECT_EQ(busy.threads, 1);
-  EXPECT_TRUE(has(busy.decisions,
-                  "train.threads: 1 (auto: 2 usable CPUs (affinity 2, no cgroup quota), other work 2.0 (load 0.00, 2 "
-                  "runnable); no more threads than free CPUs, so none spin-waits on a descheduled one)"));
+  EXPECT_TRUE(
+      has(busy.decisions,
+          "train.threads: 1 (auto: 2 usable CPUs (affinity 2, no cgroup quota), other work 2.0 (0.00 CPUs busy, "
+          "2 runnable); no more threads than free CPUs, so none spin-waits on a descheduled one)"));
   shared.micro_batch_macs = 45'056;
   EXPECT_NE(plan_fast_paths(c, shared).decisions.back().find("too small"), std::string::npos)
       << "a small model keeps its one thread, whatever the machine";
