@@ -34,11 +34,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
-template <class Part>
-bool attempt(DryRun& dry, Part&& part) {
-  return config::collect_refusal(dry.problems, part);
-}
-
 json visible_devices(const device::DeviceInventory& inventory) {
   json gpus = json::array();
   for (const auto& gpu : inventory.gpus) {
@@ -195,8 +190,8 @@ json memory_section(DryRun& dry, const ModelFacts& facts, const parallel::Strate
 json outputs_section(DryRun& dry, const config::ExperimentConfig& c, bool resume) {
   const fs::path run_dir = config::run_directory(c);
   const fs::path checkpoints = config::checkpoint_directory(c);
-  attempt(dry, [&] { check_writable(run_dir, "output.dir"); });
-  attempt(dry, [&] {
+  config::collect_refusal(dry.problems, [&] { check_writable(run_dir, "output.dir"); });
+  config::collect_refusal(dry.problems, [&] {
     check_writable(checkpoints, "checkpoint.dir");
     if (!resume) checkpoint::check_checkpoint_dir(checkpoints);
   });
@@ -241,7 +236,8 @@ DryRun dry_run(const DryRunRequest& request) {
   DryRun dry;
   json& report = dry.report;
   config::LoadedConfig loaded;
-  if (!attempt(dry, [&] { loaded = config::load_config(request.config, request.overrides); })) return dry;
+  if (!config::collect_refusal(dry.problems, [&] { loaded = config::load_config(request.config, request.overrides); }))
+    return dry;
   report["config"] = {{"file", request.config}, {"name", loaded.config.name}};
 
   plan::RunRequest run_request;
@@ -299,9 +295,10 @@ DryRun dry_run(const DryRunRequest& request) {
                     {"in_memory", bytes_text(in_memory)}};
 
   ModelFacts facts;
-  if (attempt(dry, [&] { facts = measure_model(run.loaded, run.train_set, run.strategy, info); })) {
+  if (config::collect_refusal(dry.problems,
+                              [&] { facts = measure_model(run.loaded, run.train_set, run.strategy, info); })) {
     json fast = facts.fast.decisions;
-    attempt(dry, [&] {
+    config::collect_refusal(dry.problems, [&] {
       const torch::Device device = run.strategy.replicas.front();
       const data::DeviceCacheChoice cache = data::choose_device_cache(
           c.data.device_cache, train_set, device.is_cuda() ? device::free_memory(device) : -1, device);
