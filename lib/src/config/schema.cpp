@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <regex>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -24,33 +25,29 @@ bool is_run_name(const std::string& name) {
   return std::regex_match(name, kSafeName);
 }
 
+namespace {
+
+// The device kinds' words; `cuda` alone may take a ":N" index.
+constexpr ChoiceTable<DeviceKind, 4> kDeviceKinds{
+    {{{"auto", DeviceKind::kAuto}, {"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}, {"mps", DeviceKind::kMps}}}};
+
+}  // namespace
+
 std::optional<DeviceRequest> DeviceRequest::parse(const std::string& text) {
-  if (text == "auto") return DeviceRequest{DeviceKind::kAuto, std::nullopt};
-  if (text == "cpu") return DeviceRequest{DeviceKind::kCpu, std::nullopt};
-  if (text == "mps") return DeviceRequest{DeviceKind::kMps, std::nullopt};
-  if (text == "cuda") return DeviceRequest{DeviceKind::kCuda, std::nullopt};
-  if (text.rfind("cuda:", 0) == 0 && text.size() > 5) {
-    int64_t index = -1;
-    const char* first = text.data() + 5;
-    const char* last = text.data() + text.size();
-    const auto [end, error] = std::from_chars(first, last, index);
-    if (error == std::errc() && end == last && index >= 0) return DeviceRequest{DeviceKind::kCuda, index};
-  }
-  return std::nullopt;
+  if (const auto kind = kDeviceKinds.parse(text)) return DeviceRequest{*kind, std::nullopt};
+  constexpr std::string_view kIndexed = "cuda:";
+  if (text.rfind(kIndexed, 0) != 0 || text.size() == kIndexed.size()) return std::nullopt;
+  int64_t index = -1;
+  const char* first = text.data() + kIndexed.size();
+  const char* last = text.data() + text.size();
+  const auto [end, error] = std::from_chars(first, last, index);
+  if (error != std::errc() || end != last || index < 0) return std::nullopt;
+  return DeviceRequest{DeviceKind::kCuda, index};
 }
 
 std::string DeviceRequest::text() const {
-  switch (kind) {
-    case DeviceKind::kAuto:
-      return "auto";
-    case DeviceKind::kCpu:
-      return "cpu";
-    case DeviceKind::kMps:
-      return "mps";
-    case DeviceKind::kCuda:
-      return index ? "cuda:" + std::to_string(*index) : "cuda";
-  }
-  return "auto";
+  const std::string word = kDeviceKinds.word(kind);
+  return index ? word + ":" + std::to_string(*index) : word;
 }
 
 bool is_inside_run_dir(const std::string& dir) {
