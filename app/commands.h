@@ -41,7 +41,10 @@ struct Environment {
   std::optional<EnvValue> agent_store;          // TORCHELASTIC_USE_AGENT_STORE
   std::optional<EnvValue> restart_count;        // TORCHELASTIC_RESTART_COUNT
   std::optional<EnvValue> slurm_restart_count;  // SLURM_RESTART_COUNT: a requeued job's
-  std::vector<std::string> all;                 // KEY=VALUE, for the workers `train --nproc` starts
+  // GPUTRAIN_RESOLVED_BATCH=global,accumulation,test: the batch `train --nproc`
+  // measured for its workers (data.batch_size: auto), so that all run the same.
+  std::optional<EnvValue> resolved_batch;
+  std::vector<std::string> all;  // KEY=VALUE, for the workers `train --nproc` starts
 };
 
 // An option's check for a whole number in [minimum, maximum]: says "not a
@@ -59,6 +62,11 @@ parallel::LaunchInfo launch_info(const Environment& env);
 // The restart counts a launcher set (train.resume: auto reads them); `launch`
 // is launch_info(env).
 checkpoint::Restarts restarts(const Environment& env, const parallel::LaunchInfo& launch);
+
+// The batch a launcher resolved for this worker (GPUTRAIN_RESOLVED_BATCH), and
+// the variable that passes `batch` on. Throws UserError for a malformed value.
+std::optional<checkpoint::ResolvedBatch> launcher_batch(const Environment& env);
+std::string launcher_batch_variable(const checkpoint::ResolvedBatch& batch);
 
 // The config a run starts from: --config's, or with --resume ("auto" or a
 // checkpoint) the checkpoint's with --set on top. `command` names the caller

@@ -27,6 +27,25 @@ checkpoint::Restarts restarts(const Environment& env, const parallel::LaunchInfo
   return out;
 }
 
+std::optional<checkpoint::ResolvedBatch> launcher_batch(const Environment& env) {
+  if (!env.resolved_batch) return std::nullopt;
+  const std::string& text = env.resolved_batch->value;
+  const std::size_t first = text.find(',');
+  const std::size_t second = first == std::string::npos ? first : text.find(',', first + 1);
+  if (second == std::string::npos) {
+    throw UserError(fmt::format("{}='{}' is not global,accumulation,test; it is set by `train --nproc` for its workers",
+                                env.resolved_batch->name, text));
+  }
+  const auto part = [&](std::size_t from, std::size_t to) {
+    return integer(EnvValue{env.resolved_batch->name, text.substr(from, to - from)});
+  };
+  return checkpoint::ResolvedBatch{part(0, first), part(first + 1, second), part(second + 1, text.size())};
+}
+
+std::string launcher_batch_variable(const checkpoint::ResolvedBatch& batch) {
+  return fmt::format("GPUTRAIN_RESOLVED_BATCH={},{},{}", batch.global, batch.accumulation, batch.test);
+}
+
 parallel::LaunchInfo launch_info(const Environment& env) {
   parallel::LaunchInfo launch;
   if (env.rank || env.world_size) {

@@ -62,16 +62,13 @@ int launch_workers(const TrainArgs& args, const parallel::LaunchInfo& launch, pl
   options.nproc = run.processes.workers;
   options.executable = std::filesystem::read_symlink("/proc/self/exe").string();
   options.arguments = worker_arguments(args);
-  // data.batch_size: auto was solved once, in the resolution, so that every worker runs the same batch.
-  if (run.batch_choice) {
-    const config::ExperimentConfig& c = run.loaded.config;
-    options.arguments.insert(options.arguments.end(),
-                             {"--set", fmt::format("data.batch_size={}", *c.data.batch_size), "--set",
-                              fmt::format("train.accumulation_steps={}", c.train.accumulation_steps), "--set",
-                              fmt::format("data.test_batch_size={}", c.data.test_batch_size)});
-  }
   run.train_set.reset();  // each worker reads its own; the launcher holds none while they train
-  options.environment = args.env.all;
+  // data.batch_size: auto was solved once, in the resolution, so that every
+  // worker runs the same batch; their configs stay as written.
+  for (const std::string& entry : args.env.all) {
+    if (entry.rfind("GPUTRAIN_RESOLVED_BATCH=", 0) != 0) options.environment.push_back(entry);
+  }
+  if (run.batch_choice) options.environment.push_back(launcher_batch_variable(run.batch.sizes()));
   options.max_restarts = args.max_restarts;
   options.master_addr = launch.master_addr;
   if (args.env.master_port) options.master_port = launch.master_port;
@@ -115,6 +112,14 @@ TrainPlan plan_train(const TrainArgs& args) {
   request.inventory = plan.inventory;
   request.launch = plan.launch;
   request.nproc = args.nproc;
+  request.resolved_batch = launcher_batch(args.env);
+  request.resolved_by = "the launcher";
+  if (plan.start.checkpoint && plan.start.checkpoint->state().batch) {
+    const checkpoint::TrainingState& resumed = plan.start.checkpoint->state();
+    request.resolved_batch = resumed.batch;
+    request.resolved_by = "the checkpoint";
+    request.resumed_mid_epoch = resumed.position.batch > 0;
+  }
   plan.run = plan::resolve_run(plan.start.config, request);
   spdlog::info("processes: {}", plan.run.processes.reason);
   return plan;
@@ -151,7 +156,7 @@ struct RunDirectory {
 void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Trainer& trainer, RunDirectory& dir) {
   const config::LoadedConfig& loaded = plan.run.loaded;
   const auto& resumed = plan.start.checkpoint;
-  const report::RunDirOptions run_dir = report::run_dir_options(loaded.config, resumed.has_value());
+  const report::RunDirOptions run_dir = report::run_dir_options(plan.run, resumed.has_value());
   dir.paths = report::run_paths(run_dir.dir);
   if (plan.primary) {
     dir.lock.emplace(dir.paths.dir);  // one process per run directory
@@ -173,7 +178,7 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
   dir.console.emplace(isatty(STDERR_FILENO) != 0);
   dir.observers.add(&*dir.console);
   dir.observers.add(&*dir.metrics);
-  dir.recorder.emplace(dir.paths, report::run_recorder_options(loaded.config), trainer.layout(), plan.inventory,
+  dir.recorder.emplace(dir.paths, report::run_recorder_options(plan.run), trainer.layout(), plan.inventory,
                        dir.observers);
 }
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <map>
@@ -284,6 +285,33 @@ TEST_F(CheckpointCli, AFailedRerunLeavesTheFinishedRunAsItWas) {
   EXPECT_FALSE(fs::exists(run() / "metrics.1.jsonl"));
   EXPECT_FALSE(fs::exists(run() / "checkpoints.1"));
   EXPECT_EQ(list_checkpoints(checkpoints()), before);
+}
+
+// Issue 38 #4: a checkpoint holds the config as written and the batch
+// data.batch_size: auto chose, so the run resumes from inside an epoch with its
+// own config file, in that batch, without measuring again. (The checkpoint's
+// config used to hold the chosen numbers, which the file's `auto` contradicted.)
+TEST_F(CheckpointCli, AnAutoBatchRunResumesInsideAnEpochInTheBatchItChose) {
+  const std::vector<std::string> sets{"data.batch_size=auto", "train.target_batch=32", "train.max_memory=64MiB",
+                                      "checkpoint.every_steps=3", "checkpoint.keep=10"};
+  const auto first = run_gputrain(train(sets), kEnv);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("data.batch_size: 32 (auto: micro-batch 32"), std::string::npos) << first.err;
+  EXPECT_NE(testing::read_text(run() / "config.yaml").find("batch_size: 32"), std::string::npos)
+      << "config.yaml repeats the run without measuring";
+  const auto all = list_checkpoints(checkpoints());
+  const auto inside = std::find_if(all.begin(), all.end(), [](const fs::path& p) {
+    return p.filename().string().find("-b000000") == std::string::npos;  // micro-batches into an epoch
+  });
+  ASSERT_NE(inside, all.end());
+  EXPECT_NE(Checkpoint::read(*inside).state().config.find("batch_size: auto"), std::string::npos);
+
+  const auto resumed = run_gputrain(train(sets, inside->string()), kEnv);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("data.batch_size: 32 in 1 accumulation step (auto, as the checkpoint resolved it)"),
+            std::string::npos)
+      << resumed.err;
+  EXPECT_EQ(resumed.err.find("(auto: micro-batch"), std::string::npos) << "measured again: " << resumed.err;
 }
 
 // Issue 17 #2: a directory that holds anything but checkpoints is never moved aside.

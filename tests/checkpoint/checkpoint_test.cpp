@@ -80,6 +80,7 @@ TrainingState sample_state(const std::string& config = kConfig) {
   s.rng = capture_rng();
   s.best_score = 0.75;
   s.skipped_steps = 2;
+  s.batch = ResolvedBatch{48, 4, 12};
   s.config = config::dump_config(config::load_config_text(config, "c.yaml").config);
   return s;
 }
@@ -117,6 +118,7 @@ TEST(Checkpoint, EveryPartComesBackExactly) {
   EXPECT_TRUE(torch::equal(back.rng.cpu, state.rng.cpu));
   EXPECT_EQ(back.best_score, 0.75);
   EXPECT_EQ(back.skipped_steps, 2);
+  EXPECT_EQ(back.batch, (ResolvedBatch{48, 4, 12}));
   EXPECT_EQ(back.config, state.config);
   EXPECT_FALSE(back.torch_version.empty());
   EXPECT_FALSE(back.gputrain_version.empty());
@@ -249,10 +251,23 @@ TEST(Checkpoint, FormatVersionOneStillReads) {
     return size;
   });
   const Checkpoint c = Checkpoint::parse(seal(payload), "old.ckpt");
+  EXPECT_FALSE(c.state().batch) << "written before checkpoints kept the resolved batch: the config holds it";
   Tiny fresh(4, 2);
   c.load_model(*fresh.model);
   c.load_optimizer(*fresh.optimizer, torch::kCPU);
   expect_same_after_a_step(trained, fresh);
+}
+
+// The batch is what a resumed run continues in, so an impossible one is refused, not trained.
+TEST(Checkpoint, AnImpossibleBatchIsRefused) {
+  TrainingState state = sample_state();
+  state.batch = ResolvedBatch{48, 5, 12};
+  EXPECT_NE(error_of([&] {
+              Checkpoint::parse(encoded(state), "c.ckpt");
+            }).find("c.ckpt: its batch (48 per step in 5 micro-batches, 12 per evaluation) is impossible"),
+            std::string::npos);
+  state.batch.reset();
+  EXPECT_FALSE(Checkpoint::parse(encoded(state), "c.ckpt").state().batch);
 }
 
 TEST(Checkpoint, RestoredRngRepeatsTheDraws) {

@@ -619,40 +619,32 @@ TEST(ConfigSemantics, AccumulationThatDoesNotDivideTheBatchIsAConfigError) {
   EXPECT_NO_THROW(load_config_text("data: {batch_size: 32}\ntrain: {accumulation_steps: 4}\n", "x"));
 }
 
-// Issue 20 #4: the batch per forward pass, or per optimizer step, or both when they agree.
-TEST(ConfigSemantics, MicroBatchSizeMakesTheBatchPerStepForEachProcessCount) {
-  LoadedConfig loaded = load_config_text("data: {micro_batch_size: 16}\ntrain: {accumulation_steps: 3}\n", "x");
-  EXPECT_EQ(loaded.config.data.batch_size, 48);  // one process
-  resolve_batch_forms(loaded, 4);
-  EXPECT_EQ(loaded.config.data.batch_size, 192);
+// Issue 20 #4: the batch per forward pass, or per optimizer step, or both when
+// they agree. The config keeps the form as written: the plan works the numbers
+// out for the run's processes (plan::stated_batch; tests/plan/run_plan_test.cpp).
+TEST(ConfigSemantics, AMicroBatchAloneLeavesTheBatchPerStepToThePlan) {
+  const LoadedConfig loaded = load_config_text("data:\n  micro_batch_size: 16\ntrain: {accumulation_steps: 3}\n", "x");
+  EXPECT_FALSE(loaded.config.data.batch_size);
   EXPECT_EQ(*loaded.config.data.micro_batch_size, 16);
+  EXPECT_EQ(loaded.config.train.accumulation_steps, 3);
+  EXPECT_EQ(loaded.sources.at("data.batch_size").str(), "x:2:21");  // messages about the batch point at its statement
   // Not a multiple of the accumulation: the micro-batch is given, so nothing to divide.
-  EXPECT_EQ(
-      load_config_text("data: {micro_batch_size: 5}\ntrain: {accumulation_steps: 3}\n", "x").config.data.batch_size,
-      15);
+  EXPECT_NO_THROW(load_config_text("data: {micro_batch_size: 5}\ntrain: {accumulation_steps: 3}\n", "x"));
   EXPECT_FALSE(load_config_text("", "x").config.data.micro_batch_size);
+  EXPECT_EQ(load_config_text("", "x").config.data.batch_size, 128);
+  // As dump_config writes it, the form reloads the same.
+  EXPECT_EQ(dump_config(load_config_text(dump_config(loaded.config), "dump").config), dump_config(loaded.config));
 }
 
-TEST(ConfigSemantics, BothBatchFormsMustAgreeForTheRunsProcesses) {
-  // 96 = 16 x 3 x 2: agrees for two processes only, so the file loads (some process count fits).
+TEST(ConfigSemantics, BothBatchFormsMustAgreeForSomeNumberOfProcesses) {
+  // 96 = 16 x 3 x 2: agrees for two processes, so the file loads; the plan checks the run's count.
   const std::string both = "data: {batch_size: 96, micro_batch_size: 16}\ntrain: {accumulation_steps: 3}\n";
-  LoadedConfig two_ranks = load_config_text(both, "f.yaml");
-  EXPECT_NO_THROW(resolve_batch_forms(two_ranks, 2));
+  const LoadedConfig two_ranks = load_config_text(both, "f.yaml");
   EXPECT_EQ(two_ranks.config.data.batch_size, 96);
-  try {
-    resolve_batch_forms(two_ranks, 1);
-    FAIL() << "96 disagrees with 16 x 3 x 1";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.key(), "data.batch_size");
-    EXPECT_EQ(e.where().line, 1);
-    EXPECT_NE(std::string(e.what()).find("96 disagrees with data.micro_batch_size: 16 per forward pass x 3 "
-                                         "accumulation steps x 1 process make a batch of 48 per optimizer step; "
-                                         "set only one of the two"),
-              std::string::npos)
-        << e.what();
-  }
+  EXPECT_EQ(two_ranks.config.data.micro_batch_size, 16);
   // No process count fits: refused at load, as `gputrain config` does.
   const ConfigError e = config_error(both, {"data.batch_size=100"});
+  EXPECT_EQ(e.key(), "data.batch_size");
   EXPECT_NE(std::string(e.what()).find("100 disagrees with data.micro_batch_size: 16 per forward pass x 3 "
                                        "accumulation steps make 48 per process, which 100 does not divide into"),
             std::string::npos)

@@ -336,10 +336,8 @@ TEST(HostLoader, AlternatingFlipMirrorsEachImageInEveryOtherEpoch) {
   EXPECT_NE(mirrored_in(dataset, options, 0), first) << "the seed picks the half";
 }
 
-TEST(LoaderOptions, TestSplitIsPlainAndUsesTheTestBatchSize) {
+TEST(LoaderOptions, TheTestSplitIsPlainAndEachSplitTakesTheBatchGiven) {
   config::DataConfig config;
-  config.batch_size = 32;
-  config.test_batch_size = 100;
   config.shuffle = true;
   config.drop_last = true;
   config.augment.random_crop = 4;
@@ -347,18 +345,16 @@ TEST(LoaderOptions, TestSplitIsPlainAndUsesTheTestBatchSize) {
   config.augment.hflip = true;
   config.augment.alternating_flip = true;
   config.normalize = {{0.5}, {0.5}};
-  const LoaderOptions train = loader_options(config, Split::kTrain, 3);
+  const LoaderOptions train = loader_options(config, Split::kTrain, 32, 3);
   EXPECT_EQ(train.batch_size, 32);
   EXPECT_TRUE(train.shuffle && train.drop_last && train.hflip && train.reflect && train.alternating_flip);
   EXPECT_EQ(train.random_crop, 4);
   EXPECT_EQ(train.seed, 3u);
-  const LoaderOptions test = loader_options(config, Split::kTest, 3);
+  const LoaderOptions test = loader_options(config, Split::kTest, 100, 3);
   EXPECT_EQ(test.batch_size, 100);
   EXPECT_FALSE(test.shuffle || test.drop_last || test.hflip || test.reflect || test.alternating_flip);
   EXPECT_EQ(test.random_crop, 0);
   EXPECT_EQ(test.mean, std::vector<double>{0.5});
-  config.test_batch_size = 0;
-  EXPECT_EQ(loader_options(config, Split::kTest, 3).batch_size, 32);
 }
 
 }  // namespace

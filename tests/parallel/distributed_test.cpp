@@ -276,6 +276,11 @@ TEST(Ddp, AutoBatchUnderNprocIsChosenOnceAndTrainsLikeTheBatchSetByHand) {
                          "2 processes"),
             std::string::npos)
       << two.err;
+  // The workers take it from the launcher, not from a --set: their configs stay as written.
+  EXPECT_NE(two.err.find("data.batch_size: 8 in 1 accumulation step (auto, as the launcher resolved it)"),
+            std::string::npos)
+      << two.err;
+  EXPECT_NE(testing::read_text(dir / "two/ddp/config.yaml").find("batch_size: 8"), std::string::npos);
   const auto one = run_gputrain({"train", "--config", config.string(), "--output", (dir / "one").string()});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   expect_same_weights(config, dir / "one/ddp/model.pt", dir / "two/ddp/model.pt");

@@ -1,5 +1,5 @@
 // A run resolved once (issue 38): the devices, the processes, the strategy,
-// the data and the batches in one place, for train, bench, test, predict and
+// the data and the batches in one place, nothing written back into the config, for train, bench, test, predict and
 // `gputrain plan` alike; `plan` collects every problem instead of the first.
 #include "gputrain/plan/run_plan.h"
 
@@ -79,7 +79,8 @@ TEST(RunPlan, CollectingListsEveryProblemAndResolvesTheRest) {
   EXPECT_TRUE(any_contains(run.problems, "fp16")) << run.problems.back();
   EXPECT_EQ(run.reached, Reached::kComplete);
   EXPECT_EQ(run.plan.devices.primary(), torch::Device("cpu"));
-  EXPECT_EQ(run.plan.loaded.config.train.amp, config::AmpMode::kOff);
+  EXPECT_EQ(run.plan.amp, config::AmpMode::kOff);
+  EXPECT_EQ(run.plan.loaded.config.train.amp, config::AmpMode::kFp16) << "the config stays as written";
   EXPECT_EQ(run.plan.batch.steps_per_epoch, 4);
 }
 
@@ -94,6 +95,89 @@ TEST(RunPlan, CollectingStopsBeforeTheBatchWithoutData) {
   EXPECT_THROW(resolve_run(run_config({"data={dataset: npy, root: /nonexistent/gputrain-data}"}), RunRequest{}), Error);
 }
 
+// Issue 20 #4 and 38 #4: the batch per forward pass makes the batch per
+// optimizer step for the run's processes; the config keeps the form.
+TEST(BatchForms, AMicroBatchMakesTheBatchPerStepForEachProcessCount) {
+  const config::LoadedConfig micro =
+      run_config({"data.batch_size=auto", "data.micro_batch_size=16", "train.accumulation_steps=3"});
+  ASSERT_FALSE(micro.config.data.batch_size);
+  EXPECT_EQ(stated_batch(micro, 1)->global, 48);
+  EXPECT_EQ(stated_batch(micro, 4)->global, 192);
+  EXPECT_EQ(stated_batch(micro, 4)->accumulation, 3);
+  EXPECT_EQ(stated_batch(micro, 4)->test, 192);
+  EXPECT_EQ(stated_batch(run_config({"data.test_batch_size=7"}), 1)->test, 7);
+  EXPECT_EQ(stated_batch(run_config(), 3)->global, 32) << "data.batch_size is the batch of all processes";
+  EXPECT_FALSE(stated_batch(run_config({"data.batch_size=auto", "train.target_batch=64"}), 1)) << "measured";
+  // A micro-batch not divided by the accumulation: nothing to divide, the plan multiplies.
+  const RunPlan run = resolve_run(
+      run_config({"data.batch_size=auto", "data.micro_batch_size=5", "train.accumulation_steps=3"}), RunRequest{});
+  EXPECT_EQ(run.batch.global, 15);
+  EXPECT_EQ(run.batch.micro, 5);
+  EXPECT_EQ(run.train_loader.batch_size, 5);
+  EXPECT_EQ(run.test_loader.batch_size, 15);
+  EXPECT_FALSE(run.loaded.config.data.batch_size) << "the config stays as written";
+}
+
+TEST(BatchForms, BothFormsMustAgreeForTheRunsProcesses) {
+  const config::LoadedConfig both =
+      run_config({"data.batch_size=96", "data.micro_batch_size=16", "train.accumulation_steps=3"});
+  EXPECT_EQ(stated_batch(both, 2)->global, 96);
+  try {
+    stated_batch(both, 1);
+    FAIL() << "96 disagrees with 16 x 3 x 1";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "data.batch_size");
+    EXPECT_EQ(e.where().origin, "--set #1 (data.batch_size=96)");
+    EXPECT_NE(std::string(e.what()).find("96 disagrees with data.micro_batch_size: 16 per forward pass x 3 "
+                                         "accumulation steps x 1 process make a batch of 48 per optimizer step; "
+                                         "set only one of the two"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A checkpoint keeps the batch its run resolved: data.batch_size: auto is not
+// measured again (a budget of 100 bytes would refuse every micro-batch).
+TEST(RunPlan, AResumedRunKeepsItsCheckpointsBatch) {
+  RunRequest request;
+  request.resolved_batch = checkpoint::ResolvedBatch{24, 2, 6};
+  request.resolved_by = "the checkpoint";
+  request.resumed_mid_epoch = true;
+  const config::LoadedConfig measured =
+      run_config({"data.batch_size=auto", "train.target_batch=24", "train.max_memory=100B"});
+  const RunPlan run = resolve_run(measured, request);
+  EXPECT_FALSE(run.batch_choice);
+  EXPECT_EQ(run.batch.sizes(), (checkpoint::ResolvedBatch{24, 2, 6}));
+  EXPECT_EQ(run.batch.micro, 12);
+  EXPECT_FALSE(run.loaded.config.data.batch_size);
+  EXPECT_THROW(resolve_run(measured, RunRequest{}), ConfigError) << "measured afresh, nothing fits 100 bytes";
+  // A checkpoint from before 2026-11-28 holds no batch: its config's numbers are the batch.
+  request.resolved_batch.reset();
+  EXPECT_EQ(resolve_run(run_config({"train.accumulation_steps=2"}), request).batch.micro, 16);
+}
+
+// Inside an epoch the resumed run continues the epoch's batches: a
+// micro-batch form that comes to another batch for these processes is refused.
+TEST(RunPlan, AResumeInsideAnEpochRefusesABatchThatComesOutDifferently) {
+  RunRequest request;
+  request.resolved_batch = checkpoint::ResolvedBatch{96, 3, 96};  // 16 x 3 x 2 processes
+  request.resumed_mid_epoch = true;
+  const config::LoadedConfig micro =
+      run_config({"data.batch_size=auto", "data.micro_batch_size=16", "train.accumulation_steps=3"});
+  try {
+    resolve_run(micro, request);
+    FAIL() << "one process makes 48";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "data.batch_size");
+    EXPECT_NE(std::string(e.what()).find("comes to 48 per optimizer step (3 accumulation steps) here, but the "
+                                         "checkpoint stopped inside an epoch of 96 (3 accumulation steps)"),
+              std::string::npos)
+        << e.what();
+  }
+  request.resumed_mid_epoch = false;  // at an epoch's end the batch may change
+  EXPECT_EQ(resolve_run(micro, request).batch.global, 48);
+}
+
 TEST(SavedWeights, TestingReadsTheTestSplitInTestBatchesAndPredictingOnlyDescribesTraining) {
   const SavedWeightsPlan testing =
       resolve_saved_weights(run_config({"data.test_batch_size=10"}), {}, WeightsUse::kTest);
@@ -103,6 +187,15 @@ TEST(SavedWeights, TestingReadsTheTestSplitInTestBatchesAndPredictingOnlyDescrib
   const SavedWeightsPlan predicting = resolve_saved_weights(run_config(), {}, WeightsUse::kPredict);
   EXPECT_EQ(predicting.data->info().samples, 100);
   EXPECT_EQ(predicting.batches.batch_size, 32);
+  // The stated batch of one process, or data.batch_size: auto's target.
+  EXPECT_EQ(resolve_saved_weights(
+                run_config({"data.batch_size=auto", "data.micro_batch_size=8", "train.accumulation_steps=2"}), {},
+                WeightsUse::kTest)
+                .batches.batch_size,
+            16);
+  EXPECT_EQ(resolve_saved_weights(run_config({"data.batch_size=auto", "train.target_batch=40"}), {}, WeightsUse::kTest)
+                .batches.batch_size,
+            40);
 }
 
 TEST(SavedWeights, RefusesWhatTestingCannotUse) {

@@ -26,16 +26,44 @@ TEST(RunDir, WritesTheResolvedConfigAndKeepsEarlierMetrics) {
 }
 
 TEST(RunDir, OptionsFromAConfigNameItsDirectoryAndHoldItsDump) {
-  config::ExperimentConfig config;
+  plan::RunPlan run;
+  config::ExperimentConfig& config = run.loaded.config;
   config.name = "demo";
   config.output.dir = "/runs";
   config.train.epochs = 7;
   config.data.root = "data";  // as loading resolves it
-  const RunDirOptions options = run_dir_options(config, /*resuming=*/true);
+  run.batch.global = 128;
+  const RunDirOptions options = run_dir_options(run, /*resuming=*/true);
   EXPECT_EQ(options.dir, std::filesystem::path("/runs/demo"));
   EXPECT_TRUE(options.resuming);
   const auto reloaded = config::load_config_text(options.resolved_config, "config.yaml");
   EXPECT_EQ(config::dump_config(reloaded.config), config::dump_config(config));
+}
+
+// data.batch_size: auto measures; config.yaml records what it chose, so that
+// training from it repeats the run without measuring again. The run's own
+// config (and its checkpoints') stays auto.
+TEST(RunDir, TheConfigFileRecordsTheMeasuredBatch) {
+  plan::RunPlan run;
+  config::ExperimentConfig& config = run.loaded.config;
+  config.name = "demo";
+  config.data.root = "data";
+  config.data.batch_size = std::nullopt;
+  config.train.target_batch = 48;
+  run.batch.global = 48;
+  run.batch.accumulation = 4;
+  run.batch.test = 12;
+  const auto reloaded = config::load_config_text(run_dir_options(run, false).resolved_config, "config.yaml").config;
+  EXPECT_EQ(reloaded.data.batch_size, 48);
+  EXPECT_EQ(reloaded.train.accumulation_steps, 4);
+  EXPECT_EQ(reloaded.data.test_batch_size, 12);
+  EXPECT_FALSE(run.loaded.config.data.batch_size) << "the plan's config is left as written";
+  // A stated batch is recorded as stated: data.micro_batch_size alone stays the micro-batch form.
+  config.data.micro_batch_size = 12;
+  config.train.target_batch = 0;
+  const auto micro = config::load_config_text(run_dir_options(run, false).resolved_config, "config.yaml").config;
+  EXPECT_FALSE(micro.data.batch_size);
+  EXPECT_EQ(micro.data.micro_batch_size, 12);
 }
 
 TEST(RunDir, EarlierEventFilesMoveToARunOfTheirOwn) {

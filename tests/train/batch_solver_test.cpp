@@ -14,6 +14,7 @@
 #include "gputrain/data/dataset.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/plan/batch_solver.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/train/trainer.h"
 
 namespace gputrain::train {
@@ -153,27 +154,33 @@ TEST(BatchSolver, ChoosesTheLargestMicroBatchWhoseMeasuredStepFitsTheBudgetAndTr
   // What a step of each candidate micro-batch takes, measured the solver's way.
   std::map<int64_t, int64_t> step_bytes;
   for (const int64_t micro : micro_batch_candidates(48, 1)) {
-    StepProbe probe(probe_config, train_set, cpu_single(), micro);
+    StepProbe probe(probe_config, train_set, cpu_single(), config::AmpMode::kOff, micro, 1);
     step_bytes[micro] = probe.measure(micro).total();
   }
   ASSERT_LT(step_bytes[12], step_bytes[16]);
   // A budget between 12's step and 16's.
   config::LoadedConfig loaded =
       config::load_config_text(kMlp, "auto.yaml", {fmt::format("train.max_memory={}", step_bytes[12] + 1)});
-  const std::optional<BatchChoice> choice = solve_batch(loaded, train_set, cpu_single(), 1);
+  const std::optional<BatchChoice> choice = solve_batch(loaded, train_set, cpu_single(), config::AmpMode::kOff, 1);
   ASSERT_TRUE(choice.has_value());
   EXPECT_EQ(choice->micro_batch, 12);
   EXPECT_EQ(choice->accumulation, 4);
   EXPECT_EQ(choice->step_bytes, step_bytes[12]);
   EXPECT_EQ(choice->budget_source, "train.max_memory");
-  EXPECT_EQ(loaded.config.data.batch_size, 48);
-  EXPECT_EQ(loaded.config.train.accumulation_steps, 4);
-  EXPECT_EQ(loaded.config.data.test_batch_size, 12) << "evaluation in micro-batches known to fit";
-  EXPECT_EQ(loaded.sources.at("data.batch_size").origin, loaded.sources.at("train.accumulation_steps").origin);
-  EXPECT_NE(loaded.sources.at("data.batch_size").origin.find("auto"), std::string::npos);
-  // A number leaves the config alone.
+  // The choice is the plan's; the config stays as written (issue 38 #4).
+  const plan::RunPlan run = plan::resolve_run(loaded, device::DevicePlan{}, parallel::LaunchInfo{});
+  EXPECT_EQ(run.batch.global, 48);
+  EXPECT_EQ(run.batch.accumulation, 4);
+  EXPECT_EQ(run.batch.test, 12) << "evaluation in micro-batches known to fit";
+  EXPECT_EQ(run.train_loader.batch_size, 12);
+  EXPECT_EQ(run.test_loader.batch_size, 12);
+  EXPECT_FALSE(run.loaded.config.data.batch_size);
+  EXPECT_EQ(run.loaded.config.train.accumulation_steps, 1);
+  EXPECT_EQ(run.loaded.config.data.test_batch_size, 0);
+  EXPECT_EQ(config::dump_config(run.loaded.config), config::dump_config(loaded.config));
+  // A stated batch is not measured.
   config::LoadedConfig given = config::load_config_text(kMlp, "auto.yaml", {"data.batch_size=48"});
-  EXPECT_FALSE(solve_batch(given, train_set, cpu_single(), 1).has_value());
+  EXPECT_FALSE(solve_batch(given, train_set, cpu_single(), config::AmpMode::kOff, 1).has_value());
 
   const config::LoadedConfig by_hand = config::load_config_text(
       kMlp, "auto.yaml", {"data.batch_size=48", "train.accumulation_steps=4", "data.test_batch_size=12"});
@@ -188,7 +195,8 @@ TEST(BatchSolver, AutoOnTheCpuBudgetsHalfTheAvailableMemoryOverTheProcesses) {
   const auto train_set = data::make_dataset(loaded.config.data, data::Split::kTrain, 5);
   const std::string meminfo = ::testing::TempDir() + "batch_solver_meminfo";
   { std::ofstream(meminfo) << "MemTotal: 8000 kB\nMemAvailable: 4000 kB\n"; }
-  const std::optional<BatchChoice> choice = solve_batch(loaded, train_set, cpu_single(), 2, meminfo);
+  const std::optional<BatchChoice> choice =
+      solve_batch(loaded, train_set, cpu_single(), config::AmpMode::kOff, 2, meminfo);
   ASSERT_TRUE(choice.has_value());
   EXPECT_EQ(choice->budget, 4000 * 1024 / 2 / 2);
   EXPECT_EQ(choice->micro_batch, 24) << "the whole per-process target fits in a megabyte";
@@ -197,7 +205,7 @@ TEST(BatchSolver, AutoOnTheCpuBudgetsHalfTheAvailableMemoryOverTheProcesses) {
   { std::ofstream(meminfo) << "MemTotal: 8000 kB\n"; }
   config::LoadedConfig unknown = config::load_config_text(kMlp, "auto.yaml");
   try {
-    solve_batch(unknown, train_set, cpu_single(), 1, meminfo);
+    solve_batch(unknown, train_set, cpu_single(), config::AmpMode::kOff, 1, meminfo);
     FAIL() << "no MemAvailable";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("train.max_memory"), std::string::npos) << e.what();
@@ -207,7 +215,7 @@ TEST(BatchSolver, AutoOnTheCpuBudgetsHalfTheAvailableMemoryOverTheProcesses) {
 TEST(BatchSolver, AStepThatFitsNoBudgetNamesTheKey) {
   config::LoadedConfig loaded = config::load_config_text(kMlp, "auto.yaml", {"train.max_memory=100B"});
   try {
-    solve_batch(loaded, training_split(loaded), cpu_single(), 1);
+    solve_batch(loaded, training_split(loaded), cpu_single(), config::AmpMode::kOff, 1);
     FAIL() << "100 bytes hold no step";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("auto.yaml:4:"), std::string::npos) << e.what();
@@ -231,7 +239,7 @@ train: {epochs: 1, target_batch: 1048576, max_memory: 10TB}
                                                          "gpu.yaml");
   parallel::StrategyPlan gpu;
   gpu.replicas = {torch::Device(torch::kCUDA, 0)};
-  const std::optional<BatchChoice> choice = solve_batch(loaded, training_split(loaded), gpu, 1);
+  const std::optional<BatchChoice> choice = solve_batch(loaded, training_split(loaded), gpu, config::AmpMode::kOff, 1);
   ASSERT_TRUE(choice.has_value());
   EXPECT_LT(choice->micro_batch, 1048576) << choice->describe();
   EXPECT_TRUE(mentions(choice->refused, "1048576 ran out of memory")) << choice->describe();
@@ -250,7 +258,8 @@ TEST(BatchSolver, TheBatchKeysMustBeStatedOneWay) {
     }
   };
   refused({"train.target_batch=0"}, "data.batch_size", "auto needs train.target_batch");
-  refused({"data.micro_batch_size=8"}, "data.micro_batch_size", "data.batch_size: auto chooses the micro-batch");
+  refused({"data.micro_batch_size=8"}, "data.micro_batch_size",
+          "train.target_batch is for data.batch_size: auto's measurement, which chooses the micro-batch");
   refused({"train.accumulation_steps=2"}, "train.accumulation_steps", "auto chooses the accumulation steps");
   refused({"data.batch_size=32"}, "train.target_batch", "48 disagrees with data.batch_size (32)");
   refused({"train.max_memory=lots"}, "train.max_memory", "'lots' is not a size");

@@ -74,7 +74,7 @@ class OnnxExport : public ::testing::Test {
     export_onnx(plan::resolve_saved_weights(loaded, {}, plan::WeightsUse::kExport), (at / "model.pt").string(),
                 (at / "model.onnx").string(), options);
 
-    data::LoaderOptions loader = data::loader_options(c.data, data::Split::kTest, c.seed);
+    data::LoaderOptions loader = data::loader_options(c.data, data::Split::kTest, /*batch_size=*/16, c.seed);
     loader.num_workers = 0;
     loader.pin_memory = false;
     data::HostLoader batches(test_set, loader);

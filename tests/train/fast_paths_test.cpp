@@ -51,7 +51,7 @@ class FastPathRuns : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
 
-  // The seed CNN with normalisation, crop and flip, one epoch of 40 images.
+  // The CIFAR-10 tutorial CNN with normalisation, crop and flip, one epoch of 40 images.
   static config::LoadedConfig cifar(std::vector<std::string> overrides) {
     overrides.push_back("data.root=" + dir_->path().string());
     return config::load_config_text(R"(
@@ -422,7 +422,7 @@ TEST(FastPathPlan, OnCudaGraphsByDefaultAndChannelsLastNeedsAmp) {
   // 50,000 samples leave a last batch of 80: it runs eagerly, the graph the rest.
   const FastPaths graphed = plan_fast_paths(c, facts(gpu, true, 83'000'000));
   EXPECT_TRUE(graphed.cuda_graph && graphed.fused);
-  EXPECT_FALSE(graphed.cudnn_benchmark) << "the seed CNN: the search costs more than it saves";
+  EXPECT_FALSE(graphed.cudnn_benchmark) << "the CIFAR-10 tutorial CNN: the search costs more than it saves";
   EXPECT_FALSE(graphed.channels_last);
   EXPECT_EQ(graphed.threads, 0);
   EXPECT_TRUE(has(graphed.decisions, "train.threads: LibTorch's default (auto: the steps run on CUDA)"));
@@ -453,14 +453,17 @@ TEST(FastPathPlan, OnCudaGraphsByDefaultAndChannelsLastNeedsAmp) {
                   "train.cuda_graph: on (auto: one device, fused update, no host work inside the step; captured "
                   "with the gradients' all-reduce over NCCL)"));
 
-  c.train.amp = config::AmpMode::kBf16;
   RunFacts wide = facts(gpu, true, 83'000'000);
+  wide.amp = config::AmpMode::kBf16;
   wide.tensor_core_channels = true;
   const FastPaths mixed = plan_fast_paths(c, wide);
   EXPECT_TRUE(mixed.channels_last);
   EXPECT_TRUE(mixed.cuda_graph) << "bf16 autocast is captured with the step";
-  // The seed CNN (3 -> 6 -> 16 channels): channels-last under bf16 measured 50,404 vs 64,718 samples/s on an H100.
-  const FastPaths narrow = plan_fast_paths(c, facts(gpu, true, 83'000'000));
+  // PyTorch's CIFAR-10 tutorial CNN (3 -> 6 -> 16 channels): channels-last under bf16 measured 50,404 vs 64,718
+  // samples/s on an H100.
+  RunFacts narrow_facts = facts(gpu, true, 83'000'000);
+  narrow_facts.amp = config::AmpMode::kBf16;
+  const FastPaths narrow = plan_fast_paths(c, narrow_facts);
   EXPECT_FALSE(narrow.channels_last);
   EXPECT_TRUE(has(narrow.decisions,
                   "train.channels_last: off (auto: convolutions with channel counts that are not "
@@ -468,8 +471,8 @@ TEST(FastPathPlan, OnCudaGraphsByDefaultAndChannelsLastNeedsAmp) {
   EXPECT_FALSE(plan_fast_paths(c, facts(gpu, false, 1'000)).cudnn_benchmark) << "no convolutions";
 }
 
-// cuDNN's algorithm search costs about 0.2 s a convolution, pass and shape (H200): measured a loss for the seed CNN
-// and the time-to-accuracy network, left on above plan::kCudnnSearchMacs, and as set wherever it is set.
+// cuDNN's algorithm search costs about 0.2 s a convolution, pass and shape (H200): measured a loss for the CIFAR-10
+// tutorial CNN and the time-to-accuracy network, left on above plan::kCudnnSearchMacs, and as set wherever it is set.
 TEST(FastPathPlan, CudnnSearchesOnlyForConvolutionsLargeEnoughToPay) {
   config::ExperimentConfig c;
   const torch::Device gpu(torch::kCUDA, 0);
@@ -494,24 +497,27 @@ TEST(FastPathPlan, CudnnSearchesOnlyForConvolutionsLargeEnoughToPay) {
 // fp16's scaler (unscaled, checked and updated on the device).
 TEST(FastPathPlan, DeviceWorkIsCapturedWithTheStep) {
   const torch::Device gpu(torch::kCUDA, 0);
-  const std::vector<std::pair<std::function<void(config::TrainConfig&)>, std::string>> cases{
-      {[](config::TrainConfig& t) { t.grad_clip = 1; }, "gradients clipped on the device"},
-      {[](config::TrainConfig& t) {
+  // The config's keys, and the plan's resolution (accumulation and amp) in the facts.
+  using Setting = std::function<void(config::TrainConfig&, RunFacts&)>;
+  const std::vector<std::pair<Setting, std::string>> cases{
+      {[](config::TrainConfig& t, RunFacts&) { t.grad_clip = 1; }, "gradients clipped on the device"},
+      {[](config::TrainConfig& t, RunFacts&) {
          t.class_weights = {1, 3};
        },
        "the class weights in a device tensor"},
-      {[](config::TrainConfig& t) {
-         t.accumulation_steps = 4;
-         t.amp = config::AmpMode::kFp16;
+      {[](config::TrainConfig&, RunFacts& f) {
+         f.accumulation = 4;
+         f.amp = config::AmpMode::kFp16;
        },
        "the 4 micro-batches of each step (train.accumulation_steps) in one replay, fp16 autocast and its loss "
        "scaler on the device"},
-      {[](config::TrainConfig& t) { t.amp = config::AmpMode::kBf16; }, "bf16 autocast"},
+      {[](config::TrainConfig&, RunFacts& f) { f.amp = config::AmpMode::kBf16; }, "bf16 autocast"},
   };
   for (const auto& [set, captured] : cases) {
     config::ExperimentConfig c;
-    set(c.train);
-    const FastPaths fast = plan_fast_paths(c, facts(gpu, true, 1'000));
+    RunFacts run = facts(gpu, true, 1'000);
+    set(c.train, run);
+    const FastPaths fast = plan_fast_paths(c, run);
     EXPECT_TRUE(fast.cuda_graph) << captured;
     EXPECT_TRUE(has(fast.decisions,
                     "train.cuda_graph: on (auto: one device, fused update, no host work inside the "
@@ -527,7 +533,7 @@ TEST(FastPathFacts, TensorCoreChannelsCountEveryConvolutionAfterTheFirst) {
                                 torch::nn::Conv2d(torch::nn::Conv2dOptions(first_out, second_out, 3)));
     return with_model_facts(RunFacts{}, model, {3, 8, 8});
   };
-  EXPECT_FALSE(conv_facts(6, 16).tensor_core_channels) << "the seed CNN: 6 input channels";
+  EXPECT_FALSE(conv_facts(6, 16).tensor_core_channels) << "the CIFAR-10 tutorial CNN: 6 input channels";
   EXPECT_EQ(conv_facts(6, 16).image_channels, 3);
   EXPECT_TRUE(conv_facts(64, 128).tensor_core_channels) << "a ResNet's: the 3-channel image does not count";
   torch::nn::Sequential mlp(torch::nn::Linear(8, 16));
@@ -536,7 +542,7 @@ TEST(FastPathFacts, TensorCoreChannelsCountEveryConvolutionAfterTheFirst) {
   EXPECT_EQ(with_model_facts(RunFacts{}, mlp, {8}).image_channels, 0);
 }
 
-// The seed Fashion-MNIST CNN's convolutions: the first (1 -> 6, 5x5 on 28x28)
+// The tutorial CNN's convolutions on Fashion-MNIST: the first (1 -> 6, 5x5 on 28x28)
 // does 86,400 of the 240,000 multiply-adds; with a pool between them.
 TEST(FastPathFacts, ImageConvShareIsTheFirstConvolutionsPartOfTheForwardPass) {
   torch::nn::Sequential seed_cnn(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 6, 5)), torch::nn::MaxPool2d(2),

@@ -133,6 +133,15 @@ TrainingState read_state(InputArchive& archive, const std::string& name) {
   c10::IValue evaluated;
   if (archive.try_read("evaluated_step", evaluated)) s.evaluated_step = r.count("evaluated_step");
   s.best_weights = r.tensors("best_weights");
+  c10::IValue global;
+  if (archive.try_read("batch_global", global)) {
+    s.batch = ResolvedBatch{r.count("batch_global"), r.count("batch_accumulation"), r.count("batch_test")};
+    if (s.batch->global < 1 || s.batch->accumulation < 1 || s.batch->test < 1 ||
+        s.batch->global % s.batch->accumulation != 0) {
+      r.fail(fmt::format("its batch ({} per step in {} micro-batches, {} per evaluation) is impossible",
+                         s.batch->global, s.batch->accumulation, s.batch->test));
+    }
+  }
   s.config = r.text("config");
   s.torch_version = r.text("torch_version");
   s.gputrain_version = r.text("gputrain_version");
@@ -199,6 +208,11 @@ std::string encode(const TrainingState& state, const torch::nn::Module& model,
   root.write("evals_since_best", state.evals_since_best);
   root.write("evaluated_step", state.evaluated_step);
   if (!state.best_weights.empty()) root.write("best_weights", c10::List<at::Tensor>(state.best_weights));
+  if (state.batch) {
+    root.write("batch_global", state.batch->global);
+    root.write("batch_accumulation", state.batch->accumulation);
+    root.write("batch_test", state.batch->test);
+  }
   root.write("config", state.config);
   root.write("torch_version", device::torch_version());
   root.write("gputrain_version", device::version());

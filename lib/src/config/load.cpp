@@ -340,41 +340,14 @@ LoadedConfig load_document(YAML::Node root, const std::string& origin, const std
   LoadedConfig loaded;
   NodeReader reader(root, origin, "", marks, loaded.sources);
   loaded.config = detail::read_experiment(reader, loaded.sources);
-  resolve_batch_forms(loaded, std::nullopt);
+  if (loaded.config.data.micro_batch_size && !loaded.sources.exact("data.batch_size").known()) {
+    // Messages about the batch point where it is stated (schema.h implies data.batch_size: auto).
+    loaded.sources.record("data.batch_size", loaded.sources.at("data.micro_batch_size"));
+  }
   return loaded;
 }
 
-// The source of a data.batch_size computed from data.micro_batch_size, so that
-// a later resolution for more processes can tell it from a given one.
-const SourceMark kBatchFromMicroBatch{"data.micro_batch_size x train.accumulation_steps x processes", 0, 0};
-
 }  // namespace
-
-void resolve_batch_forms(LoadedConfig& loaded, std::optional<int64_t> processes) {
-  DataConfig& data = loaded.config.data;
-  if (!data.micro_batch_size) return;
-  const int64_t micro = *data.micro_batch_size;
-  const int64_t accumulation = loaded.config.train.accumulation_steps;
-  const int64_t per_process = micro * accumulation;
-  const SourceMark given = loaded.sources.exact("data.batch_size");
-  if (!given.known() || given.origin == kBatchFromMicroBatch.origin) {
-    data.batch_size = per_process * processes.value_or(1);
-    loaded.sources.record("data.batch_size", kBatchFromMicroBatch);
-    return;
-  }
-  // Both given: they must agree for the run's processes, or, before those are
-  // known, for some whole number of them.
-  const bool agree = processes ? data.batch_size == per_process * *processes : *data.batch_size % per_process == 0;
-  if (agree) return;
-  const std::string makes =
-      processes ? fmt::format("make a batch of {} per optimizer step", per_process * *processes)
-                : fmt::format("make {} per process, which {} does not divide into", per_process, *data.batch_size);
-  throw ConfigError(given, "data.batch_size",
-                    fmt::format("{} disagrees with data.micro_batch_size: {} per forward pass x {}{} {}; set only "
-                                "one of the two",
-                                *data.batch_size, micro, count_of(accumulation, "accumulation step"),
-                                processes ? " x " + count_of(*processes, "process") : "", makes));
-}
 
 LoadedConfig load_config_text(const std::string& yaml, const std::string& origin,
                               const std::vector<std::string>& overrides) {

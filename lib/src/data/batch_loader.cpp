@@ -13,12 +13,10 @@
 
 namespace gputrain::data {
 
-LoaderOptions loader_options(const config::DataConfig& config, Split split, uint64_t seed) {
+LoaderOptions loader_options(const config::DataConfig& config, Split split, int64_t batch_size, uint64_t seed) {
   const bool train = split == Split::kTrain;
   LoaderOptions options;
-  // data.batch_size auto not yet chosen (`gputrain test` of such a config, a probe setting its own): the default.
-  const int64_t batch = config.batch_size.value_or(*config::DataConfig{}.batch_size);
-  options.batch_size = !train && config.test_batch_size > 0 ? config.test_batch_size : batch;
+  options.batch_size = batch_size;
   // Evaluation sees every test sample once, in file order, unaugmented.
   options.shuffle = train && config.shuffle;
   options.drop_last = train && config.drop_last;

@@ -1,24 +1,56 @@
 #include "gputrain/plan/batch_plan.h"
 
+#include <fmt/format.h>
+
 #include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
 #include "gputrain/data/batch_loader.h"
 
 namespace gputrain::plan {
 
-BatchPlan plan_batches(const config::DataConfig& data_config, int64_t accumulation, int64_t train_samples) {
-  GPUTRAIN_CHECK(data_config.batch_size && accumulation >= 1 && *data_config.batch_size % accumulation == 0,
-                 "data.batch_size must be decided and divided by train.accumulation_steps before batches are planned");
+std::optional<checkpoint::ResolvedBatch> stated_batch(const config::LoadedConfig& loaded, int64_t processes) {
+  const config::DataConfig& data = loaded.config.data;
+  const int64_t accumulation = loaded.config.train.accumulation_steps;
+  checkpoint::ResolvedBatch sizes;
+  sizes.accumulation = accumulation;
+  if (data.micro_batch_size) {
+    const int64_t per_process = *data.micro_batch_size * accumulation;
+    sizes.global = per_process * processes;
+    // Both given: the config checked they agree for some number of processes; now it must be these.
+    if (data.batch_size && *data.batch_size != sizes.global) {
+      throw ConfigError(
+          loaded.sources.at("data.batch_size"), "data.batch_size",
+          fmt::format("{} disagrees with data.micro_batch_size: {} per forward pass x {} x {} make a "
+                      "batch of {} per optimizer step; set only one of the two",
+                      *data.batch_size, *data.micro_batch_size, count_of(accumulation, "accumulation step"),
+                      count_of(processes, "process"), sizes.global));
+    }
+  } else if (data.batch_size) {
+    sizes.global = *data.batch_size;
+  } else {
+    return std::nullopt;
+  }
+  sizes.test = data.test_batch_size > 0 ? data.test_batch_size : sizes.global;
+  return sizes;
+}
+
+BatchPlan plan_batches(const checkpoint::ResolvedBatch& sizes, bool drop_last, int64_t train_samples) {
+  GPUTRAIN_CHECK(
+      sizes.global >= 1 && sizes.accumulation >= 1 && sizes.test >= 1 && sizes.global % sizes.accumulation == 0,
+      "the batch ({} in {} micro-batches, {} per evaluation) must be resolved before it is planned", sizes.global,
+      sizes.accumulation, sizes.test);
   BatchPlan batch;
-  batch.global = *data_config.batch_size;
-  batch.accumulation = accumulation;
-  batch.micro = batch.global / accumulation;
+  batch.global = sizes.global;
+  batch.accumulation = sizes.accumulation;
+  batch.micro = batch.global / batch.accumulation;
   const int64_t rest = train_samples % batch.micro;
-  batch.last_micro = rest == 0 || data_config.drop_last ? batch.micro : rest;
+  batch.last_micro = rest == 0 || drop_last ? batch.micro : rest;
   data::LoaderOptions micro_batches;
   micro_batches.batch_size = batch.micro;
-  micro_batches.drop_last = data_config.drop_last;
-  batch.steps_per_epoch = (data::batch_count(micro_batches, train_samples) + accumulation - 1) / accumulation;
-  batch.test = data_config.test_batch_size > 0 ? data_config.test_batch_size : batch.global;
+  micro_batches.drop_last = drop_last;
+  batch.steps_per_epoch =
+      (data::batch_count(micro_batches, train_samples) + batch.accumulation - 1) / batch.accumulation;
+  batch.test = sizes.test;
   return batch;
 }
 

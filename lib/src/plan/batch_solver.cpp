@@ -36,8 +36,6 @@ std::optional<StepMemory> unless_out_of_memory(const std::function<StepMemory()>
   }
 }
 
-const char* const kAutoSource = "data.batch_size: auto (train.target_batch, measured steps)";
-
 }  // namespace
 
 std::string BatchChoice::describe() const {
@@ -114,12 +112,12 @@ BatchChoice choose_batch(int64_t target, int64_t processes, int64_t budget, cons
   throw std::logic_error("choose_batch: the smallest candidate fitted but was not chosen");
 }
 
-std::optional<BatchChoice> solve_batch(config::LoadedConfig& loaded,
+std::optional<BatchChoice> solve_batch(const config::LoadedConfig& loaded,
                                        const std::shared_ptr<const data::Dataset>& train_set,
-                                       const parallel::StrategyPlan& strategy, int64_t processes,
+                                       const parallel::StrategyPlan& strategy, config::AmpMode amp, int64_t processes,
                                        const std::string& meminfo) {
-  config::ExperimentConfig& c = loaded.config;
-  if (c.data.batch_size) return std::nullopt;
+  const config::ExperimentConfig& c = loaded.config;
+  if (c.data.batch_size || c.data.micro_batch_size) return std::nullopt;
   const torch::Device device = strategy.replicas.front();
   // dp's replicas on the CPU each hold a model in the one host memory; on GPUs each has its own.
   const int64_t replicas = static_cast<int64_t>(strategy.replicas.size());
@@ -147,7 +145,7 @@ std::optional<BatchChoice> solve_batch(config::LoadedConfig& loaded,
   }
 
   const int64_t per_process = c.train.target_batch / std::max<int64_t>(1, processes);
-  StepProbe probe(loaded, train_set, strategy, per_process);
+  StepProbe probe(loaded, train_set, strategy, amp, per_process, /*accumulation=*/1);
   const StepMeasure measure = [&](int64_t micro) {
     const int64_t share = (micro + replicas - 1) / replicas;
     return unless_out_of_memory(
@@ -168,15 +166,6 @@ std::optional<BatchChoice> solve_batch(config::LoadedConfig& loaded,
   }
   choice.budget_source = budget_source;
 
-  const SourceMark chosen{kAutoSource, 0, 0};
-  c.data.batch_size = choice.batch_size;
-  c.train.accumulation_steps = choice.accumulation;
-  loaded.sources.record("data.batch_size", chosen);
-  loaded.sources.record("train.accumulation_steps", chosen);
-  if (c.data.test_batch_size == 0) {  // evaluation in the micro-batches known to fit, not the whole target
-    c.data.test_batch_size = choice.micro_batch;
-    loaded.sources.record("data.test_batch_size", chosen);
-  }
   return choice;
 }
 

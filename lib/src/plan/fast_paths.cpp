@@ -34,12 +34,12 @@ Choice decide(config::Switch setting, const Choice& rule) {
 std::string captured_extras(const config::TrainConfig& t, const RunFacts& facts) {
   std::vector<std::string> extras;
   if (facts.strategy == parallel::StrategyKind::kDistributed) extras.push_back("the gradients' all-reduce over NCCL");
-  if (t.accumulation_steps > 1) {
-    extras.push_back(fmt::format("the {} micro-batches of each step (train.accumulation_steps) in one replay",
-                                 t.accumulation_steps));
+  if (facts.accumulation > 1) {
+    extras.push_back(
+        fmt::format("the {} micro-batches of each step (train.accumulation_steps) in one replay", facts.accumulation));
   }
-  if (t.amp == config::AmpMode::kBf16) extras.push_back("bf16 autocast");
-  if (t.amp == config::AmpMode::kFp16) extras.push_back("fp16 autocast and its loss scaler on the device");
+  if (facts.amp == config::AmpMode::kBf16) extras.push_back("bf16 autocast");
+  if (facts.amp == config::AmpMode::kFp16) extras.push_back("fp16 autocast and its loss scaler on the device");
   if (t.grad_clip > 0) extras.push_back("gradients clipped on the device");
   if (!t.class_weights.empty()) extras.push_back("the class weights in a device tensor");
   return extras.empty() ? "" : fmt::format("; captured with {}", fmt::join(extras, ", "));
@@ -124,7 +124,7 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
     record("train.cuda_graph", fast.cuda_graph, graph.why + (fast.cuda_graph ? captured_extras(c.train, facts) : ""));
   }
 
-  const bool mixed = c.train.amp != config::AmpMode::kOff;
+  const bool mixed = facts.amp != config::AmpMode::kOff;
   const Choice layout = decide(
       c.train.channels_last,
       !facts.convolutional ? Choice{false, "the model has no convolutions"}

@@ -1,10 +1,14 @@
 #include "gputrain/plan/run_plan.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
 #include "gputrain/config/config_errors.h"
 #include "gputrain/config/load.h"
 #include "gputrain/parallel/launcher.h"
+#include "gputrain/plan/data_keys.h"
 #include "gputrain/step/amp.h"
 
 namespace gputrain::plan {
@@ -30,6 +34,20 @@ class Problems {
   std::vector<std::string>* collected_;
 };
 
+// A checkpoint that stopped inside an epoch continues its epoch's batches, so
+// the batch must come to what it did: a batch stated by data.micro_batch_size
+// changes with the processes.
+void check_same_batch_mid_epoch(const config::LoadedConfig& loaded, const checkpoint::ResolvedBatch& resumed,
+                                const checkpoint::ResolvedBatch& now) {
+  if (resumed.global == now.global && resumed.accumulation == now.accumulation) return;
+  throw ConfigError(loaded.sources.at("data.batch_size"), "data.batch_size",
+                    fmt::format("comes to {} per optimizer step ({}) here, but the checkpoint stopped inside an "
+                                "epoch of {} ({}); resume with the same batch and processes, or from a checkpoint "
+                                "at an epoch's end",
+                                now.global, count_of(now.accumulation, "accumulation step"), resumed.global,
+                                count_of(resumed.accumulation, "accumulation step")));
+}
+
 // Everything after the devices; `run` holds the config and the devices.
 Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& problems) {
   run.processes = request.one_process
@@ -42,7 +60,8 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
     run.launch.local_rank = 0;
     run.launch.world_size = workers;
   }
-  problems.attempt([&] { config::resolve_batch_forms(run.loaded, run.launch.world_size); });
+  std::optional<checkpoint::ResolvedBatch> stated;
+  const bool batch_form_known = problems.attempt([&] { stated = stated_batch(run.loaded, run.launch.world_size); });
   run.strategy.replicas = {run.devices.primary()};  // single, should the strategy be refused
   const bool strategy_known = problems.attempt([&] {
     if (workers > 0) {
@@ -53,33 +72,63 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
     }
   });
   // A refused train.amp is said once; the batch is then measured without it.
-  config::ExperimentConfig& c = run.loaded.config;
+  const config::ExperimentConfig& c = run.loaded.config;
+  run.amp = c.train.amp;
   if (!problems.attempt([&] {
         step::check_amp_device(c.train.amp, run.devices.primary().type(), run.loaded.sources.at("train.amp"));
       })) {
-    c.train.amp = config::AmpMode::kOff;
+    run.amp = config::AmpMode::kOff;
   }
   const Reached after_strategy = strategy_known ? Reached::kStrategy : Reached::kDevices;
   // A process that only starts workers reads the data only for data.batch_size: auto's measurement.
   const bool launcher_only = workers > 0 && !problems.collecting();
-  if (launcher_only && c.data.batch_size) return after_strategy;
+  if (launcher_only && (stated || request.resolved_batch)) return after_strategy;
 
   if (!problems.attempt([&] { run.train_set = data::make_dataset(c.data, data::Split::kTrain, c.seed); })) {
     return after_strategy;
   }
-  if (!launcher_only && run.train_set->info().target_kind != data::TargetKind::kNone) {
+  const data::DatasetInfo& info = run.train_set->info();
+  const bool labeled = info.target_kind != data::TargetKind::kNone;
+  if (!launcher_only && labeled) {
     problems.attempt([&] { run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed); });
   }
+  // The keys that must suit the data, before anything is built.
+  problems.attempt([&] {
+    const torch::Device device = run.strategy.replicas.front();
+    if (!labeled) {
+      class_weights(run.loaded, info, device);  // refuses weights for a data set without classes
+      return;
+    }
+    run.loss = build_loss(run.loaded, info, device);
+    check_evaluation_keys(run.loaded, info);
+  });
   if (!strategy_known) return after_strategy;
-  if (!problems.attempt([&] {
-        run.batch_choice = solve_batch(run.loaded, run.train_set, run.strategy, run.launch.world_size, request.meminfo);
+  if (!batch_form_known) return Reached::kData;
+  std::optional<checkpoint::ResolvedBatch> sizes = stated ? stated : request.resolved_batch;
+  if (!stated && sizes) {
+    spdlog::info("data.batch_size: {} in {} (auto, as {} resolved it)", sizes->global,
+                 count_of(sizes->accumulation, "accumulation step"), request.resolved_by);
+  }
+  if (!sizes && !problems.attempt([&] {
+        run.batch_choice =
+            solve_batch(run.loaded, run.train_set, run.strategy, run.amp, run.launch.world_size, request.meminfo);
       })) {
     return Reached::kData;
   }
   if (run.batch_choice) {
     spdlog::info("data.batch_size: {} (auto: {})", run.batch_choice->batch_size, run.batch_choice->describe());
+    // Evaluation in the micro-batches known to fit, not the whole target.
+    sizes =
+        checkpoint::ResolvedBatch{run.batch_choice->batch_size, run.batch_choice->accumulation,
+                                  c.data.test_batch_size > 0 ? c.data.test_batch_size : run.batch_choice->micro_batch};
   }
-  run.batch = plan_batches(c.data, c.train.accumulation_steps, run.train_set->info().samples);
+  if (request.resolved_batch && request.resumed_mid_epoch &&
+      !problems.attempt([&] { check_same_batch_mid_epoch(run.loaded, *request.resolved_batch, *sizes); })) {
+    return Reached::kData;
+  }
+  run.batch = plan_batches(*sizes, c.data.drop_last, info.samples);
+  run.train_loader = data::loader_options(c.data, data::Split::kTrain, run.batch.micro, c.seed);
+  run.test_loader = data::loader_options(c.data, data::Split::kTest, run.batch.test, c.seed);
   return Reached::kComplete;
 }
 
@@ -112,6 +161,16 @@ RunPlan resolve_run(config::LoadedConfig loaded, const device::DevicePlan& devic
   Problems strict(nullptr);
   resolve_on_devices(run, request, strict);
   return run;
+}
+
+config::ExperimentConfig config_with_resolved_batch(const RunPlan& run) {
+  config::ExperimentConfig config = run.loaded.config;
+  config::DataConfig& data = config.data;
+  if (data.batch_size || data.micro_batch_size || run.batch.global == 0) return config;  // stated, or not resolved
+  data.batch_size = run.batch.global;
+  config.train.accumulation_steps = run.batch.accumulation;
+  data.test_batch_size = run.batch.test;
+  return config;
 }
 
 CollectedRun collect_run(config::LoadedConfig loaded, const RunRequest& request) {

@@ -8,6 +8,20 @@
 
 namespace gputrain::plan {
 
+namespace {
+
+// data.test_batch_size, else the batch per optimizer step of one process as
+// the config states it; for data.batch_size: auto, its target (an evaluation
+// batch holds no gradients or activations for backward).
+int64_t evaluation_batch(const config::ExperimentConfig& c) {
+  if (c.data.test_batch_size > 0) return c.data.test_batch_size;
+  if (c.data.batch_size) return *c.data.batch_size;
+  if (c.data.micro_batch_size) return *c.data.micro_batch_size * c.train.accumulation_steps;
+  return c.train.target_batch;
+}
+
+}  // namespace
+
 SavedWeightsPlan resolve_saved_weights(config::LoadedConfig loaded, const device::DeviceInventory& inventory,
                                        WeightsUse use) {
   SavedWeightsPlan plan;
@@ -26,7 +40,7 @@ SavedWeightsPlan resolve_saved_weights(config::LoadedConfig loaded, const device
     check_evaluation_keys(loaded, info);
     step::check_amp_device(c.train.amp, plan.devices.primary().type(), loaded.sources.at("train.amp"));
   }
-  plan.batches = data::loader_options(c.data, data::Split::kTest, c.seed);
+  plan.batches = data::loader_options(c.data, data::Split::kTest, evaluation_batch(c), c.seed);
   plan.loaded = std::move(loaded);
   return plan;
 }

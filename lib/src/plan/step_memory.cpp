@@ -80,6 +80,7 @@ struct StepProbe::Parts {
   const config::LoadedConfig& loaded;
   std::shared_ptr<const data::Dataset> train_set;
   torch::Device device;
+  config::AmpMode amp;
   torch::nn::Sequential model{nullptr};
   FastPaths fast;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
@@ -87,9 +88,10 @@ struct StepProbe::Parts {
 };
 
 StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const data::Dataset> train_set,
-                     const parallel::StrategyPlan& strategy, int64_t micro_batch)
+                     const parallel::StrategyPlan& strategy, config::AmpMode amp, int64_t micro_batch,
+                     int64_t accumulation)
     : parts_(std::make_unique<Parts>(
-          Parts{loaded, std::move(train_set), strategy.replicas.front(), nullptr, {}, {}, {}})) {
+          Parts{loaded, std::move(train_set), strategy.replicas.front(), amp, nullptr, {}, {}, {}})) {
   const config::ExperimentConfig& c = loaded.config;
   Parts& p = *parts_;
   torch::manual_seed(c.seed);
@@ -100,6 +102,8 @@ StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const d
   run.strategy = strategy.kind;
   run.nccl = strategy.backend == config::DdpBackend::kNccl;
   run.micro_batch = micro_batch;
+  run.accumulation = accumulation;
+  run.amp = amp;
   p.fast = plan_fast_paths(c, with_model_facts(run, p.model, data.input_shape));
   if (p.fast.channels_last) step::to_channels_last(p.model);
   p.optimizer =
@@ -114,14 +118,13 @@ const FastPaths& StepProbe::fast() const { return parts_->fast; }
 StepMemory StepProbe::measure(int64_t rows) {
   Parts& p = *parts_;
   const config::ExperimentConfig& c = p.loaded.config;
-  data::LoaderOptions options = data::loader_options(c.data, data::Split::kTrain, c.seed);
-  options.batch_size = rows;
+  data::LoaderOptions options = data::loader_options(c.data, data::Split::kTrain, rows, c.seed);
   options.num_workers = 0;
   options.pin_memory = false;
   data::HostLoader loader(p.train_set, options);
   loader.start_epoch(0);
   const data::Batch batch = *loader.next();
-  return measure_step_memory(p.model, *p.optimizer, batch, p.loss, c.train.amp, p.fast.channels_last);
+  return measure_step_memory(p.model, *p.optimizer, batch, p.loss, p.amp, p.fast.channels_last);
 }
 
 }  // namespace gputrain::plan

@@ -126,17 +126,17 @@ struct ModelFacts {
 
 // Builds the model on the primary device, resolves the fast paths and runs one
 // measured step on the largest share of a micro-batch any device gets.
-ModelFacts measure_model(const config::LoadedConfig& loaded, const std::shared_ptr<const data::Dataset>& train_set,
-                         const parallel::StrategyPlan& strategy, const RunInfo& info) {
-  const config::ExperimentConfig& c = loaded.config;
-  const torch::Device device = strategy.replicas.front();
+ModelFacts measure_model(const plan::RunPlan& run, const RunInfo& info) {
+  const config::ExperimentConfig& c = run.loaded.config;
+  const torch::Device device = run.strategy.replicas.front();
   ModelFacts facts;
   facts.measured_rows = info.full_split.empty() ? info.micro_batch : 0;
   for (const auto& split : info.full_split) facts.measured_rows = std::max(facts.measured_rows, split.rows());
   device::with_resource_errors(
       fmt::format("measuring one step of the model ({}) on {}", config::word(c.model.name), device.str()),
       "Make the model smaller, or lower data.batch_size", [&] {
-        plan::StepProbe probe(loaded, train_set, strategy, info.micro_batch);
+        plan::StepProbe probe(run.loaded, run.train_set, run.strategy, run.amp, info.micro_batch,
+                              run.batch.accumulation);
         facts.fast = probe.fast();
         facts.memory = probe.measure(facts.measured_rows);
       });
@@ -295,8 +295,7 @@ DryRun dry_run(const DryRunRequest& request) {
                     {"in_memory", bytes_text(in_memory)}};
 
   ModelFacts facts;
-  if (config::collect_refusal(dry.problems,
-                              [&] { facts = measure_model(run.loaded, run.train_set, run.strategy, info); })) {
+  if (config::collect_refusal(dry.problems, [&] { facts = measure_model(run, info); })) {
     json fast = facts.fast.decisions;
     config::collect_refusal(dry.problems, [&] {
       const torch::Device device = run.strategy.replicas.front();

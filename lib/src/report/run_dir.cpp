@@ -14,6 +14,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
 #include "gputrain/config/output_paths.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/report/event_file.h"
 
 namespace gputrain::report {
@@ -65,7 +66,8 @@ RunPaths run_paths(const fs::path& dir) {
   return paths;
 }
 
-RunDirOptions run_dir_options(const config::ExperimentConfig& config, bool resuming) {
+RunDirOptions run_dir_options(const plan::RunPlan& run, bool resuming) {
+  const config::ExperimentConfig config = plan::config_with_resolved_batch(run);
   return {config::run_directory(config),
           "# resolved by gputrain; `gputrain train --config` accepts this file as is\n" + config::dump_config(config),
           resuming};

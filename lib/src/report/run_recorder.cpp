@@ -25,9 +25,10 @@ struct RunRecorder::State {
   std::optional<GpuMonitorObserver> monitored;
 };
 
-RunRecorderOptions run_recorder_options(const config::ExperimentConfig& config) {
+RunRecorderOptions run_recorder_options(const plan::RunPlan& run) {
+  const config::ExperimentConfig& config = run.loaded.config;
   return {run_settings(config), config.train.tensorboard, config.train.monitor_ms,
-          LoaderSettings{config.data.num_workers, config.data.batch_size.value()}};
+          LoaderSettings{config.data.num_workers, run.batch.global}};
 }
 
 RunRecorder::RunRecorder(const RunPaths& paths, const RunRecorderOptions& options, const plan::TrainLayout& layout,

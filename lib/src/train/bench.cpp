@@ -18,7 +18,6 @@
 #include "gputrain/models/factory.h"
 #include "gputrain/optim/loss.h"
 #include "gputrain/optim/optimizer.h"
-#include "gputrain/plan/data_keys.h"
 #include "gputrain/step/amp.h"
 #include "gputrain/step/channels_last.h"
 #include "gputrain/step/cuda_graph.h"
@@ -58,11 +57,9 @@ double ms_between(Clock::time_point from, Clock::time_point to) {
 
 BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   GPUTRAIN_CHECK(options.steps >= 1 && options.warmup >= 0, "bench needs steps >= 1 and warmup >= 0");
-  const config::LoadedConfig& loaded = plan.loaded;
-  const config::ExperimentConfig& c = loaded.config;
+  const config::ExperimentConfig& c = plan.loaded.config;
   const torch::Device device = plan.devices.primary();
-  const config::AmpMode amp = c.train.amp;
-  step::check_amp_device(amp, device.type(), loaded.sources.at("train.amp"));
+  const config::AmpMode amp = plan.amp;  // checked on the device by the plan
 
   torch::manual_seed(c.seed);
   const std::shared_ptr<const data::Dataset>& dataset = plan.train_set;
@@ -70,13 +67,15 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   if (info.target_kind == data::TargetKind::kNone) {
     throw UserError(fmt::format("data set '{}' has no labels, so there is no train step to time", info.name));
   }
-  const optim::LossSpec loss = plan::build_loss(loaded, info, device);
+  const optim::LossSpec& loss = plan.loss;
   // A forward pass takes one micro-batch, as in training.
-  const auto source = data::make_batch_loader(dataset, micro_batch_options(plan), c.data.device_cache, device);
+  const auto source = data::make_batch_loader(dataset, plan.train_loader, c.data.device_cache, device);
   torch::nn::Sequential model = models::build_model(c.model, info, device);
   plan::RunFacts facts;
   facts.device = device;
   facts.micro_batch = plan.batch.micro;
+  facts.accumulation = plan.batch.accumulation;
+  facts.amp = amp;
   facts.cpus = device::read_cpu_share();  // as train decides, so the step timed is the step trained
   const plan::FastPaths fast = apply_fast_paths(c, model, plan::with_model_facts(facts, model, info.input_shape));
   model->train();

@@ -14,7 +14,6 @@
 #include "gputrain/models/factory.h"
 #include "gputrain/optim/optimizer.h"
 #include "gputrain/optim/schedule.h"
-#include "gputrain/plan/data_keys.h"
 #include "gputrain/step/backends.h"
 #include "gputrain/step/channels_last.h"
 #include "gputrain/step/cuda_graph.h"
@@ -48,13 +47,12 @@ void share_batch_statistics(const config::LoadedConfig& loaded, RunParts& run) {
 // Every rank must step through the same batches: under torchrun,
 // data.batch_size: auto measured each rank's own device, and a rank's --set
 // can differ. A sum and a sum of squares equal n x and n x^2 only when all agree.
-void check_ranks_agree_on_batch(const config::LoadedConfig& loaded, parallel::Strategy& strategy,
-                                const parallel::LaunchInfo& launch) {
+void check_ranks_agree_on_batch(const plan::RunPlan& plan, parallel::Strategy& strategy) {
+  const parallel::LaunchInfo& launch = plan.launch;
   if (launch.world_size < 2) return;
-  const config::ExperimentConfig& c = loaded.config;
-  const std::vector<double> own{static_cast<double>(c.data.batch_size.value()),
-                                static_cast<double>(c.train.accumulation_steps),
-                                static_cast<double>(c.data.test_batch_size)};
+  const plan::BatchPlan& batch = plan.batch;
+  const std::vector<double> own{static_cast<double>(batch.global), static_cast<double>(batch.accumulation),
+                                static_cast<double>(batch.test)};
   std::vector<double> moments;
   for (const double value : own) moments.insert(moments.end(), {value, value * value});
   torch::Tensor sums = torch::tensor(moments, torch::kFloat64).to(strategy.device());
@@ -65,11 +63,11 @@ void check_ranks_agree_on_batch(const config::LoadedConfig& loaded, parallel::St
     const auto index = static_cast<int64_t>(2 * i);
     if (sums[index].item<double>() == n * own[i] && sums[index + 1].item<double>() == n * own[i] * own[i]) continue;
     throw ConfigError(
-        loaded.sources.at("data.batch_size"), "data.batch_size",
+        plan.loaded.sources.at("data.batch_size"), "data.batch_size",
         fmt::format("the ranks run different batches; rank {} has data.batch_size {}, train.accumulation_steps {}, "
                     "data.test_batch_size {}. Give every rank the same values (data.batch_size: auto measures each "
                     "rank's own device under torchrun; `train --nproc` chooses once for all its workers)",
-                    launch.rank, *c.data.batch_size, c.train.accumulation_steps, c.data.test_batch_size));
+                    launch.rank, batch.global, batch.accumulation, batch.test));
   }
 }
 
@@ -153,12 +151,6 @@ plan::FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::
   return fast;
 }
 
-data::LoaderOptions micro_batch_options(const plan::RunPlan& plan) {
-  config::DataConfig micro = plan.loaded.config.data;
-  micro.batch_size = plan.batch.micro;
-  return data::loader_options(micro, data::Split::kTrain, plan.loaded.config.seed);
-}
-
 RunParts build_run(const plan::RunPlan& plan) {
   const config::LoadedConfig& loaded = plan.loaded;
   const parallel::LaunchInfo& launch = plan.launch;
@@ -170,9 +162,9 @@ RunParts build_run(const plan::RunPlan& plan) {
   device::set_current_device(run.device);
   spdlog::info("strategy: {} ({})", run.strategy->describe(), run.strategy_plan.reason);
   run.world_size = launch.world_size;
-  check_ranks_agree_on_batch(loaded, *run.strategy, launch);
+  check_ranks_agree_on_batch(plan, *run.strategy);
 
-  run.amp = c.train.amp;  // the plan checked the device can run it
+  run.amp = plan.amp;
   run.scaler = std::make_unique<step::GradScaler>(step::GradScalerOptions().enabled(run.amp == config::AmpMode::kFp16));
 
   torch::manual_seed(c.seed);
@@ -180,7 +172,7 @@ RunParts build_run(const plan::RunPlan& plan) {
   const data::DatasetInfo& info = run.train_set->info();
   run.batch = plan.batch;
   // Each process loads only its rows of every batch (ddp: its rank's share).
-  data::LoaderOptions train_options = micro_batch_options(plan);
+  data::LoaderOptions train_options = plan.train_loader;
   train_options.shard = run.strategy->loader_shard();
   run.train_batches = data::make_batch_loader(run.train_set, train_options, c.data.device_cache, run.device);
   const int64_t loader_steps =
@@ -189,14 +181,11 @@ RunParts build_run(const plan::RunPlan& plan) {
                  loader_steps, run.batch.steps_per_epoch);
   if (plan.test_set) {
     run.test_set = plan.test_set;
-    data::LoaderOptions test_options = data::loader_options(c.data, data::Split::kTest, c.seed);
+    data::LoaderOptions test_options = plan.test_loader;
     test_options.shard = run.strategy->loader_shard();
     run.test_batches = data::make_batch_loader(run.test_set, test_options, c.data.device_cache, run.device);
-    run.loss = plan::build_loss(loaded, info, run.device);
-    plan::check_evaluation_keys(loaded, info);
+    run.loss = plan.loss;
     run.tta = test_time_augmentation(c.train.tta);
-  } else {
-    plan::class_weights(loaded, info, run.device);  // refuses weights for a data set without classes
   }
 
   std::vector<optim::ParamGroup> groups;
@@ -209,6 +198,8 @@ RunParts build_run(const plan::RunPlan& plan) {
         facts.strategy = run.strategy_plan.kind;
         facts.nccl = run.strategy_plan.backend == config::DdpBackend::kNccl;
         facts.micro_batch = run.batch.micro;
+        facts.accumulation = run.batch.accumulation;
+        facts.amp = run.amp;
         facts.cpus = device::read_cpu_share();
         facts = plan::with_model_facts(facts, run.model, info.input_shape);
         run.fast = apply_fast_paths(c, run.model, facts);

@@ -31,9 +31,9 @@ std::optional<data::Batch> next_batch(data::BatchLoader& source) {
 }
 
 // The host running out of memory or threads while training.
-[[noreturn]] void rethrow_host_exhaustion(const config::ExperimentConfig& c) {
+[[noreturn]] void rethrow_host_exhaustion(const config::ExperimentConfig& c, const plan::BatchPlan& batch) {
   device::rethrow_as_resource_error(
-      fmt::format("training at data.batch_size {} with {} loader workers", *c.data.batch_size, c.data.num_workers),
+      fmt::format("training at data.batch_size {} with {} loader workers", batch.global, c.data.num_workers),
       "Lower data.batch_size (train.accumulation_steps splits a batch into smaller micro-batches), "
       "data.num_workers, or the model's size");
 }
@@ -124,11 +124,11 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
         "epoch {}, step {}: a batchnorm layer got a batch of 1 sample while training, where its statistics are "
         "undefined ({} training samples in batches of {} leave a last batch of {}). Set data.drop_last: true, or a "
         "data.batch_size that leaves no batch of 1 (LibTorch: {})",
-        s.position.epochs_done + 1, s.position.step + 1, s.run.train_set->info().samples, *s.config.data.batch_size,
-        s.run.train_set->info().samples % *s.config.data.batch_size, detail));
+        s.position.epochs_done + 1, s.position.step + 1, s.run.train_set->info().samples, s.run.batch.micro,
+        s.run.batch.last_micro, detail));
   }
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr && !is_out_of_memory(detail)) {
-    rethrow_host_exhaustion(state_->config);
+    rethrow_host_exhaustion(state_->config, state_->run.batch);
   }
   const State& s = *state_;
   OutOfMemoryContext context;
@@ -139,7 +139,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   context.detail = detail;
   throw Error(ExitCode::kRuntime, out_of_memory_message(context));
 } catch (const std::exception&) {
-  rethrow_host_exhaustion(state_->config);
+  rethrow_host_exhaustion(state_->config, state_->run.batch);
 }
 
 void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMetrics& m) {

@@ -112,6 +112,7 @@ void Trainer::State::save_checkpoint(bool regular, bool best) {
   if (ema) state.ema = ema->state();
   state.scaler = run.scaler->state_dict();
   state.rng = checkpoint::capture_rng();
+  state.batch = run.batch.sizes();
   state.config = config::dump_config(config);
   checkpointer->write(state, *run.model, *run.optimizer, regular, best);
 }

@@ -8,6 +8,7 @@
 //   sums/{epoch,interval}/*  the partial epoch's and log interval's running sums
 //   rng/cpu, rng/cuda/N the generators' states
 //   best_score, skipped_steps
+//   batch_{global,accumulation,test}  the batch the run resolved (absent before 2026-11-28)
 //   config, torch_version, gputrain_version
 // The learning-rate schedule is a function of the step and the config, and the
 // data order of the seed and the epoch, so both are restored by those.
@@ -62,6 +63,19 @@ RngState capture_rng();
 // Sets them back; states of CUDA devices this process does not have are ignored.
 void restore_rng(const RngState& state);
 
+// The batch a run resolved (plan::BatchPlan): samples per optimizer step, the
+// micro-batches in each, and rows per evaluation batch. The stored config is
+// the config as written (data.batch_size: auto stays auto), so a resumed run
+// takes these instead of measuring again.
+struct ResolvedBatch {
+  int64_t global = 0;
+  int64_t accumulation = 1;
+  int64_t test = 0;
+  bool operator==(const ResolvedBatch& other) const {
+    return global == other.global && accumulation == other.accumulation && test == other.test;
+  }
+};
+
 // Everything a checkpoint holds besides the model's and optimizer's tensors.
 struct TrainingState {
   Position position;
@@ -79,8 +93,10 @@ struct TrainingState {
   int64_t evals_since_best = 0;
   std::vector<torch::Tensor> best_weights;
   int64_t evaluated_step = 0;  // the step of the last evaluation; 0: none
-  std::string config;          // config::dump_config of the run's config
-  std::string torch_version;   // of the writer; encode() fills both
+  // Absent in checkpoints written before 2026-11-28, whose config holds the resolved numbers instead.
+  std::optional<ResolvedBatch> batch;
+  std::string config;         // config::dump_config of the run's config, as written
+  std::string torch_version;  // of the writer; encode() fills both
   std::string gputrain_version;
 };
 

@@ -142,10 +142,12 @@ struct AugmentConfig {
 // across all replicas; each micro-batch is batch_size / train.accumulation_steps
 // and the replicas share it (PyTorch's scatter rule for uneven splits).
 // micro_batch_size states it the other way (the tutorials' loader batch): the
-// samples of one forward pass in each process, batch_size then being
-// micro_batch_size x accumulation_steps x processes (resolve_batch_forms).
-// batch_size auto (unset) is train.target_batch, the micro-batch and the
-// accumulation chosen by train::solve_batch before the run is built.
+// samples of one forward pass in each process; batch_size is then auto (unset,
+// whether left out or written so) and comes to micro_batch_size x
+// accumulation_steps x processes. batch_size auto without micro_batch_size is
+// train.target_batch, the micro-batch and the accumulation measured. Either
+// way the plan resolves the numbers (plan::BatchPlan); the config keeps what
+// was written.
 struct DataConfig {
   DatasetName dataset = DatasetName::kCifar10;
   std::string root;           // resolved per dataset when empty

@@ -17,15 +17,6 @@ LoadedConfig load_config(const std::string& path, const std::vector<std::string>
 LoadedConfig load_config_text(const std::string& yaml, const std::string& origin,
                               const std::vector<std::string>& overrides = {});
 
-// data.micro_batch_size for a run of `processes` (its world size): unless
-// data.batch_size was given too, it becomes micro_batch_size x
-// train.accumulation_steps x processes, its source "data.micro_batch_size x
-// ...". load_config resolves before the processes are known (as one, and a
-// given batch_size must be a whole number of processes' worth); a launched
-// process resolves again for its world. Throws ConfigError where both were
-// given and disagree.
-void resolve_batch_forms(LoadedConfig& loaded, std::optional<int64_t> processes);
-
 // The fully resolved config as YAML that load_config accepts unchanged.
 std::string dump_config(const ExperimentConfig& config);
 

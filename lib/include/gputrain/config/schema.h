@@ -159,15 +159,18 @@ void visit(V& v, DataConfig& c) {
           "`none` decodes each batch's images in the loader's worker threads, every epoch. `auto`: memory when "
           "the decoded split takes at most a quarter of the host's available memory, else none; logged at start");
   v.field("batch_size", c.batch_size, Min{1},
-          "global batch per optimizer step, shared by accumulation, replicas and ranks (above). `auto`: "
-          "`train.target_batch`, as the largest micro-batch whose training step fits in memory (one real step "
-          "measured per try; `train.max_memory`) times the fewest accumulation steps that make it; logged at run "
-          "start and shown by `gputrain plan`");
+          "global batch per optimizer step, shared by accumulation, replicas and ranks (above). `auto`: with "
+          "`micro_batch_size`, that × `train.accumulation_steps` × processes; without it, `train.target_batch`, as "
+          "the largest micro-batch whose training step fits in memory (one real step measured per try; "
+          "`train.max_memory`) times the fewest accumulation steps that make it; logged at run start, shown by "
+          "`gputrain plan`, and kept by checkpoints (a resumed run does not measure again)");
   v.fixed_on_resume("batch_size", FixedOnResume::kMidEpoch);
   v.field("micro_batch_size", c.micro_batch_size, Min{1},
           "the batch stated the tutorials' way: samples per forward pass in each process. `batch_size` is then "
           "`micro_batch_size` × `train.accumulation_steps` × processes (ranks; 1 without a launcher). Set one of "
           "the two, or both when they agree; `auto`: `batch_size` / `train.accumulation_steps` (above)");
+  // Given alone, the micro-batch states the batch: batch_size is then worked out for the processes.
+  v.imply("batch_size", c.batch_size, std::optional<int64_t>{}, c.micro_batch_size.has_value());
   v.field("test_batch_size", c.test_batch_size, Min{0}, "evaluation batch; 0 = `batch_size`");
   v.field("num_workers", c.num_workers, Min{0},
           "loader threads; 0 = the training thread. The sample order never depends on it. At most 4 per hardware "
@@ -514,15 +517,30 @@ void visit(V& v, ExperimentConfig& c) {
                 "step and each micro-batch takes an equal share",
                 c.data.batch_size.value_or(0), c.train.accumulation_steps);
           });
-  v.check("data.batch_size", c.data.batch_size || c.train.target_batch > 0, [] {
+  // Both stated: the batch must be a whole number of processes' worth of micro-batches.
+  v.check("data.batch_size",
+          !c.data.batch_size || !c.data.micro_batch_size ||
+              *c.data.batch_size % (*c.data.micro_batch_size * c.train.accumulation_steps) == 0,
+          [&] {
+            return fmt::format(
+                "{} disagrees with data.micro_batch_size: {} per forward pass x {} make {} per process, which {} "
+                "does not divide into; set only one of the two",
+                c.data.batch_size.value_or(0), c.data.micro_batch_size.value_or(0),
+                count_of(c.train.accumulation_steps, "accumulation step"),
+                c.data.micro_batch_size.value_or(0) * c.train.accumulation_steps, c.data.batch_size.value_or(0));
+          });
+  const bool measured = !c.data.batch_size && !c.data.micro_batch_size;  // data.batch_size: auto's measurement
+  v.check("data.batch_size", !measured || c.train.target_batch > 0, [] {
     return std::string(
         "auto needs train.target_batch, the global batch per optimizer step to reach (e.g. "
         "--set train.target_batch=1024)");
   });
-  v.check("data.micro_batch_size", c.data.batch_size || !c.data.micro_batch_size, [] {
-    return std::string("data.batch_size: auto chooses the micro-batch; set data.batch_size or this, not both");
+  v.check("data.micro_batch_size", c.data.batch_size || !c.data.micro_batch_size || c.train.target_batch == 0, [] {
+    return std::string(
+        "train.target_batch is for data.batch_size: auto's measurement, which chooses the micro-batch; set "
+        "train.target_batch or this, not both");
   });
-  v.check("train.accumulation_steps", c.data.batch_size || c.train.accumulation_steps == 1,
+  v.check("train.accumulation_steps", !measured || c.train.accumulation_steps == 1,
           [] { return std::string("data.batch_size: auto chooses the accumulation steps; leave this key out"); });
   v.check("train.target_batch",
           c.train.target_batch == 0 || !c.data.batch_size || *c.data.batch_size == c.train.target_batch, [&] {

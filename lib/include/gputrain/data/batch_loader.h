@@ -59,10 +59,11 @@ struct LoaderOptions {
   Shard shard;                    // ddp: this rank's rows of every batch
 };
 
-// LoaderOptions from the config for one split: augmentation only for training,
-// data.test_batch_size for the test split, which is also never shuffled or
-// cut short by drop_last (evaluation sees every test sample once, in order).
-LoaderOptions loader_options(const config::DataConfig& config, Split split, uint64_t seed);
+// LoaderOptions from the config for one split in batches of `batch_size` rows
+// (the plan resolves them: plan::BatchPlan): augmentation only for training;
+// the test split is never shuffled or cut short by drop_last (evaluation sees
+// every test sample once, in order).
+LoaderOptions loader_options(const config::DataConfig& config, Split split, int64_t batch_size, uint64_t seed);
 
 // Batches in an epoch of `samples`, the last one short unless dropped.
 int64_t batch_count(const LoaderOptions& options, int64_t samples);

@@ -1,29 +1,41 @@
 #pragma once
 // How a run's samples are batched, worked out in one place so that train,
-// bench, plan and the run report agree: the micro-batch is data.batch_size /
-// train.accumulation_steps, the epoch's last one short unless data.drop_last.
+// bench, plan and the run report agree: the micro-batch is the batch per
+// optimizer step / train.accumulation_steps, the epoch's last one short
+// unless data.drop_last. The config keeps the batch as written; these are the
+// numbers it comes to.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/config/config.h"
 #include "gputrain/parallel/strategy.h"
 
 namespace gputrain::plan {
 
 struct BatchPlan {
-  int64_t global = 0;        // samples per optimizer step, all processes: data.batch_size
+  int64_t global = 0;        // samples per optimizer step, all processes
   int64_t micro = 0;         // rows per forward pass, before replicas or ranks share them
   int64_t accumulation = 1;  // micro-batches per optimizer step
   int64_t last_micro = 0;    // the epoch's last micro-batch: `micro` when it divides evenly or with drop_last
   int64_t steps_per_epoch = 0;
-  int64_t test = 0;  // rows per evaluation batch: data.test_batch_size, else data.batch_size
+  int64_t test = 0;  // rows per evaluation batch
+
+  // What a checkpoint keeps of it.
+  checkpoint::ResolvedBatch sizes() const { return {global, accumulation, test}; }
 };
 
-// The batches of `train_samples` under `data_config` (data.batch_size decided: a
-// number, or auto once solved) and `accumulation` steps, which the config
-// checked divide it.
-BatchPlan plan_batches(const config::DataConfig& data_config, int64_t accumulation, int64_t train_samples);
+// The batch as `loaded` states it for a world of `processes`: data.batch_size,
+// or data.micro_batch_size x train.accumulation_steps x processes; the test
+// batch data.test_batch_size, else the global batch. nullopt for
+// data.batch_size: auto without a micro-batch, which solve_batch measures.
+// Throws ConfigError where both are stated and disagree for these processes.
+std::optional<checkpoint::ResolvedBatch> stated_batch(const config::LoadedConfig& loaded, int64_t processes);
+
+// The batches of `train_samples` in `sizes`, whose accumulation divides the global batch.
+BatchPlan plan_batches(const checkpoint::ResolvedBatch& sizes, bool drop_last, int64_t train_samples);
 
 // How the run shares its data: what the run report records about batches and replicas.
 struct TrainLayout {

@@ -42,16 +42,15 @@ using StepMeasure = std::function<std::optional<StepMemory>(int64_t micro_batch)
 // memory. Throws UserError when even the smallest does not fit.
 BatchChoice choose_batch(int64_t target, int64_t processes, int64_t budget, const StepMeasure& measure);
 
-// Solves data.batch_size: auto for a run of `loaded` planned as `strategy` in
-// a world of `processes`: measures real steps of the model on `train_set`
+// Solves data.batch_size: auto for a run of `loaded` planned as `strategy`
+// under `amp` in a world of `processes`: measures real steps of the model on `train_set`
 // against train.max_memory (auto: half the host's available memory read from
 // `meminfo`, divided among the processes, on the CPU; on CUDA what the GPU can
-// allocate) and writes the choice into the config (data.batch_size,
-// train.accumulation_steps, data.test_batch_size when 0) with its source.
-// Nothing when data.batch_size is a number.
-std::optional<BatchChoice> solve_batch(config::LoadedConfig& loaded,
+// allocate). Nothing when the config states the batch (data.batch_size or
+// data.micro_batch_size).
+std::optional<BatchChoice> solve_batch(const config::LoadedConfig& loaded,
                                        const std::shared_ptr<const data::Dataset>& train_set,
-                                       const parallel::StrategyPlan& strategy, int64_t processes,
+                                       const parallel::StrategyPlan& strategy, config::AmpMode amp, int64_t processes,
                                        const std::string& meminfo = "/proc/meminfo");
 
 }  // namespace gputrain::plan

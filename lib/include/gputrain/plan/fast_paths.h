@@ -59,6 +59,8 @@ struct RunFacts {
   double image_conv_share = 1;
   int64_t micro_batch_macs = 0;  // multiply-adds of one micro-batch's forward pass
   int64_t micro_batch = 0;
+  int64_t accumulation = 1;                     // micro-batches per optimizer step, as the plan resolved them
+  config::AmpMode amp = config::AmpMode::kOff;  // train.amp as the plan resolved it
   // The host's CPUs as this process sees them (device::read_cpu_share); unread
   // (tests): a model big enough for several threads keeps LibTorch's default.
   std::optional<device::CpuShare> cpus;

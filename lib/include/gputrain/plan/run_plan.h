@@ -1,17 +1,22 @@
 #pragma once
 // A training run resolved once, before anything is built: the devices, the
-// processes, the strategy, the data sets, and the batches with
-// data.batch_size: auto solved. train, bench, `gputrain plan` and the Trainer
-// all read it, so none of them resolves its own.
+// processes, the strategy, train.amp on the device, the data sets and their
+// loaders, the loss and the evaluation keys checked against the data, and the
+// batches with data.batch_size: auto solved. train, bench,
+// `gputrain plan` and the Trainer all read it, so none of them resolves its
+// own. Nothing resolved is written into the config: it stays as written.
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/config/config.h"
+#include "gputrain/data/batch_loader.h"
 #include "gputrain/data/dataset.h"
 #include "gputrain/device/inventory.h"
 #include "gputrain/device/resolve.h"
+#include "gputrain/optim/loss.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/plan/batch_plan.h"
 #include "gputrain/plan/batch_solver.h"
@@ -25,12 +30,18 @@ struct RunRequest {
   std::optional<int64_t> nproc;           // train --nproc N: start N local workers
   bool one_process = false;               // bench: this process runs the step, however many GPUs there are
   std::string meminfo = "/proc/meminfo";  // where the host's free memory is read (tests name another)
+  // A batch resolved before, which data.batch_size: auto takes instead of
+  // measuring: a resumed run's checkpoint's (absent in older checkpoints), or
+  // the one `train --nproc`'s launcher measured for its workers.
+  std::optional<checkpoint::ResolvedBatch> resolved_batch;
+  std::string resolved_by;         // who resolved it, for the log: "the checkpoint", "the launcher"
+  bool resumed_mid_epoch = false;  // the checkpoint stopped inside an epoch: the batch may not change
 };
 
 struct RunPlan {
-  // The config, its batch stated as data.batch_size (data.micro_batch_size and
-  // data.batch_size: auto resolved into it).
-  config::LoadedConfig loaded;
+  config::LoadedConfig loaded;  // as written, with its defaults
+  // train.amp as the run uses it: checked on the device (collecting, off where refused).
+  config::AmpMode amp = config::AmpMode::kOff;
   device::DevicePlan devices;
   parallel::ProcessPlan processes;  // workers > 0: this process starts them, and the rest is rank 0's plan
   parallel::LaunchInfo launch;      // this process's, or under workers rank 0's
@@ -38,17 +49,27 @@ struct RunPlan {
   std::vector<parallel::StrategyPlan> worker_strategies;  // each local worker's, rank order, when workers > 0
   std::shared_ptr<const data::Dataset> train_set;
   std::shared_ptr<const data::Dataset> test_set;  // null for unlabeled data
+  // For labeled data: train.loss, with train.class_weights on the first replica's device.
+  optim::LossSpec loss;
   BatchPlan batch;
-  std::optional<BatchChoice> batch_choice;  // data.batch_size: auto's choice and why
+  std::optional<BatchChoice> batch_choice;  // data.batch_size: auto's measured choice and why
+  // The splits' loaders in the plan's batches (training in micro-batches), before a strategy shards them.
+  data::LoaderOptions train_loader;
+  data::LoaderOptions test_loader;
 };
+
+// The config as config.yaml records it: as written, but with data.batch_size:
+// auto's measured batch as numbers, so that `train --config` repeats the run
+// without measuring.
+config::ExperimentConfig config_with_resolved_batch(const RunPlan& run);
 
 // Resolves `loaded` for `request`: the devices, the processes (and, when this
 // process starts local workers, each worker's strategy), the batch's form for
 // the world size, the strategy, train.amp on the device, the data sets (read
 // once), and data.batch_size: auto by measured steps against train.max_memory
-// (logged). When this process only starts workers, the data sets are read only
-// if data.batch_size: auto needs them; each worker resolves its own run.
-// Throws the first ConfigError / DataError / UserError.
+// (logged), or as the resumed checkpoint resolved it. When this process only starts workers, the data sets are read
+// only if data.batch_size: auto needs them; each worker resolves its own run. Throws the first ConfigError / DataError
+// / UserError.
 RunPlan resolve_run(config::LoadedConfig loaded, const RunRequest& request);
 
 // The same on devices already chosen (tests, or a DevicePlan built by hand).

@@ -22,7 +22,7 @@ struct SavedWeightsPlan {
   config::LoadedConfig loaded;
   device::DevicePlan devices;
   std::shared_ptr<const data::Dataset> data;
-  data::LoaderOptions batches;  // evaluation batches: data.test_batch_size, else data.batch_size
+  data::LoaderOptions batches;  // evaluation batches: data.test_batch_size, else the stated batch or auto's target
 };
 
 // UserError for data without labels to test or predict (nothing to test,

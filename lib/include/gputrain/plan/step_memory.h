@@ -35,12 +35,13 @@ StepMemory measure_step_memory(torch::nn::Sequential& model, torch::optim::Optim
                                bool channels_last);
 
 // The run's model, optimizer and loss as the run builds them (fast paths
-// resolved for micro-batches of `micro_batch` rows), on the strategy's first
-// device, to measure one training step of any number of rows of `train_set`.
+// resolved for micro-batches of `micro_batch` rows, `accumulation` a step), on the strategy's first
+// device under `amp` (train.amp as the plan resolved it), to measure one
+// training step of any number of rows of `train_set`.
 class StepProbe {
  public:
   StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const data::Dataset> train_set,
-            const parallel::StrategyPlan& strategy, int64_t micro_batch);
+            const parallel::StrategyPlan& strategy, config::AmpMode amp, int64_t micro_batch, int64_t accumulation);
   ~StepProbe();
   const FastPaths& fast() const;
   // One measured step on the first `rows` samples of an epoch.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gputrain/config/config.h"
+#include "gputrain/plan/run_plan.h"
 
 namespace gputrain::report {
 
@@ -26,8 +27,8 @@ struct RunDirOptions {
   std::string resolved_config;  // config.yaml's text: the config as `gputrain config` prints it
   bool resuming = false;        // the run continues an earlier run's metrics and curves
 };
-// The run directory of `config`, holding its dumped config.
-RunDirOptions run_dir_options(const config::ExperimentConfig& config, bool resuming);
+// The run directory of `run`, holding its config as plan::config_with_resolved_batch gives it.
+RunDirOptions run_dir_options(const plan::RunPlan& run, bool resuming);
 
 // Why a fresh (not resuming) run may not use `dir`: it holds a finished run
 // (a model.pt), whose config, report and checkpoints the run would replace.

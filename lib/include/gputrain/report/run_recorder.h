@@ -9,6 +9,7 @@
 
 #include "gputrain/config/config.h"
 #include "gputrain/device/inventory.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/report/gpu_monitor.h"
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_info.h"
@@ -23,7 +24,7 @@ struct RunRecorderOptions {
   int64_t monitor_ms = 0;    // the GPU monitor's sampling period; 0: off
   LoaderSettings loader;     // named by the monitor's utilization hints
 };
-RunRecorderOptions run_recorder_options(const config::ExperimentConfig& config);
+RunRecorderOptions run_recorder_options(const plan::RunPlan& run);
 
 class RunRecorder {
  public:

@@ -30,10 +30,6 @@ namespace gputrain::train {
 plan::FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
                                  const plan::RunFacts& facts);
 
-// The training split's loader options: one micro-batch per forward pass, as
-// `plan` planned it (before a strategy gives each process its shard).
-data::LoaderOptions micro_batch_options(const plan::RunPlan& plan);
-
 // Everything a training run is made of, before any step has run.
 struct RunParts {
   parallel::StrategyPlan strategy_plan;
