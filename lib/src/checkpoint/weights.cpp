@@ -170,6 +170,15 @@ std::string load_weights(torch::nn::Sequential& model, const std::string& path, 
   return checkpoint_weights_text(averaged, !average.empty());
 }
 
+std::string state_dict_bytes(const torch::nn::Module& model) {
+  c10::Dict<std::string, at::Tensor> state_dict;
+  for (const auto& p : model.named_parameters()) state_dict.insert(p.key(), p.value().detach().cpu().contiguous());
+  for (const auto& b : model.named_buffers()) {
+    if (b.value().defined()) state_dict.insert(b.key(), b.value().detach().cpu().contiguous());
+  }
+  return pickle_state_dict(state_dict);
+}
+
 ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path,
                              const ExportOptions& options) {
   check_output_file(out_path, {{"--checkpoint", checkpoint_path}}, options.force);

@@ -27,6 +27,11 @@ enum class ExportedWeights {
 std::string load_weights(torch::nn::Sequential& model, const std::string& path,
                          ExportedWeights weights = ExportedWeights::kEvaluated);
 
+// The model's parameters and buffers as the file Python's torch.load reads as
+// a state_dict (a pickled dict of name -> tensor, on the CPU), its keys the
+// model's names: what export_weights writes.
+std::string state_dict_bytes(const torch::nn::Module& model);
+
 // The file export_weights writes.
 enum class WeightsFormat {
   kStateDict,    // a pickled dict of name -> tensor: Python's torch.load(path) returns it
