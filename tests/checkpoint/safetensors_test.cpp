@@ -78,7 +78,8 @@ TEST(Safetensors, DamagedFilesAreCheckpointErrorsSayingWhatIsWrong) {
       {file_of("{}").substr(0, 8) + "{", "its header's length (2 bytes) runs past the end of the file (9 bytes)"},
       {std::string("\xff\xff\xff\xff\xff\xff\xff\xff{}", 10), "runs past the end of the file"},
       {file_of("{nope"), "its header is not valid JSON"},
-      {file_of("{\"caf\xe9\": 1}"), "its header is not valid JSON"},  // not UTF-8
+      {file_of("{\"caf\xe9\": 1}"), "its header is not valid JSON"},            // not UTF-8
+      {file_of(R"({"__metadata__": 1e999})"), "its header is not valid JSON"},  // found by fuzzing: out_of_range
       {file_of("[1]"), "its header is not a JSON object"},
       {file_of(R"({"a": {"dtype": "Q4", "shape": [1], "data_offsets": [0, 1]}})", "x"),
        "tensor 'a' has the dtype \"Q4\", which gputrain does not read (it reads BOOL, U8"},
