@@ -188,9 +188,16 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
 
   ExportArgs export_args;
   auto* export_command = app.add_subcommand(
-      "export", "write a checkpoint's weights as a state_dict that Python's torch.load reads, or the model as ONNX");
-  export_command->add_option("--checkpoint", export_args.checkpoint, "a checkpoint file or a model.pt")->required();
-  export_command->add_option("--out", export_args.out, "the file to write, e.g. weights.pt or model.onnx")->required();
+      "export",
+      "write a checkpoint's weights as a state_dict that Python's torch.load reads or as safetensors, or the model "
+      "as ONNX or as a PyTorch module");
+  export_command
+      ->add_option("--checkpoint", export_args.checkpoint, "a checkpoint file, a model.pt or a .safetensors file")
+      ->required();
+  export_command
+      ->add_option("--out", export_args.out,
+                   "the file to write, e.g. weights.pt, model.onnx, model.py or model.safetensors")
+      ->required();
   export_command->add_flag("--force", export_args.force, "replace an existing --out file");
   export_command
       ->add_option("--weights", export_args.weights,
@@ -198,14 +205,15 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
       ->check(CLI::IsMember({"live", "ema"}));
   export_command
       ->add_option("--format", export_args.format,
-                   "state_dict (the weights, for torch.load) or onnx (the network and its weights, for ONNX "
-                   "Runtime and others)")
-      ->check(CLI::IsMember({"state_dict", "onnx"}))
+                   "state_dict (the weights, for torch.load), onnx (the network and its weights, for ONNX "
+                   "Runtime and others), pytorch (a .py defining the network as an nn.Module, and its state_dict "
+                   "beside it as .pt) or safetensors (the weights, for model hubs and safetensors' readers)")
+      ->check(CLI::IsMember({"state_dict", "onnx", "pytorch", "safetensors"}))
       ->capture_default_str();
   add_config_options(export_command, export_args.config, export_args.overrides, /*required=*/false);
   export_command->add_flag(
       "--normalize-inputs,!--no-normalize-inputs", export_args.normalize_inputs,
-      "onnx: the model begins with the data set's normalisation (data.normalize) and takes images in [0, 1] "
+      "onnx, pytorch: the model begins with the data set's normalisation (data.normalize) and takes images in [0, 1] "
       "(default); --no-normalize-inputs leaves it to the caller");
   DatasetsArgs datasets_args;
   auto* datasets = add_datasets_command(app, datasets_args);

@@ -198,11 +198,11 @@ struct ExportArgs {
   std::string out;
   std::string weights;                // "live", "ema" or empty: the evaluated ones
   bool force = false;                 // replace an existing --out
-  std::string format = "state_dict";  // or "onnx"
-  // onnx: the model's config (a checkpoint holds its own; a model.pt needs --config), with --set on top
+  std::string format = "state_dict";  // or "onnx", "pytorch", "safetensors"
+  // onnx, pytorch: the model's config (a checkpoint holds its own; a model.pt needs --config), with --set on top
   std::string config;
   std::vector<std::string> overrides;
-  bool normalize_inputs = true;  // onnx: the model starts with data.normalize
+  bool normalize_inputs = true;  // onnx, pytorch: the model starts with data.normalize
 };
 int run_export(const ExportArgs& args);
 

@@ -10,7 +10,8 @@
 #             unless Torch_DIR points at an official LibTorch.
 #   Test tools: chromium (the HTML report's browser test), and in the venv tensorboard
 #             (the event files' round trip through TensorBoard's own reader) and
-#             onnxruntime (it runs every model `export --format onnx` writes).
+#             onnxruntime (it runs every model `export --format onnx` writes) and safetensors
+#             (it reads what `export --format safetensors` writes, and writes files gputrain reads).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -48,13 +49,15 @@ else
   # numpy: the Python side of the tests and benchmarks (and it silences torch's warning).
   "$GPUTRAIN_PYTHON" -c 'import numpy' 2>/dev/null || "$GPUTRAIN_PYTHON" -m pip install -q numpy
 fi
-# TensorBoard and ONNX Runtime read back what gputrain writes in the tests; the venv may exist without torch (Torch_DIR).
+# TensorBoard, ONNX Runtime and safetensors read back what gputrain writes in the tests; the venv may exist without torch (Torch_DIR).
 if [ "$for_tests" = 1 ]; then
   [ -x "$GPUTRAIN_PYTHON" ] || { mkdir -p "$(dirname "$GPUTRAIN_VENV")"; python3 -m venv "$GPUTRAIN_VENV"; }
   "$GPUTRAIN_PYTHON" -c 'import tensorboard' 2>/dev/null ||
     "$GPUTRAIN_PYTHON" -m pip install -q "tensorboard==$GPUTRAIN_TENSORBOARD_VERSION"
   "$GPUTRAIN_PYTHON" -c 'import onnxruntime' 2>/dev/null ||
     "$GPUTRAIN_PYTHON" -m pip install -q "onnxruntime==$GPUTRAIN_ONNXRUNTIME_VERSION"
+  "$GPUTRAIN_PYTHON" -c 'import safetensors' 2>/dev/null ||
+    "$GPUTRAIN_PYTHON" -m pip install -q "safetensors==$GPUTRAIN_SAFETENSORS_VERSION"
 fi
 
 echo "setup: ready"

@@ -1,23 +1,26 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "commands.h"
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
-#include "gputrain/train/export_onnx.h"
+#include "gputrain/train/export_model.h"
 
 namespace gputrain::app {
 
 namespace {
 
-int export_onnx(const ExportArgs& args, checkpoint::ExportedWeights weights) {
-  train::OnnxExportOptions options;
+int export_model(const ExportArgs& args, checkpoint::ExportedWeights weights) {
+  train::ModelExportOptions options;
+  options.format = args.format == "onnx" ? train::ModelFormat::kOnnx : train::ModelFormat::kPytorch;
   options.weights = weights;
   options.force = args.force;
-  options.inputs = args.normalize_inputs ? train::OnnxInputs::kUnitImages : train::OnnxInputs::kNormalized;
+  options.inputs = args.normalize_inputs ? train::ModelInputs::kUnitImages : train::ModelInputs::kNormalized;
   const plan::SavedWeightsPlan plan = plan::resolve_saved_weights(
       weights_config(args.config, args.checkpoint, args.overrides), {}, plan::WeightsUse::kExport);
-  const train::OnnxExportSummary summary = train::export_onnx(plan, args.checkpoint, args.out, options);
-  spdlog::info("wrote {} ({} nodes, {} parameters), {}, from {}; its input: {}", args.out, summary.nodes,
+  const train::ModelExportSummary summary = train::export_model(plan, args.checkpoint, args.out, options);
+  spdlog::info("wrote {} ({} parameters), {}, from {}; its input: {}", fmt::join(summary.files, " and "),
                summary.parameters, summary.weights, args.checkpoint, summary.input);
   return 0;
 }
@@ -29,18 +32,21 @@ int run_export(const ExportArgs& args) {
   if (!args.weights.empty()) {
     weights = args.weights == "ema" ? checkpoint::ExportedWeights::kAverage : checkpoint::ExportedWeights::kLive;
   }
-  if (args.format == "onnx") return export_onnx(args, weights);
+  if (args.format == "onnx" || args.format == "pytorch") return export_model(args, weights);
   if (!args.config.empty() || !args.overrides.empty() || !args.normalize_inputs) {
     throw UserError(
-        "--config, --set and --no-normalize-inputs describe the network of --format onnx; a state_dict holds the "
-        "weights alone: leave them out, or add --format onnx");
+        "--config, --set and --no-normalize-inputs describe the network of --format onnx or pytorch; a state_dict "
+        "or safetensors file holds the weights alone: leave them out, or add --format onnx or pytorch");
   }
   checkpoint::ExportOptions options;
   options.force = args.force;
   options.weights = weights;
+  const bool safetensors = args.format == "safetensors";
+  options.format = safetensors ? checkpoint::WeightsFormat::kSafetensors : checkpoint::WeightsFormat::kStateDict;
   const checkpoint::ExportSummary summary = checkpoint::export_weights(args.checkpoint, args.out, options);
-  spdlog::info("wrote {} tensors ({} values), {}, from {} to {}; in Python: torch.load('{}') returns the state_dict",
-               summary.tensors, summary.elements, summary.weights, args.checkpoint, args.out, args.out);
+  spdlog::info("wrote {} tensors ({} values), {}, from {} to {}; in Python: {}('{}') returns the state_dict",
+               summary.tensors, summary.elements, summary.weights, args.checkpoint, args.out,
+               safetensors ? "safetensors.torch.load_file" : "torch.load", args.out);
   return 0;
 }
 

@@ -3,6 +3,7 @@
 and one of each kind of bad input the readers reject. Run it again after a
 format changes; libFuzzer mutates from these.  Usage: tests/fuzz/make_seeds.py"""
 import gzip
+import json
 import pathlib
 import struct
 import subprocess
@@ -130,8 +131,53 @@ def checkpoint_seeds(gputrain=ROOT / "build" / "release" / "app" / "gputrain"):
     write(d, "flipped-payload", b"\x01" + payload[:100] + bytes([payload[100] ^ 0xFF]) + payload[101:])
 
 
+def safetensors_file(header, data=b""):
+    """A safetensors file: the header's length (8 bytes, little-endian), the JSON header, the tensors' bytes."""
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def safetensors_seeds():
+    """Files as safetensors' writers make them (fuzz_safetensors.cpp), and one of each damage the reader names."""
+    d = corpus("safetensors")
+    f32 = lambda shape, begin, end: {"dtype": "F32", "shape": shape, "data_offsets": [begin, end]}
+    weights = struct.pack("<6f", 0.5, -1, 2, 0.25, 3, -4) + struct.pack("<q", 7)
+    valid = {
+        "__metadata__": {"format": "pt"},
+        "fc.weight": f32([2, 2], 0, 16),
+        "fc.bias": f32([2], 16, 24),
+        "bn.num_batches_tracked": {"dtype": "I64", "shape": [], "data_offsets": [24, 32]},
+    }
+    write(d, "valid", safetensors_file(valid, weights))
+    write(d, "every-dtype", safetensors_file(
+        {kind: {"dtype": kind, "shape": [1], "data_offsets": [i * 8, i * 8 + size]} if size == 8 else
+         {"dtype": kind, "shape": [8 // size], "data_offsets": [i * 8, i * 8 + 8]}
+         for i, (kind, size) in enumerate([("BOOL", 1), ("U8", 1), ("I8", 1), ("I16", 2), ("I32", 4), ("I64", 8),
+                                           ("F16", 2), ("BF16", 2), ("F32", 4), ("F64", 8)])},
+        bytes([0, 1] * 4) + bytes(range(8, 80))))  # BOOL's bytes are 0 or 1
+    write(d, "empty-header", safetensors_file({}))
+    write(d, "zero-size", safetensors_file({"e": f32([0, 3], 0, 0)}))
+    write(d, "truncated", safetensors_file(valid, weights)[:-5])
+    write(d, "length-past-end", struct.pack("<Q", 1 << 40) + b"{}")
+    write(d, "short", b"\x02\x00\x00")
+    write(d, "overlapping", safetensors_file({"a": f32([2], 0, 8), "b": f32([2], 4, 12)}, bytes(12)))
+    write(d, "gap", safetensors_file({"a": f32([1], 0, 4), "b": f32([1], 8, 12)}, bytes(12)))
+    write(d, "offsets-out-of-range", safetensors_file({"a": f32([2], 0, 800)}, bytes(8)))
+    write(d, "unknown-dtype", safetensors_file({"a": {"dtype": "F8_E4M3", "shape": [4], "data_offsets": [0, 4]}},
+                                               bytes(4)))
+    write(d, "shape-mismatch", safetensors_file({"a": f32([3], 0, 8)}, bytes(8)))
+    write(d, "huge-shape", safetensors_file({"a": f32([1 << 62, 1 << 62], 0, 8)}, bytes(8)))
+    write(d, "invalid-json", safetensors_file(b'{"a": {"dtype": "F32",', bytes(4)))
+    write(d, "non-utf8", safetensors_file(b'{"caf\xe9": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}',
+                                          bytes(4)))
+    write(d, "metadata-not-strings", safetensors_file({"__metadata__": {"format": 1}}))
+    write(d, "bool-not-0-or-1", safetensors_file({"m": {"dtype": "BOOL", "shape": [2], "data_offsets": [0, 2]}},
+                                                 b"\x01\x02"))
+
+
 if __name__ == "__main__":
     config_seeds()
     cifar_seeds()
     idx_seeds()
     checkpoint_seeds()
+    safetensors_seeds()

@@ -1,7 +1,7 @@
 // Each layer family's ONNX nodes: the operator, its attributes and the
 // weights it reads, named by layer and state-dict key; and the refusal of a
 // layer ONNX cannot express. ONNX Runtime checks the numbers
-// (tests/train/export_onnx_test.cpp).
+// (tests/train/export_model_test.cpp).
 #include <gtest/gtest.h>
 #include <torch/nn/modules/activation.h>
 

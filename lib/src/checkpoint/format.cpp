@@ -7,6 +7,7 @@
 
 #include <cctype>
 
+#include "gputrain/checkpoint/safetensors.h"
 #include "gputrain/common/error.h"
 
 namespace gputrain::checkpoint {
@@ -66,9 +67,10 @@ bool is_sealed(std::string_view bytes) { return bytes.substr(0, kMagic.size()) =
 
 bool is_weights_archive(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  std::string start(kZipMagic.size(), '\0');
+  std::string start(9, '\0');  // a zip's magic, or a safetensors header's length and its '{'
   in.read(start.data(), static_cast<std::streamsize>(start.size()));
-  return in.gcount() == static_cast<std::streamsize>(start.size()) && start == kZipMagic;
+  start.resize(static_cast<std::size_t>(in.gcount()));
+  return start.substr(0, kZipMagic.size()) == kZipMagic || looks_like_safetensors(start);
 }
 
 std::string_view unseal(std::string_view bytes, const std::string& name) {

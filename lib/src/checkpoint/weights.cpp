@@ -9,6 +9,7 @@
 
 #include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/checkpoint/format.h"
+#include "gputrain/checkpoint/safetensors.h"
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
@@ -30,6 +31,13 @@ torch::serialize::InputArchive weights_archive(const std::string& bytes, const s
                                       detail::torch_message(e)));
   }
   return archive;
+}
+
+// The tensors of a weights file that is not a checkpoint: a .safetensors file or a model.pt.
+detail::NamedTensors weights_file_tensors(const std::string& bytes, const std::string& path) {
+  if (looks_like_safetensors(bytes)) return parse_safetensors(bytes, path).tensors;
+  torch::serialize::InputArchive archive = weights_archive(bytes, path);
+  return detail::archived_tensors(archive);
 }
 
 // `state_dict` in torch.save's zip layout. torch::pickle_save would tag the
@@ -108,15 +116,15 @@ std::string checkpoint_weights_text(bool average_used, bool has_average) {
                         : "the live weights (not the train.ema average that test and model.pt use)";
 }
 
-// A model.pt holds one set of weights: those the run evaluated.
+// A model.pt, or a .safetensors file exported from one, holds one set of weights: those the run evaluated.
 std::string weights_file_text(ExportedWeights weights, const std::string& path) {
   if (weights != ExportedWeights::kEvaluated) {
     throw CheckpointError(
-        fmt::format("{}: is a weights file (model.pt), which holds only the weights the run evaluated; --weights "
-                    "live or ema needs a checkpoint file",
+        fmt::format("{}: is a weights file (a model.pt or .safetensors), which holds only one set of weights; "
+                    "--weights live or ema needs a checkpoint file",
                     path));
   }
-  return "the weights file's (a model.pt holds those the run evaluated)";
+  return "the weights file's (it holds one set: those the run evaluated)";
 }
 
 }  // namespace
@@ -135,8 +143,7 @@ std::string load_weights(torch::nn::Sequential& model, const std::string& path, 
   const std::string bytes = detail::read_file(path);
   if (!is_sealed(bytes)) {
     const std::string loaded = weights_file_text(weights, path);
-    torch::serialize::InputArchive archive = weights_archive(bytes, path);
-    detail::copy_weights(detail::archived_tensors(archive), *model, path);
+    detail::copy_weights(weights_file_tensors(bytes, path), *model, path);
     return loaded;
   }
   const Checkpoint checkpoint = Checkpoint::parse(bytes, path);
@@ -163,6 +170,15 @@ std::string load_weights(torch::nn::Sequential& model, const std::string& path, 
   return checkpoint_weights_text(averaged, !average.empty());
 }
 
+std::string state_dict_bytes(const torch::nn::Module& model) {
+  c10::Dict<std::string, at::Tensor> state_dict;
+  for (const auto& p : model.named_parameters()) state_dict.insert(p.key(), p.value().detach().cpu().contiguous());
+  for (const auto& b : model.named_buffers()) {
+    if (b.value().defined()) state_dict.insert(b.key(), b.value().detach().cpu().contiguous());
+  }
+  return pickle_state_dict(state_dict);
+}
+
 ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path,
                              const ExportOptions& options) {
   check_output_file(out_path, {{"--checkpoint", checkpoint_path}}, options.force);
@@ -178,15 +194,18 @@ ExportSummary export_weights(const std::string& checkpoint_path, const std::stri
     summary.weights = checkpoint_weights_text(use, !average.empty());
   } else {
     summary.weights = weights_file_text(options.weights, checkpoint_path);
-    torch::serialize::InputArchive archive = weights_archive(bytes, checkpoint_path);
-    weights = detail::archived_tensors(archive);
+    weights = weights_file_tensors(bytes, checkpoint_path);
   }
-  c10::Dict<std::string, at::Tensor> state_dict;
   for (const auto& [name, tensor] : weights) {
-    state_dict.insert(name, tensor.detach().cpu().contiguous());
     ++summary.tensors;
     summary.elements += tensor.numel();
   }
+  if (options.format == WeightsFormat::kSafetensors) {
+    write_atomically(out_path, safetensors_bytes({weights, {{"format", "pt"}, {"weights", summary.weights}}}));
+    return summary;
+  }
+  c10::Dict<std::string, at::Tensor> state_dict;
+  for (const auto& [name, tensor] : weights) state_dict.insert(name, tensor.detach().cpu().contiguous());
   write_atomically(out_path, pickle_state_dict(state_dict));
   return summary;
 }

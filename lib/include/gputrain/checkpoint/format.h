@@ -28,7 +28,8 @@ std::string seal(std::string_view payload);
 // model.pt weights archive).
 bool is_sealed(std::string_view bytes);
 // Whether the file at `path` starts as a zip archive does, as the model.pt
-// weights a run writes (torch::save); false when it cannot be read.
+// weights a run writes (torch::save), or as a safetensors file; false when it
+// cannot be read.
 bool is_weights_archive(const std::string& path);
 
 // The payload of a sealed file, after checking the magic, the version, both

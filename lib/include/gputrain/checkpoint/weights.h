@@ -18,7 +18,8 @@ enum class ExportedWeights {
   kAverage,    // the train.ema average; refused when there is none
 };
 
-// Loads weights into `model` from a model.pt or from a full checkpoint (by
+// Loads weights into `model` from a model.pt, a .safetensors file (by its
+// content; export --format safetensors writes one) or from a full checkpoint (by
 // default its train.ema weight average when it has one, as its evaluations
 // used); throws CheckpointError naming the file when it is missing, corrupt
 // or for another model, or when it lacks the weights asked for. Returns which
@@ -26,9 +27,21 @@ enum class ExportedWeights {
 std::string load_weights(torch::nn::Sequential& model, const std::string& path,
                          ExportedWeights weights = ExportedWeights::kEvaluated);
 
+// The model's parameters and buffers as the file Python's torch.load reads as
+// a state_dict (a pickled dict of name -> tensor, on the CPU), its keys the
+// model's names: what export_weights writes.
+std::string state_dict_bytes(const torch::nn::Module& model);
+
+// The file export_weights writes.
+enum class WeightsFormat {
+  kStateDict,    // a pickled dict of name -> tensor: Python's torch.load(path) returns it
+  kSafetensors,  // safetensors (safetensors.h), with __metadata__ {"format": "pt", "weights": which ones}
+};
+
 struct ExportOptions {
   ExportedWeights weights = ExportedWeights::kEvaluated;
   bool force = false;  // replace an existing output file
+  WeightsFormat format = WeightsFormat::kStateDict;
 };
 
 struct ExportSummary {
@@ -37,12 +50,12 @@ struct ExportSummary {
   std::string weights;  // which weights were written, for the user: "the train.ema weight average", ...
 };
 
-// Writes the weights of `checkpoint_path` (a checkpoint or a model.pt) to
-// `out_path` as a pickled dict of name -> tensor, on the CPU: Python's
-// torch.load(out_path) returns it as a state_dict, without gputrain.
+// Writes the weights of `checkpoint_path` (a checkpoint, a model.pt or a
+// .safetensors file) to `out_path` in `options.format`, on the CPU, under the
+// model's state-dict keys: Python reads either without gputrain.
 // `out_path` may not be the checkpoint, and replaces an existing file only
-// with `force` (check_output_file). A model.pt holds one set, the evaluated
-// weights, so kLive and kAverage need a checkpoint.
+// with `force` (check_output_file). A model.pt or .safetensors file holds one
+// set, the evaluated weights, so kLive and kAverage need a checkpoint.
 ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path,
                              const ExportOptions& options);
 

@@ -1,0 +1,198 @@
+#include "gputrain/train/export_model.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "gputrain/common/error.h"
+#include "gputrain/common/files.h"
+#include "gputrain/common/output_file.h"
+#include "gputrain/data/batch_loader.h"
+#include "gputrain/device/versions.h"
+#include "gputrain/models/factory.h"
+#include "gputrain/models/onnx_layers.h"
+#include "gputrain/models/pytorch_layers.h"
+
+namespace gputrain::train {
+
+namespace {
+
+// mean or std as a [C, 1, 1] constant: one value per channel, broadcast over the pixels.
+std::vector<float> per_channel(const std::vector<double>& values, int64_t channels) {
+  std::vector<float> out;
+  for (int64_t c = 0; c < channels; ++c) {
+    out.push_back(static_cast<float>(values.size() == 1 ? values[0] : values.at(static_cast<std::size_t>(c))));
+  }
+  return out;
+}
+
+// Whether the graph starts with the data set's normalisation.
+bool normalizes(const data::DatasetInfo& info, const std::vector<double>& mean, ModelInputs inputs) {
+  return info.images && !mean.empty() && inputs == ModelInputs::kUnitImages;
+}
+
+std::string input_text(const data::DatasetInfo& info, bool normalizes, ModelFormat format) {
+  if (!info.images) return "feature vectors, as the data set holds them";
+  if (normalizes) return "images in [0, 1] (pixel / 255, as torchvision's ToTensor gives them), normalised inside";
+  return fmt::format("images in [0, 1] (pixel / 255), normalised by the mean and std in {} before they go in",
+                     format == ModelFormat::kOnnx ? "the metadata (normalize_mean, normalize_std)"
+                                                  : "NORMALIZE_MEAN and NORMALIZE_STD");
+}
+
+// The 3-line load imports the module by its file's name, so that must be a Python identifier.
+void check_python_module_name(const std::string& out_path) {
+  const std::filesystem::path path(out_path);
+  const std::string stem = path.stem().string();
+  const bool identifier = !stem.empty() && std::isdigit(static_cast<unsigned char>(stem[0])) == 0 &&
+                          std::all_of(stem.begin(), stem.end(), [](char ch) {
+                            return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_';
+                          });
+  if (path.extension() != ".py" || !identifier) {
+    throw UserError(fmt::format(
+        "--out {}: --format pytorch writes a Python module, whose file name is letters, digits and '_' (not "
+        "starting with a digit) and ends in .py, e.g. model.py",
+        out_path));
+  }
+}
+
+}  // namespace
+
+onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, const data::DatasetInfo& info,
+                       const std::vector<double>& mean, const std::vector<double>& std, ModelInputs inputs) {
+  onnx::Graph graph;
+  graph.name = name;
+  graph.input_shape = info.input_shape;
+  const bool normalized = normalizes(info, mean, inputs);
+  std::string value = graph.input;
+  if (normalized) {
+    const int64_t channels = info.input_shape.at(0);
+    value = graph.add("Sub", {value, graph.constant("normalize.mean", {channels, 1, 1}, per_channel(mean, channels))},
+                      "normalize/centred");
+    value = graph.add("Div", {value, graph.constant("normalize.std", {channels, 1, 1}, per_channel(std, channels))},
+                      "normalize");
+  }
+  const models::OnnxOutput output = models::add_onnx_layers(model, info.input_shape, graph, value);
+  const bool classes = info.target_kind == data::TargetKind::kClasses;
+  graph.output = graph.add("Identity", {output.value}, classes ? "logits" : "values");
+  graph.outputs = output.width;
+  graph.metadata = {{"dataset", info.name}, {"input", input_text(info, normalized, ModelFormat::kOnnx)}};
+  if (info.images && !mean.empty()) {
+    graph.metadata.emplace_back("normalize_mean", nlohmann::json(mean).dump());
+    graph.metadata.emplace_back("normalize_std", nlohmann::json(std).dump());
+  }
+  if (!info.class_names.empty()) graph.metadata.emplace_back("class_names", nlohmann::json(info.class_names).dump());
+  graph.doc =
+      fmt::format("{} for {} ({}); input: {}", name, info.name, classes ? "logits per class" : "regression values",
+                  input_text(info, normalized, ModelFormat::kOnnx));
+  return graph;
+}
+
+std::string pytorch_module(const torch::nn::Sequential& model, const std::string& name, const data::DatasetInfo& info,
+                           const std::vector<double>& mean, const std::vector<double>& std, ModelInputs inputs,
+                           const std::string& state_dict) {
+  const bool normalized = normalizes(info, mean, inputs);
+  const bool classes = info.target_kind == data::TargetKind::kClasses;
+  const std::string layers = models::pytorch_layers(model, 8);
+  const std::string module = std::filesystem::path(state_dict).stem().string();
+  std::string source = fmt::format(
+      R"("""The network of gputrain's experiment {name} for {dataset}, as a PyTorch module: {outputs}.
+
+Written by gputrain {version} (`gputrain export --format pytorch`). Its weights are the state
+dict {state_dict} beside this file, whose keys are gputrain's names:
+
+    import torch
+    from {module} import Model
+    model = Model(); model.load_state_dict(torch.load("{state_dict}")); model.eval()
+
+The input: INPUT below.
+"""
+from collections import OrderedDict
+
+import torch
+from torch import nn
+
+NAME = {name_literal}
+INPUT = {input}
+NORMALIZE_MEAN = {mean}  # data.normalize: {normalize}
+NORMALIZE_STD = {std}
+CLASS_NAMES = {class_names}
+
+)",
+      fmt::arg("name", name), fmt::arg("dataset", info.name),
+      fmt::arg("outputs", classes ? "logits per class" : "regression values"), fmt::arg("version", device::version()),
+      fmt::arg("state_dict", std::filesystem::path(state_dict).filename().string()), fmt::arg("module", module),
+      fmt::arg("name_literal", nlohmann::json(name).dump()),
+      fmt::arg("input", nlohmann::json(input_text(info, normalized, ModelFormat::kPytorch)).dump()),
+      fmt::arg("mean", nlohmann::json(mean).dump()), fmt::arg("std", nlohmann::json(std).dump()),
+      fmt::arg("normalize", normalized     ? "Model normalises its input with these"
+                            : mean.empty() ? "none"
+                                           : "the caller normalises the input with these"),
+      fmt::arg("class_names", nlohmann::json(info.class_names).dump()));
+  // Only the layer kinds the model has: a residual is a class of its own.
+  if (layers.find("Residual(") != std::string::npos) source += fmt::format("\n{}\n", models::kPythonResidual);
+  source += fmt::format(R"(
+class Model(nn.Sequential):
+    """{name}'s layers, named as gputrain names them."""
+
+    def __init__(self):
+        super().__init__({layers})
+)",
+                        fmt::arg("name", name), fmt::arg("layers", layers));
+  if (normalized) {
+    // Not state: load_state_dict(strict=True) takes gputrain's state dict as it is.
+    source +=
+        R"(        self.register_buffer("normalize_mean", torch.tensor(NORMALIZE_MEAN).reshape(-1, 1, 1), persistent=False)
+        self.register_buffer("normalize_std", torch.tensor(NORMALIZE_STD).reshape(-1, 1, 1), persistent=False)
+
+    def forward(self, x):
+        return super().forward((x - self.normalize_mean) / self.normalize_std)
+)";
+  }
+  return source;
+}
+
+std::string pytorch_state_dict_path(const std::string& py_path) {
+  return std::filesystem::path(py_path).replace_extension(".pt").string();
+}
+
+ModelExportSummary export_model(const plan::SavedWeightsPlan& plan, const std::string& weights_path,
+                                const std::string& out_path, const ModelExportOptions& options) {
+  const std::vector<NamedPath> inputs{{"--checkpoint", weights_path}};
+  check_output_file(out_path, inputs, options.force);
+  const bool pytorch = options.format == ModelFormat::kPytorch;
+  const std::string state_dict = pytorch ? pytorch_state_dict_path(out_path) : "";
+  if (pytorch) check_python_module_name(out_path);
+  if (pytorch) check_output_file(state_dict, inputs, options.force, "--out's state dict");
+  const config::ExperimentConfig& c = plan.loaded.config;
+  const data::DatasetInfo& info = plan.data->info();
+  torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
+  ModelExportSummary summary;
+  summary.weights = checkpoint::load_weights(model, weights_path, options.weights);
+  const data::LoaderOptions& loader = plan.batches;
+  summary.input = input_text(info, normalizes(info, loader.mean, options.inputs), options.format);
+  summary.parameters = models::parameter_count(*model);
+  summary.files = {out_path};
+  if (!pytorch) {
+    const onnx::Graph graph = onnx_graph(model, c.name, info, loader.mean, loader.std, options.inputs);
+    write_atomically(out_path, onnx::serialize(graph, device::version()));
+    return summary;
+  }
+  const std::string source = pytorch_module(model, c.name, info, loader.mean, loader.std, options.inputs, state_dict);
+  write_atomically(out_path, source);
+  try {
+    write_atomically(state_dict, checkpoint::state_dict_bytes(*model));
+  } catch (...) {
+    std::error_code ignored;  // the pair or nothing: a module without its weights is half an export
+    std::filesystem::remove(out_path, ignored);
+    throw;
+  }
+  summary.files.push_back(state_dict);
+  return summary;
+}
+
+}  // namespace gputrain::train
