@@ -105,7 +105,7 @@ class ModelExport : public ::testing::Test {
     const auto test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
     torch::nn::Sequential model = models::make_model(c.model, models::model_shape(test_set->info(), c.model));
     checkpoint::load_weights(model, saved.string(), weights);
-    data::LoaderOptions loader = data::loader_options(c.data, data::Split::kTest, c.seed);
+    data::LoaderOptions loader = data::loader_options(c.data, data::Split::kTest, /*batch_size=*/16, c.seed);
     loader.num_workers = 0;
     loader.pin_memory = false;
     data::HostLoader batches(test_set, loader);
