@@ -41,7 +41,7 @@ gputrain::app::Environment read_environment() {
   env.agent_store = variable("TORCHELASTIC_USE_AGENT_STORE");
   env.restart_count = variable("TORCHELASTIC_RESTART_COUNT");
   env.slurm_restart_count = variable("SLURM_RESTART_COUNT");
-  env.resolved_batch = variable("GPUTRAIN_RESOLVED_BATCH");
+  env.resolved_batch = variable(gputrain::app::kResolvedBatchVariable);
   for (char** entry = environ; *entry != nullptr; ++entry) env.all.emplace_back(*entry);
   return env;
 }

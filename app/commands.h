@@ -63,6 +63,8 @@ parallel::LaunchInfo launch_info(const Environment& env);
 // is launch_info(env).
 checkpoint::Restarts restarts(const Environment& env, const parallel::LaunchInfo& launch);
 
+inline constexpr const char* kResolvedBatchVariable = "GPUTRAIN_RESOLVED_BATCH";
+
 // The batch a launcher resolved for this worker (GPUTRAIN_RESOLVED_BATCH), and
 // the variable that passes `batch` on. Throws UserError for a malformed value.
 std::optional<checkpoint::ResolvedBatch> launcher_batch(const Environment& env);

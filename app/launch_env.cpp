@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
 
 namespace gputrain::app {
 
@@ -29,21 +30,17 @@ checkpoint::Restarts restarts(const Environment& env, const parallel::LaunchInfo
 
 std::optional<checkpoint::ResolvedBatch> launcher_batch(const Environment& env) {
   if (!env.resolved_batch) return std::nullopt;
-  const std::string& text = env.resolved_batch->value;
-  const std::size_t first = text.find(',');
-  const std::size_t second = first == std::string::npos ? first : text.find(',', first + 1);
-  if (second == std::string::npos) {
+  const std::vector<std::string> parts = split(env.resolved_batch->value, ',');
+  if (parts.size() != 3) {
     throw UserError(fmt::format("{}='{}' is not global,accumulation,test; it is set by `train --nproc` for its workers",
-                                env.resolved_batch->name, text));
+                                env.resolved_batch->name, env.resolved_batch->value));
   }
-  const auto part = [&](std::size_t from, std::size_t to) {
-    return integer(EnvValue{env.resolved_batch->name, text.substr(from, to - from)});
-  };
-  return checkpoint::ResolvedBatch{part(0, first), part(first + 1, second), part(second + 1, text.size())};
+  const auto number = [&](const std::string& part) { return integer(EnvValue{env.resolved_batch->name, part}); };
+  return checkpoint::ResolvedBatch{number(parts[0]), number(parts[1]), number(parts[2])};
 }
 
 std::string launcher_batch_variable(const checkpoint::ResolvedBatch& batch) {
-  return fmt::format("GPUTRAIN_RESOLVED_BATCH={},{},{}", batch.global, batch.accumulation, batch.test);
+  return fmt::format("{}={},{},{}", kResolvedBatchVariable, batch.global, batch.accumulation, batch.test);
 }
 
 parallel::LaunchInfo launch_info(const Environment& env) {

@@ -65,8 +65,9 @@ int launch_workers(const TrainArgs& args, const parallel::LaunchInfo& launch, pl
   run.train_set.reset();  // each worker reads its own; the launcher holds none while they train
   // data.batch_size: auto was solved once, in the resolution, so that every
   // worker runs the same batch; their configs stay as written.
+  const std::string stale = std::string(kResolvedBatchVariable) + "=";
   for (const std::string& entry : args.env.all) {
-    if (entry.rfind("GPUTRAIN_RESOLVED_BATCH=", 0) != 0) options.environment.push_back(entry);
+    if (entry.rfind(stale, 0) != 0) options.environment.push_back(entry);
   }
   if (run.batch_choice) options.environment.push_back(launcher_batch_variable(run.batch.sizes()));
   options.max_restarts = args.max_restarts;

@@ -63,8 +63,8 @@ class Parser {
     nlohmann::json json;
     try {
       json = nlohmann::json::parse(header.begin(), header.end());
-    } catch (const nlohmann::json::exception&
-                 e) {  // parse_error; out_of_range: corpus/safetensors/found-crash-number-overflow
+    } catch (const nlohmann::json::exception& e) {
+      // parse_error, or out_of_range for a number past a double (corpus/safetensors/found-crash-number-overflow).
       bad(fmt::format("its header is not valid JSON ({})", e.what()));
     }
     if (!json.is_object()) bad("its header is not a JSON object");

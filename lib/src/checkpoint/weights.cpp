@@ -44,7 +44,9 @@ detail::NamedTensors weights_file_tensors(const std::string& bytes, const std::s
 // dict with its TorchScript type (torch.jit._pickle.restore_type_tag), which
 // torch.load refuses under its default weights_only=True; a plain dict of
 // tensors is what a PyTorch state_dict file holds.
-std::string pickle_state_dict(const c10::Dict<std::string, at::Tensor>& state_dict) {
+std::string pickle_state_dict(const detail::NamedTensors& tensors) {
+  c10::Dict<std::string, at::Tensor> state_dict;
+  for (const auto& [name, tensor] : tensors) state_dict.insert(name, tensor.detach().cpu().contiguous());
   std::vector<char> pickled;
   torch::jit::Pickler pickler(
       [&pickled](const char* data, std::size_t size) { pickled.insert(pickled.end(), data, data + size); },
@@ -171,12 +173,12 @@ std::string load_weights(torch::nn::Sequential& model, const std::string& path, 
 }
 
 std::string state_dict_bytes(const torch::nn::Module& model) {
-  c10::Dict<std::string, at::Tensor> state_dict;
-  for (const auto& p : model.named_parameters()) state_dict.insert(p.key(), p.value().detach().cpu().contiguous());
+  detail::NamedTensors tensors;
+  for (const auto& p : model.named_parameters()) tensors.emplace_back(p.key(), p.value());
   for (const auto& b : model.named_buffers()) {
-    if (b.value().defined()) state_dict.insert(b.key(), b.value().detach().cpu().contiguous());
+    if (b.value().defined()) tensors.emplace_back(b.key(), b.value());
   }
-  return pickle_state_dict(state_dict);
+  return pickle_state_dict(tensors);
 }
 
 ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path,
@@ -204,9 +206,7 @@ ExportSummary export_weights(const std::string& checkpoint_path, const std::stri
     write_atomically(out_path, safetensors_bytes({weights, {{"format", "pt"}, {"weights", summary.weights}}}));
     return summary;
   }
-  c10::Dict<std::string, at::Tensor> state_dict;
-  for (const auto& [name, tensor] : weights) state_dict.insert(name, tensor.detach().cpu().contiguous());
-  write_atomically(out_path, pickle_state_dict(state_dict));
+  write_atomically(out_path, pickle_state_dict(weights));
   return summary;
 }
 
