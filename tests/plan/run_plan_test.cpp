@@ -1,6 +1,7 @@
 // A run resolved once (issue 38): the devices, the processes, the strategy,
-// the data and the batches in one place, nothing written back into the config, for train, bench, test, predict and
-// `gputrain plan` alike; `plan` collects every problem instead of the first.
+// the data, the batches, the model's facts, the step and the evaluation in one place, nothing written back into the
+// config, for train, bench, test, predict and `gputrain plan` alike; `plan` collects every problem instead of the
+// first.
 #include "gputrain/plan/run_plan.h"
 
 #include <gtest/gtest.h>
@@ -79,7 +80,7 @@ TEST(RunPlan, CollectingListsEveryProblemAndResolvesTheRest) {
   EXPECT_TRUE(any_contains(run.problems, "fp16")) << run.problems.back();
   EXPECT_EQ(run.reached, Reached::kComplete);
   EXPECT_EQ(run.plan.devices.primary(), torch::Device("cpu"));
-  EXPECT_EQ(run.plan.amp, config::AmpMode::kOff);
+  EXPECT_EQ(run.plan.step.amp, config::AmpMode::kOff);
   EXPECT_EQ(run.plan.loaded.config.train.amp, config::AmpMode::kFp16) << "the config stays as written";
   EXPECT_EQ(run.plan.batch.steps_per_epoch, 4);
 }
@@ -93,6 +94,59 @@ TEST(RunPlan, CollectingStopsBeforeTheBatchWithoutData) {
   EXPECT_FALSE(run.plan.train_set);
   // The strict resolution throws the same problem.
   EXPECT_THROW(resolve_run(run_config({"data={dataset: npy, root: /nonexistent/gputrain-data}"}), RunRequest{}), Error);
+}
+
+// Issue 38: how each step runs is decided once, here, for the model the plan
+// traced; train, bench and `gputrain plan` apply or show that decision.
+TEST(RunPlan, DecidesHowEachStepRunsForTheModelItTraced) {
+  const RunPlan run = resolve_run(run_config({"train.grad_clip=1", "train.on_nan=skip"}), RunRequest{});
+  EXPECT_EQ(run.model.parameters, 8 * 16 + 16 + 16 * 3 + 3);
+  EXPECT_EQ(run.model.sample_macs, 8 * 16 + 16 * 3);
+  EXPECT_FALSE(run.model.convolutional);
+  EXPECT_EQ(run.step.grad_clip, 1);
+  EXPECT_EQ(run.step.on_nan, config::OnNan::kSkip);
+  EXPECT_TRUE(any_contains(run.step.fast.decisions, "optim.fused: on (auto"));
+  EXPECT_TRUE(any_contains(run.step.fast.decisions, "train.cuda_graph: off"));
+  EXPECT_EQ(run.optim.fused, config::Switch::kOn) << "optim.fused resolved";
+  EXPECT_EQ(run.loaded.config.optim.fused, config::Switch::kAuto) << "the config stays as written";
+}
+
+// A model that cannot be built for the data is a problem of its own, placed
+// at its key's line though the model names only the key; the batch is still resolved.
+TEST(RunPlan, CollectingListsAModelTheDataCannotFeedAtItsLine) {
+  auto images_net = [] {
+    return config::load_config_text(R"(
+data: {dataset: synthetic, samples: 100, test_samples: 20, features: 8, classes: 3, batch_size: 32, num_workers: 0}
+model: {name: cifar10_cnn}
+)",
+                                    "exp.yaml");
+  };
+  const CollectedRun run = collect_run(images_net(), RunRequest{});
+  ASSERT_EQ(run.problems.size(), 1U);
+  EXPECT_TRUE(any_contains(run.problems, "exp.yaml:3:")) << run.problems.front();
+  EXPECT_TRUE(any_contains(run.problems, "cifar10_cnn needs image samples")) << run.problems.front();
+  EXPECT_EQ(run.reached, Reached::kBatch);
+  EXPECT_EQ(run.plan.batch.steps_per_epoch, 4);
+  try {
+    resolve_run(images_net(), RunRequest{});
+    ADD_FAILURE() << "a model the data cannot feed was resolved";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.where().line, 3) << e.what();
+  }
+}
+
+TEST(RunPlan, ResolvesTheEvaluationKeysForTheTask) {
+  const RunPlan run = resolve_run(
+      run_config({"train.eval_every=2", "train.early_stopping.patience=3", "train.ema.decay=0.9"}), RunRequest{});
+  EXPECT_EQ(run.evaluation.every_epochs, 2);
+  EXPECT_EQ(run.evaluation.stop.patience, 3);
+  EXPECT_DOUBLE_EQ(run.evaluation.ema.decay, 0.9);
+  EXPECT_TRUE(run.evaluation.stop.by_accuracy) << "early stopping's auto metric for classification";
+
+  config::TrainConfig train;
+  EXPECT_FALSE(plan_evaluation(train, /*classification=*/false).stop.by_accuracy) << "the loss for regression";
+  train.early_stopping.metric = config::StopMetric::kLoss;
+  EXPECT_FALSE(plan_evaluation(train, /*classification=*/true).stop.by_accuracy);
 }
 
 // Issue 20 #4 and 38 #4: the batch per forward pass makes the batch per

@@ -93,13 +93,15 @@ TEST(RunInfo, TheClassNamesRoundTripAndAnOlderRunJsonHasNone) {
   EXPECT_TRUE(read_run_info(dir / "old.json").class_names.empty());
 }
 
-TEST(RunInfo, SettingsComeFromTheConfig) {
-  config::ExperimentConfig config;
-  config.name = "from-config";
-  config.train.amp = config::AmpMode::kBf16;
-  config.train.epochs = 4;
-  config.train.target_accuracy = 0.9;
-  const RunSettings settings = run_settings(config);
+// The name and epochs as written; train.amp and the target as the plan resolved them.
+TEST(RunInfo, SettingsComeFromThePlan) {
+  plan::RunPlan run;
+  run.loaded.config.name = "from-config";
+  run.loaded.config.train.amp = config::AmpMode::kFp16;
+  run.loaded.config.train.epochs = 4;
+  run.step.amp = config::AmpMode::kBf16;
+  run.evaluation.stop.target_accuracy = 0.9;
+  const RunSettings settings = run_settings(run);
   EXPECT_EQ(settings.name, "from-config");
   EXPECT_EQ(settings.amp, config::AmpMode::kBf16);
   EXPECT_EQ(settings.epochs, 4);

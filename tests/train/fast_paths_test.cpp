@@ -29,10 +29,10 @@ namespace {
 using gputrain::testing::TempDir;
 using plan::FastPaths;
 using plan::kSmallModelMacs;
+using plan::model_facts;
 using plan::plan_fast_paths;
 using plan::resolve_matmul_precision;
 using plan::RunFacts;
-using plan::with_model_facts;
 using step::configure_backends;
 
 // `loaded` resolved for this machine's devices, as `gputrain bench` resolves it.
@@ -106,6 +106,18 @@ TEST_F(FastPathRuns, DeviceLoaderTrainsExactlyLikeTheHostLoader) {
 
 TEST_F(FastPathRuns, ChannelsLastTrainsLikeContiguous) {
   expect_equal(trained(cifar(plain({"train.channels_last=true"}))), trained(cifar(plain())), 1e-4);
+}
+
+// Issue 38: the plan decides each fast path once; the trainer applies that
+// decision instead of deciding again.
+TEST_F(FastPathRuns, TheTrainerAppliesThePlansDecisions) {
+  plan::RunPlan plan = on_visible_devices(cifar(plain()));
+  ASSERT_FALSE(plan.step.fast.channels_last);
+  plan.step.fast.channels_last = true;
+  const Trainer trainer(plan);
+  const torch::Tensor conv1 = trainer.model()->parameters().front();
+  ASSERT_EQ(conv1.dim(), 4);
+  EXPECT_TRUE(conv1.is_contiguous(at::MemoryFormat::ChannelsLast));
 }
 
 // Parameter groups with their own weight decay and lr (optim.no_decay_bias_norm,
@@ -351,13 +363,14 @@ TEST(ConfigureBackends, ThreadsGoBackToLibTorchsDefaultAfterARunThatSetThem) {
 }
 
 // The auto rules on made-up runs: no device is touched.
+// Micro-batches of one sample, so a sample's multiply-adds are the micro-batch's.
 RunFacts facts(torch::Device device, bool convolutional, int64_t micro_batch_macs, int64_t image_channels = 1) {
   RunFacts f;
   f.device = device;
-  f.convolutional = convolutional;
-  f.image_channels = convolutional ? image_channels : 0;
-  f.micro_batch_macs = micro_batch_macs;
-  f.micro_batch = 128;
+  f.model.convolutional = convolutional;
+  f.model.image_channels = convolutional ? image_channels : 0;
+  f.model.sample_macs = micro_batch_macs;
+  f.micro_batch = 1;
   return f;
 }
 
@@ -386,7 +399,7 @@ TEST(FastPathPlan, OnTheCpuTheFusedStepAndThreadsByModelSize) {
                   "multiply-adds)"));
 
   RunFacts wide_after_the_image = facts(torch::Device(torch::kCPU), true, 36'000'000);
-  wide_after_the_image.image_conv_share = 0.0095;
+  wide_after_the_image.model.image_conv_share = 0.0095;
   const FastPaths residual = plan_fast_paths(c, wide_after_the_image);
   EXPECT_TRUE(residual.channels_last);
   EXPECT_TRUE(has(residual.decisions,
@@ -411,7 +424,7 @@ TEST(FastPathPlan, OnTheCpuAutoThreadsLeaveOtherWorkItsCpus) {
       has(busy.decisions,
           "train.threads: 1 (auto: 2 usable CPUs (affinity 2, no cgroup quota), other work 2.0 (0.00 CPUs busy, "
           "2 runnable); no more threads than free CPUs, so none spin-waits on a descheduled one)"));
-  shared.micro_batch_macs = 45'056;
+  shared.model.sample_macs = 45'056;
   EXPECT_NE(plan_fast_paths(c, shared).decisions.back().find("too small"), std::string::npos)
       << "a small model keeps its one thread, whatever the machine";
 }
@@ -455,7 +468,7 @@ TEST(FastPathPlan, OnCudaGraphsByDefaultAndChannelsLastNeedsAmp) {
 
   RunFacts wide = facts(gpu, true, 83'000'000);
   wide.amp = config::AmpMode::kBf16;
-  wide.tensor_core_channels = true;
+  wide.model.tensor_core_channels = true;
   const FastPaths mixed = plan_fast_paths(c, wide);
   EXPECT_TRUE(mixed.channels_last);
   EXPECT_TRUE(mixed.cuda_graph) << "bf16 autocast is captured with the step";
@@ -531,15 +544,15 @@ TEST(FastPathFacts, TensorCoreChannelsCountEveryConvolutionAfterTheFirst) {
   auto conv_facts = [](int64_t first_out, int64_t second_out) {
     torch::nn::Sequential model(torch::nn::Conv2d(torch::nn::Conv2dOptions(3, first_out, 3)),
                                 torch::nn::Conv2d(torch::nn::Conv2dOptions(first_out, second_out, 3)));
-    return with_model_facts(RunFacts{}, model, {3, 8, 8});
+    return model_facts(model, {3, 8, 8});
   };
   EXPECT_FALSE(conv_facts(6, 16).tensor_core_channels) << "the CIFAR-10 tutorial CNN: 6 input channels";
   EXPECT_EQ(conv_facts(6, 16).image_channels, 3);
   EXPECT_TRUE(conv_facts(64, 128).tensor_core_channels) << "a ResNet's: the 3-channel image does not count";
   torch::nn::Sequential mlp(torch::nn::Linear(8, 16));
-  EXPECT_FALSE(with_model_facts(RunFacts{}, mlp, {8}).tensor_core_channels);
-  EXPECT_EQ(with_model_facts(RunFacts{}, mlp, {8}).image_conv_share, 1) << "no convolution reads an image";
-  EXPECT_EQ(with_model_facts(RunFacts{}, mlp, {8}).image_channels, 0);
+  EXPECT_FALSE(model_facts(mlp, {8}).tensor_core_channels);
+  EXPECT_EQ(model_facts(mlp, {8}).image_conv_share, 1) << "no convolution reads an image";
+  EXPECT_EQ(model_facts(mlp, {8}).image_channels, 0);
 }
 
 // The tutorial CNN's convolutions on Fashion-MNIST: the first (1 -> 6, 5x5 on 28x28)
@@ -547,10 +560,10 @@ TEST(FastPathFacts, TensorCoreChannelsCountEveryConvolutionAfterTheFirst) {
 TEST(FastPathFacts, ImageConvShareIsTheFirstConvolutionsPartOfTheForwardPass) {
   torch::nn::Sequential seed_cnn(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 6, 5)), torch::nn::MaxPool2d(2),
                                  torch::nn::Conv2d(torch::nn::Conv2dOptions(6, 16, 5)));
-  EXPECT_DOUBLE_EQ(with_model_facts(RunFacts{}, seed_cnn, {1, 28, 28}).image_conv_share, 86'400.0 / 240'000);
+  EXPECT_DOUBLE_EQ(model_facts(seed_cnn, {1, 28, 28}).image_conv_share, 86'400.0 / 240'000);
   torch::nn::Sequential widening(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 24, 3).padding(1)),
                                  torch::nn::Conv2d(torch::nn::Conv2dOptions(24, 64, 3).padding(1)));
-  EXPECT_NEAR(with_model_facts(RunFacts{}, widening, {1, 28, 28}).image_conv_share, 1.0 / 65, 1e-12);
+  EXPECT_NEAR(model_facts(widening, {1, 28, 28}).image_conv_share, 1.0 / 65, 1e-12);
 }
 
 TEST(FastPathPlan, ASettingWinsAndForeachTurnsAutoFusedOff) {

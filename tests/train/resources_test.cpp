@@ -113,7 +113,7 @@ TEST(HostResources, BuildingTooLargeAModelSaysMakeItSmaller) {
       under_memory_limit([] {}, [] { Trainer(tiny({"model.hidden=[20000, 20000]"}), device::DevicePlan{}); });
   SKIP_UNLESS_SET_UP(r);
   expect_user_error(
-      r, {"UserError: building the model (mlp) and its optimizer: out of memory (", "Make the model smaller"});
+      r, {"UserError: building the model (mlp) on the CPU to trace it: out of memory (", "Make the model smaller"});
 }
 
 TEST(HostResources, ATrainingStepTooLargeSaysLowerTheBatch) {

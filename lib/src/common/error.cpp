@@ -22,7 +22,10 @@ std::string config_message(const SourceMark& where, const std::string& key, std:
 }  // namespace
 
 ConfigError::ConfigError(SourceMark where, std::string key, std::string_view problem)
-    : UserError(config_message(where, key, problem)), where_(std::move(where)), key_(std::move(key)) {}
+    : UserError(config_message(where, key, problem)),
+      where_(std::move(where)),
+      key_(std::move(key)),
+      problem_(problem) {}
 
 namespace detail {
 void throw_internal(const char* file, int line, const std::string& message) {

@@ -47,7 +47,9 @@ std::string captured_extras(const config::TrainConfig& t, const RunFacts& facts)
 
 }  // namespace
 
-RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape) {
+ModelFacts model_facts(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape) {
+  ModelFacts facts;
+  facts.parameters = models::parameter_count(*model);
   int64_t convolutions = 0;
   bool widths_fit = true;
   for (const auto& p : model->parameters()) {
@@ -66,8 +68,22 @@ RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const st
       break;
     }
   }
-  facts.micro_batch_macs = macs * facts.micro_batch;
+  facts.sample_macs = macs;
   facts.image_conv_share = macs > 0 && image_conv_macs >= 0 ? static_cast<double>(image_conv_macs) / macs : 1;
+  return facts;
+}
+
+RunFacts run_facts(const ModelFacts& model, const parallel::StrategyPlan& strategy, int64_t micro_batch,
+                   int64_t accumulation, config::AmpMode amp) {
+  RunFacts facts;
+  facts.device = strategy.replicas.front();
+  facts.strategy = strategy.kind;
+  facts.nccl = strategy.backend == config::DdpBackend::kNccl;
+  facts.model = model;
+  facts.micro_batch = micro_batch;
+  facts.accumulation = accumulation;
+  facts.amp = amp;
+  facts.cpus = device::read_cpu_share();
   return facts;
 }
 
@@ -127,29 +143,29 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
   const bool mixed = facts.amp != config::AmpMode::kOff;
   const Choice layout = decide(
       c.train.channels_last,
-      !facts.convolutional ? Choice{false, "the model has no convolutions"}
-      : !cuda && facts.image_channels >= 3
+      !facts.model.convolutional ? Choice{false, "the model has no convolutions"}
+      : !cuda && facts.model.image_channels >= 3
           ? Choice{true, fmt::format("oneDNN's channels-last convolutions on {}-channel images (measured faster)",
-                                     facts.image_channels)}
-      : !cuda && facts.image_conv_share < kImageConvShareForChannelsLast
+                                     facts.model.image_channels)}
+      : !cuda && facts.model.image_conv_share < kImageConvShareForChannelsLast
           ? Choice{true, fmt::format("the convolution reading the {}-channel images is {:.1f}% of the work; the rest "
                                      "runs faster channels-last on {} (measured)",
-                                     facts.image_channels, 100 * facts.image_conv_share, device_name)}
+                                     facts.model.image_channels, 100 * facts.model.image_conv_share, device_name)}
       : !cuda
           ? Choice{false, fmt::format("single-channel images ran slower channels-last on {} (measured)", device_name)}
       : !mixed ? Choice{false, "tensor cores take channels-last convolutions under train.amp only"}
-      : !facts.tensor_core_channels
+      : !facts.model.tensor_core_channels
           ? Choice{false, "convolutions with channel counts that are not multiples of 8 ran slower channels-last"}
           : Choice{true, "convolutions under train.amp on tensor cores"});
   fast.channels_last = layout.on;
   record("train.channels_last", fast.channels_last, layout.why);
 
   const double search_gmacs = static_cast<double>(kCudnnSearchMacs) / 1e9;
-  const double micro_batch_gmacs = static_cast<double>(facts.micro_batch_macs) / 1e9;
+  const double micro_batch_gmacs = static_cast<double>(facts.micro_batch_macs()) / 1e9;
   const Choice cudnn = decide(
       c.train.cudnn_benchmark,
-      !cuda                  ? Choice{false, fmt::format("cuDNN does not run on {}", device_name)}
-      : !facts.convolutional ? Choice{false, "the model has no convolutions"}
+      !cuda                        ? Choice{false, fmt::format("cuDNN does not run on {}", device_name)}
+      : !facts.model.convolutional ? Choice{false, "the model has no convolutions"}
       : micro_batch_gmacs < search_gmacs
           ? Choice{false, fmt::format("a micro-batch's forward pass is {:.2f} G multiply-adds, under {:.0f} G: "
                                       "cuDNN's algorithm search would cost the first epoch more than it saves "
@@ -167,12 +183,12 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
                                               : std::string("train.threads: LibTorch's default (set)"));
   } else if (cuda) {
     fast.decisions.push_back("train.threads: LibTorch's default (auto: the steps run on CUDA)");
-  } else if (facts.micro_batch_macs < kSmallModelMacs) {
+  } else if (facts.micro_batch_macs() < kSmallModelMacs) {
     fast.threads = 1;
     fast.decisions.push_back(fmt::format(
         "train.threads: 1 (auto: a micro-batch's forward pass is {:.2f} M multiply-adds, under {:.0f} M, too small "
         "to share between threads)",
-        static_cast<double>(facts.micro_batch_macs) / 1e6, static_cast<double>(kSmallModelMacs) / 1e6));
+        static_cast<double>(facts.micro_batch_macs()) / 1e6, static_cast<double>(kSmallModelMacs) / 1e6));
   } else if (facts.cpus) {
     const device::ThreadChoice share = device::choose_threads(*facts.cpus, step::libtorch_default_threads());
     fast.threads = share.threads;
@@ -180,7 +196,7 @@ FastPaths plan_fast_paths(const config::ExperimentConfig& c, const RunFacts& fac
   } else {
     fast.decisions.push_back(
         fmt::format("train.threads: LibTorch's default (auto: a micro-batch's forward pass is {:.1f} M multiply-adds)",
-                    static_cast<double>(facts.micro_batch_macs) / 1e6));
+                    static_cast<double>(facts.micro_batch_macs()) / 1e6));
   }
   return fast;
 }

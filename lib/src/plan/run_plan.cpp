@@ -7,6 +7,8 @@
 #include "gputrain/common/strings.h"
 #include "gputrain/config/config_errors.h"
 #include "gputrain/config/load.h"
+#include "gputrain/device/host_resources.h"
+#include "gputrain/models/factory.h"
 #include "gputrain/parallel/launcher.h"
 #include "gputrain/plan/data_keys.h"
 #include "gputrain/step/amp.h"
@@ -17,21 +19,35 @@ namespace {
 
 // Strict (no list): a part's problem throws. Collecting: it is listed, each of
 // a config's errors on a line, and the part reports that it was refused.
+// Either way a part's ConfigError that names only its key (a model that does
+// not fit the data, a loss, an optimizer) is placed at the key's line here.
 class Problems {
  public:
-  explicit Problems(std::vector<std::string>* collected) : collected_(collected) {}
+  Problems(std::vector<std::string>* collected, const config::SourceMap& sources)
+      : collected_(collected), sources_(sources) {}
 
   bool collecting() const { return collected_ != nullptr; }
 
   template <class Part>
   bool attempt(Part&& part) {
-    if (collected_) return config::collect_refusal(*collected_, part);
-    part();
+    auto located = [&] {
+      try {
+        part();
+      } catch (const config::ConfigErrors&) {
+        throw;
+      } catch (const ConfigError& e) {
+        if (e.where().known()) throw;
+        throw e.located(sources_.at(e.key()));
+      }
+    };
+    if (collected_) return config::collect_refusal(*collected_, located);
+    located();
     return true;
   }
 
  private:
   std::vector<std::string>* collected_;
+  const config::SourceMap& sources_;
 };
 
 // A checkpoint that stopped inside an epoch continues its epoch's batches, so
@@ -46,6 +62,24 @@ void check_same_batch_mid_epoch(const config::LoadedConfig& loaded, const checkp
                                 "at an epoch's end",
                                 now.global, count_of(now.accumulation, "accumulation step"), resumed.global,
                                 count_of(resumed.accumulation, "accumulation step")));
+}
+
+// The model, built on the CPU only to be traced, and how its steps run.
+void plan_steps(RunPlan& run) {
+  const config::ExperimentConfig& c = run.loaded.config;
+  const data::DatasetInfo& info = run.train_set->info();
+  device::with_resource_errors(
+      fmt::format("building the model ({}) on the CPU to trace it", config::word(c.model.name)), models::kSmallerModel,
+      [&] {
+        torch::nn::Sequential model = models::build_model(c.model, info, torch::kCPU);
+        run.model = model_facts(model, info.input_shape);
+      });
+  StepPlan& step = run.step;
+  step.grad_clip = c.train.grad_clip;
+  step.on_nan = c.train.on_nan;
+  step.zero_grad_in_place = run.strategy.kind == parallel::StrategyKind::kDistributed && c.ddp.gradient_as_bucket_view;
+  step.fast = plan_fast_paths(c, run_facts(run.model, run.strategy, run.batch.micro, run.batch.accumulation, step.amp));
+  run.optim = resolved_optim(c.optim, step.fast);
 }
 
 // Everything after the devices; `run` holds the config and the devices.
@@ -73,11 +107,11 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   });
   // A refused train.amp is said once; the batch is then measured without it.
   const config::ExperimentConfig& c = run.loaded.config;
-  run.amp = c.train.amp;
+  run.step.amp = c.train.amp;
   if (!problems.attempt([&] {
         step::check_amp_device(c.train.amp, run.devices.primary().type(), run.loaded.sources.at("train.amp"));
       })) {
-    run.amp = config::AmpMode::kOff;
+    run.step.amp = config::AmpMode::kOff;
   }
   const Reached after_strategy = strategy_known ? Reached::kStrategy : Reached::kDevices;
   // A process that only starts workers reads the data only for data.batch_size: auto's measurement.
@@ -102,6 +136,7 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
     run.loss = build_loss(run.loaded, info, device);
     check_evaluation_keys(run.loaded, info);
   });
+  run.evaluation = plan_evaluation(c.train, run.loss.classes > 0);
   if (!strategy_known) return after_strategy;
   if (!batch_form_known) return Reached::kData;
   std::optional<checkpoint::ResolvedBatch> sizes = stated ? stated : request.resolved_batch;
@@ -111,7 +146,7 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   }
   if (!sizes && !problems.attempt([&] {
         run.batch_choice =
-            solve_batch(run.loaded, run.train_set, run.strategy, run.amp, run.launch.world_size, request.meminfo);
+            solve_batch(run.loaded, run.train_set, run.strategy, run.step.amp, run.launch.world_size, request.meminfo);
       })) {
     return Reached::kData;
   }
@@ -129,14 +164,13 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   run.batch = plan_batches(*sizes, c.data.drop_last, info.samples);
   run.train_loader = data::loader_options(c.data, data::Split::kTrain, run.batch.micro, c.seed);
   run.test_loader = data::loader_options(c.data, data::Split::kTest, run.batch.test, c.seed);
-  return Reached::kComplete;
+  return problems.attempt([&] { plan_steps(run); }) ? Reached::kComplete : Reached::kBatch;
 }
 
-// The devices, then everything after them.
-Reached resolve(RunPlan& run, config::LoadedConfig loaded, const RunRequest& request, Problems& problems) {
+// The devices, then everything after them; `run` holds the config.
+Reached resolve(RunPlan& run, const RunRequest& request, Problems& problems) {
   // Collecting, the CPU stands in should `device:` or `gpus:` be refused.
-  problems.attempt([&] { run.devices = device::resolve_devices(loaded, request.inventory); });
-  run.loaded = std::move(loaded);
+  problems.attempt([&] { run.devices = device::resolve_devices(run.loaded, request.inventory); });
   return resolve_on_devices(run, request, problems);
 }
 
@@ -144,8 +178,9 @@ Reached resolve(RunPlan& run, config::LoadedConfig loaded, const RunRequest& req
 
 RunPlan resolve_run(config::LoadedConfig loaded, const RunRequest& request) {
   RunPlan run;
-  Problems strict(nullptr);
-  resolve(run, std::move(loaded), request, strict);
+  run.loaded = std::move(loaded);
+  Problems strict(nullptr, run.loaded.sources);
+  resolve(run, request, strict);
   return run;
 }
 
@@ -158,7 +193,7 @@ RunPlan resolve_run(config::LoadedConfig loaded, const device::DevicePlan& devic
   request.launch = launch;
   request.meminfo = meminfo;
   request.one_process = true;
-  Problems strict(nullptr);
+  Problems strict(nullptr, run.loaded.sources);
   resolve_on_devices(run, request, strict);
   return run;
 }
@@ -175,8 +210,9 @@ config::ExperimentConfig config_with_resolved_batch(const RunPlan& run) {
 
 CollectedRun collect_run(config::LoadedConfig loaded, const RunRequest& request) {
   CollectedRun out;
-  Problems problems(&out.problems);
-  out.reached = resolve(out.plan, std::move(loaded), request, problems);
+  out.plan.loaded = std::move(loaded);
+  Problems problems(&out.problems, out.plan.loaded.sources);
+  out.reached = resolve(out.plan, request, problems);
   return out;
 }
 

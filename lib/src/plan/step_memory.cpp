@@ -97,14 +97,8 @@ StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const d
   torch::manual_seed(c.seed);
   const data::DatasetInfo& data = p.train_set->info();
   p.model = models::build_model(c.model, data, p.device);
-  RunFacts run;
-  run.device = p.device;
-  run.strategy = strategy.kind;
-  run.nccl = strategy.backend == config::DdpBackend::kNccl;
-  run.micro_batch = micro_batch;
-  run.accumulation = accumulation;
-  run.amp = amp;
-  p.fast = plan_fast_paths(c, with_model_facts(run, p.model, data.input_shape));
+  p.fast =
+      plan_fast_paths(c, run_facts(model_facts(p.model, data.input_shape), strategy, micro_batch, accumulation, amp));
   if (p.fast.channels_last) step::to_channels_last(p.model);
   p.optimizer =
       optim::make_optimizer(resolved_optim(c.optim, p.fast), optim::param_groups(c.optim, p.model->named_parameters()));
@@ -112,8 +106,6 @@ StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const d
 }
 
 StepProbe::~StepProbe() = default;
-
-const FastPaths& StepProbe::fast() const { return parts_->fast; }
 
 StepMemory StepProbe::measure(int64_t rows) {
   Parts& p = *parts_;

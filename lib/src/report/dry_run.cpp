@@ -118,26 +118,24 @@ int64_t free_bytes(const torch::Device& device, const std::string& meminfo) {
   return device.is_cuda() ? device::free_memory(device) : device::host_available_memory(meminfo);
 }
 
-struct ModelFacts {
-  plan::FastPaths fast;
+struct MeasuredStep {
   plan::StepMemory memory;
   int64_t measured_rows = 0;
 };
 
-// Builds the model on the primary device, resolves the fast paths and runs one
-// measured step on the largest share of a micro-batch any device gets.
-ModelFacts measure_model(const plan::RunPlan& run, const RunInfo& info) {
+// Builds the model on the primary device and runs one measured step on the
+// largest share of a micro-batch any device gets.
+MeasuredStep measure_step(const plan::RunPlan& run, const RunInfo& info) {
   const config::ExperimentConfig& c = run.loaded.config;
   const torch::Device device = run.strategy.replicas.front();
-  ModelFacts facts;
+  MeasuredStep facts;
   facts.measured_rows = info.full_split.empty() ? info.micro_batch : 0;
   for (const auto& split : info.full_split) facts.measured_rows = std::max(facts.measured_rows, split.rows());
   device::with_resource_errors(
       fmt::format("measuring one step of the model ({}) on {}", config::word(c.model.name), device.str()),
       "Make the model smaller, or lower data.batch_size", [&] {
-        plan::StepProbe probe(run.loaded, run.train_set, run.strategy, run.amp, info.micro_batch,
+        plan::StepProbe probe(run.loaded, run.train_set, run.strategy, run.step.amp, info.micro_batch,
                               run.batch.accumulation);
-        facts.fast = probe.fast();
         facts.memory = probe.measure(facts.measured_rows);
       });
   return facts;
@@ -146,7 +144,7 @@ ModelFacts measure_model(const plan::RunPlan& run, const RunInfo& info) {
 // The memory each device would hold, against what it has free. dp's replicas
 // hold weights and gradients but no optimizer state; CPU replicas share the
 // host's memory, so they are summed under one entry.
-json memory_section(DryRun& dry, const ModelFacts& facts, const parallel::StrategyPlan& strategy,
+json memory_section(DryRun& dry, const MeasuredStep& facts, const parallel::StrategyPlan& strategy,
                     const std::string& meminfo) {
   struct Need {
     int64_t bytes = 0;
@@ -267,7 +265,7 @@ DryRun dry_run(const DryRunRequest& request) {
   }
 
   const json outputs = outputs_section(dry, c, request.resume);
-  if (collected.reached != plan::Reached::kComplete) {
+  if (collected.reached < plan::Reached::kBatch) {
     report["outputs"] = outputs;
     return dry;
   }
@@ -276,7 +274,7 @@ DryRun dry_run(const DryRunRequest& request) {
   layout.world_size = run.launch.world_size;
   layout.train_samples = run.train_set->info().samples;
   layout.batch = run.batch;
-  const RunInfo info = describe_run(run_settings(c), layout);
+  const RunInfo info = describe_run(run_settings(run), layout);
   report["strategy"]["replicas"] = info.replicas;
   report["batch"] = batch_section(c.data, layout.batch, info, run.launch.world_size);
   if (run.batch_choice) {
@@ -294,9 +292,10 @@ DryRun dry_run(const DryRunRequest& request) {
                     {"on_disk", on_disk > 0 ? bytes_text(on_disk) : "generated in memory"},
                     {"in_memory", bytes_text(in_memory)}};
 
-  ModelFacts facts;
-  if (config::collect_refusal(dry.problems, [&] { facts = measure_model(run, info); })) {
-    json fast = facts.fast.decisions;
+  MeasuredStep facts;
+  if (collected.reached == plan::Reached::kComplete &&
+      config::collect_refusal(dry.problems, [&] { facts = measure_step(run, info); })) {
+    json fast = run.step.fast.decisions;
     config::collect_refusal(dry.problems, [&] {
       const torch::Device device = run.strategy.replicas.front();
       const data::DeviceCacheChoice cache = data::choose_device_cache(

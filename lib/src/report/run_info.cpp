@@ -32,8 +32,9 @@ std::string strategy_name(parallel::StrategyKind kind) {
   return "single";
 }
 
-RunSettings run_settings(const config::ExperimentConfig& config) {
-  return {config.name, config.train.amp, config.train.epochs, config.train.target_accuracy};
+RunSettings run_settings(const plan::RunPlan& run) {
+  const config::ExperimentConfig& config = run.loaded.config;
+  return {config.name, run.step.amp, config.train.epochs, run.evaluation.stop.target_accuracy};
 }
 
 RunInfo describe_run(const RunSettings& settings, const plan::TrainLayout& layout) {

@@ -27,7 +27,7 @@ struct RunRecorder::State {
 
 RunRecorderOptions run_recorder_options(const plan::RunPlan& run) {
   const config::ExperimentConfig& config = run.loaded.config;
-  return {run_settings(config), config.train.tensorboard, config.train.monitor_ms,
+  return {run_settings(run), config.train.tensorboard, config.train.monitor_ms,
           LoaderSettings{config.data.num_workers, run.batch.global}};
 }
 

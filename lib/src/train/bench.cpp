@@ -13,7 +13,6 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/data/batch_loader.h"
-#include "gputrain/device/cpu_share.h"
 #include "gputrain/device/nvtx.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/optim/loss.h"
@@ -59,7 +58,8 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   GPUTRAIN_CHECK(options.steps >= 1 && options.warmup >= 0, "bench needs steps >= 1 and warmup >= 0");
   const config::ExperimentConfig& c = plan.loaded.config;
   const torch::Device device = plan.devices.primary();
-  const config::AmpMode amp = plan.amp;  // checked on the device by the plan
+  const config::AmpMode amp = plan.step.amp;
+  const plan::FastPaths& fast = plan.step.fast;  // as train decides, so the step timed is the step trained
 
   torch::manual_seed(c.seed);
   const std::shared_ptr<const data::Dataset>& dataset = plan.train_set;
@@ -71,16 +71,9 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   // A forward pass takes one micro-batch, as in training.
   const auto source = data::make_batch_loader(dataset, plan.train_loader, c.data.device_cache, device);
   torch::nn::Sequential model = models::build_model(c.model, info, device);
-  plan::RunFacts facts;
-  facts.device = device;
-  facts.micro_batch = plan.batch.micro;
-  facts.accumulation = plan.batch.accumulation;
-  facts.amp = amp;
-  facts.cpus = device::read_cpu_share();  // as train decides, so the step timed is the step trained
-  const plan::FastPaths fast = apply_fast_paths(c, model, plan::with_model_facts(facts, model, info.input_shape));
+  apply_fast_paths(fast, model);
   model->train();
-  const auto optimizer = optim::make_optimizer(plan::resolved_optim(c.optim, fast),
-                                               optim::param_groups(c.optim, model->named_parameters()));
+  const auto optimizer = optim::make_optimizer(plan.optim, optim::param_groups(plan.optim, model->named_parameters()));
 
   int64_t epoch = 0;
   source->start_epoch(epoch);

@@ -8,7 +8,6 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
-#include "gputrain/device/cpu_share.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
@@ -74,19 +73,19 @@ void check_ranks_agree_on_batch(const plan::RunPlan& plan, parallel::Strategy& s
 // train.on_nan on the device wherever a multi-tensor optimizer can skip the
 // update itself (under ddp the ranks agree on the flag on the stream);
 // fp16's scaler skips non-finite steps on its own.
-std::unique_ptr<step::NonFiniteSteps> build_non_finite(const config::ExperimentConfig& c, RunParts& run) {
+std::unique_ptr<step::NonFiniteSteps> build_non_finite(const plan::StepPlan& plan, RunParts& run) {
   if (run.scaler->enabled()) return nullptr;
-  auto check = std::make_unique<step::NonFiniteSteps>(run.device, c.train.on_nan == config::OnNan::kSkip);
+  auto check = std::make_unique<step::NonFiniteSteps>(run.device, plan.on_nan == config::OnNan::kSkip);
   if (!optim::skip_updates_when(*run.optimizer, check->found())) return nullptr;
   return check;
 }
 
 // The eager step, or the CUDA graph where the fast paths chose it.
-std::unique_ptr<step::OptimizerStep> build_step(const config::ExperimentConfig& c, RunParts& run) {
-  run.non_finite = build_non_finite(c, run);
-  if (run.fast.cuda_graph) {
-    const step::GraphPlan plan{run.batch.micro, c.train.grad_clip, run.batch.accumulation, run.amp};
-    return step::make_graphed_step(run.model, *run.optimizer, run.loss, run.fast.channels_last, run.device, plan,
+std::unique_ptr<step::OptimizerStep> build_step(const plan::StepPlan& plan, RunParts& run) {
+  run.non_finite = build_non_finite(plan, run);
+  if (plan.fast.cuda_graph) {
+    const step::GraphPlan graph{run.batch.micro, plan.grad_clip, run.batch.accumulation, plan.amp};
+    return step::make_graphed_step(run.model, *run.optimizer, run.loss, plan.fast.channels_last, run.device, graph,
                                    run.non_finite.get(), run.scaler.get(), run.strategy.get());
   }
   step::EagerStepParts parts;
@@ -95,16 +94,16 @@ std::unique_ptr<step::OptimizerStep> build_step(const config::ExperimentConfig& 
   parts.optimizer = run.optimizer.get();
   parts.scaler = run.scaler.get();
   parts.loss = run.loss;
-  parts.amp = run.amp;
-  parts.channels_last = run.fast.channels_last;
-  parts.grad_clip = c.train.grad_clip;
-  parts.zero_grad_in_place =
-      run.strategy_plan.kind == parallel::StrategyKind::kDistributed && c.ddp.gradient_as_bucket_view;
+  parts.amp = plan.amp;
+  parts.channels_last = plan.fast.channels_last;
+  parts.grad_clip = plan.grad_clip;
+  parts.zero_grad_in_place = plan.zero_grad_in_place;
   parts.non_finite = run.non_finite.get();
   return step::make_eager_step(parts);
 }
 
-void log_run(const config::ExperimentConfig& c, const RunParts& run, const std::vector<optim::ParamGroup>& groups) {
+void log_run(const plan::RunPlan& plan, const RunParts& run, const std::vector<optim::ParamGroup>& groups) {
+  const config::OptimConfig& optim = plan.optim;
   const data::DatasetInfo& info = run.train_set->info();
   spdlog::info("data: {} from {}: {} training samples{}, input {}, {}", info.name, info.source, info.samples,
                run.test_set ? fmt::format(", {} test samples", run.test_set->info().samples) : "",
@@ -124,31 +123,28 @@ void log_run(const config::ExperimentConfig& c, const RunParts& run, const std::
                count_of(run.batch.accumulation, "accumulation step"),
                run.world_size > 1 ? fmt::format(" (each of {} ranks takes its share)", run.world_size) : "",
                count_of(run.batch.steps_per_epoch, "step"));
-  spdlog::info("model: {}, {} parameters", config::word(c.model.name), models::parameter_count(*run.model));
+  spdlog::info("model: {}, {} parameters", config::word(plan.loaded.config.model.name), plan.model.parameters);
   for (const auto& line : models::layer_summary(run.model)) spdlog::info("  {}", line);
   spdlog::info("precision: {}{}{}",
-               run.amp == config::AmpMode::kOff ? "fp32" : "autocast " + std::string(config::word(run.amp)),
+               run.step.amp == config::AmpMode::kOff ? "fp32" : "autocast " + std::string(config::word(run.step.amp)),
                run.scaler->enabled() ? fmt::format(", gradient scaler from {}", run.scaler->scale()) : "",
-               c.train.grad_clip > 0 ? fmt::format(", gradients clipped to norm {}", c.train.grad_clip) : "");
+               plan.step.grad_clip > 0 ? fmt::format(", gradients clipped to norm {}", plan.step.grad_clip) : "");
   spdlog::info("hardware efficiency: {}", run.efficiency.describe());
-  spdlog::info("optimizer: {} lr {} (scheduler {}), loss {}", config::word(c.optim.name), c.optim.lr,
-               config::word(c.optim.scheduler),
+  spdlog::info("optimizer: {} lr {} (scheduler {}), loss {}", config::word(optim.name), optim.lr,
+               config::word(optim.scheduler),
                !run.labeled()                                    ? "none (forward passes only)"
                : run.loss.kind == optim::LossKind::kCrossEntropy ? "cross_entropy"
                                                                  : "mse");
-  if (c.optim.no_decay_bias_norm || c.optim.bias_lr_multiplier != 1) spdlog::info("optim: {}", optim::describe(groups));
+  if (optim.no_decay_bias_norm || optim.bias_lr_multiplier != 1) spdlog::info("optim: {}", optim::describe(groups));
 }
 
 }  // namespace
 
-plan::FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
-                                 const plan::RunFacts& facts) {
-  plan::FastPaths fast = plan::plan_fast_paths(config, facts);
+void apply_fast_paths(const plan::FastPaths& fast, torch::nn::Sequential& model) {
   for (const std::string& line : fast.decisions) spdlog::info("{}", line);
   if (fast.channels_last) step::to_channels_last(model);
   step::configure_backends(fast.matmul_precision.value, fast.threads, fast.cudnn_benchmark);
   spdlog::info("train.matmul_precision: {} ({})", fast.matmul_precision.value, fast.matmul_precision.reason);
-  return fast;
 }
 
 RunParts build_run(const plan::RunPlan& plan) {
@@ -164,8 +160,9 @@ RunParts build_run(const plan::RunPlan& plan) {
   run.world_size = launch.world_size;
   check_ranks_agree_on_batch(plan, *run.strategy);
 
-  run.amp = plan.amp;
-  run.scaler = std::make_unique<step::GradScaler>(step::GradScalerOptions().enabled(run.amp == config::AmpMode::kFp16));
+  run.step = plan.step;
+  run.scaler =
+      std::make_unique<step::GradScaler>(step::GradScalerOptions().enabled(run.step.amp == config::AmpMode::kFp16));
 
   torch::manual_seed(c.seed);
   run.train_set = plan.train_set;
@@ -185,7 +182,7 @@ RunParts build_run(const plan::RunPlan& plan) {
     test_options.shard = run.strategy->loader_shard();
     run.test_batches = data::make_batch_loader(run.test_set, test_options, c.data.device_cache, run.device);
     run.loss = plan.loss;
-    run.tta = test_time_augmentation(c.train.tta);
+    run.tta = test_time_augmentation(plan.evaluation.tta);
   }
 
   std::vector<optim::ParamGroup> groups;
@@ -193,30 +190,21 @@ RunParts build_run(const plan::RunPlan& plan) {
       fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)), models::kSmallerModel, [&] {
         run.model = models::build_model(c.model, info, run.device);
         share_batch_statistics(loaded, run);
-        plan::RunFacts facts;
-        facts.device = run.device;
-        facts.strategy = run.strategy_plan.kind;
-        facts.nccl = run.strategy_plan.backend == config::DdpBackend::kNccl;
-        facts.micro_batch = run.batch.micro;
-        facts.accumulation = run.batch.accumulation;
-        facts.amp = run.amp;
-        facts.cpus = device::read_cpu_share();
-        facts = plan::with_model_facts(facts, run.model, info.input_shape);
-        run.fast = apply_fast_paths(c, run.model, facts);
+        apply_fast_paths(run.step.fast, run.model);
         // After the fast paths: the CPU's peak is measured with the threads they chose.
         run.efficiency = run_efficiency(
-            facts.micro_batch > 0 ? facts.micro_batch_macs / facts.micro_batch : 0, run.device,
-            math_precision(run.amp, run.fast.matmul_precision.value, run.device),
+            plan.model.sample_macs, run.device,
+            math_precision(run.step.amp, run.step.fast.matmul_precision.value, run.device),
             run.world_size * std::max<int64_t>(1, static_cast<int64_t>(run.strategy_plan.replicas.size())));
-        run.strategy->prepare(run.model, run.fast.cuda_graph ? parallel::GradientSync::kAfterBackward
-                                                             : parallel::GradientSync::kDuringBackward);
-        groups = optim::param_groups(c.optim, run.model->named_parameters());
-        run.optimizer = optim::make_optimizer(plan::resolved_optim(c.optim, run.fast), groups);
+        run.strategy->prepare(run.model, run.step.fast.cuda_graph ? parallel::GradientSync::kAfterBackward
+                                                                  : parallel::GradientSync::kDuringBackward);
+        groups = optim::param_groups(plan.optim, run.model->named_parameters());
+        run.optimizer = optim::make_optimizer(plan.optim, groups);
       });
-  run.stepper = build_step(c, run);
+  run.stepper = build_step(plan.step, run);
   run.schedule = std::make_unique<optim::LrSchedule>(
-      c.optim, run.batch.steps_per_epoch, run.batch.steps_per_epoch * c.train.epochs, optim::lr_multipliers(groups));
-  log_run(c, run, groups);
+      plan.optim, run.batch.steps_per_epoch, run.batch.steps_per_epoch * c.train.epochs, optim::lr_multipliers(groups));
+  log_run(plan, run, groups);
   return run;
 }
 

@@ -85,7 +85,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
         s.evals.last_test.samples > 0) {  // train.eval_every_steps evaluated this step
       m.test = s.evals.last_test;
       m.has_test = true;
-    } else if (epoch % s.config.train.eval_every == 0 || epoch == epochs) {
+    } else if (epoch % s.evaluation.every_epochs == 0 || epoch == epochs) {
       m.test = s.evaluate_and_judge(epoch);
       m.has_test = true;
     }
@@ -134,7 +134,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   OutOfMemoryContext context;
   context.device = failing_device(detail, s.run.device.str());
   context.batch = s.run.batch;
-  context.amp = s.run.amp != config::AmpMode::kOff;
+  context.amp = s.run.step.amp != config::AmpMode::kOff;
   context.memory = device::memory_stats(torch::Device(context.device));
   context.detail = detail;
   throw Error(ExitCode::kRuntime, out_of_memory_message(context));
@@ -215,7 +215,7 @@ void Trainer::State::optimizer_step(const std::vector<data::Batch>& group) {
     run.non_finite->stepped(position.step, samples);
   }
   if (agreed.non_finite) {
-    if (config.train.on_nan == config::OnNan::kStop) {
+    if (run.step.on_nan == config::OnNan::kStop) {
       throw Error(ExitCode::kRuntime,
                   non_finite_loss_message(position.epochs_done + 1, {1, position.step, position.step, 0},
                                           checkpointer->last_good()));
@@ -265,7 +265,7 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer) 
 void Trainer::State::after_step(int64_t epoch) {
   if (ema) ema->after_step(position.step, epoch);
   // Before the checkpoint, which then holds what the evaluation changed (train.early_stopping's count).
-  const int64_t every = config.train.eval_every_steps;
+  const int64_t every = evaluation.every_steps;
   if (every > 0 && position.step % every == 0) {
     const step::EvalResult& test = evaluate_and_judge(epoch);
     spdlog::info("step {} (epoch {}): {}", position.step, epoch, format_test_line(test));
@@ -280,7 +280,7 @@ void Trainer::State::apply_on_nan() {
   if (!run.non_finite) return;
   const step::NonFiniteSeen seen = run.non_finite->read();
   if (seen.steps == 0) return;
-  if (config.train.on_nan == config::OnNan::kStop) {
+  if (run.step.on_nan == config::OnNan::kStop) {
     throw Error(ExitCode::kRuntime, non_finite_loss_message(position.epochs_done + 1, seen, checkpointer->last_good()));
   }
   sums.skip(seen.steps, seen.samples);
@@ -299,16 +299,16 @@ const step::EvalResult& Trainer::State::evaluate_and_judge(int64_t epoch) {
   evals.evaluated_at = position.step;
   if (judged) return evals.last_test;
   const StopVerdict verdict = evals.stop_rules.judge(evals.last_test);
-  const config::EarlyStoppingConfig& early = config.train.early_stopping;
-  if (verdict.improved && early.restore_best) {
+  const StopRulesOptions& rules = evaluation.stop;
+  if (verdict.improved && evaluation.restore_best) {
     const std::vector<torch::Tensor> scored = ema && ema->started() ? ema->state() : weights_and_buffers(*run.model);
     evals.best_weights.clear();
     for (const torch::Tensor& t : scored) evals.best_weights.push_back(t.detach().clone());
   }
   if (verdict.target_reached) {
     const double wall_s = seconds_since(run_start);
-    evals.target = TargetReached{
-        config.train.target_accuracy, evals.last_test.accuracy(), epoch, position.step, wall_s - evals.eval_s, wall_s};
+    evals.target = TargetReached{rules.target_accuracy, evals.last_test.accuracy(), epoch,
+                                 position.step,         wall_s - evals.eval_s,      wall_s};
     evals.ended_early = fmt::format(
         "test accuracy {:.2f}% reached train.target_accuracy ({:.2f}%) at step {}, epoch {}: {:.2f} s of "
         "training, {:.2f} s wall",
@@ -317,7 +317,7 @@ const step::EvalResult& Trainer::State::evaluate_and_judge(int64_t epoch) {
   } else if (verdict.patience_used_up) {
     evals.ended_early = fmt::format(
         "early stopping at step {}, epoch {}: the test {} has not improved by more than {} for {} evaluations",
-        position.step, epoch, evals.stop_rules.by_accuracy() ? "accuracy" : "loss", early.min_delta, early.patience);
+        position.step, epoch, evals.stop_rules.by_accuracy() ? "accuracy" : "loss", rules.min_delta, rules.patience);
   }
   if (!evals.ended_early.empty()) spdlog::info("{}", evals.ended_early);
   return evals.last_test;
@@ -337,7 +337,7 @@ void Trainer::State::end_epoch(int64_t epoch, const step::EvalResult* test) {
 
 void Trainer::State::final_weights() {
   torch::NoGradGuard no_grad;
-  if (config.train.early_stopping.restore_best && !evals.best_weights.empty()) {
+  if (evaluation.restore_best && !evals.best_weights.empty()) {
     std::vector<torch::Tensor> model_tensors = weights_and_buffers(*run.model);
     for (std::size_t i = 0; i < model_tensors.size(); ++i) model_tensors[i].detach().copy_(evals.best_weights[i]);
     spdlog::info("train.early_stopping.restore_best: the model ends with the weights that scored best");

@@ -16,16 +16,11 @@ Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& d
 Trainer::Trainer(const plan::RunPlan& plan) : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.config = plan.loaded.config;
+  s.evaluation = plan.evaluation;
   s.run = build_run(plan);
-  const config::TrainConfig& t = s.config.train;
-  if (t.ema.decay > 0) s.ema.emplace(*s.run.model, WeightAverageOptions{t.ema.decay, t.ema.start_epoch, t.ema.every});
-  StopRulesOptions rules;
-  rules.target_accuracy = t.target_accuracy;
-  rules.patience = t.early_stopping.patience;
-  rules.min_delta = t.early_stopping.min_delta;
-  rules.by_accuracy = t.early_stopping.metric == config::StopMetric::kAccuracy ||
-                      (t.early_stopping.metric == config::StopMetric::kAuto && s.run.classification());
-  s.evals.stop_rules = StopRules(rules);
+  const config::EmaConfig& ema = s.evaluation.ema;
+  if (ema.decay > 0) s.ema.emplace(*s.run.model, WeightAverageOptions{ema.decay, ema.start_epoch, ema.every});
+  s.evals.stop_rules = StopRules(s.evaluation.stop);
 }
 
 Trainer::~Trainer() = default;
@@ -59,7 +54,7 @@ step::EvalResult Trainer::State::evaluate() {
     run.strategy->broadcast_buffers(run.model);
   }
   const step::EvalResult result =
-      train::evaluate(run.model, *run.test_batches, *run.strategy, run.loss, run.amp, run.tta);
+      train::evaluate(run.model, *run.test_batches, *run.strategy, run.loss, run.step.amp, run.tta);
   if (averaged) swap_average();
   run.model->train();
   return result;

@@ -19,7 +19,8 @@ namespace gputrain::train {
 using Clock = std::chrono::steady_clock;
 
 struct Trainer::State {
-  config::ExperimentConfig config;
+  config::ExperimentConfig config;  // as written: checkpoints keep it
+  plan::EvaluationPlan evaluation;
   RunParts run;
   detail::RunPosition position;
   detail::TrainingSums sums;

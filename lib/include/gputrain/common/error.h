@@ -42,15 +42,21 @@ class UserError : public Error {
 
 // A config value is wrong. what() reads like a compiler error:
 // "configs/cifar.yaml:12:15: data.batch_size: must be > 0 (got -4)".
+// Components below the config stage name only the key; the run's resolution
+// places them in the file (`located`).
 class ConfigError : public UserError {
  public:
   ConfigError(SourceMark where, std::string key, std::string_view problem);
   const SourceMark& where() const { return where_; }
   const std::string& key() const { return key_; }
+  const std::string& problem() const { return problem_; }
+  // The same problem at `where`.
+  ConfigError located(SourceMark where) const { return ConfigError(std::move(where), key_, problem_); }
 
  private:
   SourceMark where_;
   std::string key_;
+  std::string problem_;
 };
 
 // A device that is not there, or a selection that does not fit the machine.

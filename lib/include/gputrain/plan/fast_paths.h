@@ -41,13 +41,10 @@ inline constexpr double kImageConvShareForChannelsLast = 0.1;
 // search, as PyTorch's users set it.
 inline constexpr int64_t kCudnnSearchMacs = 50'000'000'000;
 
-// What the auto rules decide from, known once the model is built.
-struct RunFacts {
-  torch::Device device{torch::kCPU};
-  // How the run is spread: one device, dp's replica threads, or ddp's
-  // processes, whose collectives a CUDA graph captures over NCCL only.
-  parallel::StrategyKind strategy = parallel::StrategyKind::kSingle;
-  bool nccl = false;
+// What the rules need from the model: the same on every device, so traced
+// once, on the CPU, by the plan.
+struct ModelFacts {
+  int64_t parameters = 0;
   bool convolutional = false;  // the model has 4-D weights
   // Every convolution after the first (which reads the image's 1 or 3
   // channels) has channel counts in and out that are multiples of 8, the
@@ -57,18 +54,35 @@ struct RunFacts {
   // The convolution that reads the image: its share of one sample's forward
   // multiply-adds (oneDNN runs a 1-channel convolution slowly channels-last).
   double image_conv_share = 1;
-  int64_t micro_batch_macs = 0;  // multiply-adds of one micro-batch's forward pass
+  int64_t sample_macs = 0;  // multiply-adds of one sample's forward pass
+};
+
+// `model`'s facts, traced with one zero sample of `sample_shape` on its device.
+ModelFacts model_facts(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape);
+
+// What the auto rules decide from: the model's facts where and how it runs.
+struct RunFacts {
+  torch::Device device{torch::kCPU};
+  // How the run is spread: one device, dp's replica threads, or ddp's
+  // processes, whose collectives a CUDA graph captures over NCCL only.
+  parallel::StrategyKind strategy = parallel::StrategyKind::kSingle;
+  bool nccl = false;
+  ModelFacts model;
   int64_t micro_batch = 0;
   int64_t accumulation = 1;                     // micro-batches per optimizer step, as the plan resolved them
   config::AmpMode amp = config::AmpMode::kOff;  // train.amp as the plan resolved it
   // The host's CPUs as this process sees them (device::read_cpu_share); unread
   // (tests): a model big enough for several threads keeps LibTorch's default.
   std::optional<device::CpuShare> cpus;
+
+  int64_t micro_batch_macs() const { return model.sample_macs * micro_batch; }
 };
 
-// `facts` with what the model adds: whether it convolves, and the
-// multiply-adds of one micro-batch's forward pass (traced on its device).
-RunFacts with_model_facts(RunFacts facts, torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape);
+// The facts of `model` run by `strategy` (on its first device) in
+// micro-batches of `micro_batch`, `accumulation` a step, under `amp`, with
+// the host's CPUs read.
+RunFacts run_facts(const ModelFacts& model, const parallel::StrategyPlan& strategy, int64_t micro_batch,
+                   int64_t accumulation, config::AmpMode amp);
 
 // train.matmul_precision resolved for `device`, with why.
 struct MatmulPrecisionPlan {

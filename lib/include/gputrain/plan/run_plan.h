@@ -1,10 +1,12 @@
 #pragma once
 // A training run resolved once, before anything is built: the devices, the
-// processes, the strategy, train.amp on the device, the data sets and their
-// loaders, the loss and the evaluation keys checked against the data, and the
-// batches with data.batch_size: auto solved. train, bench,
-// `gputrain plan` and the Trainer all read it, so none of them resolves its
-// own. Nothing resolved is written into the config: it stays as written.
+// processes, the strategy, the data sets and their loaders, the loss and the
+// evaluation keys checked against the data, the batches with
+// data.batch_size: auto solved, the model's facts, how each step runs
+// (train.amp on the device and every fast path decided, with its reason) and
+// how the run evaluates.
+// train, bench, `gputrain plan` and the Trainer all read it, so none of them
+// resolves its own. Nothing resolved is written into the config.
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +22,8 @@
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/plan/batch_plan.h"
 #include "gputrain/plan/batch_solver.h"
+#include "gputrain/plan/evaluation_plan.h"
+#include "gputrain/plan/fast_paths.h"
 
 namespace gputrain::plan {
 
@@ -38,10 +42,20 @@ struct RunRequest {
   bool resumed_mid_epoch = false;  // the checkpoint stopped inside an epoch: the batch may not change
 };
 
-struct RunPlan {
-  config::LoadedConfig loaded;  // as written, with its defaults
+// How each optimizer step runs.
+struct StepPlan {
   // train.amp as the run uses it: checked on the device (collecting, off where refused).
   config::AmpMode amp = config::AmpMode::kOff;
+  double grad_clip = 0;  // train.grad_clip; 0: none
+  config::OnNan on_nan = config::OnNan::kStop;
+  bool zero_grad_in_place = false;  // ddp.gradient_as_bucket_view, under ddp
+  // Each fast path decided for the plan's micro-batch on the strategy's first
+  // device, with the reason the log and `gputrain plan` give.
+  FastPaths fast;
+};
+
+struct RunPlan {
+  config::LoadedConfig loaded;  // as written, with its defaults
   device::DevicePlan devices;
   parallel::ProcessPlan processes;  // workers > 0: this process starts them, and the rest is rank 0's plan
   parallel::LaunchInfo launch;      // this process's, or under workers rank 0's
@@ -56,6 +70,10 @@ struct RunPlan {
   // The splits' loaders in the plan's batches (training in micro-batches), before a strategy shards them.
   data::LoaderOptions train_loader;
   data::LoaderOptions test_loader;
+  ModelFacts model;  // the model's, traced once on the CPU
+  StepPlan step;
+  config::OptimConfig optim;  // optim with fused and foreach as the fast paths decided
+  EvaluationPlan evaluation;
 };
 
 // The config as config.yaml records it: as written, but with data.batch_size:
@@ -81,6 +99,7 @@ enum class Reached {
   kDevices,   // devices and processes; the strategy falls back to single on the primary device
   kStrategy,  // the strategy; the data sets could not be read
   kData,      // the data sets; the batch could not be decided
+  kBatch,     // the batch; the model could not be built
   kComplete,
 };
 

@@ -43,7 +43,6 @@ class StepProbe {
   StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const data::Dataset> train_set,
             const parallel::StrategyPlan& strategy, config::AmpMode amp, int64_t micro_batch, int64_t accumulation);
   ~StepProbe();
-  const FastPaths& fast() const;
   // One measured step on the first `rows` samples of an epoch.
   StepMemory measure(int64_t rows);
 

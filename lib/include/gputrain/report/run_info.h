@@ -12,6 +12,7 @@
 #include "gputrain/config/config.h"
 #include "gputrain/parallel/split.h"
 #include "gputrain/plan/batch_plan.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/train/trainer.h"
 
 namespace gputrain::report {
@@ -66,7 +67,7 @@ struct RunSettings {
   int64_t epochs = 0;
   double target_accuracy = 0;
 };
-RunSettings run_settings(const config::ExperimentConfig& config);
+RunSettings run_settings(const plan::RunPlan& run);
 
 // "single", "dp" or "ddp", as run.json and `gputrain plan` say it.
 std::string strategy_name(parallel::StrategyKind kind);

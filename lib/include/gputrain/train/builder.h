@@ -24,11 +24,9 @@
 
 namespace gputrain::train {
 
-// Resolves the fast paths (plan/fast_paths.h) for `model` from `facts`
-// (plan::with_model_facts: the model's traced), logs each decision, puts the
-// model in channels-last format when chosen and sets the process-wide backends.
-plan::FastPaths apply_fast_paths(const config::ExperimentConfig& config, torch::nn::Sequential& model,
-                                 const plan::RunFacts& facts);
+// Logs each fast path the plan decided, puts `model` in channels-last format
+// when chosen and sets the process-wide backends.
+void apply_fast_paths(const plan::FastPaths& fast, torch::nn::Sequential& model);
 
 // Everything a training run is made of, before any step has run.
 struct RunParts {
@@ -43,7 +41,7 @@ struct RunParts {
   plan::BatchPlan batch;
   torch::nn::Sequential model{nullptr};
   optim::LossSpec loss;  // loss.classes > 0: classification
-  config::AmpMode amp = config::AmpMode::kOff;
+  plan::StepPlan step;   // how each step runs, as the plan decided
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<step::GradScaler> scaler;
@@ -51,8 +49,7 @@ struct RunParts {
   // loss on the host, as under ddp or fp16's scaler). Before `stepper`, which uses it.
   std::unique_ptr<step::NonFiniteSteps> non_finite;
   std::unique_ptr<step::OptimizerStep> stepper;  // eager, or a CUDA graph where train.cuda_graph can apply
-  plan::FastPaths fast;
-  Efficiency efficiency;  // what each epoch's TFLOP/s is a share of
+  Efficiency efficiency;                         // what each epoch's TFLOP/s is a share of
   TestTimeAugmentation tta;
 
   bool labeled() const { return test_batches != nullptr; }

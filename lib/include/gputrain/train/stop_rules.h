@@ -4,16 +4,12 @@
 #include <cstdint>
 #include <optional>
 
+#include "gputrain/plan/evaluation_plan.h"
 #include "gputrain/step/running_sums.h"
 
 namespace gputrain::train {
 
-struct StopRulesOptions {
-  double target_accuracy = 0;  // 0: no target
-  int64_t patience = 0;        // evaluations without improvement; 0: no early stopping
-  double min_delta = 0;        // an improvement is by more than this
-  bool by_accuracy = true;     // the early-stopping metric: accuracy (higher is better), else the loss (lower)
-};
+using plan::StopRulesOptions;
 
 struct StopVerdict {
   bool target_reached = false;
