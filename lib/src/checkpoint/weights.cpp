@@ -205,7 +205,7 @@ std::string load_weights(torch::nn::Sequential& model, const std::string& path, 
 
 NamedWeights read_weights(const std::string& path) {
   const std::string bytes = detail::read_file(path);
-  if (!is_sealed(bytes)) return {weights_file_tensors(bytes, path), "a weights file (one set: those it was saved with)"};
+  if (!is_sealed(bytes)) return {weights_file_tensors(bytes, path), "a weights file: one set, those it was saved with"};
   const Checkpoint checkpoint = Checkpoint::parse(bytes, path);
   const std::vector<torch::Tensor>& average = checkpoint.state().ema;
   const bool use = use_average(ExportedWeights::kEvaluated, !average.empty(), path);

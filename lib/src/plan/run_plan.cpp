@@ -102,6 +102,7 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
     run.loss = build_loss(run.loaded, info, device);
     check_evaluation_keys(run.loaded, info);
   });
+  problems.attempt([&] { run.model_init = resolve_model_init(run.loaded, info); });
   if (!strategy_known) return after_strategy;
   if (!batch_form_known) return Reached::kData;
   std::optional<checkpoint::ResolvedBatch> sizes = stated ? stated : request.resolved_batch;

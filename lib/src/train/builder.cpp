@@ -11,7 +11,9 @@
 #include "gputrain/device/cpu_share.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/models/factory.h"
+#include "gputrain/models/freeze.h"
 #include "gputrain/optim/optimizer.h"
 #include "gputrain/optim/schedule.h"
 #include "gputrain/step/backends.h"
@@ -192,6 +194,8 @@ RunParts build_run(const plan::RunPlan& plan) {
   device::with_resource_errors(
       fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)), models::kSmallerModel, [&] {
         run.model = models::build_model(c.model, info, run.device);
+        checkpoint::load_named_weights(*run.model, plan.model_init.loaded);
+        models::freeze(*run.model, plan.model_init.freeze);
         share_batch_statistics(loaded, run);
         plan::RunFacts facts;
         facts.device = run.device;

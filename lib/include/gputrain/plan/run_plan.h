@@ -20,6 +20,7 @@
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/plan/batch_plan.h"
 #include "gputrain/plan/batch_solver.h"
+#include "gputrain/plan/model_init.h"
 
 namespace gputrain::plan {
 
@@ -56,6 +57,7 @@ struct RunPlan {
   // The splits' loaders in the plan's batches (training in micro-batches), before a strategy shards them.
   data::LoaderOptions train_loader;
   data::LoaderOptions test_loader;
+  ModelInitPlan model_init;  // model.init_from's tensors that fit, and model.freeze's parameters
 };
 
 // The config as config.yaml records it: as written, but with data.batch_size:
