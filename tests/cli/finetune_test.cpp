@@ -142,7 +142,7 @@ TEST_F(FineTune, BadInputIsExit2NamingTheFileAndTheFix) {
   const fs::path cut_tensors = write_text(dir_ / "cut.safetensors", tensors.substr(0, tensors.size() - 100));
   expect_refused(cut_tensors, {}, {cut_tensors.string() + ": "});
   expect_refused(stage_one(), {"model.init_strict=true"},
-                 {"model.init_strict", stage_one().string() + ": 1 tensor does not fit the model: fc1.weight: [5, 128]",
+                 {"model.init_strict", stage_one().string() + ": 1 tensor would be skipped, not fitting the model: fc1.weight: [5, 128]",
                   "set model.init_strict: false"});
   expect_refused(stage_one(), {"model.freeze=[conv1, block9]"},
                  {"model.freeze: 'block9' matches no parameter of the model", "conv1, bn1, gelu1, conv2"});

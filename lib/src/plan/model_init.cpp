@@ -73,7 +73,7 @@ void match_file(ModelInitPlan& plan, const torch::nn::Module& model, const confi
   }
   if (c.init_strict && !plan.skipped.empty()) {
     throw ConfigError(loaded.sources.at("model.init_strict"), "model.init_strict",
-                      fmt::format("{}: {} does not fit the model: {}. Train from weights of this model, or set "
+                      fmt::format("{}: {} would be skipped, not fitting the model: {}. Train from weights of this model, or set "
                                   "model.init_strict: false to keep those tensors' initialisation",
                                   c.init_from, count_of(static_cast<int64_t>(plan.skipped.size()), "tensor"),
                                   some_of(plan.skipped)));
