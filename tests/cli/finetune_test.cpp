@@ -32,11 +32,11 @@ class FineTune : public ::testing::Test {
         run_gputrain({"datasets", "make-idx", "--out", (dir_ / "fm").string(), "--train", "48", "--test", "16"});
     ASSERT_EQ(data.exit_code, 0) << data.err;
     // Stage 1: the fast recipe on the first five classes, one short epoch.
-    const ProcessResult first = run_gputrain(
-        {"train", "--config", "configs/fashion_mnist_fast.yaml", "--output", (dir_ / "runs").string(), "--set",
-         "name=five", "--set", "device=cpu", "--set", "data.root=" + (dir_ / "fm").string(), "--set",
-         "data.batch_size=16", "--set", "train.epochs=1", "--set", "train.target_accuracy=0", "--set",
-         "data.keep_classes=[0,1,2,3,4]"});
+    const ProcessResult first =
+        run_gputrain({"train", "--config", "configs/fashion_mnist_fast.yaml", "--output", (dir_ / "runs").string(),
+                      "--set", "name=five", "--set", "device=cpu", "--set", "data.root=" + (dir_ / "fm").string(),
+                      "--set", "data.batch_size=16", "--set", "train.epochs=1", "--set", "train.target_accuracy=0",
+                      "--set", "data.keep_classes=[0,1,2,3,4]"});
     ASSERT_EQ(first.exit_code, 0) << first.err;
   }
 
@@ -45,13 +45,21 @@ class FineTune : public ::testing::Test {
   // Stage 2: the recipe itself, from `weights`, with `extra` overrides; `command` train or plan.
   ProcessResult fine_tune(const fs::path& weights, std::vector<std::string> extra = {},
                           const std::string& command = "train") {
-    std::vector<std::string> args{command,   "--config", "configs/fashion_mnist_finetune.yaml",
-                                  "--set",   "output.dir=" + (dir_ / "runs").string(),
-                                  "--set",   "device=cpu",
-                                  "--set",   "data.root=" + (dir_ / "fm").string(),
-                                  "--set",   "data.batch_size=16",
-                                  "--set",   "train.epochs=1",
-                                  "--set",   "model.init_from=" + weights.string()};
+    std::vector<std::string> args{command,
+                                  "--config",
+                                  "configs/fashion_mnist_finetune.yaml",
+                                  "--set",
+                                  "output.dir=" + (dir_ / "runs").string(),
+                                  "--set",
+                                  "device=cpu",
+                                  "--set",
+                                  "data.root=" + (dir_ / "fm").string(),
+                                  "--set",
+                                  "data.batch_size=16",
+                                  "--set",
+                                  "train.epochs=1",
+                                  "--set",
+                                  "model.init_from=" + weights.string()};
     for (std::string& e : extra) {
       args.push_back("--set");
       args.push_back(std::move(e));
@@ -93,8 +101,8 @@ TEST_F(FineTune, ExportedAndPythonStateDictsLoadAsTheModelPt) {
   const fs::path dict = dir_ / "five.pt";
   const fs::path tensors = dir_ / "five.safetensors";
   ASSERT_EQ(run_gputrain({"export", "--checkpoint", stage_one().string(), "--out", dict.string()}).exit_code, 0);
-  ASSERT_EQ(run_gputrain({"export", "--checkpoint", stage_one().string(), "--out", tensors.string(), "--format",
-                          "safetensors"})
+  ASSERT_EQ(run_gputrain(
+                {"export", "--checkpoint", stage_one().string(), "--out", tensors.string(), "--format", "safetensors"})
                 .exit_code,
             0);
   std::vector<fs::path> files{dict, tensors};
@@ -142,7 +150,8 @@ TEST_F(FineTune, BadInputIsExit2NamingTheFileAndTheFix) {
   const fs::path cut_tensors = write_text(dir_ / "cut.safetensors", tensors.substr(0, tensors.size() - 100));
   expect_refused(cut_tensors, {}, {cut_tensors.string() + ": "});
   expect_refused(stage_one(), {"model.init_strict=true"},
-                 {"model.init_strict", stage_one().string() + ": 1 tensor would be skipped, not fitting the model: fc1.weight: [5, 128]",
+                 {"model.init_strict",
+                  stage_one().string() + ": 1 tensor would be skipped, not fitting the model: fc1.weight: [5, 128]",
                   "set model.init_strict: false"});
   expect_refused(stage_one(), {"model.freeze=[conv1, block9]"},
                  {"model.freeze: 'block9' matches no parameter of the model", "conv1, bn1, gelu1, conv2"});

@@ -52,7 +52,8 @@ TEST(DataParallel, TwoCpuReplicasMatchOneDevice) {
 // clipped gradient's norm and the batchnorm's outputs differ from one
 // device's. Through the eager step with clipping and the foreach and fused kernels.
 TEST(DataParallel, FrozenLayersStayAsTheyWereAndTheRestTrainsAsOnOneDevice) {
-  const std::vector<std::string> frozen{"model.name=layers", "model.layers=[{type: linear, out_features: 12}, batchnorm, relu, linear]",
+  const std::vector<std::string> frozen{"model.name=layers",
+                                        "model.layers=[{type: linear, out_features: 12}, batchnorm, relu, linear]",
                                         "model.freeze=[fc1, bn1]", "train.grad_clip=0.05", "train.epochs=1"};
   for (const std::string kernel : {"optim.foreach=true", "optim.fused=true"}) {
     std::vector<std::string> overrides = frozen;
@@ -68,8 +69,8 @@ TEST(DataParallel, FrozenLayersStayAsTheyWereAndTheRestTrainsAsOnOneDevice) {
     const auto dp = train(overrides);
     for (const auto& model : {single, dp}) {
       for (const std::string name : {"fc1.weight", "fc1.bias", "bn1.weight", "bn1.running_mean", "bn1.running_var"}) {
-        const torch::Tensor now = name.find("running") == std::string::npos ? model->named_parameters()[name]
-                                                                             : model->named_buffers()[name];
+        const torch::Tensor now =
+            name.find("running") == std::string::npos ? model->named_parameters()[name] : model->named_buffers()[name];
         EXPECT_TRUE(torch::equal(now, before.at(name))) << kernel << ": " << name;
       }
       EXPECT_FALSE(torch::equal(model->named_parameters()["fc2.weight"], before.at("fc2.weight"))) << kernel;

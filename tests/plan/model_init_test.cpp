@@ -77,7 +77,8 @@ TEST_F(ModelInit, TheTensorsThatFitLoadAndTheNewHeadIsListedAsSkipped) {
 
 TEST_F(ModelInit, StrictRefusesATensorThatDoesNotFit) {
   const std::string what = refusal(config_of({"model.init_from=" + weights_.string(), "model.init_strict=true"}));
-  EXPECT_NE(what.find("model.init_strict: " + weights_.string() + ": 2 tensors would be skipped, not fitting the model: fc2.weight"),
+  EXPECT_NE(what.find("model.init_strict: " + weights_.string() +
+                      ": 2 tensors would be skipped, not fitting the model: fc2.weight"),
             std::string::npos)
       << what;
 }

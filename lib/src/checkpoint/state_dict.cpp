@@ -44,9 +44,9 @@ ValuePtr make(decltype(Value::v) v) { return std::make_shared<Value>(Value{std::
 // The storage classes torch.save names for each dtype (torch/storage.py's legacy names).
 const std::map<std::string, at::ScalarType>& storage_types() {
   static const std::map<std::string, at::ScalarType> types{
-      {"FloatStorage", at::kFloat}, {"DoubleStorage", at::kDouble}, {"HalfStorage", at::kHalf},
-      {"BFloat16Storage", at::kBFloat16}, {"LongStorage", at::kLong}, {"IntStorage", at::kInt},
-      {"ShortStorage", at::kShort}, {"CharStorage", at::kChar}, {"ByteStorage", at::kByte},
+      {"FloatStorage", at::kFloat},       {"DoubleStorage", at::kDouble}, {"HalfStorage", at::kHalf},
+      {"BFloat16Storage", at::kBFloat16}, {"LongStorage", at::kLong},     {"IntStorage", at::kInt},
+      {"ShortStorage", at::kShort},       {"CharStorage", at::kChar},     {"ByteStorage", at::kByte},
       {"BoolStorage", at::kBool}};
   return types;
 }
@@ -60,36 +60,95 @@ class Reader {
     while (true) {
       const auto op = static_cast<unsigned char>(take(1)[0]);
       switch (op) {
-        case 0x80: take(1); break;  // PROTO
-        case '.': return pop();     // STOP
-        case '(': marks_.push_back(stack_.size()); break;
-        case 'N': push(make(Value::None{})); break;
-        case 0x88: push(make(true)); break;
-        case 0x89: push(make(false)); break;
-        case 'K': push(make(static_cast<int64_t>(little<uint8_t>()))); break;
-        case 'M': push(make(static_cast<int64_t>(little<uint16_t>()))); break;
-        case 'J': push(make(static_cast<int64_t>(little<int32_t>()))); break;
-        case 0x8a: push(make(long1())); break;
-        case 'G': push(make(big_double())); break;
-        case 'X': push(make(std::string(take(little<uint32_t>())))); break;
-        case 0x8c: push(make(std::string(take(little<uint8_t>())))); break;  // SHORT_BINUNICODE
-        case ')': push(make(Value::Tuple{})); break;
-        case 0x85: tuple_of(1); break;
-        case 0x86: tuple_of(2); break;
-        case 0x87: tuple_of(3); break;
-        case 't': tuple_of(stack_.size() - pop_mark()); break;
-        case '}': push(make(Value::Dict{})); break;
-        case 'u': set_items(pop_mark()); break;
-        case 's': set_items(stack_.size() - 2); break;
-        case 'q': memo(little<uint8_t>()); break;
-        case 'r': memo(little<uint32_t>()); break;
-        case 0x94: memo(memo_.size()); break;  // MEMOIZE
-        case 'h': push(recall(little<uint8_t>())); break;
-        case 'j': push(recall(little<uint32_t>())); break;
-        case 'c': global(); break;
-        case 'R': reduce(); break;
-        case 'b': pop(); break;  // BUILD: an OrderedDict's attributes (state_dict's _metadata), not weights
-        case 'Q': persistent(); break;
+        case 0x80:
+          take(1);
+          break;  // PROTO
+        case '.':
+          return pop();  // STOP
+        case '(':
+          marks_.push_back(stack_.size());
+          break;
+        case 'N':
+          push(make(Value::None{}));
+          break;
+        case 0x88:
+          push(make(true));
+          break;
+        case 0x89:
+          push(make(false));
+          break;
+        case 'K':
+          push(make(static_cast<int64_t>(little<uint8_t>())));
+          break;
+        case 'M':
+          push(make(static_cast<int64_t>(little<uint16_t>())));
+          break;
+        case 'J':
+          push(make(static_cast<int64_t>(little<int32_t>())));
+          break;
+        case 0x8a:
+          push(make(long1()));
+          break;
+        case 'G':
+          push(make(big_double()));
+          break;
+        case 'X':
+          push(make(std::string(take(little<uint32_t>()))));
+          break;
+        case 0x8c:
+          push(make(std::string(take(little<uint8_t>()))));
+          break;  // SHORT_BINUNICODE
+        case ')':
+          push(make(Value::Tuple{}));
+          break;
+        case 0x85:
+          tuple_of(1);
+          break;
+        case 0x86:
+          tuple_of(2);
+          break;
+        case 0x87:
+          tuple_of(3);
+          break;
+        case 't':
+          tuple_of(stack_.size() - pop_mark());
+          break;
+        case '}':
+          push(make(Value::Dict{}));
+          break;
+        case 'u':
+          set_items(pop_mark());
+          break;
+        case 's':
+          set_items(stack_.size() - 2);
+          break;
+        case 'q':
+          memo(little<uint8_t>());
+          break;
+        case 'r':
+          memo(little<uint32_t>());
+          break;
+        case 0x94:
+          memo(memo_.size());
+          break;  // MEMOIZE
+        case 'h':
+          push(recall(little<uint8_t>()));
+          break;
+        case 'j':
+          push(recall(little<uint32_t>()));
+          break;
+        case 'c':
+          global();
+          break;
+        case 'R':
+          reduce();
+          break;
+        case 'b':
+          pop();
+          break;  // BUILD: an OrderedDict's attributes (state_dict's _metadata), not weights
+        case 'Q':
+          persistent();
+          break;
         default:
           fail(fmt::format("pickle opcode 0x{:02x}, which a state dict of tensors does not use", op));
       }
@@ -98,9 +157,10 @@ class Reader {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw CheckpointError(fmt::format("{}: is not a state dict gputrain reads: {}; save a dict of tensors "
-                                      "(torch.save(model.state_dict(), path))",
-                                      path_, what));
+    throw CheckpointError(
+        fmt::format("{}: is not a state dict gputrain reads: {}; save a dict of tensors "
+                    "(torch.save(model.state_dict(), path))",
+                    path_, what));
   }
 
   std::string_view take(std::size_t n) {
@@ -241,7 +301,8 @@ class Reader {
     const auto* tag = id.size() == 5 ? std::get_if<std::string>(&id[0]->v) : nullptr;
     const auto* type = id.size() == 5 ? std::get_if<Value::GlobalRef>(&id[1]->v) : nullptr;
     const auto* key = id.size() == 5 ? std::get_if<std::string>(&id[2]->v) : nullptr;
-    if (tag == nullptr || *tag != "storage" || type == nullptr || type->kind != Global::kStorageType || key == nullptr) {
+    if (tag == nullptr || *tag != "storage" || type == nullptr || type->kind != Global::kStorageType ||
+        key == nullptr) {
       fail("a persistent id that is not a tensor storage");
     }
     const int64_t numel = integer(id[4]);
@@ -277,14 +338,13 @@ NamedTensors read_state_dict(const std::string& bytes, const std::string& path) 
       throw CheckpointError(fmt::format("{}: is a zip archive without data.pkl: not a file torch.save wrote", path));
     }
     auto [data, size] = zip.getRecord("data.pkl");
-    const ValuePtr root =
-        Reader(std::string_view(static_cast<const char*>(data.get()), size), zip, path).run();
+    const ValuePtr root = Reader(std::string_view(static_cast<const char*>(data.get()), size), zip, path).run();
     const auto* dict = std::get_if<Value::Dict>(&root->v);
     if (dict == nullptr) {
-      throw CheckpointError(fmt::format(
-          "{}: holds a pickled value that is not a dict; save the model's state_dict() "
-          "(torch.save(model.state_dict(), path)), not the model",
-          path));
+      throw CheckpointError(
+          fmt::format("{}: holds a pickled value that is not a dict; save the model's state_dict() "
+                      "(torch.save(model.state_dict(), path)), not the model",
+                      path));
     }
     for (const auto& [key, value] : dict->items) {
       const auto* name = std::get_if<std::string>(&key->v);
@@ -298,9 +358,10 @@ NamedTensors read_state_dict(const std::string& bytes, const std::string& path) 
       out.emplace_back(*name, *tensor);
     }
   } catch (const c10::Error& e) {
-    throw CheckpointError(fmt::format("{}: is a zip archive, as PyTorch writes, but cannot be read ({}): cut short or "
-                                      "damaged; write it again",
-                                      path, torch_message(e)));
+    throw CheckpointError(
+        fmt::format("{}: is a zip archive, as PyTorch writes, but cannot be read ({}): cut short or "
+                    "damaged; write it again",
+                    path, torch_message(e)));
   }
   return out;
 }

@@ -51,9 +51,10 @@ bool is_module_archive(const std::string& bytes, const std::string& path) {
     caffe2::serialize::PyTorchStreamReader reader(&in);
     return reader.hasRecord("constants.pkl");
   } catch (const c10::Error& e) {
-    throw CheckpointError(fmt::format("{}: is a zip archive, as PyTorch writes, but cannot be read ({}): cut short or "
-                                      "damaged; write it again",
-                                      path, detail::torch_message(e)));
+    throw CheckpointError(
+        fmt::format("{}: is a zip archive, as PyTorch writes, but cannot be read ({}): cut short or "
+                    "damaged; write it again",
+                    path, detail::torch_message(e)));
   }
 }
 
@@ -62,9 +63,10 @@ bool is_module_archive(const std::string& bytes, const std::string& path) {
 detail::NamedTensors weights_file_tensors(const std::string& bytes, const std::string& path) {
   if (looks_like_safetensors(bytes)) return parse_safetensors(bytes, path).tensors;
   if (bytes.rfind("PK\x03\x04", 0) != 0) {
-    throw CheckpointError(fmt::format("{}: is not a weights file gputrain reads (not a zip archive as PyTorch writes, "
-                                      "a safetensors file or a gputrain checkpoint); give {}",
-                                      path, kWeightsFiles));
+    throw CheckpointError(
+        fmt::format("{}: is not a weights file gputrain reads (not a zip archive as PyTorch writes, "
+                    "a safetensors file or a gputrain checkpoint); give {}",
+                    path, kWeightsFiles));
   }
   if (!is_module_archive(bytes, path)) return detail::read_state_dict(bytes, path);
   torch::serialize::InputArchive archive = weights_archive(bytes, path);

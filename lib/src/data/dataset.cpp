@@ -6,9 +6,9 @@
 #include <filesystem>
 
 #include "formats.h"
-#include "gputrain/data/tensor_dataset.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
+#include "gputrain/data/tensor_dataset.h"
 #include "gputrain/device/host_resources.h"
 #include "readers.h"
 
@@ -98,7 +98,8 @@ std::shared_ptr<const Dataset> keep_classes(std::shared_ptr<const Dataset> datas
   const DatasetInfo& info = dataset->info();
   if (info.target_kind != TargetKind::kClasses) {
     throw DataError(fmt::format("{}: data.keep_classes picks classes, but this data set has none ({}); remove the key",
-                                info.name, info.target_kind == TargetKind::kValues ? "regression targets" : "no labels"));
+                                info.name,
+                                info.target_kind == TargetKind::kValues ? "regression targets" : "no labels"));
   }
   if (!dataset->resident()) {
     throw DataError(fmt::format("{}: data.keep_classes needs the images in memory; set data.cache: memory", info.name));
@@ -107,9 +108,10 @@ std::shared_ptr<const Dataset> keep_classes(std::shared_ptr<const Dataset> datas
   std::vector<std::string> names;
   for (std::size_t i = 0; i < kept.size(); ++i) {
     if (kept[i] >= info.classes) {
-      throw DataError(fmt::format("{}: data.keep_classes names class {}, but the data set has {} (0..{}); list classes "
-                                  "in that range",
-                                  info.name, kept[i], info.classes, info.classes - 1));
+      throw DataError(
+          fmt::format("{}: data.keep_classes names class {}, but the data set has {} (0..{}); list classes "
+                      "in that range",
+                      info.name, kept[i], info.classes, info.classes - 1));
     }
     relabel[kept[i]] = static_cast<int64_t>(i);
     if (!info.class_names.empty()) names.push_back(info.class_names.at(static_cast<std::size_t>(kept[i])));

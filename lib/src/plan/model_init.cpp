@@ -51,8 +51,8 @@ void match_file(ModelInitPlan& plan, const torch::nn::Module& model, const confi
       plan.skipped.push_back(fmt::format("{} {}: not in the file", name, c10::str(target.sizes())));
       plan.skipped_values += target.numel();
     } else if (found->second.sizes() != target.sizes()) {
-      plan.skipped.push_back(fmt::format("{}: {} in the file, {} in the model", name,
-                                         c10::str(found->second.sizes()), c10::str(target.sizes())));
+      plan.skipped.push_back(fmt::format("{}: {} in the file, {} in the model", name, c10::str(found->second.sizes()),
+                                         c10::str(target.sizes())));
       plan.skipped_values += target.numel();
     } else {
       plan.loaded.emplace_back(name, found->second);
@@ -64,19 +64,19 @@ void match_file(ModelInitPlan& plan, const torch::nn::Module& model, const confi
     plan.skipped.push_back(fmt::format("{} {}: in the file, not in the model", name, c10::str(tensor.sizes())));
   }
   if (plan.loaded.empty()) {
-    throw ConfigError(at, "model.init_from",
-                      fmt::format("{}: none of its {} fits this model by name and shape, so it holds another "
-                                  "model's weights (its tensors: {}); give the weights of a model built as "
-                                  "model.* says, or remove model.init_from",
-                                  c.init_from, count_of(static_cast<int64_t>(file.tensors.size()), "tensor"),
-                                  some_of(plan.skipped)));
+    throw ConfigError(
+        at, "model.init_from",
+        fmt::format("{}: none of its {} fits this model by name and shape, so it holds another "
+                    "model's weights (its tensors: {}); give the weights of a model built as "
+                    "model.* says, or remove model.init_from",
+                    c.init_from, count_of(static_cast<int64_t>(file.tensors.size()), "tensor"), some_of(plan.skipped)));
   }
   if (c.init_strict && !plan.skipped.empty()) {
-    throw ConfigError(loaded.sources.at("model.init_strict"), "model.init_strict",
-                      fmt::format("{}: {} would be skipped, not fitting the model: {}. Train from weights of this model, or set "
-                                  "model.init_strict: false to keep those tensors' initialisation",
-                                  c.init_from, count_of(static_cast<int64_t>(plan.skipped.size()), "tensor"),
-                                  some_of(plan.skipped)));
+    throw ConfigError(
+        loaded.sources.at("model.init_strict"), "model.init_strict",
+        fmt::format("{}: {} would be skipped, not fitting the model: {}. Train from weights of this model, or set "
+                    "model.init_strict: false to keep those tensors' initialisation",
+                    c.init_from, count_of(static_cast<int64_t>(plan.skipped.size()), "tensor"), some_of(plan.skipped)));
   }
 }
 
@@ -84,8 +84,8 @@ void match_freeze(ModelInitPlan& plan, const torch::nn::Module& model, const con
   const config::ModelConfig& c = loaded.config.model;
   const auto named = model.named_parameters();
   for (const std::string& prefix : c.freeze) {
-    const bool matches = std::any_of(named.begin(), named.end(),
-                                     [&](const auto& p) { return models::under_prefix(p.key(), prefix); });
+    const bool matches =
+        std::any_of(named.begin(), named.end(), [&](const auto& p) { return models::under_prefix(p.key(), prefix); });
     if (!matches) {
       std::vector<std::string> top;
       for (const auto& child : model.named_children()) top.push_back(child.key());
@@ -137,7 +137,7 @@ std::vector<std::string> ModelInitPlan::describe() const {
     }
   }
   if (!freeze.empty()) {
-    lines.push_back(fmt::format("model.freeze: {} frozen under {} ({} values); {} values train", 
+    lines.push_back(fmt::format("model.freeze: {} frozen under {} ({} values); {} values train",
                                 count_of(frozen_tensors, "parameter tensor"), fmt::join(freeze, ", "), frozen_values,
                                 trainable_values));
     lines.push_back(frozen_batchnorm == config::FrozenBatchnorm::kEval

@@ -6,12 +6,12 @@
 
 #include <algorithm>
 
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/device/cpu_share.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
-#include "gputrain/checkpoint/weights.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/models/freeze.h"
 #include "gputrain/optim/optimizer.h"

@@ -145,7 +145,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
 
 void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMetrics& m) {
   models::train_mode(*run.model, config.model.freeze_batchnorm);  // frozen batchnorm stays in eval
-  run.train_batches->start_epoch(epoch - 1, position.batch);  // batch > 0 when resuming mid-epoch
+  run.train_batches->start_epoch(epoch - 1, position.batch);      // batch > 0 when resuming mid-epoch
   const auto epoch_start = Clock::now();
   auto interval_start = epoch_start;
   std::vector<data::Batch> group;

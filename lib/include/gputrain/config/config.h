@@ -219,9 +219,9 @@ struct ModelConfig {
   // ddp: batchnorm layers normalise with the global batch's statistics (all-reduced), not each rank's.
   bool sync_batchnorm = false;
   // Fine-tuning (plan/model_init.h): weights to start from, matched by name and shape.
-  std::string init_from;  // "": the layers' own initialisation
-  bool init_strict = false;                 // a tensor that does not fit is an error, not skipped
-  std::vector<std::string> freeze;          // parameter name prefixes that do not train
+  std::string init_from;            // "": the layers' own initialisation
+  bool init_strict = false;         // a tensor that does not fit is an error, not skipped
+  std::vector<std::string> freeze;  // parameter name prefixes that do not train
   FrozenBatchnorm freeze_batchnorm = FrozenBatchnorm::kEval;
 };
 

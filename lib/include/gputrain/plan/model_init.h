@@ -15,12 +15,12 @@
 namespace gputrain::plan {
 
 struct ModelInitPlan {
-  std::string file;     // model.init_from; "" = the layers' own initialisation
-  std::string weights;  // which weights of the file, for the user
+  std::string file;                                           // model.init_from; "" = the layers' own initialisation
+  std::string weights;                                        // which weights of the file, for the user
   std::vector<std::pair<std::string, torch::Tensor>> loaded;  // the file's tensors that fit, by model name (CPU)
   std::vector<std::string> skipped;  // each tensor that does not fit, and why ("fc.weight: [5, 128] in the file, ...")
   int64_t loaded_values = 0;
-  int64_t skipped_values = 0;  // the model's values that keep their initialisation
+  int64_t skipped_values = 0;       // the model's values that keep their initialisation
   std::vector<std::string> freeze;  // model.freeze's prefixes, each matching at least one parameter
   int64_t frozen_tensors = 0;
   int64_t frozen_values = 0;
