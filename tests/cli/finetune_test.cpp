@@ -108,11 +108,20 @@ TEST_F(FineTune, ExportedAndPythonStateDictsLoadAsTheModelPt) {
   std::vector<fs::path> files{dict, tensors};
   const fs::path python = venv_python();
   if (fs::exists(python)) {
+    // An OrderedDict with _metadata, as every module's state_dict() is; and, refused, a whole module pickled.
     const fs::path from_python = dir_ / "python_state_dict.pt";
+    const fs::path whole = dir_ / "python_module.pt";
     const std::string command = python.string() + " -c \"import torch; m = torch.jit.load('" + stage_one().string() +
-                                "'); torch.save(m.state_dict(), '" + from_python.string() + "')\"";
+                                "'); torch.save(m.state_dict(), '" + from_python.string() +
+                                "'); torch.save(torch.nn.Linear(2, 2), '" + whole.string() + "')\"";
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
     files.push_back(from_python);
+    const ProcessResult refused = fine_tune(whole, {}, "plan");
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_NE(refused.out.find(whole.string() + ": is not a state dict gputrain reads: it refers to "
+                                                "torch.nn.modules.linear.Linear; save a dict of tensors"),
+              std::string::npos)
+        << refused.out << refused.err;
   } else {
     ADD_FAILURE() << "no Python with torch at " << python << ": the PyTorch state dict was not tried";
   }

@@ -285,6 +285,10 @@ class Reader {
     int64_t last = offset;  // the last element's index in the storage must be inside it
     for (std::size_t d = 0; d < size.size() && d < stride.size(); ++d) {
       if (size[d] < 0 || stride[d] < 0) fail("a tensor with a negative size or stride");
+      // Past its storage either way, and kept from overflowing the sum below.
+      if (size[d] > 1 && (size[d] > storage->numel() || stride[d] > storage->numel())) {
+        fail("a tensor that does not fit in its storage");
+      }
       if (size[d] == 0) last = -1;
       if (last >= 0) last += (size[d] - 1) * stride[d];
     }
@@ -358,12 +362,15 @@ NamedTensors read_state_dict(const std::string& bytes, const std::string& path) 
       out.emplace_back(*name, *tensor);
     }
   } catch (const c10::Error& e) {
-    throw CheckpointError(
-        fmt::format("{}: is a zip archive, as PyTorch writes, but cannot be read ({}): cut short or "
-                    "damaged; write it again",
-                    path, torch_message(e)));
+    throw unreadable_zip(path, e);
   }
   return out;
+}
+
+CheckpointError unreadable_zip(const std::string& path, const c10::Error& error) {
+  return CheckpointError(fmt::format(
+      "{}: is a zip archive, as PyTorch writes, but cannot be read ({}): cut short or damaged; write it again", path,
+      torch_message(error)));
 }
 
 }  // namespace gputrain::checkpoint::detail

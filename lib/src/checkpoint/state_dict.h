@@ -6,6 +6,7 @@
 // its _metadata, so a state dict saved from Python could not be read with it.
 #include <string>
 
+#include "gputrain/common/error.h"
 #include "module_io.h"
 
 namespace gputrain::checkpoint::detail {
@@ -18,5 +19,9 @@ namespace gputrain::checkpoint::detail {
 // than tensors under text keys, or a file cut short, is a CheckpointError
 // naming `path` and what it found.
 NamedTensors read_state_dict(const std::string& bytes, const std::string& path);
+
+// The CheckpointError for a zip archive (a state dict, a model.pt) that its
+// reader refused: cut short or damaged.
+CheckpointError unreadable_zip(const std::string& path, const c10::Error& error);
 
 }  // namespace gputrain::checkpoint::detail

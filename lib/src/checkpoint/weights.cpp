@@ -51,10 +51,7 @@ bool is_module_archive(const std::string& bytes, const std::string& path) {
     caffe2::serialize::PyTorchStreamReader reader(&in);
     return reader.hasRecord("constants.pkl");
   } catch (const c10::Error& e) {
-    throw CheckpointError(
-        fmt::format("{}: is a zip archive, as PyTorch writes, but cannot be read ({}): cut short or "
-                    "damaged; write it again",
-                    path, detail::torch_message(e)));
+    throw detail::unreadable_zip(path, e);
   }
 }
 

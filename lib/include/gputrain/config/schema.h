@@ -256,8 +256,8 @@ void visit(V& v, ModelConfig& c) {
           "export` or by PyTorch's `torch.save(model.state_dict(), path)`, or a .safetensors file, told apart by "
           "content. Tensors are matched by name and shape; those that do not fit (a new head for another class "
           "count, a layer the file lacks) keep their initialisation and are listed at run start and by `gputrain "
-          "plan`. A file none of whose tensors fits is refused. `train --resume` restores the checkpoint's weights "
-          "over them");
+          "plan`. A file none of whose tensors fits is refused. A resumed run reads the file again (it must still be "
+          "there), then restores the checkpoint's weights over it");
   v.field("init_strict", c.init_strict, Any{},
           "`model.init_from` must supply every tensor of the model, in its shape, and hold no other: any tensor "
           "that does not fit is an error naming it, instead of being skipped");
