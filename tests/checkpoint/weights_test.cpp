@@ -9,8 +9,10 @@
 #include <string>
 
 #include "gputrain/checkpoint/safetensors.h"
+#include "gputrain/checkpoint/state_dict.h"
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
+#include "support/paths.h"
 #include "support/temp_dir.h"
 
 namespace gputrain::checkpoint {
@@ -93,6 +95,64 @@ TEST_F(ReadWeights, ForeignAndCutShortFilesAreRefusedNamingTheFileAndTheFix) {
   const auto cut_tensors = testing::write_text(dir_ / "cut.safetensors", tensors.substr(0, tensors.size() - 5));
   EXPECT_NE(error_of(cut_tensors).find(cut_tensors.string()), std::string::npos);
   EXPECT_NE(error_of(dir_ / "absent.pt").find("absent.pt"), std::string::npos);
+}
+
+// The pickle machine on crafted data.pkl bytes (what fuzz_state_dict feeds
+// it): each is a CheckpointError saying what it found, never a crash, and a
+// dict put inside itself is let go of (LeakSanitizer would see the cycle).
+TEST(UnpickleStateDict, CraftedPicklesAreRefusedSayingWhatTheyHold) {
+  const auto refusal = [](const std::string& pickle) {
+    const auto record = [](const std::string&) -> std::optional<std::string> { return std::string(64, '\0'); };
+    try {
+      unpickle_state_dict(pickle, record, "x.pt");
+    } catch (const CheckpointError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "read";
+    return std::string();
+  };
+  using namespace std::string_literals;  // the pickles hold NUL bytes
+  const std::string proto = "\x80\x02"s;
+  EXPECT_NE(refusal(proto + "}q\x00(h\x00h\x00u."s).find("x.pt: its dict holds something other than a tensor"),
+            std::string::npos);
+  EXPECT_NE(refusal(proto + "cos\nsystem\n"s).find("x.pt: is not a state dict gputrain reads: it refers to os.system"),
+            std::string::npos);
+  EXPECT_NE(refusal(proto + "}("s).find("its data.pkl ends early"), std::string::npos);
+  EXPECT_NE(refusal(proto + "K\x01."s).find("holds a pickled value that is not a dict"), std::string::npos);
+  EXPECT_NE(refusal(proto + "u"s).find("closes a mark it never opened"), std::string::npos);
+  EXPECT_NE(refusal(proto + "h\x07"s).find("recalls memo 7"), std::string::npos);
+  // A storage of 16 floats (64 bytes) read as 4 x 8 with stride 8 reaches past it.
+  const std::string storage =
+      "X\x07\x00\x00\x00storage"
+      "ctorch\nFloatStorage\n"
+      "X\x01\x00\x00\x00"
+      "0"
+      "X\x03\x00\x00\x00"
+      "cpu"
+      "K\x10tQ"s;
+  const std::string tensor =
+      "ctorch._utils\n_rebuild_tensor_v2\n(("s + storage + "K\x00K\x04K\x08\x86K\x08K\x01\x86\x89NtR"s;
+  EXPECT_NE(refusal(proto + "}X\x01\x00\x00\x00w"s + tensor + "s."s).find("does not fit in its storage"),
+            std::string::npos);
+}
+
+// fuzz_state_dict's seeds (tests/fuzz/make_seeds.py pickles them as torch.save does, with
+// _metadata) read as the tensors they declare, and the damaged ones are refused.
+TEST(UnpickleStateDict, TheFuzzSeedsReadAsPythonsStateDicts) {
+  const std::filesystem::path seeds = std::filesystem::path(testing::kSourceDir) / "tests/fuzz/corpus/state_dict";
+  const auto record = [](const std::string&) -> std::optional<std::string> { return std::string(64, '\0'); };
+  for (const std::string seed : {"python-state-dict", "no-metadata"}) {
+    const auto tensors = unpickle_state_dict(testing::read_text(seeds / seed), record, seed);
+    ASSERT_EQ(tensors.size(), 1u) << seed;
+    EXPECT_EQ(tensors[0].first, "fc.weight");
+    EXPECT_TRUE(torch::equal(tensors[0].second, torch::zeros({4, 4}))) << seed;
+  }
+  const auto two = unpickle_state_dict(testing::read_text(seeds / "two-tensors"), record, "two");
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].second.sizes(), torch::IntArrayRef({16}));
+  for (const std::string seed : {"past-its-storage", "truncated", "empty"}) {
+    EXPECT_THROW(unpickle_state_dict(testing::read_text(seeds / seed), record, seed), CheckpointError) << seed;
+  }
 }
 
 }  // namespace

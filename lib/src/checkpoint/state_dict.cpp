@@ -1,4 +1,4 @@
-#include "state_dict.h"
+#include "gputrain/checkpoint/state_dict.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
@@ -6,13 +6,15 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <variant>
 #include <vector>
 
 #include "gputrain/common/error.h"
+#include "module_io.h"
 
-namespace gputrain::checkpoint::detail {
+namespace gputrain::checkpoint {
 
 namespace {
 
@@ -53,8 +55,17 @@ const std::map<std::string, at::ScalarType>& storage_types() {
 
 class Reader {
  public:
-  Reader(std::string_view pickle, caffe2::serialize::PyTorchStreamReader& zip, const std::string& path)
-      : in_(pickle), zip_(zip), path_(path) {}
+  Reader(std::string_view pickle, const StorageRecord& record, const std::string& path)
+      : in_(pickle), record_(record), path_(path) {}
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+  // A pickle can put a container inside itself (memo, then SETITEMS): emptied, none keeps another alive.
+  ~Reader() {
+    for (const ValuePtr& v : containers_) {
+      if (auto* t = std::get_if<Value::Tuple>(&v->v)) t->items.clear();
+      if (auto* d = std::get_if<Value::Dict>(&v->v)) d->items.clear();
+    }
+  }
 
   ValuePtr run() {
     while (true) {
@@ -201,6 +212,10 @@ class Reader {
   }
 
   void push(ValuePtr v) { stack_.push_back(std::move(v)); }
+  ValuePtr container(decltype(Value::v) v) {
+    containers_.push_back(make(std::move(v)));
+    return containers_.back();
+  }
   ValuePtr pop() {
     if (stack_.empty()) fail("its pickle takes from an empty stack");
     ValuePtr v = std::move(stack_.back());
@@ -226,7 +241,7 @@ class Reader {
     if (n > stack_.size()) fail("its pickle builds a tuple of more than the stack holds");
     Value::Tuple t{std::vector<ValuePtr>(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end())};
     stack_.resize(stack_.size() - n);
-    push(make(std::move(t)));
+    push(container(std::move(t)));
   }
   void set_items(std::size_t first) {
     if (first == 0 || first > stack_.size() || (stack_.size() - first) % 2 != 0) fail("its pickle sets items oddly");
@@ -273,7 +288,7 @@ class Reader {
     const ValuePtr callable = pop();
     const auto* g = std::get_if<Value::GlobalRef>(&callable->v);
     if (g == nullptr || g->kind == Global::kStorageType) fail("it calls something that is not a known constructor");
-    if (g->kind == Global::kOrderedDict) return push(make(Value::Dict{}));  // items follow (SETITEMS)
+    if (g->kind == Global::kOrderedDict) return push(container(Value::Dict{}));  // items follow (SETITEMS)
     // _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, backward_hooks[, metadata])
     const std::vector<ValuePtr>& a = items(args);
     if (a.size() < 4) fail("_rebuild_tensor_v2 without its storage, offset, size and stride");
@@ -311,20 +326,21 @@ class Reader {
     }
     const int64_t numel = integer(id[4]);
     const std::string record = "data/" + *key;
-    if (numel < 0 || !zip_.hasRecord(record)) fail(fmt::format("the storage {} is missing", record));
-    auto [data, bytes] = zip_.getRecord(record);
+    const std::optional<std::string> bytes = numel >= 0 ? record_(record) : std::nullopt;
+    if (!bytes) fail(fmt::format("the storage {} is missing", record));
     const auto element = static_cast<int64_t>(c10::elementSize(type->dtype));
-    if (static_cast<int64_t>(bytes) != numel * element) {
-      fail(fmt::format("the storage {} holds {} bytes for {} elements of {}", record, bytes, numel,
+    if (static_cast<int64_t>(bytes->size()) != numel * element) {
+      fail(fmt::format("the storage {} holds {} bytes for {} elements of {}", record, bytes->size(), numel,
                        c10::toString(type->dtype)));
     }
     at::Tensor storage = at::empty({numel}, at::TensorOptions().dtype(type->dtype));
-    if (bytes > 0) std::memcpy(storage.data_ptr(), data.get(), bytes);
+    if (!bytes->empty()) std::memcpy(storage.data_ptr(), bytes->data(), bytes->size());
     push(make(std::move(storage)));
   }
 
   std::string_view in_;
-  caffe2::serialize::PyTorchStreamReader& zip_;
+  const StorageRecord& record_;
+  std::vector<ValuePtr> containers_;
   const std::string& path_;
   std::vector<ValuePtr> stack_;
   std::vector<std::size_t> marks_;
@@ -333,44 +349,52 @@ class Reader {
 
 }  // namespace
 
-NamedTensors read_state_dict(const std::string& bytes, const std::string& path) {
+NamedTensorList unpickle_state_dict(std::string_view pickle, const StorageRecord& record, const std::string& path) {
+  Reader reader(pickle, record, path);
+  const ValuePtr root = reader.run();
+  const auto* dict = std::get_if<Value::Dict>(&root->v);
+  if (dict == nullptr) {
+    throw CheckpointError(fmt::format(
+        "{}: holds a pickled value that is not a dict; save the model's state_dict() (torch.save(model.state_dict(), "
+        "path)), not the model",
+        path));
+  }
+  NamedTensorList out;
+  for (const auto& [key, value] : dict->items) {
+    const auto* name = std::get_if<std::string>(&key->v);
+    const auto* tensor = std::get_if<at::Tensor>(&value->v);
+    if (name == nullptr || tensor == nullptr) {
+      throw CheckpointError(fmt::format(
+          "{}: its dict holds something other than a tensor under a name; a state dict maps names to tensors", path));
+    }
+    out.emplace_back(*name, *tensor);
+  }
+  return out;
+}
+
+NamedTensorList read_state_dict(const std::string& bytes, const std::string& path) {
   std::istringstream in(bytes);
-  NamedTensors out;
   try {
     caffe2::serialize::PyTorchStreamReader zip(&in);
     if (!zip.hasRecord("data.pkl")) {
       throw CheckpointError(fmt::format("{}: is a zip archive without data.pkl: not a file torch.save wrote", path));
     }
-    auto [data, size] = zip.getRecord("data.pkl");
-    const ValuePtr root = Reader(std::string_view(static_cast<const char*>(data.get()), size), zip, path).run();
-    const auto* dict = std::get_if<Value::Dict>(&root->v);
-    if (dict == nullptr) {
-      throw CheckpointError(
-          fmt::format("{}: holds a pickled value that is not a dict; save the model's state_dict() "
-                      "(torch.save(model.state_dict(), path)), not the model",
-                      path));
-    }
-    for (const auto& [key, value] : dict->items) {
-      const auto* name = std::get_if<std::string>(&key->v);
-      const auto* tensor = std::get_if<at::Tensor>(&value->v);
-      if (name == nullptr || tensor == nullptr) {
-        throw CheckpointError(
-            fmt::format("{}: its dict holds something other than a tensor under a name; a state dict maps names to "
-                        "tensors",
-                        path));
-      }
-      out.emplace_back(*name, *tensor);
-    }
+    const auto read = [&zip](const std::string& name) -> std::optional<std::string> {
+      if (!zip.hasRecord(name)) return std::nullopt;
+      auto [data, size] = zip.getRecord(name);
+      return std::string(static_cast<const char*>(data.get()), size);
+    };
+    const std::optional<std::string> pickle = read("data.pkl");
+    return unpickle_state_dict(*pickle, read, path);
   } catch (const c10::Error& e) {
-    throw unreadable_zip(path, e);
+    throw detail::unreadable_zip(path, e);
   }
-  return out;
 }
 
-CheckpointError unreadable_zip(const std::string& path, const c10::Error& error) {
+CheckpointError detail::unreadable_zip(const std::string& path, const c10::Error& error) {
   return CheckpointError(fmt::format(
       "{}: is a zip archive, as PyTorch writes, but cannot be read ({}): cut short or damaged; write it again", path,
-      torch_message(error)));
+      detail::torch_message(error)));
 }
 
-}  // namespace gputrain::checkpoint::detail
+}  // namespace gputrain::checkpoint

@@ -13,13 +13,13 @@
 #include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/checkpoint/format.h"
 #include "gputrain/checkpoint/safetensors.h"
+#include "gputrain/checkpoint/state_dict.h"
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
 #include "gputrain/common/output_file.h"
 #include "module_file.h"
 #include "module_io.h"
-#include "state_dict.h"
 
 namespace gputrain::checkpoint {
 
@@ -65,7 +65,7 @@ detail::NamedTensors weights_file_tensors(const std::string& bytes, const std::s
                     "a safetensors file or a gputrain checkpoint); give {}",
                     path, kWeightsFiles));
   }
-  if (!is_module_archive(bytes, path)) return detail::read_state_dict(bytes, path);
+  if (!is_module_archive(bytes, path)) return read_state_dict(bytes, path);
   torch::serialize::InputArchive archive = weights_archive(bytes, path);
   return detail::archived_tensors(archive);
 }
