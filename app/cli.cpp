@@ -192,7 +192,8 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
       "write a checkpoint's weights as a state_dict that Python's torch.load reads or as safetensors, or the model "
       "as ONNX or as a PyTorch module");
   export_command
-      ->add_option("--checkpoint", export_args.checkpoint, "a checkpoint file, a model.pt or a .safetensors file")
+      ->add_option("--checkpoint", export_args.checkpoint,
+                   "a checkpoint file, a model.pt, a state dict (torch.save) or a .safetensors file")
       ->required();
   export_command
       ->add_option("--out", export_args.out,

@@ -336,7 +336,7 @@ TEST(Weights, ModelPtAndCheckpointBothLoadAndExport) {
   EXPECT_NE(error_of([&] {
               Tiny t;
               load_weights(t.model, (dir / "junk.pt").string());
-            }).find("junk.pt: neither a gputrain checkpoint nor a LibTorch weights archive"),
+            }).find("junk.pt: is not a weights file gputrain reads"),
             std::string::npos);
 }
 

@@ -96,6 +96,7 @@ class Perturber : public KeysOnly {
   static void change(MemoryBudget& value) { value.bytes = value.bytes.value_or(0) + (1 << 30); }
   static void change(std::vector<LayerConfig>& value) { value = every_kind_of_layer(); }
   static void change(std::vector<int64_t>& value) { value.push_back(7); }
+  static void change(std::vector<std::string>& value) { value.push_back("fc"); }
   static void change(std::vector<double>& value) {
     if (value.empty())
       value.push_back(0.5);
@@ -137,6 +138,7 @@ ExperimentConfig with_changed(const std::string& key) {
     config.data.batch_size = *config.data.micro_batch_size * config.train.accumulation_steps;
   }
   if (config.train.target_batch > 0) config.data.batch_size = config.train.target_batch;
+  if (config.model.init_strict) config.model.init_from = "weights.safetensors";
   if (config.data.augment.reflect) config.data.augment.random_crop = 2;
   if (config.data.augment.alternating_flip) config.data.augment.hflip = true;
   if (config.data.normalize.mean.size() != config.data.normalize.std.size()) {
@@ -192,6 +194,7 @@ TEST(ConfigSchema, EveryChoiceWordParsesToItsValue) {
   round_trips(kMatmulPrecisions);
   round_trips(kStrategyNames);
   round_trips(kDdpBackends);
+  round_trips(kFrozenBatchnorms);
   round_trips(kLayerTypes);
 }
 

@@ -159,6 +159,24 @@ TEST_P(Idx, FashionMnistNamesItsClassesAndMnistShowsIndices) {
       make_dataset(data_config(config::DatasetName::kMnist, dir_.path()), Split::kTest, 0)->info().class_names.empty());
 }
 
+// data.keep_classes: the kept classes' samples, in order, relabelled by their place in the list, with their names.
+TEST_P(Idx, KeepClassesKeepsThoseSamplesRelabelledInTheListsOrder) {
+  const auto all = make_dataset(config(), Split::kTrain, 0);
+  config::DataConfig kept_config = config();
+  kept_config.keep_classes = {7, 2};
+  const auto kept = make_dataset(kept_config, Split::kTrain, 0);
+  const torch::Tensor labels = all->targets();
+  const torch::Tensor rows = torch::nonzero(labels.eq(7).logical_or(labels.eq(2))).squeeze(1);
+  ASSERT_GT(rows.size(0), 0);
+  EXPECT_EQ(kept->info().samples, rows.size(0));
+  EXPECT_EQ(kept->info().classes, 2);
+  EXPECT_EQ(kept->info().class_names, (std::vector<std::string>{"Sneaker", "Pullover"}));
+  EXPECT_TRUE(torch::equal(kept->inputs(), all->inputs().index_select(0, rows)));
+  EXPECT_TRUE(torch::equal(kept->targets(), labels.index_select(0, rows).eq(2).to(torch::kInt64)));
+  kept_config.keep_classes = {10};
+  EXPECT_THROW(make_dataset(kept_config, Split::kTrain, 0), DataError);
+}
+
 TEST_P(Idx, MissingFilesAreNamed) {
   fs::remove(file("train-labels-idx1-ubyte"));
   expect_data_error(config(), Split::kTrain, {"lacks train-labels-idx1-ubyte[.gz]", "dataset-fashion-mnist"});

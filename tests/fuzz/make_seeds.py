@@ -4,6 +4,7 @@ and one of each kind of bad input the readers reject. Run it again after a
 format changes; libFuzzer mutates from these.  Usage: tests/fuzz/make_seeds.py"""
 import gzip
 import json
+import math
 import pathlib
 import struct
 import subprocess
@@ -175,9 +176,81 @@ def safetensors_seeds():
                                                  b"\x01\x02"))
 
 
+def state_dict_pickle(tensors, metadata=True):
+    """data.pkl as torch.save(model.state_dict()) pickles it (protocol 2): an OrderedDict with its
+    _metadata, each tensor torch._utils._rebuild_tensor_v2 over a persistent storage id. Made
+    without torch, by stand-ins registered under torch's names (fuzz_state_dict.cpp)."""
+    import collections
+    import io
+    import pickle
+    import sys
+    import types
+
+    torch = types.ModuleType("torch")
+    utils = types.ModuleType("torch._utils")
+
+    class FloatStorage:
+        pass
+
+    def _rebuild_tensor_v2(*args):
+        return args
+
+    FloatStorage.__module__, _rebuild_tensor_v2.__module__ = "torch", "torch._utils"
+    FloatStorage.__qualname__, _rebuild_tensor_v2.__qualname__ = "FloatStorage", "_rebuild_tensor_v2"
+    torch.FloatStorage, utils._rebuild_tensor_v2 = FloatStorage, _rebuild_tensor_v2
+    saved = {name: sys.modules.get(name) for name in ("torch", "torch._utils")}
+    sys.modules.update({"torch": torch, "torch._utils": utils})
+
+    class Storage:
+        def __init__(self, key, numel):
+            self.key, self.numel = key, numel
+
+    class Tensor:
+        def __init__(self, storage, size):
+            self.storage, self.size = storage, size
+
+        def __reduce__(self):
+            stride = tuple(math.prod(self.size[i + 1:]) for i in range(len(self.size)))
+            return _rebuild_tensor_v2, (self.storage, 0, self.size, stride, False, collections.OrderedDict())
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            return ("storage", FloatStorage, obj.key, "cpu", obj.numel) if isinstance(obj, Storage) else None
+
+    state = collections.OrderedDict()
+    for key, (name, size) in enumerate(tensors):
+        state[name] = Tensor(Storage(str(key), math.prod(size)), size)
+    if metadata:
+        state._metadata = collections.OrderedDict([("", {"version": 1}), ("fc", {"version": 1})])
+    out = io.BytesIO()
+    try:
+        Pickler(out, protocol=2).dump(state)
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                del sys.modules[name]
+            else:
+                sys.modules[name] = module
+    return out.getvalue()
+
+
+def state_dict_seeds():
+    """data.pkl of a state dict from Python (whose storages the target fills with 64 zero bytes:
+    16 float32 values), without its _metadata, and damaged copies."""
+    d = corpus("state_dict")
+    valid = state_dict_pickle([("fc.weight", (4, 4))])
+    write(d, "python-state-dict", valid)
+    write(d, "no-metadata", state_dict_pickle([("fc.weight", (4, 4))], metadata=False))
+    write(d, "two-tensors", state_dict_pickle([("fc.weight", (2, 8)), ("fc.bias", (16,))]))
+    write(d, "past-its-storage", state_dict_pickle([("fc.weight", (4, 8))]))
+    write(d, "truncated", valid[: len(valid) // 2])
+    write(d, "empty", b"")
+
+
 if __name__ == "__main__":
     config_seeds()
     cifar_seeds()
     idx_seeds()
     checkpoint_seeds()
     safetensors_seeds()
+    state_dict_seeds()

@@ -2,6 +2,8 @@
 // the same update within rounding, and state a plain optimizer can load.
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
@@ -202,6 +204,47 @@ TEST(MultiTensorOptimizers, StateRoundTripsThroughLibTorchsOptimizer) {
     run(*fast, fast_params, 2, 12);
     run(*plain, plain_params, 2, 12);
     expect_close(fast_params, plain_params, c.label);
+  }
+}
+
+// model.freeze with a CUDA graph: the frozen parameters get no gradient, so
+// an optimizer that held them could not replay its step (prepare_step() says
+// false, and the graph would fall back to eager steps). param_groups leaves
+// them out, and the step over the rest replays and leaves them alone.
+TEST(MultiTensorOptimizers, AFrozenModelsStepReplaysAndLeavesTheFrozenParametersAlone) {
+  for (const auto name : {config::OptimizerName::kSgd, config::OptimizerName::kAdamW}) {
+    for (const std::string kernel : {"foreach", "fused"}) {
+      SCOPED_TRACE(std::string(config::word(name)) + " " + kernel);
+      torch::manual_seed(1);
+      torch::nn::Sequential model(torch::nn::Linear(3, 4), torch::nn::Linear(4, 2));
+      for (auto& p : model[0]->parameters()) p.set_requires_grad(false);
+      config::OptimConfig c;
+      c.name = name;
+      c.momentum = 0.9;
+      c.foreach = kernel == "foreach";
+      c.fused = kernel == "fused" ? config::Switch::kOn : config::Switch::kOff;
+      // Two steps (the second has SGD's momentum buffers started); whether the second replays.
+      const auto second_step_replays = [&](torch::optim::Optimizer& optimizer) {
+        auto& split = dynamic_cast<detail::SplitStep&>(optimizer);
+        bool replays = false;
+        for (int step = 0; step < 2; ++step) {
+          optimizer.zero_grad();
+          model->forward(torch::randn({5, 3})).pow(2).sum().backward();
+          replays = split.prepare_step();
+          split.launch_step();
+        }
+        return replays;
+      };
+      std::vector<torch::Tensor> before;
+      for (const auto& p : model->parameters()) before.push_back(p.detach().clone());
+      EXPECT_TRUE(second_step_replays(*make_optimizer(c, param_groups(c, model->named_parameters()))));
+      const auto after = model->parameters();
+      for (std::size_t i = 0; i < after.size(); ++i) {
+        EXPECT_EQ(torch::equal(after[i], before[i]), i < 2) << "parameter " << i << (i < 2 ? " (frozen)" : "");
+      }
+      // Held by the optimizer, the frozen parameters would keep the step from replaying.
+      EXPECT_FALSE(second_step_replays(*make_optimizer(c, {ParamGroup{model->parameters(), 0, 1, "all"}})));
+    }
   }
 }
 

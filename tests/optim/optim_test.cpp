@@ -294,6 +294,16 @@ void expect_group_options(torch::optim::Optimizer& optimizer, const std::vector<
   }
 }
 
+// model.freeze: a parameter that does not require a gradient is in no group, so no optimizer updates it.
+TEST(ParamGroups, LeaveFrozenParametersOut) {
+  using Names = std::vector<std::vector<std::string>>;
+  const auto model = net();
+  model->named_parameters()["0.weight"].set_requires_grad(false);
+  model->named_parameters()["1.bias"].set_requires_grad(false);
+  const auto groups = param_groups(grouped(true, 1), model->named_parameters());
+  EXPECT_EQ(names(*model, groups), (Names{{"2.weight"}, {"0.bias", "1.weight", "2.bias"}}));
+}
+
 TEST(ParamGroups, OptimizerGroupsCarryTheirDecayAndLr) {
   const auto model = net();
   const std::vector<std::pair<double, double>> expected{{0.1, 5e-4}, {0.1, 0}, {6.4, 0}};

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <map>
 #include <sstream>
 
 #include "gputrain/config/load.h"
@@ -44,6 +45,40 @@ TEST(DataParallel, TwoCpuReplicasMatchOneDevice) {
   const auto q = dp->parameters();
   ASSERT_EQ(p.size(), q.size());
   for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::allclose(p[i], q[i], 1e-5, 1e-6)) << i;
+}
+
+// model.freeze under dp: the replicas (clones) must leave the frozen
+// parameters without gradients and the frozen batchnorm in eval mode, or the
+// clipped gradient's norm and the batchnorm's outputs differ from one
+// device's. Through the eager step with clipping and the foreach and fused kernels.
+TEST(DataParallel, FrozenLayersStayAsTheyWereAndTheRestTrainsAsOnOneDevice) {
+  const std::vector<std::string> frozen{"model.name=layers",
+                                        "model.layers=[{type: linear, out_features: 12}, batchnorm, relu, linear]",
+                                        "model.freeze=[fc1, bn1]", "train.grad_clip=0.05", "train.epochs=1"};
+  for (const std::string kernel : {"optim.foreach=true", "optim.fused=true"}) {
+    std::vector<std::string> overrides = frozen;
+    overrides.push_back(kernel);
+    overrides.push_back("strategy=single");
+    train::Trainer start(cfg(overrides), device::DevicePlan{});
+    std::map<std::string, torch::Tensor> before;
+    for (const auto& t : start.model()->named_parameters()) before[t.key()] = t.value().detach().clone();
+    for (const auto& t : start.model()->named_buffers()) before[t.key()] = t.value().detach().clone();
+    const auto single = train(overrides);
+    overrides.back() = "strategy=dp";
+    overrides.push_back("dp.replicas=2");
+    const auto dp = train(overrides);
+    for (const auto& model : {single, dp}) {
+      for (const std::string name : {"fc1.weight", "fc1.bias", "bn1.weight", "bn1.running_mean", "bn1.running_var"}) {
+        const torch::Tensor now =
+            name.find("running") == std::string::npos ? model->named_parameters()[name] : model->named_buffers()[name];
+        EXPECT_TRUE(torch::equal(now, before.at(name))) << kernel << ": " << name;
+      }
+      EXPECT_FALSE(torch::equal(model->named_parameters()["fc2.weight"], before.at("fc2.weight"))) << kernel;
+    }
+    const auto p = single->parameters();
+    const auto q = dp->parameters();
+    for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::allclose(p[i], q[i], 1e-5, 1e-6)) << kernel << i;
+  }
 }
 
 torch::nn::Sequential small_net() {

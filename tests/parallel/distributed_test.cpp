@@ -199,6 +199,22 @@ TEST(Ddp, ReducerWithAccumulationAndBucketViewsMatchesOneProcess) {
   EXPECT_NEAR(summary(two.out)["test_loss"].get<double>(), summary(one.out)["test_loss"].get<double>(), 1e-5);
 }
 
+// model.freeze under ddp: c10d's Reducer holds only the parameters that
+// train (one it held would never get its gradient, and the next step would stop).
+TEST(Ddp, FrozenLayersOnTwoGlooRanksTrainAsOneProcess) {
+  TempDir dir;
+  const auto config = testing::write_text(dir / "ddp.yaml", experiment(64, 8, 2, 30));
+  const auto one = run_gputrain(
+      {"train", "--config", config.string(), "--output", (dir / "one").string(), "--set", "model.freeze=[fc1]"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto two = run_gputrain({"train", "--config", config.string(), "--output", (dir / "two").string(), "--nproc",
+                                 "2", "--set", "model.freeze=[fc1]"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  // fc2 alone: 3 x 12 weights and 3 biases.
+  EXPECT_NE(two.err.find("ddp: c10d's Reducer all-reduces 156 B of gradients"), std::string::npos) << two.err;
+  expect_same_weights(config, dir / "one/ddp/model.pt", dir / "two/ddp/model.pt");
+}
+
 TEST(Ddp, SyncBatchnormOnTwoGlooRanksTrainsAsOneProcess) {
   TempDir dir;
   std::string text = experiment(36, 8, 2, 30);

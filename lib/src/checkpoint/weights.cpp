@@ -7,9 +7,13 @@
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize/input-archive.h>
 
+#include <map>
+#include <sstream>
+
 #include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/checkpoint/format.h"
 #include "gputrain/checkpoint/safetensors.h"
+#include "gputrain/checkpoint/state_dict.h"
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
@@ -33,9 +37,35 @@ torch::serialize::InputArchive weights_archive(const std::string& bytes, const s
   return archive;
 }
 
-// The tensors of a weights file that is not a checkpoint: a .safetensors file or a model.pt.
+// What every refusal of an unknown file suggests.
+constexpr const char* kWeightsFiles =
+    "a gputrain checkpoint, a model.pt, a state dict written by `gputrain export` or by PyTorch's "
+    "torch.save(model.state_dict(), path), or a .safetensors file";
+
+// Whether a zip archive (what torch.save, Module::save and model.pt are) is a
+// TorchScript module archive (model.pt: it has constants.pkl) or torch.save's
+// pickle of a dict; a CheckpointError when it cannot be read as a zip (cut short).
+bool is_module_archive(const std::string& bytes, const std::string& path) {
+  std::istringstream in(bytes);
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(&in);
+    return reader.hasRecord("constants.pkl");
+  } catch (const c10::Error& e) {
+    throw detail::unreadable_zip(path, e);
+  }
+}
+
+// The tensors of a weights file that is not a checkpoint: a .safetensors
+// file, a model.pt, or a state dict (torch.save's zip of a pickled dict).
 detail::NamedTensors weights_file_tensors(const std::string& bytes, const std::string& path) {
   if (looks_like_safetensors(bytes)) return parse_safetensors(bytes, path).tensors;
+  if (bytes.rfind("PK\x03\x04", 0) != 0) {
+    throw CheckpointError(
+        fmt::format("{}: is not a weights file gputrain reads (not a zip archive as PyTorch writes, "
+                    "a safetensors file or a gputrain checkpoint); give {}",
+                    path, kWeightsFiles));
+  }
+  if (!is_module_archive(bytes, path)) return read_state_dict(bytes, path);
   torch::serialize::InputArchive archive = weights_archive(bytes, path);
   return detail::archived_tensors(archive);
 }
@@ -170,6 +200,29 @@ std::string load_weights(torch::nn::Sequential& model, const std::string& path, 
     }
   }
   return checkpoint_weights_text(averaged, !average.empty());
+}
+
+NamedWeights read_weights(const std::string& path) {
+  const std::string bytes = detail::read_file(path);
+  if (!is_sealed(bytes)) return {weights_file_tensors(bytes, path), "a weights file: one set, those it was saved with"};
+  const Checkpoint checkpoint = Checkpoint::parse(bytes, path);
+  const std::vector<torch::Tensor>& average = checkpoint.state().ema;
+  const bool use = use_average(ExportedWeights::kEvaluated, !average.empty(), path);
+  return {use ? averaged(checkpoint.weights(), average, path) : checkpoint.weights(),
+          "a gputrain checkpoint: " + checkpoint_weights_text(use, !average.empty())};
+}
+
+void load_named_weights(torch::nn::Module& model, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  std::map<std::string, torch::Tensor> targets;
+  for (const auto& p : model.named_parameters()) targets.emplace(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) targets.emplace(b.key(), b.value());
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, tensor] : tensors) {
+    const auto found = targets.find(name);
+    GPUTRAIN_CHECK(found != targets.end() && found->second.sizes() == tensor.sizes(),
+                   "'{}' was matched to the model by name and shape, which it does not have", name);
+    found->second.copy_(tensor);
+  }
 }
 
 std::string state_dict_bytes(const torch::nn::Module& model) {

@@ -84,6 +84,7 @@ class KeyTable : public KeysOnly {
   }
   static std::string values(double, const Range& constraint) { return describe(constraint); }
   static std::string values(const std::vector<double>&, const Any&) { return "list of numbers"; }
+  static std::string values(const std::vector<std::string>&, const Any&) { return "list of text"; }
   static std::string values(const std::vector<LayerConfig>&, const Any&) { return "list of layers"; }
   template <typename T, typename C>
   static std::string values(const std::vector<T>&, const C& constraint) {

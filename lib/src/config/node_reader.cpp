@@ -186,6 +186,12 @@ void NodeReader::read(const std::string& key, std::vector<double>& value) {
   value = read_list<double>(*this, key, node, "a number");
 }
 
+void NodeReader::read(const std::string& key, std::vector<std::string>& value) {
+  const YAML::Node node = value_node(key);
+  if (!node || node.IsNull()) return;
+  value = read_list<std::string>(*this, key, node, "text");
+}
+
 void NodeReader::read(const std::string& key, uint64_t& value) {
   int64_t signed_value = static_cast<int64_t>(value);
   read(key, signed_value);

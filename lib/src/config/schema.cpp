@@ -68,6 +68,11 @@ std::string too_many_threads(int64_t value) {
       max_threads(), value, std::max(1u, std::thread::hardware_concurrency()));
 }
 
+bool all_distinct(std::vector<int64_t> values) {
+  std::sort(values.begin(), values.end());
+  return std::adjacent_find(values.begin(), values.end()) == values.end();
+}
+
 std::vector<DatasetOnlyKey> dataset_only_keys(const DataConfig& c) {
   const DataConfig d;
   return {{"target_column", DatasetName::kCsv, c.target_column != d.target_column},

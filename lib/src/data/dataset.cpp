@@ -8,6 +8,7 @@
 #include "formats.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
+#include "gputrain/data/tensor_dataset.h"
 #include "gputrain/device/host_resources.h"
 #include "readers.h"
 
@@ -88,6 +89,48 @@ bool is_data_file(const std::string& name, const std::filesystem::path& file) {
 
 }  // namespace detail
 
+namespace {
+
+// data.keep_classes: the samples of those classes, relabelled by their place in
+// the list, so that the model's head is as wide as the list (a first stage of
+// fine-tuning trains on some classes, the second on all).
+std::shared_ptr<const Dataset> keep_classes(std::shared_ptr<const Dataset> dataset, const std::vector<int64_t>& kept) {
+  const DatasetInfo& info = dataset->info();
+  if (info.target_kind != TargetKind::kClasses) {
+    throw DataError(fmt::format("{}: data.keep_classes picks classes, but this data set has none ({}); remove the key",
+                                info.name,
+                                info.target_kind == TargetKind::kValues ? "regression targets" : "no labels"));
+  }
+  if (!dataset->resident()) {
+    throw DataError(fmt::format("{}: data.keep_classes needs the images in memory; set data.cache: memory", info.name));
+  }
+  torch::Tensor relabel = torch::full({info.classes}, -1, torch::kInt64);
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    if (kept[i] >= info.classes) {
+      throw DataError(
+          fmt::format("{}: data.keep_classes names class {}, but the data set has {} (0..{}); list classes "
+                      "in that range",
+                      info.name, kept[i], info.classes, info.classes - 1));
+    }
+    relabel[kept[i]] = static_cast<int64_t>(i);
+    if (!info.class_names.empty()) names.push_back(info.class_names.at(static_cast<std::size_t>(kept[i])));
+  }
+  // Labels out of range are the loaders' to report, with the sample: keep them as they are.
+  const torch::Tensor& targets = dataset->targets();
+  const torch::Tensor in_range = targets.ge(0).logical_and(targets.lt(info.classes));
+  const torch::Tensor mapped = torch::where(in_range, relabel.index({targets.clamp(0, info.classes - 1)}), targets);
+  const torch::Tensor rows = torch::nonzero(mapped.ne(-1)).squeeze(1);
+  DatasetInfo out = info;
+  out.samples = rows.size(0);
+  out.classes = static_cast<int64_t>(kept.size());
+  out.class_names = std::move(names);
+  return std::make_shared<TensorDataset>(std::move(out), dataset->inputs().index_select(0, rows).contiguous(),
+                                         mapped.index_select(0, rows).contiguous());
+}
+
+}  // namespace
+
 std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed) {
   const std::string root = config.root.empty() ? config::default_data_root(config.dataset) : config.root;
   const bool train = split == Split::kTrain;
@@ -118,6 +161,7 @@ std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Sp
         }
         config::unhandled(config.dataset);
       });
+  if (!config.keep_classes.empty()) dataset = keep_classes(std::move(dataset), config.keep_classes);
   // Readers that know the file name it themselves; this catches the rest.
   if (dataset->info().samples == 0) {
     throw DataError(fmt::format("{}: the {} split in {} holds no samples; it needs at least one", dataset->info().name,

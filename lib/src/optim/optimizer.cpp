@@ -73,6 +73,7 @@ std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
                                   ParamGroup{{}, config.weight_decay, config.bias_lr_multiplier, "bias"},
                                   ParamGroup{{}, 0, config.bias_lr_multiplier, "bias"}};
   for (const auto& item : named_parameters) {
+    if (!item.value().requires_grad()) continue;  // model.freeze: it does not train
     const bool no_decay = config.no_decay_bias_norm && item.value().dim() <= 1;
     const bool scaled = config.bias_lr_multiplier != 1 && ends_with(item.key(), "bias");
     kinds[(no_decay ? 1 : 0) + (scaled ? 2 : 0)].params.push_back(item.value());

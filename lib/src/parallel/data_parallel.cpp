@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "gputrain/models/freeze.h"
 #include "gputrain/parallel/split.h"
 
 namespace gputrain::parallel::detail {
@@ -181,6 +182,9 @@ torch::Tensor DataParallelStrategy::forward(torch::nn::Sequential& model, const 
     outputs[0] = model->forward(chunks[0].to(devices_[0], /*non_blocking=*/true));
   } else {
     update_replicas(model);
+    // clone() keeps neither model.freeze's requires_grad nor the modes (a frozen batchnorm in eval): the
+    // replicas would compute gradients the frozen parameters must not get.
+    for (auto& copy : copies_) models::mirror_training_state(*model, *copy);
     // Each replica runs on its device, on the stream the caller uses there.
     std::vector<c10::Stream> streams;
     for (std::size_t i = 0; i < n; ++i) {

@@ -23,6 +23,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/common/process.h"
 #include "gputrain/common/strings.h"
+#include "gputrain/models/freeze.h"
 #include "gputrain/parallel/split.h"
 
 namespace gputrain::parallel::detail {
@@ -204,8 +205,10 @@ void DistributedStrategy::prepare(torch::nn::Sequential& model, GradientSync syn
   for (const auto& buffer : model->buffers()) tensors.push_back(buffer);
   broadcast("broadcasting rank 0's initial weights", tensors);
   if (sync == GradientSync::kDuringBackward) return make_reducer(model);
+  std::vector<torch::Tensor> trainable;
+  for (const auto& named : models::trainable_parameters(*model)) trainable.push_back(named.second);
   spdlog::info("ddp: the step sums {} of gradients after backward, one all-reduce per {} bucket ({})",
-               bytes_text(parameter_bytes(model->parameters())), bytes_text(kBucketBytes),
+               bytes_text(parameter_bytes(trainable)), bytes_text(kBucketBytes),
                nccl_ ? "captured with the step in its CUDA graph" : "waited for on the host");
 }
 
@@ -244,9 +247,10 @@ void DistributedStrategy::broadcast(const char* what, const std::vector<torch::T
 void DistributedStrategy::make_reducer(torch::nn::Sequential& model) {
   std::vector<at::Tensor> params;
   std::unordered_map<size_t, std::string> names;
-  for (const auto& named : model->named_parameters()) {
-    names[params.size()] = named.key();
-    params.push_back(named.value());
+  // model.freeze: the Reducer waits for a gradient of every parameter it holds, so it holds only those that train.
+  for (const auto& [name, param] : models::trainable_parameters(*model)) {
+    names[params.size()] = name;
+    params.push_back(param);
   }
   const auto cap = static_cast<int64_t>(bucket_cap_mb_ * 1024 * 1024);
   // As DistributedDataParallel: a small first bucket only at the default cap.

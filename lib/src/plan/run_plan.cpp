@@ -64,8 +64,9 @@ void check_same_batch_mid_epoch(const config::LoadedConfig& loaded, const checkp
                                 count_of(resumed.accumulation, "accumulation step")));
 }
 
-// The model, built on the CPU only to be traced, and how its steps run.
-void plan_steps(RunPlan& run) {
+// The model, built once on the CPU for its facts and to match model.init_from
+// and model.freeze against its names; the run builds its own on its device.
+void plan_model(RunPlan& run) {
   const config::ExperimentConfig& c = run.loaded.config;
   const data::DatasetInfo& info = run.train_set->info();
   device::with_resource_errors(
@@ -73,7 +74,13 @@ void plan_steps(RunPlan& run) {
       [&] {
         torch::nn::Sequential model = models::build_model(c.model, info, torch::kCPU);
         run.model = model_facts(model, info.input_shape);
+        run.model_init = resolve_model_init(run.loaded, *model);
       });
+}
+
+// How each step runs, for the model the plan traced.
+void plan_steps(RunPlan& run) {
+  const config::ExperimentConfig& c = run.loaded.config;
   StepPlan& step = run.step;
   step.grad_clip = c.train.grad_clip;
   step.on_nan = c.train.on_nan;
@@ -137,6 +144,7 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
     check_evaluation_keys(run.loaded, info);
   });
   run.evaluation = plan_evaluation(c.train, run.loss.classes > 0);
+  const bool model_known = problems.attempt([&] { plan_model(run); });
   if (!strategy_known) return after_strategy;
   if (!batch_form_known) return Reached::kData;
   std::optional<checkpoint::ResolvedBatch> sizes = stated ? stated : request.resolved_batch;
@@ -164,7 +172,9 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   run.batch = plan_batches(*sizes, c.data.drop_last, info.samples);
   run.train_loader = data::loader_options(c.data, data::Split::kTrain, run.batch.micro, c.seed);
   run.test_loader = data::loader_options(c.data, data::Split::kTest, run.batch.test, c.seed);
-  return problems.attempt([&] { plan_steps(run); }) ? Reached::kComplete : Reached::kBatch;
+  if (!model_known) return Reached::kBatch;
+  plan_steps(run);
+  return Reached::kComplete;
 }
 
 // The devices, then everything after them; `run` holds the config.

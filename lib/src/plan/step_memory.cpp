@@ -7,6 +7,7 @@
 #include "gputrain/data/host_loader.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
+#include "gputrain/models/freeze.h"
 #include "gputrain/optim/optimizer.h"
 #include "gputrain/plan/data_keys.h"
 #include "gputrain/step/amp.h"
@@ -97,6 +98,7 @@ StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const d
   torch::manual_seed(c.seed);
   const data::DatasetInfo& data = p.train_set->info();
   p.model = models::build_model(c.model, data, p.device);
+  models::freeze(*p.model, c.model.freeze);  // frozen parameters hold no gradient or optimizer state
   p.fast =
       plan_fast_paths(c, run_facts(model_facts(p.model, data.input_shape), strategy, micro_batch, accumulation, amp));
   if (p.fast.channels_last) step::to_channels_last(p.model);

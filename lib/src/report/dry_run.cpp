@@ -292,6 +292,9 @@ DryRun dry_run(const DryRunRequest& request) {
                     {"on_disk", on_disk > 0 ? bytes_text(on_disk) : "generated in memory"},
                     {"in_memory", bytes_text(in_memory)}};
 
+  // model.init_from and model.freeze: what will be loaded, skipped and frozen.
+  if (const std::vector<std::string> init = run.model_init.describe(); !init.empty()) report["model_init"] = init;
+
   MeasuredStep facts;
   if (collected.reached == plan::Reached::kComplete &&
       config::collect_refusal(dry.problems, [&] { facts = measure_step(run, info); })) {

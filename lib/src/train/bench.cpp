@@ -14,7 +14,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/device/nvtx.h"
-#include "gputrain/models/factory.h"
+#include "gputrain/models/freeze.h"
 #include "gputrain/optim/loss.h"
 #include "gputrain/optim/optimizer.h"
 #include "gputrain/step/amp.h"
@@ -70,9 +70,9 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   const optim::LossSpec& loss = plan.loss;
   // A forward pass takes one micro-batch, as in training.
   const auto source = data::make_batch_loader(dataset, plan.train_loader, c.data.device_cache, device);
-  torch::nn::Sequential model = models::build_model(c.model, info, device);
+  torch::nn::Sequential model = build_planned_model(plan, device);  // frozen parameters take no step
   apply_fast_paths(fast, model);
-  model->train();
+  models::train_mode(*model, c.model.freeze_batchnorm);
   const auto optimizer = optim::make_optimizer(plan.optim, optim::param_groups(plan.optim, model->named_parameters()));
 
   int64_t epoch = 0;

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
+#include "gputrain/models/freeze.h"
 #include "gputrain/optim/optimizer.h"
 #include "gputrain/optim/schedule.h"
 #include "gputrain/step/backends.h"
@@ -140,6 +142,13 @@ void log_run(const plan::RunPlan& plan, const RunParts& run, const std::vector<o
 
 }  // namespace
 
+torch::nn::Sequential build_planned_model(const plan::RunPlan& plan, const torch::Device& device) {
+  torch::nn::Sequential model = models::build_model(plan.loaded.config.model, plan.train_set->info(), device);
+  checkpoint::load_named_weights(*model, plan.model_init.loaded);
+  models::freeze(*model, plan.model_init.freeze);
+  return model;
+}
+
 void apply_fast_paths(const plan::FastPaths& fast, torch::nn::Sequential& model) {
   for (const std::string& line : fast.decisions) spdlog::info("{}", line);
   if (fast.channels_last) step::to_channels_last(model);
@@ -166,7 +175,6 @@ RunParts build_run(const plan::RunPlan& plan) {
 
   torch::manual_seed(c.seed);
   run.train_set = plan.train_set;
-  const data::DatasetInfo& info = run.train_set->info();
   run.batch = plan.batch;
   // Each process loads only its rows of every batch (ddp: its rank's share).
   data::LoaderOptions train_options = plan.train_loader;
@@ -188,7 +196,7 @@ RunParts build_run(const plan::RunPlan& plan) {
   std::vector<optim::ParamGroup> groups;
   device::with_resource_errors(
       fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)), models::kSmallerModel, [&] {
-        run.model = models::build_model(c.model, info, run.device);
+        run.model = build_planned_model(plan, run.device);
         share_batch_statistics(loaded, run);
         apply_fast_paths(run.step.fast, run.model);
         // After the fast paths: the CPU's peak is measured with the threads they chose.

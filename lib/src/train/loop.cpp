@@ -12,6 +12,7 @@
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/device/nvtx.h"
+#include "gputrain/models/freeze.h"
 #include "gputrain/train/evaluate.h"
 #include "gputrain/train/faults.h"
 #include "trainer_state.h"
@@ -143,8 +144,8 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
 }
 
 void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMetrics& m) {
-  run.model->train();
-  run.train_batches->start_epoch(epoch - 1, position.batch);  // batch > 0 when resuming mid-epoch
+  models::train_mode(*run.model, config.model.freeze_batchnorm);  // frozen batchnorm stays in eval
+  run.train_batches->start_epoch(epoch - 1, position.batch);      // batch > 0 when resuming mid-epoch
   const auto epoch_start = Clock::now();
   auto interval_start = epoch_start;
   std::vector<data::Batch> group;

@@ -4,6 +4,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
+#include "gputrain/models/freeze.h"
 #include "gputrain/train/evaluate.h"
 #include "trainer_state.h"
 
@@ -56,7 +57,7 @@ step::EvalResult Trainer::State::evaluate() {
   const step::EvalResult result =
       train::evaluate(run.model, *run.test_batches, *run.strategy, run.loss, run.step.amp, run.tta);
   if (averaged) swap_average();
-  run.model->train();
+  models::train_mode(*run.model, config.model.freeze_batchnorm);  // frozen batchnorm stays in eval
   return result;
 }
 

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gputrain::checkpoint {
 
@@ -19,13 +21,33 @@ enum class ExportedWeights {
 };
 
 // Loads weights into `model` from a model.pt, a .safetensors file (by its
-// content; export --format safetensors writes one) or from a full checkpoint (by
+// content; export --format safetensors writes one), a state dict (as
+// read_weights) or from a full checkpoint (by
 // default its train.ema weight average when it has one, as its evaluations
 // used); throws CheckpointError naming the file when it is missing, corrupt
 // or for another model, or when it lacks the weights asked for. Returns which
 // weights it loaded, for the user: "the train.ema weight average (...)", ...
 std::string load_weights(torch::nn::Sequential& model, const std::string& path,
                          ExportedWeights weights = ExportedWeights::kEvaluated);
+
+// A weights file's tensors by name, on the CPU, in the file's order.
+struct NamedWeights {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  std::string what;  // which weights, for the user: "a gputrain checkpoint: the train.ema weight average (...)"
+};
+
+// The weights of any file load_weights reads, and of a state dict (a
+// torch.save zip of a dict of name -> tensor: `gputrain export`'s, or
+// torch.save(model.state_dict(), path) from Python), told apart by content; a
+// checkpoint gives its evaluated weights (the train.ema average when it has
+// one). No model is needed: model.init_from matches them to one. A missing,
+// cut-short or foreign file (an ONNX model, anything else) is a CheckpointError
+// naming it and the files it may be.
+NamedWeights read_weights(const std::string& path);
+
+// Copies each of `tensors` into the model's parameter or buffer of that name,
+// which must exist in that shape (the plan matched them: model.init_from).
+void load_named_weights(torch::nn::Module& model, const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 
 // The model's parameters and buffers as the file Python's torch.load reads as
 // a state_dict (a pickled dict of name -> tensor, on the CPU), its keys the

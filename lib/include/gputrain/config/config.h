@@ -32,6 +32,7 @@ enum class MatmulPrecision { kAuto, kHighest, kHigh, kMedium };
 enum class StrategyName { kAuto, kSingle, kDp, kDdp };
 enum class DdpBackend { kAuto, kNccl, kGloo };
 enum class StopMetric { kAuto, kAccuracy, kLoss };
+enum class FrozenBatchnorm { kEval, kTrain };
 enum class LayerType {
   kConv2d,
   kBatchnorm,
@@ -93,6 +94,8 @@ inline constexpr ChoiceTable<DdpBackend, 3> kDdpBackends{
     {{{"auto", DdpBackend::kAuto}, {"nccl", DdpBackend::kNccl}, {"gloo", DdpBackend::kGloo}}}};
 inline constexpr ChoiceTable<StopMetric, 3> kStopMetrics{
     {{{"auto", StopMetric::kAuto}, {"accuracy", StopMetric::kAccuracy}, {"loss", StopMetric::kLoss}}}};
+inline constexpr ChoiceTable<FrozenBatchnorm, 2> kFrozenBatchnorms{
+    {{{"eval", FrozenBatchnorm::kEval}, {"train", FrozenBatchnorm::kTrain}}}};
 inline constexpr ChoiceTable<LayerType, 15> kLayerTypes{{{{"conv2d", LayerType::kConv2d},
                                                           {"batchnorm", LayerType::kBatchnorm},
                                                           {"layernorm", LayerType::kLayernorm},
@@ -124,6 +127,7 @@ constexpr const auto& choices(MatmulPrecision) { return kMatmulPrecisions; }
 constexpr const auto& choices(StrategyName) { return kStrategyNames; }
 constexpr const auto& choices(DdpBackend) { return kDdpBackends; }
 constexpr const auto& choices(StopMetric) { return kStopMetrics; }
+constexpr const auto& choices(FrozenBatchnorm) { return kFrozenBatchnorms; }
 constexpr const auto& choices(LayerType) { return kLayerTypes; }
 
 struct NormalizeConfig {
@@ -183,6 +187,8 @@ struct DataConfig {
   int64_t features = 20;
   int64_t classes = 2;
   int64_t targets = 0;  // > 0: a regression task with this many real-valued targets
+  // Only the samples of these classes, relabelled 0..n-1 in this order; empty: every class.
+  std::vector<int64_t> keep_classes;
 };
 
 // One entry of model.layers. Each type's keys, their kinds, ranges and
@@ -212,6 +218,11 @@ struct ModelConfig {
   double dropout = 0.0;
   // ddp: batchnorm layers normalise with the global batch's statistics (all-reduced), not each rank's.
   bool sync_batchnorm = false;
+  // Fine-tuning (plan/model_init.h): weights to start from, matched by name and shape.
+  std::string init_from;            // "": the layers' own initialisation
+  bool init_strict = false;         // a tensor that does not fit is an error, not skipped
+  std::vector<std::string> freeze;  // parameter name prefixes that do not train
+  FrozenBatchnorm freeze_batchnorm = FrozenBatchnorm::kEval;
 };
 
 struct OptimConfig {

@@ -63,6 +63,8 @@ bool is_inside_run_dir(const std::string& dir);
 // typo (100000) would spin creating them.
 int64_t max_threads();
 std::string too_many_threads(int64_t value);
+// No value twice (data.keep_classes).
+bool all_distinct(std::vector<int64_t> values);
 // Below this a standard deviation scales [0, 1] pixels past any useful range
 // (1e-300 makes the inputs, and so the loss, infinite).
 inline constexpr double kMinNormalizeStd = 1e-6;
@@ -209,6 +211,13 @@ void visit(V& v, DataConfig& c) {
   v.field("targets", c.targets, Min{0},
           "`synthetic`: > 0 makes it a regression task with that many real-valued targets");
   v.fixed_on_resume("targets", FixedOnResume::kAlways);
+  v.field("keep_classes", c.keep_classes, Min{0},
+          "only the samples of these classes, in both splits, relabelled 0, 1, ... in the order listed (so the "
+          "model's head has that many outputs), with their names where the data set has them; `[]`: every class. "
+          "The first stage of configs/fashion_mnist_finetune.yaml trains on `[0, 1, 2, 3, 4]`");
+  v.check("keep_classes", all_distinct(c.keep_classes),
+          [] { return std::string("names a class twice; list each class once"); });
+  v.fixed_on_resume("keep_classes", FixedOnResume::kAlways);
 }
 
 template <class V>
@@ -241,6 +250,29 @@ void visit(V& v, ModelConfig& c) {
           "rows', so N ranks train as one process on the whole batch. Off: each "
           "rank's batchnorm sees its rows only. One process: nothing to share. dp refuses it (its replicas are "
           "threads: run ddp with --nproc instead)");
+  v.field("init_from", c.init_from, Any{},
+          "start from these weights instead of the layers' random initialisation: a gputrain checkpoint (its "
+          "evaluated weights: the train.ema average when it has one), a model.pt, a state dict written by `gputrain "
+          "export` or by PyTorch's `torch.save(model.state_dict(), path)`, or a .safetensors file, told apart by "
+          "content. Tensors are matched by name and shape; those that do not fit (a new head for another class "
+          "count, a layer the file lacks) keep their initialisation and are listed at run start and by `gputrain "
+          "plan`. A file none of whose tensors fits is refused. A resumed run reads the file again (it must still be "
+          "there), then restores the checkpoint's weights over it");
+  v.field("init_strict", c.init_strict, Any{},
+          "`model.init_from` must supply every tensor of the model, in its shape, and hold no other: any tensor "
+          "that does not fit is an error naming it, instead of being skipped");
+  v.check("init_strict", !c.init_strict || !c.init_from.empty(),
+          [] { return std::string("checks model.init_from, which is empty; set it too, or leave this out"); });
+  v.field("freeze", c.freeze, Any{},
+          "parameter name prefixes that do not train (`[conv1, res1]`, the names `gputrain model` lists): their "
+          "parameters keep their values, get no gradients, and are left out of the optimizer and of ddp's "
+          "gradient all-reduce. A prefix that matches no parameter is an error listing the model's top-level "
+          "names. Logged at run start, with the counts, and shown by `gputrain plan`");
+  v.field("freeze_batchnorm", c.freeze_batchnorm, Any{},
+          "a batchnorm layer whose parameters are all frozen (model.freeze): `eval` keeps it in eval mode while "
+          "training, normalising with its running statistics and not updating them (the weights' statistics stay "
+          "those the file was trained with, as torchvision's fine-tuning recipes keep them); `train` lets it "
+          "normalise with each batch's statistics and update the running ones. Logged at run start");
 }
 
 template <class V>

@@ -32,7 +32,8 @@ struct ParamGroup {
 // when optim.bias_lr_multiplier is not 1 and its name ends in "bias" (a
 // normalisation layer's weight is not). With both keys at their defaults
 // there is one group, as before them. Each keeps the model's order, so the same
-// config makes the same groups, which checkpoints rely on.
+// config makes the same groups, which checkpoints rely on. Frozen parameters
+// (requires_grad false: model.freeze) are in none.
 std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
                                      const torch::OrderedDict<std::string, torch::Tensor>& named_parameters);
 

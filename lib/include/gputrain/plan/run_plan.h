@@ -24,6 +24,7 @@
 #include "gputrain/plan/batch_solver.h"
 #include "gputrain/plan/evaluation_plan.h"
 #include "gputrain/plan/fast_paths.h"
+#include "gputrain/plan/model_init.h"
 
 namespace gputrain::plan {
 
@@ -70,7 +71,8 @@ struct RunPlan {
   // The splits' loaders in the plan's batches (training in micro-batches), before a strategy shards them.
   data::LoaderOptions train_loader;
   data::LoaderOptions test_loader;
-  ModelFacts model;  // the model's, traced once on the CPU
+  ModelFacts model;          // the model's, traced once on the CPU
+  ModelInitPlan model_init;  // model.init_from's tensors that fit, and model.freeze's parameters
   StepPlan step;
   config::OptimConfig optim;  // optim with fused and foreach as the fast paths decided
   EvaluationPlan evaluation;

@@ -24,6 +24,10 @@
 
 namespace gputrain::train {
 
+// model.* built on `device` as the plan resolved it: model.init_from's tensors
+// that fit loaded, model.freeze's parameters frozen.
+torch::nn::Sequential build_planned_model(const plan::RunPlan& plan, const torch::Device& device);
+
 // Logs each fast path the plan decided, puts `model` in channels-last format
 // when chosen and sets the process-wide backends.
 void apply_fast_paths(const plan::FastPaths& fast, torch::nn::Sequential& model);

@@ -1,0 +1,148 @@
+#include "gputrain/plan/model_init.h"
+
+#include <c10/util/StringUtil.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "gputrain/checkpoint/weights.h"
+#include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
+#include "gputrain/models/freeze.h"
+
+namespace gputrain::plan {
+
+namespace {
+
+// At most this many names in one message or plan line; the rest are counted.
+constexpr std::size_t kNamesShown = 12;
+
+std::string some_of(const std::vector<std::string>& names) {
+  if (names.size() <= kNamesShown) return fmt::format("{}", fmt::join(names, "; "));
+  return fmt::format("{}; and {} more", fmt::join(names.begin(), names.begin() + kNamesShown, "; "),
+                     names.size() - kNamesShown);
+}
+
+// The model's tensors by name: what the file's are matched against.
+std::vector<std::pair<std::string, torch::Tensor>> model_tensors(const torch::nn::Module& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) {
+    if (b.value().defined()) out.emplace_back(b.key(), b.value());
+  }
+  return out;
+}
+
+void match_file(ModelInitPlan& plan, const torch::nn::Module& model, const config::LoadedConfig& loaded) {
+  const config::ModelConfig& c = loaded.config.model;
+  const SourceMark at = loaded.sources.at("model.init_from");
+  checkpoint::NamedWeights file = checkpoint::read_weights(c.init_from);
+  plan.file = c.init_from;
+  plan.weights = file.what;
+  std::map<std::string, torch::Tensor> stored(file.tensors.begin(), file.tensors.end());
+  for (const auto& [name, target] : model_tensors(model)) {
+    const auto found = stored.find(name);
+    if (found == stored.end()) {
+      plan.skipped.push_back(fmt::format("{} {}: not in the file", name, c10::str(target.sizes())));
+      plan.skipped_values += target.numel();
+    } else if (found->second.sizes() != target.sizes()) {
+      plan.skipped.push_back(fmt::format("{}: {} in the file, {} in the model", name, c10::str(found->second.sizes()),
+                                         c10::str(target.sizes())));
+      plan.skipped_values += target.numel();
+    } else {
+      plan.loaded.emplace_back(name, found->second);
+      plan.loaded_values += target.numel();
+    }
+    if (found != stored.end()) stored.erase(found);
+  }
+  for (const auto& [name, tensor] : stored) {
+    plan.skipped.push_back(fmt::format("{} {}: in the file, not in the model", name, c10::str(tensor.sizes())));
+  }
+  if (plan.loaded.empty()) {
+    throw ConfigError(
+        at, "model.init_from",
+        fmt::format("{}: none of its {} fits this model by name and shape, so it holds another "
+                    "model's weights (its tensors: {}); give the weights of a model built as "
+                    "model.* says, or remove model.init_from",
+                    c.init_from, count_of(static_cast<int64_t>(file.tensors.size()), "tensor"), some_of(plan.skipped)));
+  }
+  if (c.init_strict && !plan.skipped.empty()) {
+    throw ConfigError(
+        loaded.sources.at("model.init_strict"), "model.init_strict",
+        fmt::format("{}: {} would be skipped, not fitting the model: {}. Train from weights of this model, or set "
+                    "model.init_strict: false to keep those tensors' initialisation",
+                    c.init_from, count_of(static_cast<int64_t>(plan.skipped.size()), "tensor"), some_of(plan.skipped)));
+  }
+}
+
+void match_freeze(ModelInitPlan& plan, const torch::nn::Module& model, const config::LoadedConfig& loaded) {
+  const config::ModelConfig& c = loaded.config.model;
+  const auto named = model.named_parameters();
+  for (const std::string& prefix : c.freeze) {
+    const bool matches =
+        std::any_of(named.begin(), named.end(), [&](const auto& p) { return models::under_prefix(p.key(), prefix); });
+    if (!matches) {
+      std::vector<std::string> top;
+      for (const auto& child : model.named_children()) top.push_back(child.key());
+      throw ConfigError(loaded.sources.at("model.freeze"), "model.freeze",
+                        fmt::format("'{}' matches no parameter of the model; a prefix is a layer's name or a "
+                                    "dotted path inside one (res1.layers), and the model's layers are: {} "
+                                    "(`gputrain model` lists them with their parameters)",
+                                    prefix, fmt::join(top, ", ")));
+    }
+  }
+  plan.freeze = c.freeze;
+  plan.frozen_batchnorm = c.freeze_batchnorm;
+  for (const auto& p : named) {
+    const bool frozen = std::any_of(c.freeze.begin(), c.freeze.end(),
+                                    [&](const std::string& prefix) { return models::under_prefix(p.key(), prefix); });
+    (frozen ? plan.frozen_values : plan.trainable_values) += p.value().numel();
+    plan.frozen_tensors += frozen ? 1 : 0;
+  }
+  if (!c.freeze.empty() && plan.trainable_values == 0) {
+    throw ConfigError(loaded.sources.at("model.freeze"), "model.freeze",
+                      "freezes every parameter, so nothing would train; freeze fewer layers (the new head, at "
+                      "least, must train)");
+  }
+}
+
+}  // namespace
+
+ModelInitPlan resolve_model_init(const config::LoadedConfig& loaded, const torch::nn::Module& model) {
+  ModelInitPlan plan;
+  const config::ModelConfig& c = loaded.config.model;
+  if (c.init_from.empty() && c.freeze.empty()) return plan;
+  if (!c.init_from.empty()) match_file(plan, model, loaded);
+  match_freeze(plan, model, loaded);
+  for (const std::string& line : plan.describe()) spdlog::info("{}", line);
+  return plan;
+}
+
+std::vector<std::string> ModelInitPlan::describe() const {
+  std::vector<std::string> lines;
+  if (!file.empty()) {
+    lines.push_back(fmt::format("model.init_from: {} ({}): {} loaded ({} values)", file, weights,
+                                count_of(static_cast<int64_t>(loaded.size()), "tensor"), loaded_values));
+    if (!skipped.empty()) {
+      lines.push_back(fmt::format("model.init_from: {} skipped, {} values keep their initialisation: {}",
+                                  count_of(static_cast<int64_t>(skipped.size()), "tensor"), skipped_values,
+                                  some_of(skipped)));
+    }
+  }
+  if (!freeze.empty()) {
+    lines.push_back(fmt::format("model.freeze: {} frozen under {} ({} values); {} values train",
+                                count_of(frozen_tensors, "parameter tensor"), fmt::join(freeze, ", "), frozen_values,
+                                trainable_values));
+    lines.push_back(frozen_batchnorm == config::FrozenBatchnorm::kEval
+                        ? "model.freeze_batchnorm: eval (frozen batchnorm layers keep their running statistics)"
+                        : "model.freeze_batchnorm: train (frozen batchnorm layers normalise with each batch and "
+                          "update their running statistics)");
+  }
+  return lines;
+}
+
+}  // namespace gputrain::plan
