@@ -76,6 +76,19 @@ TEST(CpuShare, ReadsTheOtherRunnableThreads) {
   const auto stat = write_text(dir / "stat", "cpu  1 2 3 4\nctxt 99\nprocs_running 3\nprocs_blocked 0\n");
   EXPECT_EQ(read_other_runnable(stat), 2) << "less the thread reading";
   EXPECT_EQ(read_other_runnable(dir / "missing"), 0);
+  EXPECT_EQ(read_other_runnable(stat, 3), 0) << "all three are this process's";
+}
+
+// LibTorch's OpenMP workers spin runnable after a forward pass; counted as
+// other work, they made train.threads: auto choose 1 thread on an idle machine.
+TEST(CpuShare, OwnRunningThreadsAreNotOtherWork) {
+  TempDir dir;
+  write_text(dir / "task" / "100" / "stat", "100 (gputrain) R 1 2 3\n");
+  write_text(dir / "task" / "101" / "stat", "101 (omp (worker)) R 1 2 3\n");
+  write_text(dir / "task" / "102" / "stat", "102 (loader) S 1 2 3\n");
+  EXPECT_EQ(own_running_threads(dir / "task"), 2);
+  EXPECT_EQ(own_running_threads(dir / "missing"), 1) << "the caller, at least";
+  EXPECT_GE(own_running_threads("/proc/self/task"), 1);
 }
 
 // Two CPUs over a window of 10 jiffies each: cpu0 ran 9 busy, cpu1 3, and 2

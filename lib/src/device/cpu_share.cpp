@@ -136,16 +136,27 @@ double other_busy_cpus(const CpuTimes& before, const CpuTimes& after, const std:
   return std::max(0.0, static_cast<double>(busy - (after.own - before.own)) / window);
 }
 
-int read_other_runnable(const std::filesystem::path& stat) {
+int read_other_runnable(const std::filesystem::path& stat, int own_running) {
   std::ifstream in(stat);
   std::string key;
   for (std::string line; std::getline(in, line);) {
     std::istringstream fields(line);
     long running = 0;
     if (fields >> key && key == "procs_running" && fields >> running)
-      return static_cast<int>(std::max(0L, running - 1));
+      return static_cast<int>(std::max(0L, running - own_running));
   }
   return 0;
+}
+
+int own_running_threads(const std::filesystem::path& tasks) {
+  int running = 0;
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    const std::string line = first_line(task.path() / "stat");
+    const std::size_t name_end = line.rfind(')');  // the name may hold spaces and parentheses
+    if (name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'R') ++running;
+  }
+  return std::max(1, running);
 }
 
 CpuShare read_cpu_share(std::chrono::milliseconds min_window) {
@@ -166,7 +177,15 @@ CpuShare read_cpu_share(std::chrono::milliseconds min_window) {
   const auto since_start = std::chrono::steady_clock::now() - start.at;
   if (since_start < min_window) std::this_thread::sleep_for(min_window - since_start);
   share.busy = other_busy_cpus(start.times, read_now().times, mask);
-  share.runnable = read_other_runnable("/proc/stat");
+  // procs_running is one instant: a reader of this process's log, woken for a
+  // line, counts like a busy process. The least of a few samples keeps what stays runnable.
+  constexpr int kRunnableSamples = 5;
+  share.runnable = read_other_runnable("/proc/stat", own_running_threads("/proc/self/task"));
+  for (int sample = 1; sample < kRunnableSamples && share.runnable > 0; ++sample) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    share.runnable =
+        std::min(share.runnable, read_other_runnable("/proc/stat", own_running_threads("/proc/self/task")));
+  }
   return share;
 }
 

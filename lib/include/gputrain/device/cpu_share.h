@@ -65,8 +65,15 @@ CpuTimes read_cpu_times(const std::filesystem::path& stat, const std::filesystem
 // CPU's jiffies in the window. 0 when the readings cannot tell.
 double other_busy_cpus(const CpuTimes& before, const CpuTimes& after, const std::vector<int>& mask);
 
-// procs_running from a /proc/stat-format file, less the calling thread; 0 if unreadable.
-int read_other_runnable(const std::filesystem::path& stat);
+// procs_running from a /proc/stat-format file, less this process's own
+// `own_running` threads (the caller at least); 0 if unreadable.
+int read_other_runnable(const std::filesystem::path& stat, int own_running = 1);
+
+// This process's threads that are running or runnable, in a
+// /proc/self/task-format directory (state R in each thread's stat): LibTorch's
+// OpenMP workers spin a while after a parallel region, and are no other work.
+// At least 1, the caller.
+int own_running_threads(const std::filesystem::path& tasks);
 
 // This process's share, read from sched_getaffinity, /sys/fs/cgroup and /proc.
 // The CPUs' busy time is counted from /proc/stat as it stood when the program
