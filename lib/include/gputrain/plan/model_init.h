@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "gputrain/config/config.h"
 #include <torch/nn/module.h>
+#include "gputrain/config/config.h"
 
 namespace gputrain::plan {
 
