@@ -125,7 +125,7 @@ class Reader {
           tuple_of(stack_.size() - pop_mark());
           break;
         case '}':
-          push(make(Value::Dict{}));
+          push(container(Value::Dict{}));  // SETITEMS may put it inside itself
           break;
         case 'u':
           set_items(pop_mark());
