@@ -7,7 +7,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <variant>
 #include <vector>
 
@@ -372,23 +371,17 @@ NamedTensorList unpickle_state_dict(std::string_view pickle, const StorageRecord
   return out;
 }
 
-NamedTensorList read_state_dict(const std::string& bytes, const std::string& path) {
-  std::istringstream in(bytes);
-  try {
-    caffe2::serialize::PyTorchStreamReader zip(&in);
-    if (!zip.hasRecord("data.pkl")) {
-      throw CheckpointError(fmt::format("{}: is a zip archive without data.pkl: not a file torch.save wrote", path));
-    }
-    const auto read = [&zip](const std::string& name) -> std::optional<std::string> {
-      if (!zip.hasRecord(name)) return std::nullopt;
-      auto [data, size] = zip.getRecord(name);
-      return std::string(static_cast<const char*>(data.get()), size);
-    };
-    const std::optional<std::string> pickle = read("data.pkl");
-    return unpickle_state_dict(*pickle, read, path);
-  } catch (const c10::Error& e) {
-    throw detail::unreadable_zip(path, e);
+NamedTensorList read_state_dict(caffe2::serialize::PyTorchStreamReader& zip, const std::string& path) {
+  if (!zip.hasRecord("data.pkl")) {
+    throw CheckpointError(fmt::format("{}: is a zip archive without data.pkl: not a file torch.save wrote", path));
   }
+  const auto read = [&zip](const std::string& name) -> std::optional<std::string> {
+    if (!zip.hasRecord(name)) return std::nullopt;
+    auto [data, size] = zip.getRecord(name);
+    return std::string(static_cast<const char*>(data.get()), size);
+  };
+  const std::optional<std::string> pickle = read("data.pkl");
+  return unpickle_state_dict(*pickle, read, path);
 }
 
 CheckpointError detail::unreadable_zip(const std::string& path, const c10::Error& error) {

@@ -42,19 +42,6 @@ constexpr const char* kWeightsFiles =
     "a gputrain checkpoint, a model.pt, a state dict written by `gputrain export` or by PyTorch's "
     "torch.save(model.state_dict(), path), or a .safetensors file";
 
-// Whether a zip archive (what torch.save, Module::save and model.pt are) is a
-// TorchScript module archive (model.pt: it has constants.pkl) or torch.save's
-// pickle of a dict; a CheckpointError when it cannot be read as a zip (cut short).
-bool is_module_archive(const std::string& bytes, const std::string& path) {
-  std::istringstream in(bytes);
-  try {
-    caffe2::serialize::PyTorchStreamReader reader(&in);
-    return reader.hasRecord("constants.pkl");
-  } catch (const c10::Error& e) {
-    throw detail::unreadable_zip(path, e);
-  }
-}
-
 // The tensors of a weights file that is not a checkpoint: a .safetensors
 // file, a model.pt, or a state dict (torch.save's zip of a pickled dict).
 detail::NamedTensors weights_file_tensors(const std::string& bytes, const std::string& path) {
@@ -65,7 +52,15 @@ detail::NamedTensors weights_file_tensors(const std::string& bytes, const std::s
                     "a safetensors file or a gputrain checkpoint); give {}",
                     path, kWeightsFiles));
   }
-  if (!is_module_archive(bytes, path)) return read_state_dict(bytes, path);
+  // A zip is a TorchScript module archive (model.pt: it has constants.pkl)
+  // or torch.save's pickle of a dict.
+  std::istringstream in(bytes);
+  try {
+    caffe2::serialize::PyTorchStreamReader zip(&in);
+    if (!zip.hasRecord("constants.pkl")) return read_state_dict(zip, path);
+  } catch (const c10::Error& e) {
+    throw detail::unreadable_zip(path, e);
+  }
   torch::serialize::InputArchive archive = weights_archive(bytes, path);
   return detail::archived_tensors(archive);
 }

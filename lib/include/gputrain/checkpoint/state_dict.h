@@ -16,18 +16,22 @@
 
 #include "gputrain/common/error.h"
 
+namespace caffe2::serialize {
+class PyTorchStreamReader;
+}  // namespace caffe2::serialize
+
 namespace gputrain::checkpoint {
 
 using NamedTensorList = std::vector<std::pair<std::string, torch::Tensor>>;
 
-// The tensors of the state dict whose file bytes are `bytes` (a zip as
-// torch.save writes), in the dict's order, on the CPU. Reads the opcodes
+// The tensors of the state dict in `zip` (a zip as torch.save writes, opened
+// once by the caller, who has asked it what it holds), in the dict's order, on the CPU. Reads the opcodes
 // Python's pickler writes for dicts, OrderedDicts, tuples, numbers, text and
 // tensors (torch._utils._rebuild_tensor_v2 over a persistent storage id),
 // and nothing that runs code. Anything else, a dict holding something other
 // than tensors under text keys, or a file cut short, is a CheckpointError
 // naming `path` and what it found.
-NamedTensorList read_state_dict(const std::string& bytes, const std::string& path);
+NamedTensorList read_state_dict(caffe2::serialize::PyTorchStreamReader& zip, const std::string& path);
 
 // A storage record's bytes by its name in the zip ("data/0"); nullopt when absent.
 using StorageRecord = std::function<std::optional<std::string>(const std::string&)>;
