@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <mutex>
 #include <numeric>
@@ -134,15 +136,13 @@ TEST(DeviceLoader, StopEndsTheEpochAndStartBeginsAnother) {
   EXPECT_EQ(cache.wait_seconds(), 0.0);
 }
 
-TEST(DeviceLoader, MakeBatchLoaderPicksAsSetAndTheDeviceLoaderUnderAutoOnTheCpu) {
+TEST(DeviceLoader, MakeBatchLoaderFollowsTheChoiceAndAutoCachesOnTheCpu) {
   const auto dataset = index_dataset(8);
-  EXPECT_NE(dynamic_cast<DeviceLoader*>(make_batch_loader(dataset, {}, config::Switch::kOn, torch::kCPU).get()),
-            nullptr);
-  EXPECT_NE(dynamic_cast<HostLoader*>(make_batch_loader(dataset, {}, config::Switch::kOff, torch::kCPU).get()),
-            nullptr);
+  EXPECT_NE(dynamic_cast<DeviceLoader*>(make_batch_loader(dataset, {}, {true, "set"}, torch::kCPU).get()), nullptr);
+  EXPECT_NE(dynamic_cast<HostLoader*>(make_batch_loader(dataset, {}, {false, "set"}, torch::kCPU).get()), nullptr);
   // auto: the split is in host memory already, so the batched device path.
-  EXPECT_NE(dynamic_cast<DeviceLoader*>(make_batch_loader(dataset, {}, config::Switch::kAuto, torch::kCPU).get()),
-            nullptr);
+  EXPECT_TRUE(choose_device_cache(config::Switch::kAuto, *dataset, -1, torch::kCPU).on);
+  EXPECT_FALSE(choose_device_cache(config::Switch::kOff, *dataset, -1, torch::kCPU).on);
 }
 
 TEST(DeviceLoader, SameImageBatchesOnTheGpu_CUDA) {
@@ -268,6 +268,27 @@ TEST(DeviceCacheFit, TheSplitMayTakeHalfTheFreeMemory) {
             "the split needs 3.00 GiB on cuda:1, more than half of its 4.00 GiB free");
   EXPECT_EQ(device_cache_blocker(100 * kGiB, -1, torch::Device(torch::kCPU)),
             "");  // the CPU holds the data set already
+}
+
+// Both splits are decided before either is cached (by the run's plan): the
+// test split gets the memory the training split leaves.
+TEST(DeviceCacheFit, TheTestSplitGetsWhatTheTrainingSplitLeaves) {
+  const auto train = index_dataset(64);
+  const auto test = index_dataset(64);
+  const int64_t split = split_bytes(*train);
+  const torch::Device gpu(torch::kCUDA, 0);
+  const DeviceCacheChoices room = choose_device_caches(config::Switch::kAuto, *train, test.get(), 4 * split, gpu);
+  EXPECT_TRUE(room.train.on) << room.train.why;
+  EXPECT_TRUE(room.test.on) << room.test.why;
+  const DeviceCacheChoices tight = choose_device_caches(config::Switch::kAuto, *train, test.get(), 2 * split, gpu);
+  EXPECT_TRUE(tight.train.on) << tight.train.why;
+  EXPECT_FALSE(tight.test.on);
+  EXPECT_NE(tight.test.why.find(fmt::format("more than half of its {:.2f} GiB free",
+                                            static_cast<double>(split) / (1024.0 * 1024.0 * 1024.0))),
+            std::string::npos)
+      << tight.test.why;
+  EXPECT_THROW(choose_device_caches(config::Switch::kOn, *train, test.get(), 2 * split, gpu), DataError);
+  EXPECT_FALSE(choose_device_caches(config::Switch::kAuto, *train, nullptr, 2 * split, gpu).test.on);
 }
 
 }  // namespace

@@ -42,6 +42,12 @@ TEST(RunPlan, ResolvesDevicesStrategyDataAndBatchesInOneCall) {
   EXPECT_EQ(run.test_set->info().samples, 20);
   EXPECT_EQ(run.batch.micro, 16);
   EXPECT_EQ(run.batch.steps_per_epoch, 4);
+  // Both splits' device caches, decided here for the builder and `gputrain plan` alike.
+  EXPECT_TRUE(run.device_cache.train.on);
+  EXPECT_TRUE(run.device_cache.test.on);
+  const RunPlan uncached = resolve_run(run_config({"data.device_cache=off"}), RunRequest{});
+  EXPECT_FALSE(uncached.device_cache.train.on);
+  EXPECT_EQ(uncached.device_cache.test.why, "set");
 }
 
 // Several GPUs under strategy: auto start one ddp worker each; the process

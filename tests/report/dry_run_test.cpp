@@ -66,6 +66,7 @@ TEST_F(DryRunTest, SaysWhatTrainWouldDecide) {
   EXPECT_TRUE(contains(r["fast_paths"], "optim.fused: on (auto: "));
   EXPECT_TRUE(contains(r["fast_paths"], "train.threads: 1 (auto: "));
   EXPECT_TRUE(contains(r["fast_paths"], "data.device_cache: on (auto: "));
+  EXPECT_TRUE(contains(r["fast_paths"], "data.device_cache for the test split: on (auto: "));
   // MLP 8 -> 16 -> 3: 195 float32 weights, as many gradients and momentum buffers.
   EXPECT_EQ(r["memory"]["parameter_bytes"], 195 * 4);
   EXPECT_EQ(r["memory"]["gradient_bytes"], 195 * 4);

@@ -9,7 +9,6 @@
 #include "gputrain/common/strings.h"
 #include "gputrain/data/device_loader.h"
 #include "gputrain/data/host_loader.h"
-#include "gputrain/device/memory.h"
 
 namespace gputrain::data {
 
@@ -93,10 +92,18 @@ DeviceCacheChoice choose_device_cache(config::Switch setting, const Dataset& dat
                             device.str())};
 }
 
+DeviceCacheChoices choose_device_caches(config::Switch setting, const Dataset& train, const Dataset* test,
+                                        int64_t free_bytes, const torch::Device& device) {
+  DeviceCacheChoices choices;
+  choices.train = choose_device_cache(setting, train, free_bytes, device);
+  if (test == nullptr) return choices;
+  if (choices.train.on && free_bytes >= 0) free_bytes -= split_bytes(train);
+  choices.test = choose_device_cache(setting, *test, free_bytes, device);
+  return choices;
+}
+
 std::unique_ptr<BatchLoader> make_batch_loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
-                                               config::Switch device_cache, torch::Device device) {
-  const int64_t free_bytes = device_cache == config::Switch::kOff ? -1 : device::free_memory(device);
-  const DeviceCacheChoice cache = choose_device_cache(device_cache, *dataset, free_bytes, device);
+                                               const DeviceCacheChoice& cache, torch::Device device) {
   // Once per split (training and test): the sample count says which.
   spdlog::info("data.device_cache: {} for {} ({})", cache.on ? "on" : "off",
                count_of(dataset->info().samples, "sample"), cache.why);

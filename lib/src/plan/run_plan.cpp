@@ -7,7 +7,9 @@
 #include "gputrain/common/strings.h"
 #include "gputrain/config/config_errors.h"
 #include "gputrain/config/load.h"
+#include "gputrain/device/cpu_share.h"
 #include "gputrain/device/host_resources.h"
+#include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/parallel/launcher.h"
 #include "gputrain/plan/data_keys.h"
@@ -76,6 +78,14 @@ void plan_model(RunPlan& run) {
         run.model = model_facts(model, info.input_shape);
         run.model_init = resolve_model_init(run.loaded, *model);
       });
+}
+
+// data.device_cache for both splits, with the memory free on the device now.
+void plan_device_cache(RunPlan& run) {
+  const config::Switch setting = run.loaded.config.data.device_cache;
+  const torch::Device device = run.strategy.replicas.front();
+  const int64_t free_bytes = setting != config::Switch::kOff && device.is_cuda() ? device::free_memory(device) : -1;
+  run.device_cache = data::choose_device_caches(setting, *run.train_set, run.test_set.get(), free_bytes, device);
 }
 
 // How each step runs, for the model the plan traced.
@@ -172,6 +182,7 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   run.batch = plan_batches(*sizes, c.data.drop_last, info.samples);
   run.train_loader = data::loader_options(c.data, data::Split::kTrain, run.batch.micro, c.seed);
   run.test_loader = data::loader_options(c.data, data::Split::kTest, run.batch.test, c.seed);
+  if (!launcher_only) problems.attempt([&] { plan_device_cache(run); });
   if (!model_known) return Reached::kBatch;
   plan_steps(run);
   return Reached::kComplete;

@@ -299,12 +299,12 @@ DryRun dry_run(const DryRunRequest& request) {
   if (collected.reached == plan::Reached::kComplete &&
       config::collect_refusal(dry.problems, [&] { facts = measure_step(run, info); })) {
     json fast = run.step.fast.decisions;
-    config::collect_refusal(dry.problems, [&] {
-      const torch::Device device = run.strategy.replicas.front();
-      const data::DeviceCacheChoice cache = data::choose_device_cache(
-          c.data.device_cache, train_set, device.is_cuda() ? device::free_memory(device) : -1, device);
-      fast.push_back(fmt::format("data.device_cache: {} ({})", cache.on ? "on" : "off", cache.why));
-    });
+    const data::DeviceCacheChoices& cache = run.device_cache;
+    fast.push_back(fmt::format("data.device_cache: {} ({})", cache.train.on ? "on" : "off", cache.train.why));
+    if (run.test_set) {
+      fast.push_back(
+          fmt::format("data.device_cache for the test split: {} ({})", cache.test.on ? "on" : "off", cache.test.why));
+    }
     report["fast_paths"] = fast;
     report["memory"] = memory_section(dry, facts, run.strategy, request.meminfo);
   }

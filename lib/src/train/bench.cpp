@@ -69,7 +69,7 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   }
   const optim::LossSpec& loss = plan.loss;
   // A forward pass takes one micro-batch, as in training.
-  const auto source = data::make_batch_loader(dataset, plan.train_loader, c.data.device_cache, device);
+  const auto source = data::make_batch_loader(dataset, plan.train_loader, plan.device_cache.train, device);
   torch::nn::Sequential model = build_planned_model(plan, device);  // frozen parameters take no step
   apply_fast_paths(fast, model);
   models::train_mode(*model, c.model.freeze_batchnorm);

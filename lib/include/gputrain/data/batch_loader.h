@@ -106,12 +106,20 @@ struct DeviceCacheChoice {
 DeviceCacheChoice choose_device_cache(config::Switch setting, const Dataset& dataset, int64_t free_bytes,
                                       const torch::Device& device);
 
-// data.device_cache: on, a DeviceLoader on `device` (the training device,
-// whatever it is), or a DataError when the split does not fit; off, a
-// HostLoader; auto, a DeviceLoader off CUDA (measured faster on the CPU:
-// configs/README.md) and on CUDA when the split fits, else a HostLoader, and
-// the decision logged.
+// data.device_cache for a run's two splits with `free_bytes` free before
+// either is cached: the test split (null for unlabeled data) gets what the
+// training split leaves.
+struct DeviceCacheChoices {
+  DeviceCacheChoice train;
+  DeviceCacheChoice test;
+};
+DeviceCacheChoices choose_device_caches(config::Switch setting, const Dataset& train, const Dataset* test,
+                                        int64_t free_bytes, const torch::Device& device);
+
+// The split's loader as `cache` decided (logged): a DeviceLoader on `device`
+// (the training device, whatever it is; measured faster on the CPU too:
+// configs/README.md), else a HostLoader.
 std::unique_ptr<BatchLoader> make_batch_loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
-                                               config::Switch device_cache, torch::Device device);
+                                               const DeviceCacheChoice& cache, torch::Device device);
 
 }  // namespace gputrain::data

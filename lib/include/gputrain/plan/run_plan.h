@@ -1,6 +1,6 @@
 #pragma once
 // A training run resolved once, before anything is built: the devices, the
-// processes, the strategy, the data sets and their loaders, the loss and the
+// processes, the strategy, the data sets, their loaders and device caches, the loss and the
 // evaluation keys checked against the data, the batches with
 // data.batch_size: auto solved, the model's facts, how each step runs
 // (train.amp on the device and every fast path decided, with its reason) and
@@ -71,6 +71,9 @@ struct RunPlan {
   // The splits' loaders in the plan's batches (training in micro-batches), before a strategy shards them.
   data::LoaderOptions train_loader;
   data::LoaderOptions test_loader;
+  // data.device_cache for each split on the strategy's first device, with the
+  // memory free when the plan was made (rank 0's when this process only starts workers: undecided).
+  data::DeviceCacheChoices device_cache;
   ModelFacts model;          // the model's, traced once on the CPU
   ModelInitPlan model_init;  // model.init_from's tensors that fit, and model.freeze's parameters
   StepPlan step;
