@@ -566,6 +566,15 @@ TEST(FastPathFacts, ImageConvShareIsTheFirstConvolutionsPartOfTheForwardPass) {
   EXPECT_NEAR(model_facts(widening, {1, 28, 28}).image_conv_share, 1.0 / 65, 1e-12);
 }
 
+// The batch solver's candidates are traced for their memory, not their
+// threads: only the run's plan reads the host's load (up to 20 ms a read).
+TEST(FastPathFacts, RunFactsLeaveTheHostsCpusToThePlan) {
+  torch::nn::Sequential mlp(torch::nn::Linear(8, 16));
+  parallel::StrategyPlan single;
+  single.replicas = {torch::Device(torch::kCPU)};
+  EXPECT_FALSE(plan::run_facts(model_facts(mlp, {8}), single, 4, 1, config::AmpMode::kOff).cpus);
+}
+
 TEST(FastPathPlan, ASettingWinsAndForeachTurnsAutoFusedOff) {
   config::ExperimentConfig c;
   c.optim.foreach = true;

@@ -83,7 +83,6 @@ RunFacts run_facts(const ModelFacts& model, const parallel::StrategyPlan& strate
   facts.micro_batch = micro_batch;
   facts.accumulation = accumulation;
   facts.amp = amp;
-  facts.cpus = device::read_cpu_share();
   return facts;
 }
 

@@ -95,7 +95,9 @@ void plan_steps(RunPlan& run) {
   step.grad_clip = c.train.grad_clip;
   step.on_nan = c.train.on_nan;
   step.zero_grad_in_place = run.strategy.kind == parallel::StrategyKind::kDistributed && c.ddp.gradient_as_bucket_view;
-  step.fast = plan_fast_paths(c, run_facts(run.model, run.strategy, run.batch.micro, run.batch.accumulation, step.amp));
+  RunFacts facts = run_facts(run.model, run.strategy, run.batch.micro, run.batch.accumulation, step.amp);
+  facts.cpus = device::read_cpu_share();
+  step.fast = plan_fast_paths(c, facts);
   run.optim = resolved_optim(c.optim, step.fast);
 }
 

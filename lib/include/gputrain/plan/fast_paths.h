@@ -71,16 +71,17 @@ struct RunFacts {
   int64_t micro_batch = 0;
   int64_t accumulation = 1;                     // micro-batches per optimizer step, as the plan resolved them
   config::AmpMode amp = config::AmpMode::kOff;  // train.amp as the plan resolved it
-  // The host's CPUs as this process sees them (device::read_cpu_share); unread
-  // (tests): a model big enough for several threads keeps LibTorch's default.
+  // The host's CPUs as this process sees them (device::read_cpu_share), read
+  // by the run's plan only; unread (the step-memory probe, tests): a model big
+  // enough for several threads keeps LibTorch's default.
   std::optional<device::CpuShare> cpus;
 
   int64_t micro_batch_macs() const { return model.sample_macs * micro_batch; }
 };
 
 // The facts of `model` run by `strategy` (on its first device) in
-// micro-batches of `micro_batch`, `accumulation` a step, under `amp`, with
-// the host's CPUs read.
+// micro-batches of `micro_batch`, `accumulation` a step, under `amp`; the
+// host's CPUs unread.
 RunFacts run_facts(const ModelFacts& model, const parallel::StrategyPlan& strategy, int64_t micro_batch,
                    int64_t accumulation, config::AmpMode amp);
 
