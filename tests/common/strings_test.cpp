@@ -68,7 +68,6 @@ TEST(Errors, ConfigErrorReadsLikeACompilerError) {
 
 TEST(Errors, ExitCodesByKind) {
   EXPECT_EQ(DataError("x").code(), ExitCode::kUserInput);
-  EXPECT_EQ(DeviceError("x").code(), ExitCode::kUserInput);
   EXPECT_EQ(CheckpointError("x").code(), ExitCode::kUserInput);
   EXPECT_EQ(DistributedError("x").code(), ExitCode::kRuntime);
   EXPECT_EQ(Interrupted("x").code(), ExitCode::kInterrupted);

@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-#include "gputrain/config/load.h"
 #include "gputrain/device/resolve.h"
 
 namespace gputrain::device {
@@ -25,20 +24,30 @@ DeviceInventory machine(int count, std::optional<std::string> visible = std::nul
   return inventory;
 }
 
-config::LoadedConfig cfg(const std::string& yaml) { return config::load_config_text(yaml, "exp.yaml"); }
+const config::DeviceRequest kAuto{};
+const config::DeviceRequest kCpu{DeviceKind::kCpu, std::nullopt};
+const config::DeviceRequest kCuda{DeviceKind::kCuda, std::nullopt};
+const config::GpuSelection kAll{};
 
-std::string device_error(const std::string& yaml, const DeviceInventory& inventory) {
+config::DeviceRequest cuda(int64_t index) { return {DeviceKind::kCuda, index}; }
+config::GpuSelection gpus(std::vector<int64_t> indices) { return {false, std::move(indices)}; }
+
+// "key: problem": resolve_devices names the key only, and the run's plan
+// places it in the file (RunPlan.DeviceErrorsPointAtTheirKey).
+std::string device_error(const config::DeviceRequest& device, const config::GpuSelection& selection,
+                         const DeviceInventory& inventory) {
   try {
-    resolve_devices(cfg(yaml), inventory);
-  } catch (const DeviceError& e) {
-    return e.what();
+    resolve_devices(device, selection, inventory);
+  } catch (const ConfigError& e) {
+    EXPECT_FALSE(e.where().known()) << e.what();
+    return e.key() + ": " + e.problem();
   }
-  ADD_FAILURE() << "no DeviceError for " << yaml;
+  ADD_FAILURE() << "no ConfigError for device " << device.text();
   return "";
 }
 
 TEST(ResolveDevices, AutoPicksCudaWhenAvailable) {
-  const DevicePlan plan = resolve_devices(cfg("device: auto"), machine(2));
+  const DevicePlan plan = resolve_devices(kAuto, kAll, machine(2));
   EXPECT_EQ(plan.kind, DeviceKind::kCuda);
   EXPECT_EQ(plan.gpus, (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(plan.primary(), torch::Device(torch::kCUDA, 0));
@@ -46,7 +55,7 @@ TEST(ResolveDevices, AutoPicksCudaWhenAvailable) {
 }
 
 TEST(ResolveDevices, AutoFallsBackToCpuAndSaysWhy) {
-  const DevicePlan plan = resolve_devices(cfg("device: auto"), machine(0));
+  const DevicePlan plan = resolve_devices(kAuto, kAll, machine(0));
   EXPECT_EQ(plan.kind, DeviceKind::kCpu);
   EXPECT_TRUE(plan.gpus.empty());
   EXPECT_EQ(plan.primary(), torch::Device(torch::kCPU));
@@ -56,75 +65,65 @@ TEST(ResolveDevices, AutoFallsBackToCpuAndSaysWhy) {
 
 // Issue 20: a gpus list on a run without GPUs was silently ignored.
 TEST(ResolveDevices, AGpusListOnACpuRunIsAnErrorNotIgnored) {
-  const std::string on_cpu = device_error("device: cpu\ngpus: [1]\n", machine(2));
-  EXPECT_NE(on_cpu.find("exp.yaml:2:7: gpus: selects GPUs, but the run is on the CPU (device: cpu requested)"),
-            std::string::npos)
+  const std::string on_cpu = device_error(kCpu, gpus({1}), machine(2));
+  EXPECT_NE(on_cpu.find("gpus: selects GPUs, but the run is on the CPU (device: cpu requested)"), std::string::npos)
       << on_cpu;
-  const std::string fell_back = device_error("gpus: [0, 1, 2, 3]\n", machine(0));
+  const std::string fell_back = device_error(kAuto, gpus({0, 1, 2, 3}), machine(0));
   EXPECT_NE(fell_back.find("the run is on the CPU (device: auto chose the CPU because CUDA is not available"),
             std::string::npos)
       << fell_back;
   EXPECT_NE(fell_back.find("remove gpus:"), std::string::npos);
-  EXPECT_EQ(resolve_devices(cfg("device: cpu\ngpus: all\n"), machine(2)).kind, DeviceKind::kCpu);
+  EXPECT_EQ(resolve_devices(kCpu, kAll, machine(2)).kind, DeviceKind::kCpu);
 }
 
 TEST(ResolveDevices, AutoOnTheCpuDespiteADriverWarns) {
   DeviceInventory old_driver = machine(0);
   old_driver.nvidia_driver_version = "535.104.05";
   old_driver.cuda_unavailable_reason = "the NVIDIA driver 535.104.05 runs CUDA 12.2 at most, but ...";
-  const DevicePlan plan = resolve_devices(cfg("device: auto"), old_driver);
+  const DevicePlan plan = resolve_devices(kAuto, kAll, old_driver);
   EXPECT_EQ(plan.kind, DeviceKind::kCpu);
   EXPECT_NE(plan.warning.find("training on the CPU although an NVIDIA driver (535.104.05) is installed: the NVIDIA "
                               "driver 535.104.05 runs CUDA 12.2"),
             std::string::npos)
       << plan.warning;
-  const std::string what = device_error("device: cuda", old_driver);
+  const std::string what = device_error(kCuda, kAll, old_driver);
   EXPECT_NE(what.find("runs CUDA 12.2 at most"), std::string::npos) << what;
 }
 
 TEST(ResolveDevices, CudaWithoutGpuIsAnErrorNotAFallback) {
-  const std::string what = device_error("name: x\ndevice: cuda\n", machine(0));
-  EXPECT_NE(what.find("exp.yaml:2:9: device: 'cuda' was requested but CUDA is not available"), std::string::npos)
-      << what;
-  EXPECT_NE(device_error("device: cuda:0", machine(0)).find("not available"), std::string::npos);
+  const std::string what = device_error(kCuda, kAll, machine(0));
+  EXPECT_NE(what.find("device: 'cuda' was requested but CUDA is not available"), std::string::npos) << what;
+  EXPECT_NE(device_error(cuda(0), kAll, machine(0)).find("not available"), std::string::npos);
 }
 
 TEST(ResolveDevices, GpuListSelectsAndChecksRange) {
-  const DevicePlan plan = resolve_devices(cfg("gpus: [1]"), machine(2));
+  const DevicePlan plan = resolve_devices(kAuto, gpus({1}), machine(2));
   EXPECT_EQ(plan.gpus, (std::vector<int64_t>{1}));
-  const std::string what = device_error("device: cuda\ngpus: [0, 2]\n", machine(2, "4,5"));
-  EXPECT_NE(what.find("exp.yaml:2:7: gpus: GPU 2 is not visible"), std::string::npos) << what;
+  const std::string what = device_error(kCuda, gpus({0, 2}), machine(2, "4,5"));
+  EXPECT_NE(what.find("gpus: GPU 2 is not visible"), std::string::npos) << what;
   EXPECT_NE(what.find("0: Test GPU (physical 4), 1: Test GPU (physical 5)"), std::string::npos) << what;
   EXPECT_NE(what.find("CUDA_VISIBLE_DEVICES='4,5'"), std::string::npos) << what;
 }
 
 TEST(ResolveDevices, ExplicitCudaIndex) {
-  const DevicePlan plan = resolve_devices(cfg("device: cuda:1"), machine(2));
+  const DevicePlan plan = resolve_devices(cuda(1), kAll, machine(2));
   EXPECT_EQ(plan.gpus, (std::vector<int64_t>{1}));
   EXPECT_EQ(plan.primary(), torch::Device(torch::kCUDA, 1));
-  EXPECT_NE(device_error("device: cuda:2", machine(2)).find("GPU 2 is not visible"), std::string::npos);
-  EXPECT_NE(device_error("device: cuda:0\ngpus: [1]", machine(2)).find("not both"), std::string::npos);
+  EXPECT_NE(device_error(cuda(2), kAll, machine(2)).find("GPU 2 is not visible"), std::string::npos);
+  EXPECT_NE(device_error(cuda(0), gpus({1}), machine(2)).find("not both"), std::string::npos);
 }
 
 TEST(ResolveDevices, MaskedMachineUsesLogicalIndices) {
   // CUDA_VISIBLE_DEVICES=3 leaves one device, logical 0, physical 3.
-  const DevicePlan plan = resolve_devices(cfg("device: cuda\ngpus: [0]"), machine(1, "3"));
+  const DevicePlan plan = resolve_devices(kCuda, gpus({0}), machine(1, "3"));
   EXPECT_EQ(plan.gpus, (std::vector<int64_t>{0}));
-  EXPECT_NE(device_error("gpus: [1]", machine(1, "3")).find("(physical 3)"), std::string::npos);
+  EXPECT_NE(device_error(kAuto, gpus({1}), machine(1, "3")).find("(physical 3)"), std::string::npos);
 }
 
 TEST(ResolveDevices, CpuAndMps) {
-  EXPECT_EQ(resolve_devices(cfg("device: cpu"), machine(2)).kind, DeviceKind::kCpu);
-  EXPECT_NE(device_error("device: mps", machine(0)).find("MPS (Apple GPU) is not available"), std::string::npos);
-}
-
-TEST(ResolveDevices, OverriddenDeviceErrorCitesTheSet) {
-  try {
-    resolve_devices(config::load_config_text("", "exp.yaml", {"device=cuda"}), machine(0));
-    FAIL();
-  } catch (const DeviceError& e) {
-    EXPECT_NE(std::string(e.what()).find("--set #1 (device=cuda): device:"), std::string::npos) << e.what();
-  }
+  EXPECT_EQ(resolve_devices(kCpu, kAll, machine(2)).kind, DeviceKind::kCpu);
+  EXPECT_NE(device_error({DeviceKind::kMps, std::nullopt}, kAll, machine(0)).find("MPS (Apple GPU) is not available"),
+            std::string::npos);
 }
 
 }  // namespace

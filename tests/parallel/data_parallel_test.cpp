@@ -10,6 +10,7 @@
 
 #include "gputrain/config/load.h"
 #include "gputrain/parallel/strategy.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/step/amp.h"
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
@@ -32,7 +33,7 @@ train: {epochs: 2, log_every: 1000}
 }
 
 torch::nn::Sequential train(const std::vector<std::string>& overrides) {
-  train::Trainer trainer(cfg(overrides), device::DevicePlan{});
+  train::Trainer trainer(plan::resolve_run(cfg(overrides), device::DevicePlan{}, {}));
   train::TrainObserver quiet;
   trainer.fit(quiet);
   return trainer.model();
@@ -59,7 +60,7 @@ TEST(DataParallel, FrozenLayersStayAsTheyWereAndTheRestTrainsAsOnOneDevice) {
     std::vector<std::string> overrides = frozen;
     overrides.push_back(kernel);
     overrides.push_back("strategy=single");
-    train::Trainer start(cfg(overrides), device::DevicePlan{});
+    train::Trainer start(plan::resolve_run(cfg(overrides), device::DevicePlan{}, {}));
     std::map<std::string, torch::Tensor> before;
     for (const auto& t : start.model()->named_parameters()) before[t.key()] = t.value().detach().clone();
     for (const auto& t : start.model()->named_buffers()) before[t.key()] = t.value().detach().clone();
@@ -163,33 +164,61 @@ TEST(DataParallel, MakingReplicasDrawsNothingFromTheGlobalGenerator) {
   EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
 }
 
+StrategyKeys keys(config::StrategyName strategy = config::StrategyName::kAuto, int64_t dp_replicas = 0) {
+  StrategyKeys k;
+  k.strategy = strategy;
+  k.dp.replicas = dp_replicas;
+  return k;
+}
+
 // The plan carries the strategy's options, so that make_strategy needs no config.
 TEST(StrategyPlan, CarriesTheStrategysOptions) {
-  const StrategyPlan plan = plan_strategy(cfg({"train.log_replicas=true", "ddp.timeout_s=7"}), {}, {});
+  StrategyKeys logged = keys();
+  logged.log_replicas = true;
+  logged.ddp.timeout_s = 7;
+  const StrategyPlan plan = plan_strategy(logged, {}, {});
   EXPECT_TRUE(plan.log_replicas);
   EXPECT_EQ(plan.timeout_s, 7);
-  EXPECT_FALSE(plan_strategy(cfg({}), {}, {}).log_replicas);
+  EXPECT_FALSE(plan_strategy(keys(), {}, {}).log_replicas);
+}
+
+// Errors name their key only: the run's plan places them in the file.
+std::string refusal(const StrategyKeys& k, const device::DevicePlan& devices, const LaunchInfo& launch) {
+  try {
+    plan_strategy(k, devices, launch);
+  } catch (const ConfigError& e) {
+    EXPECT_FALSE(e.where().known()) << e.what();
+    return e.key() + ": " + e.problem();
+  }
+  ADD_FAILURE() << "no ConfigError";
+  return "";
 }
 
 TEST(StrategyPlan, AutoAndExplicitChoices) {
+  using config::StrategyName;
   const device::DevicePlan cpu;
-  EXPECT_EQ(plan_strategy(cfg({}), cpu, {}).kind, StrategyKind::kSingle);
-  EXPECT_EQ(plan_strategy(cfg({"strategy=dp", "dp.replicas=3"}), cpu, {}).replicas.size(), 3u);
+  EXPECT_EQ(plan_strategy(keys(), cpu, {}).kind, StrategyKind::kSingle);
+  EXPECT_EQ(plan_strategy(keys(StrategyName::kDp, 3), cpu, {}).replicas.size(), 3u);
   LaunchInfo launched;
   launched.world_size = 2;
-  EXPECT_EQ(plan_strategy(cfg({}), cpu, launched).kind, StrategyKind::kDistributed);
-  EXPECT_THROW(plan_strategy(cfg({"strategy=dp"}), cpu, launched), ConfigError);
+  EXPECT_EQ(plan_strategy(keys(), cpu, launched).kind, StrategyKind::kDistributed);
+  EXPECT_EQ(refusal(keys(StrategyName::kDp), cpu, launched),
+            "strategy: 'dp' cannot run as one of 2 launched processes (WORLD_SIZE=2); use strategy: ddp or auto");
 
   device::DevicePlan two_gpus;
   two_gpus.kind = device::DeviceKind::kCuda;
   two_gpus.gpus = {0, 1};
-  const StrategyPlan dp = plan_strategy(cfg({"device=cuda", "strategy=dp"}), two_gpus, {});
+  const StrategyPlan dp = plan_strategy(keys(StrategyName::kDp), two_gpus, {});
   EXPECT_EQ(dp.kind, StrategyKind::kDataParallel);
   EXPECT_EQ(dp.replicas, (std::vector<torch::Device>{torch::Device("cuda:0"), torch::Device("cuda:1")}));
-  EXPECT_EQ(plan_strategy(cfg({"device=cuda"}), two_gpus, {}).kind, StrategyKind::kSingle);  // auto: never dp
-  EXPECT_THROW(plan_strategy(cfg({"device=cuda", "strategy=dp", "dp.replicas=3"}), two_gpus, {}), ConfigError);
+  EXPECT_EQ(plan_strategy(keys(), two_gpus, {}).kind, StrategyKind::kSingle);  // auto: never dp
+  EXPECT_NE(refusal(keys(StrategyName::kDp, 3), two_gpus, {}).find("dp.replicas: 3 replicas asked for but 2 GPUs"),
+            std::string::npos);
+  StrategyKeys nccl = keys(StrategyName::kDdp);
+  nccl.ddp.backend = config::DdpBackend::kNccl;
+  EXPECT_NE(refusal(nccl, cpu, {}).find("ddp.backend: nccl runs between CUDA GPUs only"), std::string::npos);
   launched.local_rank = 1;
-  EXPECT_EQ(plan_strategy(cfg({"device=cuda"}), two_gpus, launched).replicas.front(), torch::Device("cuda:1"));
+  EXPECT_EQ(plan_strategy(keys(), two_gpus, launched).replicas.front(), torch::Device("cuda:1"));
 }
 
 // Slurm's --gpus-per-task=1 shows each task one GPU while SLURM_LOCALID runs 0..N-1.
@@ -200,13 +229,13 @@ TEST(StrategyPlan, EachTaskOfOneVisibleGpuUsesIt) {
   LaunchInfo task;
   task.world_size = 4;
   task.rank = task.local_rank = 3;
-  const StrategyPlan plan = plan_strategy(cfg({"device=cuda"}), one_gpu, task);
+  const StrategyPlan plan = plan_strategy(keys(), one_gpu, task);
   EXPECT_EQ(plan.replicas.front(), torch::Device("cuda:0"));
   EXPECT_NE(plan.reason.find("local rank 3 uses cuda:0, the one GPU it sees"), std::string::npos) << plan.reason;
 
   device::DevicePlan two_gpus = one_gpu;
   two_gpus.gpus = {0, 1};
-  const StrategyPlan wrapped = plan_strategy(cfg({"device=cuda"}), two_gpus, task);
+  const StrategyPlan wrapped = plan_strategy(keys(), two_gpus, task);
   EXPECT_EQ(wrapped.replicas.front(), torch::Device("cuda:1"));
   EXPECT_NE(wrapped.reason.find("local rank 3 uses cuda:1 (local rank modulo the 2 selected GPUs)"), std::string::npos)
       << wrapped.reason;

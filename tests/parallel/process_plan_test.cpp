@@ -3,7 +3,6 @@
 // CUDA graph off and sums gradients one parameter at a time on one thread.
 #include <gtest/gtest.h>
 
-#include "gputrain/config/load.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/launcher.h"
 #include "gputrain/parallel/strategy.h"
@@ -14,22 +13,35 @@ namespace {
 
 using gputrain::testing::machine;
 
-config::LoadedConfig cfg(const std::vector<std::string>& overrides = {}) {
-  return config::load_config_text("data: {dataset: random}\nmodel: {name: mlp}\n", "exp.yaml", overrides);
-}
-
 struct Decision {
   ProcessPlan processes;
   std::vector<StrategyPlan> ranks;  // what each started worker runs; this process's plan when none
 };
 
-Decision decide(int gpus, const std::vector<std::string>& overrides = {}, LaunchInfo launch = {},
-                std::optional<int64_t> nproc = std::nullopt) {
-  const config::LoadedConfig loaded = cfg(overrides);
-  const device::DevicePlan devices = device::resolve_devices(loaded, machine(gpus));
-  Decision d{plan_processes(loaded, devices, launch, nproc), {}};
-  d.ranks = d.processes.workers > 0 ? check_local_workers(loaded, devices, d.processes.workers)
-                                    : std::vector<StrategyPlan>{plan_strategy(loaded, devices, launch)};
+// The keys of a run that says only `gpus:` and `strategy:` (each left at
+// all and auto by default), on a machine with `gpus` GPUs.
+struct Run {
+  config::GpuSelection selection;
+  StrategyKeys keys;
+};
+
+Run selecting(std::vector<int64_t> gpus) {
+  Run run;
+  run.selection = {false, std::move(gpus)};
+  return run;
+}
+
+Run with_strategy(config::StrategyName strategy) {
+  Run run;
+  run.keys.strategy = strategy;
+  return run;
+}
+
+Decision decide(int gpus, const Run& run = {}, LaunchInfo launch = {}, std::optional<int64_t> nproc = std::nullopt) {
+  const device::DevicePlan devices = device::resolve_devices({}, run.selection, machine(gpus));
+  Decision d{plan_processes(run.keys.strategy, devices, launch, nproc), {}};
+  d.ranks = d.processes.workers > 0 ? check_local_workers(run.keys, devices, d.processes.workers)
+                                    : std::vector<StrategyPlan>{plan_strategy(run.keys, devices, launch)};
   return d;
 }
 
@@ -63,22 +75,21 @@ TEST(ProcessPlan, AutoOnSeveralGpusStartsOneNcclWorkerPerGpuNeverDp) {
 
 // A process that has several GPUs and is not a worker (bench, a test) trains on one, not with dp.
 TEST(ProcessPlan, AutoInOneProcessOfSeveralGpusIsSingleNotDp) {
-  const config::LoadedConfig loaded = cfg();
-  const StrategyPlan plan = plan_strategy(loaded, device::resolve_devices(loaded, machine(8)), {});
+  const StrategyPlan plan = plan_strategy({}, device::resolve_devices({}, {}, machine(8)), {});
   EXPECT_EQ(plan.kind, StrategyKind::kSingle);
   EXPECT_EQ(plan.reason, "auto: one process uses cuda:0 only of the 8 selected GPUs");
 }
 
 TEST(ProcessPlan, DpAndSingleStayInOneProcessWhenAskedFor) {
-  const Decision dp = decide(8, {"strategy=dp"});
+  const Decision dp = decide(8, with_strategy(config::StrategyName::kDp));
   EXPECT_EQ(dp.processes.workers, 0);
   EXPECT_EQ(dp.ranks.front().kind, StrategyKind::kDataParallel);
   EXPECT_EQ(dp.ranks.front().replicas.size(), 8u);
-  const Decision single = decide(2, {"strategy=single"});
+  const Decision single = decide(2, with_strategy(config::StrategyName::kSingle));
   EXPECT_EQ(single.processes.workers, 0);
   EXPECT_EQ(single.ranks.front().kind, StrategyKind::kSingle);
-  EXPECT_EQ(decide(2, {"gpus=[1]"}).processes.workers, 0);  // one GPU selected
-  EXPECT_EQ(decide(8, {"gpus=[2, 5]"}).ranks.back().replicas.front(), torch::Device("cuda:5"));
+  EXPECT_EQ(decide(2, selecting({1})).processes.workers, 0);  // one GPU selected
+  EXPECT_EQ(decide(8, selecting({2, 5})).ranks.back().replicas.front(), torch::Device("cuda:5"));
 }
 
 TEST(ProcessPlan, ALauncherOrNprocDecidesInstead) {
@@ -94,7 +105,7 @@ TEST(ProcessPlan, ALauncherOrNprocDecidesInstead) {
   const Decision asked = decide(8, {}, {}, 2);
   EXPECT_EQ(asked.processes.workers, 2);
   EXPECT_EQ(asked.processes.reason, "2 local workers (train --nproc 2)");
-  EXPECT_EQ(decide(0, {"device=cpu"}, {}, 2).ranks.front().backend, config::DdpBackend::kGloo);
+  EXPECT_EQ(decide(0, {}, {}, 2).ranks.front().backend, config::DdpBackend::kGloo);
 }
 
 }  // namespace

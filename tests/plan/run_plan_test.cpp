@@ -91,6 +91,57 @@ TEST(RunPlan, CollectingListsEveryProblemAndResolvesTheRest) {
   EXPECT_EQ(run.plan.batch.steps_per_epoch, 4);
 }
 
+std::string strict_error(const config::LoadedConfig& loaded, const RunRequest& request) {
+  try {
+    resolve_run(loaded, request);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ConfigError";
+  return "";
+}
+
+// The device and strategy components name only their keys; the plan places
+// each at its line, strict or collecting, and a --set at its override.
+TEST(RunPlan, DeviceAndStrategyErrorsPointAtTheirKey) {
+  const auto loaded = [](const std::string& keys) {
+    return config::load_config_text("seed: 3\n" + keys +
+                                        "data: {dataset: synthetic, samples: 100, test_samples: 20, features: 8, "
+                                        "classes: 3, batch_size: 32, num_workers: 0, pin_memory: false}\n"
+                                        "model: {name: mlp, hidden: [16]}\n",
+                                    "exp.yaml");
+  };
+  RunRequest cpu_only;
+  cpu_only.inventory = machine(0);
+  EXPECT_NE(strict_error(loaded("device: cuda\n"), cpu_only)
+                .find("exp.yaml:2:9: device: 'cuda' was requested but CUDA is not available"),
+            std::string::npos);
+  RunRequest two_gpus;
+  two_gpus.inventory = machine(2);
+  EXPECT_NE(
+      strict_error(loaded("device: cuda\ngpus: [0, 2]\n"), two_gpus).find("exp.yaml:3:7: gpus: GPU 2 is not visible"),
+      std::string::npos);
+  RunRequest launched;
+  launched.launch.world_size = 2;
+  EXPECT_NE(strict_error(loaded("strategy: dp\n"), launched)
+                .find("exp.yaml:2:11: strategy: 'dp' cannot run as one of 2 launched processes"),
+            std::string::npos);
+  EXPECT_NE(strict_error(run_config({"device=cuda"}), cpu_only).find("--set #1 (device=cuda): device: 'cuda'"),
+            std::string::npos);
+
+  const CollectedRun collected = collect_run(loaded("device: cuda\nstrategy: dp\n"), launched);
+  ASSERT_EQ(collected.problems.size(), 2U);
+  EXPECT_TRUE(any_contains(collected.problems, "exp.yaml:2:9: device:")) << collected.problems.front();
+  EXPECT_TRUE(any_contains(collected.problems, "exp.yaml:3:11: strategy:")) << collected.problems.back();
+
+  try {
+    resolve_saved_weights(loaded("device: cuda\n"), machine(0), WeightsUse::kTest);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("exp.yaml:2:9: device:"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RunPlan, CollectingStopsBeforeTheBatchWithoutData) {
   const CollectedRun run =
       collect_run(run_config({"data={dataset: npy, root: /nonexistent/gputrain-data}"}), RunRequest{});

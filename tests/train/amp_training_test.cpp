@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "gputrain/config/load.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/train/trainer.h"
 #include "support/paths.h"
 
@@ -15,7 +16,7 @@ constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
 double test_accuracy(const std::string& amp) {
   const auto loaded = config::load_config(std::string(testing::kSourceDir) + "/configs/fashion_mnist.yaml",
                                           {"device=cpu", "train.epochs=2", "train.amp=" + amp, "data.num_workers=1"});
-  Trainer trainer(loaded, device::DevicePlan{});
+  Trainer trainer(plan::resolve_run(loaded, device::DevicePlan{}, {}));
   TrainObserver quiet;
   return trainer.fit(quiet).last_test.accuracy();
 }
@@ -35,7 +36,7 @@ TEST(AmpTraining, Fp16WhereAutoChoseTheCpuIsAConfigError) {
       "train: {amp: fp16}\n",
       "amp.yaml");
   try {
-    Trainer trainer(loaded, device::DevicePlan{});
+    Trainer trainer(plan::resolve_run(loaded, device::DevicePlan{}, {}));
     FAIL() << "fp16 on the CPU was accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("amp.yaml:4:14: train.amp: fp16 autocast needs CUDA; on CPU use bf16"),

@@ -140,7 +140,7 @@ parallel::StrategyPlan cpu_single() {
 struct Quiet : TrainObserver {};
 
 std::vector<torch::Tensor> trained(const config::LoadedConfig& loaded) {
-  Trainer trainer(loaded, device::DevicePlan{});
+  Trainer trainer(plan::resolve_run(loaded, device::DevicePlan{}, {}));
   Quiet quiet;
   trainer.fit(quiet);
   std::vector<torch::Tensor> params;

@@ -17,6 +17,7 @@
 #include "gputrain/device/probe.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/plan/fast_paths.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/step/backends.h"
 #include "gputrain/train/bench.h"
 #include "gputrain/train/trainer.h"
@@ -35,9 +36,14 @@ using plan::resolve_matmul_precision;
 using plan::RunFacts;
 using step::configure_backends;
 
+// `loaded`'s device keys resolved on this machine's devices.
+device::DevicePlan probed_devices(const config::LoadedConfig& loaded) {
+  return device::resolve_devices(loaded.config.device, loaded.config.gpus, device::probe_devices(std::nullopt));
+}
+
 // `loaded` resolved for this machine's devices, as `gputrain bench` resolves it.
 plan::RunPlan on_visible_devices(const config::LoadedConfig& loaded) {
-  return plan::resolve_run(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)), {});
+  return plan::resolve_run(loaded, probed_devices(loaded), {});
 }
 
 struct Quiet : TrainObserver {};
@@ -68,7 +74,7 @@ train: {epochs: 1, log_every: 100}
 
   static std::vector<torch::Tensor> trained(const config::LoadedConfig& loaded, const device::DevicePlan& devices = {},
                                             const parallel::LaunchInfo& launch = {}) {
-    Trainer trainer(loaded, devices, launch);
+    Trainer trainer(plan::resolve_run(loaded, devices, launch));
     Quiet quiet;
     trainer.fit(quiet);
     std::vector<torch::Tensor> params;
@@ -193,7 +199,7 @@ TEST_F(FastPathRuns, CudaGraphTrainsLikeEagerSteps_CUDA) {
   auto on_gpu = [](std::vector<std::string> overrides) {
     overrides.insert(overrides.end(), {"device=cuda", "optim.fused=true", "data.drop_last=true", "train.epochs=4"});
     const auto loaded = cifar(overrides);
-    return trained(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)));
+    return trained(loaded, probed_devices(loaded));
   };
   expect_equal(on_gpu({"train.cuda_graph=true"}), on_gpu({}), 1e-4);
   // Each group's lr is a device tensor the graph reads, rewritten every step by the schedule.
@@ -206,7 +212,7 @@ std::vector<torch::Tensor> graphed_on_gpu(std::vector<std::string> overrides, bo
   overrides.insert(overrides.end(), {"device=cuda", "optim.fused=true", "train.epochs=4",
                                      graph ? "train.cuda_graph=true" : "train.cuda_graph=false"});
   const auto loaded = FastPathRunsAccess::cifar(overrides);
-  return FastPathRunsAccess::trained(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)));
+  return FastPathRunsAccess::trained(loaded, probed_devices(loaded));
 }
 
 TEST_F(FastPathRuns, CudaGraphClipsLikeEagerSteps_CUDA) {
@@ -258,7 +264,7 @@ TEST_F(FastPathRuns, CudaGraphRunsTheForeachStepLikeEagerSteps_CUDA) {
                                          graph ? "train.cuda_graph=true" : "train.cuda_graph=false"};
       overrides.insert(overrides.end(), optimizer.begin(), optimizer.end());
       const auto loaded = cifar(overrides);
-      return trained(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)));
+      return trained(loaded, probed_devices(loaded));
     };
     expect_equal(on_gpu(true), on_gpu(false), 1e-4);
   }
@@ -274,7 +280,7 @@ TEST_F(FastPathRuns, CudaGraphCapturesDdpsAllReduce_CUDA) {
                                graph ? "train.cuda_graph=true" : "train.cuda_graph=false"});
     parallel::LaunchInfo launch;
     launch.master_port = testing::free_port();
-    return trained(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)), launch);
+    return trained(loaded, probed_devices(loaded), launch);
   };
   expect_equal(under_ddp(true), under_ddp(false), 1e-4);
 }
@@ -287,7 +293,7 @@ TEST_F(FastPathRuns, CudaGraphRunsTheShortLastBatchEagerly_CUDA) {
   auto on_gpu = [](std::vector<std::string> overrides) {
     overrides.insert(overrides.end(), {"device=cuda", "optim.fused=true", "train.epochs=4"});
     const auto loaded = cifar(overrides);
-    return trained(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)));
+    return trained(loaded, probed_devices(loaded));
   };
   expect_equal(on_gpu({"train.cuda_graph=true"}), on_gpu({"train.cuda_graph=false"}), 1e-4);
 }
@@ -306,7 +312,7 @@ TEST_F(FastPathRuns, CudaGraphShortBatchesKeepMemoryFlat_CUDA) {
     }
   };
   const auto loaded = cifar({"device=cuda", "optim.fused=true", "train.cuda_graph=true", "train.epochs=40"});
-  Trainer trainer(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)));
+  Trainer trainer(plan::resolve_run(loaded, probed_devices(loaded), {}));
   MemoryPerEpoch memory;
   trainer.fit(memory);
   ASSERT_EQ(memory.allocated.size(), 40U);
@@ -322,7 +328,7 @@ TEST_F(FastPathRuns, AutoOnTheGpuTrainsLikeEveryFastPathOff_CUDA) {
   auto on_gpu = [](std::vector<std::string> overrides) {
     overrides.insert(overrides.end(), {"device=cuda", "train.epochs=4"});
     const auto loaded = cifar(overrides);
-    return trained(loaded, device::resolve_devices(loaded, device::probe_devices(std::nullopt)));
+    return trained(loaded, probed_devices(loaded));
   };
   expect_equal(on_gpu({}), on_gpu(plain()), 1e-4);
 }

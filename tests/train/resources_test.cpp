@@ -21,6 +21,7 @@
 #include "gputrain/data/host_loader.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/resolve.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/train/evaluate.h"
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
@@ -102,15 +103,16 @@ void expect_user_error(const ProcessResult& r, const std::vector<std::string>& p
   if ((r).exit_code == testing::kSetupFailed) GTEST_SKIP() << "cannot limit the address space here"
 
 TEST(HostResources, LoadingTooLargeADataSetSaysLowerSamples) {
-  const auto r = under_memory_limit([] {}, [] { Trainer(tiny({"data.samples=100000000"}), device::DevicePlan{}); });
+  const auto r = under_memory_limit(
+      [] {}, [] { Trainer(plan::resolve_run(tiny({"data.samples=100000000"}), device::DevicePlan{}, {})); });
   SKIP_UNLESS_SET_UP(r);
   expect_user_error(
       r, {"UserError: loading the training split of synthetic: out of memory (", "ulimit -v", "Lower data.samples."});
 }
 
 TEST(HostResources, BuildingTooLargeAModelSaysMakeItSmaller) {
-  const auto r =
-      under_memory_limit([] {}, [] { Trainer(tiny({"model.hidden=[20000, 20000]"}), device::DevicePlan{}); });
+  const auto r = under_memory_limit(
+      [] {}, [] { Trainer(plan::resolve_run(tiny({"model.hidden=[20000, 20000]"}), device::DevicePlan{}, {})); });
   SKIP_UNLESS_SET_UP(r);
   expect_user_error(
       r, {"UserError: building the model (mlp) on the CPU to trace it: out of memory (", "Make the model smaller"});
@@ -121,9 +123,9 @@ TEST(HostResources, ATrainingStepTooLargeSaysLowerTheBatch) {
   const auto r = under_memory_limit(
       [&] {
         // 32 MB of inputs, all of it one batch of 4096 x 2048 floats for the step.
-        trainer = std::make_unique<Trainer>(
+        trainer = std::make_unique<Trainer>(plan::resolve_run(
             tiny({"data.samples=4096", "data.features=2048", "data.batch_size=4096", "model.hidden=[2048]"}),
-            device::DevicePlan{});
+            device::DevicePlan{}, {}));
       },
       [&] {
         TrainObserver quiet;
@@ -141,7 +143,10 @@ TEST(HostResources, TestingWithTooLargeABatchSaysLowerTheBatch) {
   // One test batch of 4096 samples makes 256 MB of hidden activations.
   const auto loaded = tiny({"data.test_samples=4096", "data.test_batch_size=4096", "model.hidden=[16384]"});
   const auto r = under_memory_limit(
-      [&] { checkpoint::save_weights(Trainer(loaded, device::DevicePlan{}).model(), weights.string()); },
+      [&] {
+        checkpoint::save_weights(Trainer(plan::resolve_run(loaded, device::DevicePlan{}, {})).model(),
+                                 weights.string());
+      },
       [&] {
         (void)evaluate_saved_weights(plan::resolve_saved_weights(loaded, {}, plan::WeightsUse::kTest),
                                      weights.string());

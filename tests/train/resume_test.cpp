@@ -14,6 +14,7 @@
 #include "gputrain/config/load.h"
 #include "gputrain/data/export.h"
 #include "gputrain/device/resolve.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/train/trainer.h"
 #include "support/temp_dir.h"
 #include "train/recorder.h"
@@ -102,7 +103,7 @@ std::vector<std::vector<double>> tail(const std::vector<std::vector<double>>& al
 template <typename Wanted>
 void resume_from_checkpoints(const config::LoadedConfig& loaded, Wanted wanted) {
   TempDir dir;
-  Trainer full(loaded, cpu());
+  Trainer full(plan::resolve_run(loaded, cpu(), {}));
   Recorder whole;
   FitOptions options;
   options.checkpoint_dir = dir / "checkpoints";
@@ -113,7 +114,7 @@ void resume_from_checkpoints(const config::LoadedConfig& loaded, Wanted wanted) 
     if (!wanted(i)) continue;
     const auto& path = checkpoints[i];
     SCOPED_TRACE(path.filename().string());
-    Trainer resumed(loaded, cpu());
+    Trainer resumed(plan::resolve_run(loaded, cpu(), {}));
     resumed.resume(checkpoint::Checkpoint::read(path));
     Recorder rest;
     resumed.fit(rest);
@@ -157,7 +158,7 @@ void stop_and_resume(int64_t epoch, int64_t micro_batch) {
   SCOPED_TRACE(::testing::Message() << "stop after micro-batch " << micro_batch << " of epoch " << epoch);
   TempDir dir;
   const auto loaded = run_config({"checkpoint.every=0", "checkpoint.every_steps=0"});
-  Trainer full(loaded, cpu());
+  Trainer full(plan::resolve_run(loaded, cpu(), {}));
   Recorder whole;
   full.fit(whole);
 
@@ -166,13 +167,13 @@ void stop_and_resume(int64_t epoch, int64_t micro_batch) {
   FitOptions options;
   options.checkpoint_dir = dir / "checkpoints";
   options.stop = &token;
-  const TrainSummary stopped = Trainer(loaded, cpu()).fit(first, options);
+  const TrainSummary stopped = Trainer(plan::resolve_run(loaded, cpu(), {})).fit(first, options);
   ASSERT_TRUE(stopped.stopped);
   EXPECT_EQ(stopped.steps, (epoch - 1) * 10 + (micro_batch + 1) / 2);  // the step in progress finishes
   ASSERT_EQ(checkpoint::list_checkpoints(dir / "checkpoints").size(), 1u);
   EXPECT_EQ(stopped.checkpoint, checkpoint::list_checkpoints(dir / "checkpoints").front().string());
 
-  Trainer resumed(loaded, cpu());
+  Trainer resumed(plan::resolve_run(loaded, cpu(), {}));
   resumed.resume(checkpoint::Checkpoint::read(stopped.checkpoint));
   Recorder second;
   FitOptions again;  // the token still says stop
@@ -198,7 +199,7 @@ TEST_F(Resume, AfterAStopMidEpochOrBeforeTheTestPass) {
 // the file, before anything is restored.
 TEST_F(Resume, ImpossiblePositionIsACheckpointErrorNamingTheFile) {
   const auto loaded = run_config();  // 3 epochs of 10 steps (20 micro-batches)
-  Trainer trainer(loaded, cpu());
+  Trainer trainer(plan::resolve_run(loaded, cpu(), {}));
   torch::optim::SGD sgd(trainer.model()->parameters(), 0.1);
   const std::vector<std::pair<checkpoint::Position, std::string>> cases{{{4, 0, 40}, "lies beyond train.epochs (3)"},
                                                                         {{3, 2, 31}, "lies beyond train.epochs (3)"},
@@ -250,12 +251,12 @@ void expect_nan_stop(Trainer& trainer, const std::filesystem::path& checkpoints,
 
 TEST_F(OnNan, StopNamesTheEpochStepAndLastCheckpoint) {
   TempDir dir;
-  Trainer trainer(diverging({"optim.scheduler=none", "checkpoint.every_steps=1"}), cpu());
+  Trainer trainer(plan::resolve_run(diverging({"optim.scheduler=none", "checkpoint.every_steps=1"}), cpu(), {}));
   expect_nan_stop(trainer, dir / "checkpoints", "epoch 1, step 2", "ckpt-s00000001-e0000-b000002.ckpt");
 }
 
 TEST_F(OnNan, SkipCountsTheSkippedStepsAndFinishes) {
-  Trainer trainer(diverging({"optim.scheduler=none", "train.on_nan=skip"}), cpu());
+  Trainer trainer(plan::resolve_run(diverging({"optim.scheduler=none", "train.on_nan=skip"}), cpu(), {}));
   Recorder recorder;
   const TrainSummary summary = trainer.fit(recorder);
   EXPECT_EQ(summary.steps, 30);
@@ -310,7 +311,8 @@ TEST_F(OnNan, StopAtTheNextReadNamesTheStepsAndSavesNothingAfterThem) {
   TempDir data;
   TempDir out;
   // Steps 5 and 7 (samples 32-39 and 48-55); a checkpoint every 3 steps would be due at step 6.
-  Trainer trainer(poisoned_run(data, {33, 50}, {"checkpoint.every_steps=3", "train.log_every=8"}), cpu());
+  Trainer trainer(
+      plan::resolve_run(poisoned_run(data, {33, 50}, {"checkpoint.every_steps=3", "train.log_every=8"}), cpu(), {}));
   expect_nan_stop(trainer, out / "checkpoints", "epoch 1, step 5", "ckpt-s00000003-e0000-b000003.ckpt");
   std::vector<std::string> written;
   for (const auto& entry : std::filesystem::directory_iterator(out / "checkpoints")) {
@@ -320,7 +322,7 @@ TEST_F(OnNan, StopAtTheNextReadNamesTheStepsAndSavesNothingAfterThem) {
   EXPECT_TRUE(all_finite(*trainer.model()));  // the NaN steps updated nothing
 
   // Without a checkpoint in between, the log interval at step 8 sees both.
-  Trainer later(poisoned_run(data, {33, 50}, {"train.log_every=8"}), cpu());
+  Trainer later(plan::resolve_run(poisoned_run(data, {33, 50}, {"train.log_every=8"}), cpu(), {}));
   try {
     Recorder recorder;
     later.fit(recorder);
@@ -341,7 +343,8 @@ TEST_F(OnNan, StopUnderTheCudaGraphNamesTheStepsOfTheInterval_CUDA) {
   device::DevicePlan gpu;
   gpu.kind = device::DeviceKind::kCuda;
   gpu.gpus = {0};
-  Trainer trainer(poisoned_run(data, {10, 33}, {"device=cuda", "train.log_every=8", "train.cuda_graph=true"}), gpu);
+  Trainer trainer(plan::resolve_run(
+      poisoned_run(data, {10, 33}, {"device=cuda", "train.log_every=8", "train.cuda_graph=true"}), gpu, {}));
   Recorder recorder;
   try {
     trainer.fit(recorder);
@@ -356,7 +359,7 @@ TEST_F(OnNan, StopUnderTheCudaGraphNamesTheStepsOfTheInterval_CUDA) {
 
 TEST_F(OnNan, SkipLeavesTheNonFiniteStepsOutOfTheUpdateAndTheMetrics) {
   TempDir data;
-  Trainer trainer(poisoned_run(data, {33}, {"train.on_nan=skip"}), cpu());
+  Trainer trainer(plan::resolve_run(poisoned_run(data, {33}, {"train.on_nan=skip"}), cpu(), {}));
   Recorder recorder;
   const TrainSummary summary = trainer.fit(recorder);
   EXPECT_EQ(summary.steps, 16);

@@ -10,6 +10,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
 #include "gputrain/device/resolve.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/train/evaluate.h"
 #include "gputrain/train/trainer.h"
 #include "support/temp_dir.h"
@@ -40,14 +41,15 @@ void expect_same_tensors(const std::vector<torch::Tensor>& a, const std::vector<
 
 TEST(TargetAccuracy, StopsAtTheFirstEpochThatReachesItAndSaysHowLongItTook) {
   Recorder all;
-  Trainer(synthetic(), cpu()).fit(all);
+  Trainer(plan::resolve_run(synthetic(), cpu(), {})).fit(all);
   const double target = all.epochs[2].test.accuracy();
   int64_t first = 1;
   while (all.epochs[first - 1].test.accuracy() < target) ++first;
 
   Recorder events;
   const TrainSummary summary =
-      Trainer(synthetic({fmt::format("train.target_accuracy={:.17g}", target)}), cpu()).fit(events);
+      Trainer(plan::resolve_run(synthetic({fmt::format("train.target_accuracy={:.17g}", target)}), cpu(), {}))
+          .fit(events);
   ASSERT_TRUE(summary.target.has_value());
   EXPECT_EQ(summary.target->epoch, first);
   EXPECT_EQ(summary.target->step, first * 8);
@@ -59,7 +61,8 @@ TEST(TargetAccuracy, StopsAtTheFirstEpochThatReachesItAndSaysHowLongItTook) {
   EXPECT_LE(summary.target->train_s, summary.target->wall_s);
   EXPECT_NE(summary.ended_early.find("reached train.target_accuracy"), std::string::npos) << summary.ended_early;
 
-  const TrainSummary unreached = Trainer(synthetic({"train.epochs=1", "train.target_accuracy=1"}), cpu()).fit(all);
+  const TrainSummary unreached =
+      Trainer(plan::resolve_run(synthetic({"train.epochs=1", "train.target_accuracy=1"}), cpu(), {})).fit(all);
   EXPECT_FALSE(unreached.target.has_value());
   EXPECT_TRUE(unreached.ended_early.empty());
 }
@@ -67,7 +70,8 @@ TEST(TargetAccuracy, StopsAtTheFirstEpochThatReachesItAndSaysHowLongItTook) {
 TEST(TargetAccuracy, EvaluationsEveryNStepsStopWithinAnEpoch) {
   Recorder events;
   const TrainSummary summary =
-      Trainer(synthetic({"train.eval_every_steps=3", "train.target_accuracy=0.01"}), cpu()).fit(events);
+      Trainer(plan::resolve_run(synthetic({"train.eval_every_steps=3", "train.target_accuracy=0.01"}), cpu(), {}))
+          .fit(events);
   ASSERT_TRUE(summary.target.has_value());
   EXPECT_EQ(summary.target->step, 3);
   EXPECT_EQ(summary.target->epoch, 1);
@@ -80,7 +84,7 @@ TEST(TargetAccuracy, EvaluationsEveryNStepsStopWithinAnEpoch) {
 
 TEST(Evaluation, EveryNthEpochAndAlwaysTheLast) {
   Recorder events;
-  Trainer(synthetic({"train.epochs=5", "train.eval_every=2"}), cpu()).fit(events);
+  Trainer(plan::resolve_run(synthetic({"train.epochs=5", "train.eval_every=2"}), cpu(), {})).fit(events);
   ASSERT_EQ(events.epochs.size(), 5u);
   std::vector<bool> tested;
   for (const EpochMetrics& m : events.epochs) tested.push_back(m.has_test);
@@ -93,9 +97,10 @@ TEST(EarlyStopping, StopsWhenThePatienceRunsOut) {
     SCOPED_TRACE(metric);
     Recorder events;
     const TrainSummary summary =
-        Trainer(synthetic({"train.epochs=10", "optim.lr=1e-30", "optim.momentum=0", "train.early_stopping.patience=2",
-                           "train.early_stopping.metric=" + metric}),
-                cpu())
+        Trainer(
+            plan::resolve_run(synthetic({"train.epochs=10", "optim.lr=1e-30", "optim.momentum=0",
+                                         "train.early_stopping.patience=2", "train.early_stopping.metric=" + metric}),
+                              cpu(), {}))
             .fit(events);
     EXPECT_EQ(summary.epochs, 3);  // epoch 1 sets the best; 2 and 3 do not beat it
     EXPECT_EQ(events.epochs.size(), 3u);
@@ -106,10 +111,10 @@ TEST(EarlyStopping, StopsWhenThePatienceRunsOut) {
 TEST(EarlyStopping, RestoreBestEndsWithTheWeightsOfTheBestEvaluation) {
   testing::TempDir dir;
   const auto loaded = synthetic({"optim.lr=0.5", "train.early_stopping.restore_best=true"});
-  Trainer trainer(loaded, cpu());
+  Trainer trainer(plan::resolve_run(loaded, cpu(), {}));
   fit_with_checkpoints(trainer, dir);
   // best.ckpt is written on each better test accuracy: the same evaluations restore_best keeps.
-  torch::nn::Sequential best = Trainer(loaded, cpu()).model();
+  torch::nn::Sequential best = Trainer(plan::resolve_run(loaded, cpu(), {})).model();
   checkpoint::load_weights(best, (dir / "checkpoints" / "best.ckpt").string());
   expect_same_tensors(trainer.model()->parameters(), best->parameters());
 }
@@ -117,7 +122,7 @@ TEST(EarlyStopping, RestoreBestEndsWithTheWeightsOfTheBestEvaluation) {
 TEST(WeightAverage, EvaluationsModelAndCheckpointsUseTheAverage) {
   testing::TempDir dir;
   const auto loaded = synthetic({"train.epochs=2", "train.ema.decay=0.9"});
-  Trainer trainer(loaded, cpu());
+  Trainer trainer(plan::resolve_run(loaded, cpu(), {}));
   const TrainSummary summary = fit_with_checkpoints(trainer, dir);
   const step::EvalResult now = trainer.evaluate();
   EXPECT_EQ(now.correct, summary.last_test.correct) << "the model ends with the average it evaluated";
@@ -129,7 +134,7 @@ TEST(WeightAverage, EvaluationsModelAndCheckpointsUseTheAverage) {
   EXPECT_EQ(tested.correct, summary.last_test.correct) << "gputrain test of a checkpoint evaluates its average";
 
   Recorder plain;
-  const TrainSummary without = Trainer(synthetic({"train.epochs=2"}), cpu()).fit(plain);
+  const TrainSummary without = Trainer(plan::resolve_run(synthetic({"train.epochs=2"}), cpu(), {})).fit(plain);
   EXPECT_NE(without.last_test.loss_sum, summary.last_test.loss_sum);
   EXPECT_EQ(without.last_train.loss_sum, summary.last_train.loss_sum) << "the average never feeds training";
 }
@@ -137,7 +142,7 @@ TEST(WeightAverage, EvaluationsModelAndCheckpointsUseTheAverage) {
 TEST(EvaluationKeys, AreRefusedWhereTheDataCannotServeThem) {
   auto refused_key = [](const std::vector<std::string>& overrides) -> std::string {
     try {
-      Trainer trainer(synthetic(overrides), cpu());
+      Trainer trainer(plan::resolve_run(synthetic(overrides), cpu(), {}));
     } catch (const ConfigError& e) {
       return e.key();
     }

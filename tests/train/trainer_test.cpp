@@ -6,6 +6,7 @@
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/config/load.h"
 #include "gputrain/device/resolve.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/train/evaluate.h"
 #include "gputrain/train/trainer.h"
 #include "support/temp_dir.h"
@@ -16,7 +17,7 @@ namespace gputrain::train {
 namespace {
 
 TEST(Trainer, LossFallsAndEveryEventArrives) {
-  Trainer trainer(synthetic_run(), cpu());
+  Trainer trainer(plan::resolve_run(synthetic_run(), cpu(), {}));
   Recorder recorder;
   const TrainSummary summary = trainer.fit(recorder);
   ASSERT_EQ(recorder.epochs.size(), 4u);
@@ -32,7 +33,7 @@ TEST(Trainer, LossFallsAndEveryEventArrives) {
 // Every epoch reports the arithmetic it did: the MLP 8 -> 16 -> 3 is 8*16 + 16*3 = 176 multiply-adds a sample
 // forward, 6 x 176 FLOPs a training sample; on the CPU its share is of the measured float32 peak.
 TEST(Trainer, EachEpochReportsItsTflopsAndItsShareOfThePeak) {
-  Trainer trainer(synthetic_run(), cpu());
+  Trainer trainer(plan::resolve_run(synthetic_run(), cpu(), {}));
   Recorder recorder;
   trainer.fit(recorder);
   ASSERT_EQ(recorder.epochs.size(), 4u);
@@ -49,7 +50,7 @@ TEST(Trainer, EachEpochReportsItsTflopsAndItsShareOfThePeak) {
 // epoch sums are the reference for a run that logs every 4th step.
 TEST(Trainer, EpochSumsDoNotDependOnTheLogInterval) {
   auto epoch_sums = [](const std::string& log_every) {
-    Trainer trainer(synthetic_run({"train.epochs=1", "train.log_every=" + log_every}), cpu());
+    Trainer trainer(plan::resolve_run(synthetic_run({"train.epochs=1", "train.log_every=" + log_every}), cpu(), {}));
     Recorder recorder;
     trainer.fit(recorder);
     return recorder.epochs.at(0).train;
@@ -62,7 +63,7 @@ TEST(Trainer, EpochSumsDoNotDependOnTheLogInterval) {
 }
 
 TEST(Trainer, TestSplitIsCountedByClass) {
-  Trainer trainer(synthetic_run({"train.epochs=1"}), cpu());
+  Trainer trainer(plan::resolve_run(synthetic_run({"train.epochs=1"}), cpu(), {}));
   Recorder recorder;
   const TrainSummary summary = trainer.fit(recorder);
   const std::vector<int64_t>& confusion = summary.last_test.confusion;
@@ -74,14 +75,14 @@ TEST(Trainer, TestSplitIsCountedByClass) {
 }
 
 TEST(Trainer, ClassWeightsWeightTheLossAndMustFitTheClasses) {
-  Trainer plain(synthetic_run({"train.epochs=1"}), cpu());
-  Trainer weighted(synthetic_run({"train.epochs=1", "train.class_weights=[1, 3, 1]"}), cpu());
+  Trainer plain(plan::resolve_run(synthetic_run({"train.epochs=1"}), cpu(), {}));
+  Trainer weighted(plan::resolve_run(synthetic_run({"train.epochs=1", "train.class_weights=[1, 3, 1]"}), cpu(), {}));
   Recorder quiet;
   const step::EvalResult a = plain.fit(quiet).last_test;
   const step::EvalResult b = weighted.fit(quiet).last_test;
   EXPECT_NE(a.loss_sum, b.loss_sum);
   try {
-    Trainer wrong(synthetic_run({"train.class_weights=[1, 3]"}), cpu());
+    Trainer wrong(plan::resolve_run(synthetic_run({"train.class_weights=[1, 3]"}), cpu(), {}));
     ADD_FAILURE() << "two weights for three classes were accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("--set #1 (train.class_weights=[1, 3]): train.class_weights: 2 weights given "
@@ -97,15 +98,15 @@ TEST(Trainer, ClassWeightsWeightTheLossAndMustFitTheClasses) {
 TEST(Trainer, LabelSmoothingSmoothsTheTrainingLossOnlyAndNeedsClasses) {
   Recorder plain_events;
   Recorder smoothed_events;
-  Trainer plain(synthetic_run({"train.epochs=1", "optim.lr=1e-30", "optim.momentum=0"}), cpu());
-  Trainer smoothed(synthetic_run({"train.epochs=1", "optim.lr=1e-30", "optim.momentum=0", "train.label_smoothing=0.3"}),
-                   cpu());
+  Trainer plain(plan::resolve_run(synthetic_run({"train.epochs=1", "optim.lr=1e-30", "optim.momentum=0"}), cpu(), {}));
+  Trainer smoothed(plan::resolve_run(
+      synthetic_run({"train.epochs=1", "optim.lr=1e-30", "optim.momentum=0", "train.label_smoothing=0.3"}), cpu(), {}));
   const TrainSummary a = plain.fit(plain_events);
   const TrainSummary b = smoothed.fit(smoothed_events);
   EXPECT_GT(std::abs(a.last_train.mean_loss() - b.last_train.mean_loss()), 1e-3);
   EXPECT_EQ(a.last_test.loss_sum, b.last_test.loss_sum);
   try {
-    Trainer regression(synthetic_run({"data.targets=2", "train.label_smoothing=0.1"}), cpu());
+    Trainer regression(plan::resolve_run(synthetic_run({"data.targets=2", "train.label_smoothing=0.1"}), cpu(), {}));
     ADD_FAILURE() << "label smoothing of a regression was accepted";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "train.label_smoothing") << e.what();
@@ -115,9 +116,9 @@ TEST(Trainer, LabelSmoothingSmoothsTheTrainingLossOnlyAndNeedsClasses) {
 TEST(Trainer, LayoutAndLoaderWaitAreReported) {
   // 250 samples in micro-batches of 32 / 2 = 16: 15 full ones and a last of 10.
   // The host loader: the device cache (auto on the CPU) makes batches without waiting.
-  Trainer trainer(synthetic_run({"data.samples=250", "train.accumulation_steps=2", "train.epochs=1",
-                                 "data.num_workers=1", "data.device_cache=off"}),
-                  cpu());
+  Trainer trainer(plan::resolve_run(synthetic_run({"data.samples=250", "train.accumulation_steps=2", "train.epochs=1",
+                                                   "data.num_workers=1", "data.device_cache=off"}),
+                                    cpu(), {}));
   const plan::TrainLayout layout = trainer.layout();
   EXPECT_EQ(layout.strategy.kind, parallel::StrategyKind::kSingle);
   EXPECT_EQ(layout.train_samples, 250);
@@ -132,14 +133,17 @@ TEST(Trainer, LayoutAndLoaderWaitAreReported) {
   const EpochMetrics& m = recorder.epochs[0];
   EXPECT_GT(m.loader_wait_s, 0.0) << "the first batch is always waited for";
   EXPECT_LE(m.loader_wait_s, m.epoch_s);
-  EXPECT_EQ(Trainer(synthetic_run({"data.samples=250", "data.drop_last=true"}), cpu()).layout().batch.last_micro, 32);
+  EXPECT_EQ(Trainer(plan::resolve_run(synthetic_run({"data.samples=250", "data.drop_last=true"}), cpu(), {}))
+                .layout()
+                .batch.last_micro,
+            32);
 }
 
 TEST(Trainer, SameSeedSameLosses) {
   Recorder a;
   Recorder b;
-  Trainer(synthetic_run(), cpu()).fit(a);
-  Trainer(synthetic_run(), cpu()).fit(b);
+  Trainer(plan::resolve_run(synthetic_run(), cpu(), {})).fit(a);
+  Trainer(plan::resolve_run(synthetic_run(), cpu(), {})).fit(b);
   ASSERT_EQ(a.steps.size(), b.steps.size());
   for (std::size_t i = 0; i < a.steps.size(); ++i) EXPECT_EQ(a.steps[i].loss, b.steps[i].loss) << i;
   EXPECT_EQ(a.epochs.back().test.loss_sum, b.epochs.back().test.loss_sum);
@@ -152,7 +156,7 @@ TEST(Trainer, AccumulationMatchesTheLargerBatch) {
   auto with = [&](const std::string& accumulation) {
     auto overrides = common;
     overrides.push_back(accumulation);
-    Trainer trainer(synthetic_run(overrides), cpu());
+    Trainer trainer(plan::resolve_run(synthetic_run(overrides), cpu(), {}));
     Recorder recorder;
     trainer.fit(recorder);
     return trainer.model();
@@ -169,7 +173,7 @@ TEST(Trainer, BothBatchFormsGiveTheSameRun) {
   auto trained = [](const std::vector<std::string>& batch) {
     std::vector<std::string> overrides{"train.accumulation_steps=2", "train.epochs=1", "data.samples=100"};
     overrides.insert(overrides.end(), batch.begin(), batch.end());
-    Trainer trainer(synthetic_run(overrides), cpu());
+    Trainer trainer(plan::resolve_run(synthetic_run(overrides), cpu(), {}));
     Recorder recorder;
     trainer.fit(recorder);
     EXPECT_EQ(trainer.layout().batch.micro, 16);
@@ -186,7 +190,7 @@ TEST(Trainer, BothBatchFormsGiveTheSameRun) {
 
 TEST(Trainer, BatchMustDivideIntoMicroBatches) {
   try {
-    Trainer trainer(synthetic_run({"data.batch_size=30", "train.accumulation_steps=4"}), cpu());
+    Trainer trainer(plan::resolve_run(synthetic_run({"data.batch_size=30", "train.accumulation_steps=4"}), cpu(), {}));
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("--set #1 (data.batch_size=30): data.batch_size: 30 is not divisible"),
@@ -205,7 +209,7 @@ optim: {name: sgd, lr: 0.05}
 train: {epochs: 3, loss: mse}
 )",
                                                "r.yaml");
-  Trainer trainer(loaded, cpu());
+  Trainer trainer(plan::resolve_run(loaded, cpu(), {}));
   Recorder recorder;
   const TrainSummary summary = trainer.fit(recorder);
   EXPECT_FALSE(summary.last_test.classification);
@@ -215,7 +219,7 @@ train: {epochs: 3, loss: mse}
 TEST(Trainer, SavedWeightsReproduceTheTestResult) {
   testing::TempDir dir;
   const auto loaded = synthetic_run({"train.epochs=1"});
-  Trainer trainer(loaded, cpu());
+  Trainer trainer(plan::resolve_run(loaded, cpu(), {}));
   Recorder recorder;
   const TrainSummary summary = trainer.fit(recorder);
   const std::string path = (dir / "model.pt").string();
@@ -231,7 +235,7 @@ TEST(Trainer, ForeignOrCorruptWeightsAreCheckpointErrors) {
   EXPECT_THROW(test_saved_weights(loaded, (dir / "missing.pt").string()), CheckpointError);
   testing::write_text(dir / "junk.pt", "not a torch archive");
   EXPECT_THROW(test_saved_weights(loaded, (dir / "junk.pt").string()), CheckpointError);
-  Trainer other(synthetic_run({"model.hidden=[7]"}), cpu());
+  Trainer other(plan::resolve_run(synthetic_run({"model.hidden=[7]"}), cpu(), {}));
   checkpoint::save_weights(other.model(), (dir / "other.pt").string());
   EXPECT_THROW(test_saved_weights(loaded, (dir / "other.pt").string()), CheckpointError);
 }

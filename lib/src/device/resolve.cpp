@@ -43,14 +43,11 @@ std::string visibility_note(const DeviceInventory& inventory) {
                                         : "";
 }
 
-[[noreturn]] void fail(const config::LoadedConfig& loaded, const std::string& key, const std::string& problem) {
-  const std::string at = loaded.sources.at(key).str();
-  throw DeviceError(at.empty() ? fmt::format("{}: {}", key, problem) : fmt::format("{}: {}: {}", at, key, problem));
-}
+// The run's plan places the error at the key's line.
+[[noreturn]] void fail(const std::string& key, const std::string& problem) { throw ConfigError({}, key, problem); }
 
 // The GPUs `gpus:` selects, checked against what is visible.
-std::vector<int64_t> selected_gpus(const config::LoadedConfig& loaded, const DeviceInventory& inventory) {
-  const auto& selection = loaded.config.gpus;
+std::vector<int64_t> selected_gpus(const config::GpuSelection& selection, const DeviceInventory& inventory) {
   const auto visible = static_cast<int64_t>(inventory.gpus.size());
   if (selection.all) {
     std::vector<int64_t> all;
@@ -59,18 +56,17 @@ std::vector<int64_t> selected_gpus(const config::LoadedConfig& loaded, const Dev
   }
   for (int64_t index : selection.indices) {
     if (index >= visible) {
-      fail(loaded, "gpus",
-           fmt::format("GPU {} is not visible; visible GPUs: {}{}. Indices count after CUDA_VISIBLE_DEVICES.", index,
-                       describe_visible(inventory), visibility_note(inventory)));
+      fail("gpus", fmt::format("GPU {} is not visible; visible GPUs: {}{}. Indices count after CUDA_VISIBLE_DEVICES.",
+                               index, describe_visible(inventory), visibility_note(inventory)));
     }
   }
   return selection.indices;
 }
 
 // A gpus list on a run that uses no GPU would be ignored; say so instead.
-void reject_gpus_off_cuda(const config::LoadedConfig& loaded, const DevicePlan& plan) {
-  if (loaded.config.gpus.all) return;
-  fail(loaded, "gpus",
+void reject_gpus_off_cuda(const config::GpuSelection& selection, const DevicePlan& plan) {
+  if (selection.all) return;
+  fail("gpus",
        fmt::format("selects GPUs, but the run is on the {} ({}), which uses none; remove gpus:, or use device: cuda "
                    "on a machine with those GPUs",
                    plan.kind == DeviceKind::kMps ? "MPS device" : "CPU", plan.reason));
@@ -78,22 +74,22 @@ void reject_gpus_off_cuda(const config::LoadedConfig& loaded, const DevicePlan& 
 
 }  // namespace
 
-DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInventory& inventory) {
-  const config::DeviceRequest& spec = loaded.config.device;
+DevicePlan resolve_devices(const config::DeviceRequest& spec, const config::GpuSelection& gpus,
+                           const DeviceInventory& inventory) {
   DevicePlan plan;
   switch (spec.kind) {
     case DeviceKind::kCpu:
       plan.kind = DeviceKind::kCpu;
       plan.reason = "device: cpu requested";
-      reject_gpus_off_cuda(loaded, plan);
+      reject_gpus_off_cuda(gpus, plan);
       return plan;
     case DeviceKind::kMps:
       if (!inventory.mps_available) {
-        fail(loaded, "device", "MPS (Apple GPU) is not available on this machine; use device: cpu or auto");
+        fail("device", "MPS (Apple GPU) is not available on this machine; use device: cpu or auto");
       }
       plan.kind = DeviceKind::kMps;
       plan.reason = "device: mps requested";
-      reject_gpus_off_cuda(loaded, plan);
+      reject_gpus_off_cuda(gpus, plan);
       return plan;
     case DeviceKind::kAuto:
       if (!inventory.cuda_available) {
@@ -104,11 +100,11 @@ DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInven
           plan.warning = fmt::format("training on the CPU although an NVIDIA driver ({}) is installed: {}",
                                      inventory.nvidia_driver_version, inventory.cuda_unavailable_reason);
         }
-        reject_gpus_off_cuda(loaded, plan);
+        reject_gpus_off_cuda(gpus, plan);
         return plan;
       }
       plan.kind = DeviceKind::kCuda;
-      plan.gpus = selected_gpus(loaded, inventory);
+      plan.gpus = selected_gpus(gpus, inventory);
       plan.reason = fmt::format("device: auto chose CUDA ({} visible GPU{})", inventory.gpus.size(),
                                 inventory.gpus.size() == 1 ? "" : "s");
       return plan;
@@ -116,27 +112,25 @@ DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInven
       break;
   }
   if (!inventory.cuda_available) {
-    fail(loaded, "device",
+    fail("device",
          fmt::format("'{}' was requested but CUDA is not available ({}). Use device: cpu, or device: auto to fall "
                      "back to the CPU.",
-                     loaded.config.device.text(), inventory.cuda_unavailable_reason));
+                     spec.text(), inventory.cuda_unavailable_reason));
   }
   plan.kind = DeviceKind::kCuda;
   if (spec.index) {
     if (*spec.index >= static_cast<int64_t>(inventory.gpus.size())) {
-      fail(loaded, "device",
-           fmt::format("GPU {} is not visible; visible GPUs: {}{}", *spec.index, describe_visible(inventory),
-                       visibility_note(inventory)));
+      fail("device", fmt::format("GPU {} is not visible; visible GPUs: {}{}", *spec.index, describe_visible(inventory),
+                                 visibility_note(inventory)));
     }
-    if (!loaded.config.gpus.all) {
-      fail(loaded, "gpus",
-           fmt::format("give GPUs either as device: {} or as a gpus list, not both", loaded.config.device.text()));
+    if (!gpus.all) {
+      fail("gpus", fmt::format("give GPUs either as device: {} or as a gpus list, not both", spec.text()));
     }
     plan.gpus = {*spec.index};
-    plan.reason = fmt::format("device: {} requested", loaded.config.device.text());
+    plan.reason = fmt::format("device: {} requested", spec.text());
     return plan;
   }
-  plan.gpus = selected_gpus(loaded, inventory);
+  plan.gpus = selected_gpus(gpus, inventory);
   plan.reason = "device: cuda requested";
   return plan;
 }

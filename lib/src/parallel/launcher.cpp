@@ -186,7 +186,7 @@ void signal_running(std::vector<Worker>& workers, int signal) {
 
 }  // namespace
 
-std::vector<StrategyPlan> check_local_workers(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+std::vector<StrategyPlan> check_local_workers(const StrategyKeys& keys, const device::DevicePlan& devices,
                                               int64_t nproc) {
   if (devices.kind == device::DeviceKind::kCuda && nproc > static_cast<int64_t>(devices.gpus.size())) {
     spdlog::warn(
@@ -200,7 +200,7 @@ std::vector<StrategyPlan> check_local_workers(const config::LoadedConfig& loaded
     launch.rank = rank;
     launch.local_rank = rank;
     launch.world_size = nproc;
-    plans.push_back(plan_strategy(loaded, devices, launch));
+    plans.push_back(plan_strategy(keys, devices, launch));
   }
   return plans;
 }

@@ -13,43 +13,40 @@ namespace gputrain::parallel {
 
 namespace {
 
-[[noreturn]] void fail(const config::LoadedConfig& loaded, const std::string& key, const std::string& problem) {
-  throw ConfigError(loaded.sources.at(key), key, problem);
-}
+// The run's plan places the error at the key's line.
+[[noreturn]] void fail(const std::string& key, const std::string& problem) { throw ConfigError({}, key, problem); }
 
-StrategyPlan plan_data_parallel(const config::LoadedConfig& loaded, const device::DevicePlan& devices) {
-  const auto& c = loaded.config;
+StrategyPlan plan_data_parallel(const config::DpConfig& dp, const device::DevicePlan& devices) {
   StrategyPlan plan;
   plan.kind = StrategyKind::kDataParallel;
   switch (devices.kind) {
     case device::DeviceKind::kCuda:
       plan.replicas = devices.devices();
-      if (c.dp.replicas != 0 && c.dp.replicas != static_cast<int64_t>(plan.replicas.size())) {
-        fail(loaded, "dp.replicas",
+      if (dp.replicas != 0 && dp.replicas != static_cast<int64_t>(plan.replicas.size())) {
+        fail("dp.replicas",
              fmt::format("{} replicas asked for but {} GPUs are selected; on CUDA there is one replica per GPU in "
                          "`gpus` (leave dp.replicas at 0)",
-                         c.dp.replicas, plan.replicas.size()));
+                         dp.replicas, plan.replicas.size()));
       }
       plan.reason = fmt::format("one replica per selected GPU ({})", plan.replicas.size());
       return plan;
     case device::DeviceKind::kCpu:
-      plan.replicas.assign(static_cast<std::size_t>(std::max<int64_t>(1, c.dp.replicas)), torch::Device(torch::kCPU));
+      plan.replicas.assign(static_cast<std::size_t>(std::max<int64_t>(1, dp.replicas)), torch::Device(torch::kCPU));
       plan.reason = fmt::format("{} replica thread(s) on the CPU (dp.replicas)", plan.replicas.size());
       return plan;
     default:
-      fail(loaded, "strategy", "dp runs on CUDA GPUs or CPU threads, not on " + devices.primary().str());
+      fail("strategy", "dp runs on CUDA GPUs or CPU threads, not on " + devices.primary().str());
   }
 }
 
 // auto: NCCL between GPUs, Gloo between CPU processes.
-config::DdpBackend ddp_backend(const config::LoadedConfig& loaded, const device::DevicePlan& devices) {
-  const config::DdpBackend requested = loaded.config.ddp.backend;
+config::DdpBackend ddp_backend(config::DdpBackend requested, const device::DevicePlan& devices) {
   const bool cuda = devices.kind == device::DeviceKind::kCuda;
   if (!cuda && devices.kind != device::DeviceKind::kCpu) {
-    fail(loaded, "strategy", "ddp runs on CUDA GPUs or on the CPU, not on " + devices.primary().str());
+    fail("strategy", "ddp runs on CUDA GPUs or on the CPU, not on " + devices.primary().str());
   }
   if (requested == config::DdpBackend::kNccl && !cuda) {
-    fail(loaded, "ddp.backend",
+    fail("ddp.backend",
          "nccl runs between CUDA GPUs only, but this run is on the CPU; use ddp.backend: gloo (or auto)");
   }
   if (requested == config::DdpBackend::kAuto) return cuda ? config::DdpBackend::kNccl : config::DdpBackend::kGloo;
@@ -81,21 +78,20 @@ void check_launch(const LaunchInfo& launch) {
 namespace {
 
 // The kind of strategy, its devices and why.
-StrategyPlan choose_strategy(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                             const LaunchInfo& launch) {
+StrategyPlan choose_strategy(const StrategyKeys& keys, const device::DevicePlan& devices, const LaunchInfo& launch) {
   using config::StrategyName;
-  const StrategyName requested = loaded.config.strategy;
+  const StrategyName requested = keys.strategy;
   const bool launched = launch.world_size > 1;
   const bool several_gpus = devices.kind == device::DeviceKind::kCuda && devices.gpus.size() > 1;
   if (launched && (requested == StrategyName::kSingle || requested == StrategyName::kDp)) {
-    fail(loaded, "strategy",
+    fail("strategy",
          fmt::format("'{}' cannot run as one of {} launched processes (WORLD_SIZE={}); use strategy: ddp or auto",
                      config::word(requested), launch.world_size, launch.world_size));
   }
   if (requested == StrategyName::kDdp || (requested == StrategyName::kAuto && launched)) {
     StrategyPlan plan;
     plan.kind = StrategyKind::kDistributed;
-    plan.backend = ddp_backend(loaded, devices);
+    plan.backend = ddp_backend(keys.ddp.backend, devices);
     std::string binding;
     if (devices.kind == device::DeviceKind::kCuda) {
       const std::vector<torch::Device> gpus = devices.devices();
@@ -120,7 +116,7 @@ StrategyPlan choose_strategy(const config::LoadedConfig& loaded, const device::D
         binding;
     return plan;
   }
-  if (requested == StrategyName::kDp) return plan_data_parallel(loaded, devices);
+  if (requested == StrategyName::kDp) return plan_data_parallel(keys.dp, devices);
   StrategyPlan plan;
   plan.kind = StrategyKind::kSingle;
   plan.replicas = {devices.primary()};
@@ -133,10 +129,9 @@ StrategyPlan choose_strategy(const config::LoadedConfig& loaded, const device::D
 
 }  // namespace
 
-ProcessPlan plan_processes(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                           const LaunchInfo& launch, std::optional<int64_t> nproc) {
+ProcessPlan plan_processes(config::StrategyName requested, const device::DevicePlan& devices, const LaunchInfo& launch,
+                           std::optional<int64_t> nproc) {
   using config::StrategyName;
-  const StrategyName requested = loaded.config.strategy;
   if (nproc) return {*nproc, fmt::format("{} local workers (train --nproc {})", *nproc, *nproc)};
   if (launch.world_size > 1) {
     return {0, fmt::format("rank {} of {} started by a launcher", launch.rank, launch.world_size)};
@@ -151,13 +146,12 @@ ProcessPlan plan_processes(const config::LoadedConfig& loaded, const device::Dev
   return {0, fmt::format("one process (strategy: {})", config::word(requested))};
 }
 
-StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                           const LaunchInfo& launch) {
-  StrategyPlan plan = choose_strategy(loaded, devices, launch);
-  plan.log_replicas = loaded.config.train.log_replicas;
-  plan.timeout_s = loaded.config.ddp.timeout_s;
-  plan.bucket_cap_mb = loaded.config.ddp.bucket_cap_mb;
-  plan.gradient_as_bucket_view = loaded.config.ddp.gradient_as_bucket_view;
+StrategyPlan plan_strategy(const StrategyKeys& keys, const device::DevicePlan& devices, const LaunchInfo& launch) {
+  StrategyPlan plan = choose_strategy(keys, devices, launch);
+  plan.log_replicas = keys.log_replicas;
+  plan.timeout_s = keys.ddp.timeout_s;
+  plan.bucket_cap_mb = keys.ddp.bucket_cap_mb;
+  plan.gradient_as_bucket_view = keys.ddp.gradient_as_bucket_view;
   return plan;
 }
 

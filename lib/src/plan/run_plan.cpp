@@ -14,43 +14,15 @@
 #include "gputrain/parallel/launcher.h"
 #include "gputrain/plan/data_keys.h"
 #include "gputrain/step/amp.h"
+#include "problems.h"
 
 namespace gputrain::plan {
 
 namespace {
 
-// Strict (no list): a part's problem throws. Collecting: it is listed, each of
-// a config's errors on a line, and the part reports that it was refused.
-// Either way a part's ConfigError that names only its key (a model that does
-// not fit the data, a loss, an optimizer) is placed at the key's line here.
-class Problems {
- public:
-  Problems(std::vector<std::string>* collected, const config::SourceMap& sources)
-      : collected_(collected), sources_(sources) {}
-
-  bool collecting() const { return collected_ != nullptr; }
-
-  template <class Part>
-  bool attempt(Part&& part) {
-    auto located = [&] {
-      try {
-        part();
-      } catch (const config::ConfigErrors&) {
-        throw;
-      } catch (const ConfigError& e) {
-        if (e.where().known()) throw;
-        throw e.located(sources_.at(e.key()));
-      }
-    };
-    if (collected_) return config::collect_refusal(*collected_, located);
-    located();
-    return true;
-  }
-
- private:
-  std::vector<std::string>* collected_;
-  const config::SourceMap& sources_;
-};
+parallel::StrategyKeys strategy_keys(const config::ExperimentConfig& c) {
+  return {c.strategy, c.dp, c.ddp, c.train.log_replicas};
+}
 
 // A checkpoint that stopped inside an epoch continues its epoch's batches, so
 // the batch must come to what it did: a batch stated by data.micro_batch_size
@@ -103,9 +75,9 @@ void plan_steps(RunPlan& run) {
 
 // Everything after the devices; `run` holds the config and the devices.
 Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& problems) {
-  run.processes = request.one_process
-                      ? parallel::ProcessPlan{0, "one process"}
-                      : parallel::plan_processes(run.loaded, run.devices, request.launch, request.nproc);
+  run.processes = request.one_process ? parallel::ProcessPlan{0, "one process"}
+                                      : parallel::plan_processes(run.loaded.config.strategy, run.devices,
+                                                                 request.launch, request.nproc);
   run.launch = request.launch;
   const int64_t workers = run.processes.workers;
   if (workers > 0) {  // what each worker will resolve for itself; this process stands for rank 0
@@ -118,10 +90,10 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   run.strategy.replicas = {run.devices.primary()};  // single, should the strategy be refused
   const bool strategy_known = problems.attempt([&] {
     if (workers > 0) {
-      run.worker_strategies = parallel::check_local_workers(run.loaded, run.devices, workers);
+      run.worker_strategies = parallel::check_local_workers(strategy_keys(run.loaded.config), run.devices, workers);
       run.strategy = run.worker_strategies.front();
     } else {
-      run.strategy = parallel::plan_strategy(run.loaded, run.devices, run.launch);
+      run.strategy = parallel::plan_strategy(strategy_keys(run.loaded.config), run.devices, run.launch);
     }
   });
   // A refused train.amp is said once; the batch is then measured without it.
@@ -193,7 +165,9 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
 // The devices, then everything after them; `run` holds the config.
 Reached resolve(RunPlan& run, const RunRequest& request, Problems& problems) {
   // Collecting, the CPU stands in should `device:` or `gpus:` be refused.
-  problems.attempt([&] { run.devices = device::resolve_devices(run.loaded, request.inventory); });
+  problems.attempt([&] {
+    run.devices = device::resolve_devices(run.loaded.config.device, run.loaded.config.gpus, request.inventory);
+  });
   return resolve_on_devices(run, request, problems);
 }
 

@@ -5,6 +5,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/plan/data_keys.h"
 #include "gputrain/step/amp.h"
+#include "problems.h"
 
 namespace gputrain::plan {
 
@@ -25,7 +26,11 @@ int64_t evaluation_batch(const config::ExperimentConfig& c) {
 SavedWeightsPlan resolve_saved_weights(config::LoadedConfig loaded, const device::DeviceInventory& inventory,
                                        WeightsUse use) {
   SavedWeightsPlan plan;
-  if (use != WeightsUse::kExport) plan.devices = device::resolve_devices(loaded, inventory);
+  if (use != WeightsUse::kExport) {
+    Problems(nullptr, loaded.sources).attempt([&] {
+      plan.devices = device::resolve_devices(loaded.config.device, loaded.config.gpus, inventory);
+    });
+  }
   const config::ExperimentConfig& c = loaded.config;
   const bool testing = use == WeightsUse::kTest;
   plan.data = testing ? data::make_dataset(c.data, data::Split::kTest, c.seed)

@@ -10,10 +10,6 @@
 
 namespace gputrain::train {
 
-Trainer::Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                 const parallel::LaunchInfo& launch)
-    : Trainer(plan::resolve_run(loaded, devices, launch)) {}
-
 Trainer::Trainer(const plan::RunPlan& plan) : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.config = plan.loaded.config;

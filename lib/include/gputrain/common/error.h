@@ -42,8 +42,9 @@ class UserError : public Error {
 
 // A config value is wrong. what() reads like a compiler error:
 // "configs/cifar.yaml:12:15: data.batch_size: must be > 0 (got -4)".
-// Components below the config stage name only the key; the run's resolution
-// places them in the file (`located`).
+// Components below the config stage name only the key (a device the machine
+// does not have, a model the data cannot feed); the run's resolution places
+// them in the file (`located`).
 class ConfigError : public UserError {
  public:
   ConfigError(SourceMark where, std::string key, std::string_view problem);
@@ -57,12 +58,6 @@ class ConfigError : public UserError {
   SourceMark where_;
   std::string key_;
   std::string problem_;
-};
-
-// A device that is not there, or a selection that does not fit the machine.
-class DeviceError : public UserError {
- public:
-  using UserError::UserError;
 };
 
 // Data files that are missing or malformed.

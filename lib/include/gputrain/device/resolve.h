@@ -1,6 +1,6 @@
 #pragma once
-// Turns `device:` and `gpus:` into the devices a run uses, or a DeviceError
-// that points into the config and lists what is visible.
+// Turns `device:` and `gpus:` into the devices a run uses, or a ConfigError
+// naming the key and listing what is visible.
 #include <torch/types.h>
 
 #include <string>
@@ -25,7 +25,8 @@ struct DevicePlan {
   std::vector<torch::Device> devices() const;  // one per GPU, or the single CPU/MPS device
 };
 
-DevicePlan resolve_devices(const config::LoadedConfig& loaded, const DeviceInventory& inventory);
+DevicePlan resolve_devices(const config::DeviceRequest& device, const config::GpuSelection& gpus,
+                           const DeviceInventory& inventory);
 
 // "0: NVIDIA H100 (physical 2), 1: ..." or "none".
 std::string describe_visible(const DeviceInventory& inventory);

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "gputrain/config/config.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/parallel/strategy.h"
 
@@ -31,9 +30,10 @@ struct LauncherOptions {
 
 // Plans the strategy of every local rank, so a configuration the workers
 // cannot run (strategy: single, nccl on the CPU) fails here, once, with the
-// config's ConfigError. More workers than selected GPUs is a warning: ranks
-// share GPUs by local rank modulo their count. Returns each rank's plan.
-std::vector<StrategyPlan> check_local_workers(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
+// ConfigError plan_strategy throws. More workers than selected GPUs is a
+// warning: ranks share GPUs by local rank modulo their count. Returns each
+// rank's plan.
+std::vector<StrategyPlan> check_local_workers(const StrategyKeys& keys, const device::DevicePlan& devices,
                                               int64_t nproc);
 
 // Starts the workers with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,

@@ -58,6 +58,14 @@ struct StrategyPlan {
   bool gradient_as_bucket_view = false;
 };
 
+// The keys a strategy is planned from.
+struct StrategyKeys {
+  config::StrategyName strategy = config::StrategyName::kAuto;
+  config::DpConfig dp;
+  config::DdpConfig ddp;
+  bool log_replicas = false;  // train.log_replicas
+};
+
 // How many processes `train` runs on this machine, and why.
 struct ProcessPlan {
   int64_t workers = 0;  // > 0: start this many local ddp workers (as train --nproc N); 0: train in this process
@@ -69,15 +77,14 @@ struct ProcessPlan {
 // ddp) with several selected GPUs and no launcher starts one ddp process per
 // GPU over NCCL; it never means dp, which steps eagerly (no CUDA graph) and
 // sums the replicas' gradients one parameter at a time on one thread.
-ProcessPlan plan_processes(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                           const LaunchInfo& launch, std::optional<int64_t> nproc);
+ProcessPlan plan_processes(config::StrategyName strategy, const device::DevicePlan& devices, const LaunchInfo& launch,
+                           std::optional<int64_t> nproc);
 
 // strategy: auto means ddp when launched with a world size above 1, else
 // single (on the primary device: several GPUs get one process each from
 // plan_processes, never dp). dp on the CPU runs dp.replicas CPU threads.
-// Throws ConfigError for combinations that cannot run.
-StrategyPlan plan_strategy(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-                           const LaunchInfo& launch);
+// Throws ConfigError, naming the key, for combinations that cannot run.
+StrategyPlan plan_strategy(const StrategyKeys& keys, const device::DevicePlan& devices, const LaunchInfo& launch);
 
 // What every rank must agree on at a step boundary; after agree(), each is
 // true when it was on any rank.

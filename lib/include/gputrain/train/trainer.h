@@ -12,9 +12,6 @@
 
 #include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/checkpoint/store.h"
-#include "gputrain/config/config.h"
-#include "gputrain/device/resolve.h"
-#include "gputrain/parallel/strategy.h"
 #include "gputrain/plan/batch_plan.h"
 #include "gputrain/plan/run_plan.h"
 #include "gputrain/train/observer.h"
@@ -59,9 +56,6 @@ class Trainer {
   // Builds the run `plan` resolved (model, loaders, optimizer, step) and logs
   // the model summary. Throws DataError / ConfigError for input the run cannot use.
   explicit Trainer(const plan::RunPlan& plan);
-  // The same for a run of `loaded` as plan::resolve_run resolves it.
-  Trainer(const config::LoadedConfig& loaded, const device::DevicePlan& devices,
-          const parallel::LaunchInfo& launch = {});
   ~Trainer();
 
   // Continues from `checkpoint` rather than from the seed's initial state:
