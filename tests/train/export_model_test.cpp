@@ -248,6 +248,9 @@ TEST_F(ModelExport, EveryLayerFamilyAndBuiltInNetworkMatchesGputrainsForwardInOn
   EXPECT_NE(metadata["input"].get<std::string>().find("normalised inside"), std::string::npos);
   const json& normalized = (*found)["residuals_normalized_inputs"]["onnx"]["metadata"];
   EXPECT_NE(normalized["input"].get<std::string>().find("before they go in"), std::string::npos);
+  const json& unnormalized = (*found)["cifar10_cnn_unnormalized"]["onnx"]["metadata"];
+  EXPECT_EQ(unnormalized["input"], "images in [0, 1] (pixel / 255, as torchvision's ToTensor gives them)");
+  EXPECT_FALSE(unnormalized.contains("normalize_mean"));
   EXPECT_FALSE((*found)["linear_regression"]["onnx"]["metadata"].contains("class_names"));
   EXPECT_EQ((*found)["cifar10_cnn"]["pytorch"]["class_names"], cifar_classes);
   EXPECT_EQ((*found)["cifar10_cnn"]["safetensors"]["metadata"]["format"], "pt");

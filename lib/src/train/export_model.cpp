@@ -55,9 +55,13 @@ bool maps_pixels(const data::DatasetInfo& info, ModelInputs inputs) {
   return info.images && inputs == ModelInputs::kUnitImages;
 }
 
-std::string input_text(const data::DatasetInfo& info, bool normalizes, ModelFormat format) {
+std::string input_text(const data::DatasetInfo& info, const std::vector<double>& mean, ModelInputs inputs,
+                       ModelFormat format) {
   if (!info.images) return "feature vectors, as the data set holds them";
-  if (normalizes) return "images in [0, 1] (pixel / 255, as torchvision's ToTensor gives them), normalised inside";
+  if (mean.empty()) return "images in [0, 1] (pixel / 255, as torchvision's ToTensor gives them)";
+  if (normalizes(info, mean, inputs)) {
+    return "images in [0, 1] (pixel / 255, as torchvision's ToTensor gives them), normalised inside";
+  }
   return fmt::format("images in [0, 1] (pixel / 255), normalised by the mean and std in {} before they go in",
                      format == ModelFormat::kOnnx ? "the metadata (normalize_mean, normalize_std)"
                                                   : "NORMALIZE_MEAN and NORMALIZE_STD");
@@ -86,7 +90,6 @@ onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, co
   onnx::Graph graph;
   graph.name = name;
   graph.input_shape = info.input_shape;
-  const bool normalized = normalizes(info, mean, inputs);
   std::string value = graph.input;
   if (maps_pixels(info, inputs)) {  // (255 x) * scale + shift, rounded as the loaders round
     const int64_t channels = info.input_shape.at(0);
@@ -100,7 +103,7 @@ onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, co
   const bool classes = info.target_kind == data::TargetKind::kClasses;
   graph.output = graph.add("Identity", {output.value}, classes ? "logits" : "values");
   graph.outputs = output.width;
-  graph.metadata = {{"dataset", info.name}, {"input", input_text(info, normalized, ModelFormat::kOnnx)}};
+  graph.metadata = {{"dataset", info.name}, {"input", input_text(info, mean, inputs, ModelFormat::kOnnx)}};
   if (info.images && !mean.empty()) {
     graph.metadata.emplace_back("normalize_mean", nlohmann::json(mean).dump());
     graph.metadata.emplace_back("normalize_std", nlohmann::json(std).dump());
@@ -108,7 +111,7 @@ onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, co
   if (!info.class_names.empty()) graph.metadata.emplace_back("class_names", nlohmann::json(info.class_names).dump());
   graph.doc =
       fmt::format("{} for {} ({}); input: {}", name, info.name, classes ? "logits per class" : "regression values",
-                  input_text(info, normalized, ModelFormat::kOnnx));
+                  input_text(info, mean, inputs, ModelFormat::kOnnx));
   return graph;
 }
 
@@ -161,7 +164,7 @@ CLASS_NAMES = {class_names}
       fmt::arg("outputs", classes ? "logits per class" : "regression values"), fmt::arg("version", device::version()),
       fmt::arg("state_dict", std::filesystem::path(state_dict).filename().string()), fmt::arg("module", module),
       fmt::arg("name_literal", nlohmann::json(name).dump()),
-      fmt::arg("input", nlohmann::json(input_text(info, normalized, ModelFormat::kPytorch)).dump()),
+      fmt::arg("input", nlohmann::json(input_text(info, mean, inputs, ModelFormat::kPytorch)).dump()),
       fmt::arg("mean", nlohmann::json(mean).dump()), fmt::arg("std", nlohmann::json(std).dump()),
       fmt::arg("normalize", normalized     ? "Model normalises its input with these"
                             : mean.empty() ? "none"
@@ -209,7 +212,7 @@ ModelExportSummary export_model(const plan::SavedWeightsPlan& plan, const std::s
   ModelExportSummary summary;
   summary.weights = checkpoint::load_weights(model, weights_path, options.weights);
   const data::LoaderOptions& loader = plan.batches;
-  summary.input = input_text(info, normalizes(info, loader.mean, options.inputs), options.format);
+  summary.input = input_text(info, loader.mean, options.inputs, options.format);
   summary.parameters = models::parameter_count(*model);
   summary.files = {out_path};
   if (!pytorch) {
