@@ -1,10 +1,13 @@
 """Runs every model gputrain exported under DIR with its reader and prints, as
 one JSON object, what it found per case: {name: {"onnx": {...}, "pytorch": {...},
 "safetensors": {...}}}. Each DIR/<name>/ holds input.npy (what goes in),
-expected.npy (gputrain's own outputs for it) and the exports:
+expected.npy (gputrain's own outputs for it), expected_first.npy (gputrain's
+outputs for the first sample alone) and the exports:
 - model.onnx, run by ONNX Runtime: "max_abs", "single_max_abs" (the first
-  sample alone: the batch is a dynamic dimension), "batch", "input", "output",
-  "metadata";
+  sample alone, against gputrain's outputs for it alone: the batch is a
+  dynamic dimension, and LibTorch's CPU kernels round a batch of one
+  differently from a larger one, in gputrain as in PyTorch), "batch", "input",
+  "output", "metadata", "scale" (the largest magnitude of expected.npy);
 - model.py with its state dict model.pt: the module imported, Model() loading
   torch.load("model.pt") with strict=True, evaluated: "max_abs",
   "single_max_abs", "scale" (the largest magnitude of expected.npy),
@@ -40,7 +43,7 @@ def difference(outputs, expected):
     return largest if np.isfinite(largest) else None
 
 
-def check_onnx(folder, inputs, expected):
+def check_onnx(folder, inputs, expected, first):
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     session = onnxruntime.InferenceSession(
@@ -52,7 +55,8 @@ def check_onnx(folder, inputs, expected):
     return {
         "max_abs": difference(outputs, expected),
         "shape": list(outputs.shape),
-        "single_max_abs": difference(single, expected[:1]),
+        "single_max_abs": difference(single, first),
+        "scale": float(np.abs(expected).max()),
         "batch": session.get_inputs()[0].shape[0],
         "input": name,
         "output": session.get_outputs()[0].name,
@@ -60,7 +64,7 @@ def check_onnx(folder, inputs, expected):
     }
 
 
-def check_pytorch(folder, inputs, expected):
+def check_pytorch(folder, inputs, expected, first):
     spec = importlib.util.spec_from_file_location(f"exported_{os.path.basename(folder)}", os.path.join(folder, "model.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -74,7 +78,7 @@ def check_pytorch(folder, inputs, expected):
     return {
         "max_abs": difference(outputs, expected),
         "shape": list(outputs.shape),
-        "single_max_abs": difference(single, expected[:1]),
+        "single_max_abs": difference(single, first),
         "scale": float(np.abs(expected).max()),
         "persistent_buffers": sorted(set(model.state_dict()) ^ set(state_dict)),
         "class_names": module.CLASS_NAMES,
@@ -97,11 +101,12 @@ def check_safetensors(folder):
 def check(folder):
     inputs = np.load(os.path.join(folder, "input.npy"))
     expected = np.load(os.path.join(folder, "expected.npy"))
+    first = np.load(os.path.join(folder, "expected_first.npy"))
     found = {}
     if os.path.exists(os.path.join(folder, "model.onnx")):
-        found["onnx"] = check_onnx(folder, inputs, expected)
+        found["onnx"] = check_onnx(folder, inputs, expected, first)
     if os.path.exists(os.path.join(folder, "model.py")):
-        found["pytorch"] = check_pytorch(folder, inputs, expected)
+        found["pytorch"] = check_pytorch(folder, inputs, expected, first)
     if os.path.exists(os.path.join(folder, "weights.safetensors")):
         found["safetensors"] = check_safetensors(folder)
     return found

@@ -61,16 +61,10 @@ std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const
                       : fmt::format("needs 1 or {} values for the {} channels of {} (got {})", channels, channels,
                                     info.name, options.mean.size()));
   }
-  std::vector<ChannelMap> maps(channels);
-  for (std::size_t c = 0; c < channels && !options.mean.empty(); ++c) {
-    const std::size_t k = options.mean.size() == 1 ? 0 : c;
-    if (!(options.std[k] > 0)) {
-      throw option_error("data.normalize.std", fmt::format("every value must be > 0 (got {})", options.std[k]));
-    }
-    maps[c].scale = static_cast<float>(1.0 / (255.0 * options.std[k]));
-    maps[c].shift = static_cast<float>(-options.mean[k] / options.std[k]);
+  for (const double value : options.std) {
+    if (!(value > 0)) throw option_error("data.normalize.std", fmt::format("every value must be > 0 (got {})", value));
   }
-  return maps;
+  return channel_maps(options.mean, options.std, static_cast<int64_t>(channels));
 }
 
 std::vector<int64_t> epoch_order(const LoaderOptions& options, int64_t samples, int64_t epoch) {
@@ -110,3 +104,18 @@ void throw_bad_label(const Dataset& dataset, int64_t row, int64_t label) {
 }
 
 }  // namespace gputrain::data::detail
+
+namespace gputrain::data {
+
+std::vector<ChannelMap> channel_maps(const std::vector<double>& mean, const std::vector<double>& std,
+                                     int64_t channels) {
+  std::vector<ChannelMap> maps(static_cast<std::size_t>(channels));
+  for (std::size_t c = 0; c < maps.size() && !mean.empty(); ++c) {
+    const std::size_t k = mean.size() == 1 ? 0 : c;
+    maps[c].scale = static_cast<float>(1.0 / (255.0 * std.at(k)));
+    maps[c].shift = static_cast<float>(-mean.at(k) / std.at(k));
+  }
+  return maps;
+}
+
+}  // namespace gputrain::data

@@ -7,14 +7,9 @@
 #include <vector>
 
 #include "gputrain/data/host_loader.h"
+#include "gputrain/data/pixel_map.h"
 
 namespace gputrain::data::detail {
-
-// (byte / 255 - mean) / std folded into one multiply-add per pixel.
-struct ChannelMap {
-  float scale = 1.0f / 255.0f;
-  float shift = 0.0f;
-};
 
 // Where one output image reads from: a crop offset in [-pad, pad] per axis
 // (what torchvision's RandomCrop(padding=pad) picks) and a mirror.

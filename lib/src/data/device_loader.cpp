@@ -31,13 +31,13 @@ struct DeviceLoader::State {
       : dataset(std::move(data)), options(std::move(opts)), device(on) {
     GPUTRAIN_CHECK(dataset != nullptr, "DeviceLoader needs a data set");
     const DatasetInfo& info = dataset->info();
-    const std::vector<detail::ChannelMap> maps = detail::checked_channel_maps(options, info);
+    const std::vector<ChannelMap> maps = detail::checked_channel_maps(options, info);
     if (info.target_kind == TargetKind::kClasses) check_labels();
     inputs = dataset->inputs().to(device);
     if (dataset->targets().defined()) targets = dataset->targets().to(device);
     if (info.images) {
       std::vector<float> scales, shifts;
-      for (const detail::ChannelMap& m : maps) {
+      for (const ChannelMap& m : maps) {
         scales.push_back(m.scale);
         shifts.push_back(m.shift);
       }

@@ -22,7 +22,6 @@ namespace gputrain::data {
 
 namespace {
 
-using detail::ChannelMap;
 using detail::ImageShape;
 using detail::Placement;
 

@@ -13,6 +13,7 @@
 #include "gputrain/common/files.h"
 #include "gputrain/common/output_file.h"
 #include "gputrain/data/batch_loader.h"
+#include "gputrain/data/pixel_map.h"
 #include "gputrain/device/versions.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/models/onnx_layers.h"
@@ -22,13 +23,24 @@ namespace gputrain::train {
 
 namespace {
 
-// mean or std as a [C, 1, 1] constant: one value per channel, broadcast over the pixels.
-std::vector<float> per_channel(const std::vector<double>& values, int64_t channels) {
-  std::vector<float> out;
-  for (int64_t c = 0; c < channels; ++c) {
-    out.push_back(static_cast<float>(values.size() == 1 ? values[0] : values.at(static_cast<std::size_t>(c))));
+// The loaders' per-channel scales and shifts (data::channel_maps), to be
+// applied to 255 x as they apply them to the pixel byte: 255 x is the byte
+// again for x = byte / 255 in float32, for each of the 256 bytes.
+struct PixelMaps {
+  std::vector<float> scale, shift;
+};
+PixelMaps pixel_maps(const std::vector<double>& mean, const std::vector<double>& std, int64_t channels) {
+  PixelMaps maps;
+  for (const data::ChannelMap& m : data::channel_maps(mean, std, channels)) {
+    maps.scale.push_back(m.scale);
+    maps.shift.push_back(m.shift);
   }
-  return out;
+  return maps;
+}
+
+// Floats as Python literals that read back as the same float32 values.
+std::string python_floats(const std::vector<float>& values) {
+  return nlohmann::json(std::vector<double>(values.begin(), values.end())).dump();
 }
 
 // Whether the graph starts with the data set's normalisation.
@@ -36,9 +48,20 @@ bool normalizes(const data::DatasetInfo& info, const std::vector<double>& mean, 
   return info.images && !mean.empty() && inputs == ModelInputs::kUnitImages;
 }
 
-std::string input_text(const data::DatasetInfo& info, bool normalizes, ModelFormat format) {
+// Whether the graph starts with the loaders' pixel map: the normalisation, or
+// without data.normalize the loaders' byte * float(1 / 255), which is not
+// always the float byte / 255 the model is given.
+bool maps_pixels(const data::DatasetInfo& info, ModelInputs inputs) {
+  return info.images && inputs == ModelInputs::kUnitImages;
+}
+
+std::string input_text(const data::DatasetInfo& info, const std::vector<double>& mean, ModelInputs inputs,
+                       ModelFormat format) {
   if (!info.images) return "feature vectors, as the data set holds them";
-  if (normalizes) return "images in [0, 1] (pixel / 255, as torchvision's ToTensor gives them), normalised inside";
+  if (mean.empty()) return "images in [0, 1] (pixel / 255, as torchvision's ToTensor gives them)";
+  if (normalizes(info, mean, inputs)) {
+    return "images in [0, 1] (pixel / 255, as torchvision's ToTensor gives them), normalised inside";
+  }
   return fmt::format("images in [0, 1] (pixel / 255), normalised by the mean and std in {} before they go in",
                      format == ModelFormat::kOnnx ? "the metadata (normalize_mean, normalize_std)"
                                                   : "NORMALIZE_MEAN and NORMALIZE_STD");
@@ -67,20 +90,20 @@ onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, co
   onnx::Graph graph;
   graph.name = name;
   graph.input_shape = info.input_shape;
-  const bool normalized = normalizes(info, mean, inputs);
   std::string value = graph.input;
-  if (normalized) {
+  if (maps_pixels(info, inputs)) {  // (255 x) * scale + shift, rounded as the loaders round
     const int64_t channels = info.input_shape.at(0);
-    value = graph.add("Sub", {value, graph.constant("normalize.mean", {channels, 1, 1}, per_channel(mean, channels))},
-                      "normalize/centred");
-    value = graph.add("Div", {value, graph.constant("normalize.std", {channels, 1, 1}, per_channel(std, channels))},
-                      "normalize");
+    const PixelMaps maps = pixel_maps(mean, std, channels);
+    value = graph.add("Mul", {value, graph.constant("normalize.bytes", {}, {255.0f})}, "normalize/bytes");
+    value =
+        graph.add("Mul", {value, graph.constant("normalize.scale", {channels, 1, 1}, maps.scale)}, "normalize/scaled");
+    value = graph.add("Add", {value, graph.constant("normalize.shift", {channels, 1, 1}, maps.shift)}, "normalize");
   }
   const models::OnnxOutput output = models::add_onnx_layers(model, info.input_shape, graph, value);
   const bool classes = info.target_kind == data::TargetKind::kClasses;
   graph.output = graph.add("Identity", {output.value}, classes ? "logits" : "values");
   graph.outputs = output.width;
-  graph.metadata = {{"dataset", info.name}, {"input", input_text(info, normalized, ModelFormat::kOnnx)}};
+  graph.metadata = {{"dataset", info.name}, {"input", input_text(info, mean, inputs, ModelFormat::kOnnx)}};
   if (info.images && !mean.empty()) {
     graph.metadata.emplace_back("normalize_mean", nlohmann::json(mean).dump());
     graph.metadata.emplace_back("normalize_std", nlohmann::json(std).dump());
@@ -88,7 +111,7 @@ onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, co
   if (!info.class_names.empty()) graph.metadata.emplace_back("class_names", nlohmann::json(info.class_names).dump());
   graph.doc =
       fmt::format("{} for {} ({}); input: {}", name, info.name, classes ? "logits per class" : "regression values",
-                  input_text(info, normalized, ModelFormat::kOnnx));
+                  input_text(info, mean, inputs, ModelFormat::kOnnx));
   return graph;
 }
 
@@ -99,6 +122,20 @@ std::string pytorch_module(const torch::nn::Sequential& model, const std::string
   const bool classes = info.target_kind == data::TargetKind::kClasses;
   const std::string layers = models::pytorch_layers(model, 8);
   const std::string module = std::filesystem::path(state_dict).stem().string();
+  const bool mapped = maps_pixels(info, inputs);
+  std::string pixel_map;
+  if (mapped) {
+    const PixelMaps maps = pixel_maps(mean, std, info.input_shape.at(0));
+    pixel_map = fmt::format(
+        R"(# Model's first step, the float32 operations of gputrain's loader in its order, per
+# channel: x * 255 * PIXEL_SCALE + PIXEL_SHIFT. x * 255 is the pixel byte again;
+# PIXEL_SCALE is 1 / (255 std) and PIXEL_SHIFT -mean / std, each rounded to float32
+# (1 / 255 and 0 without data.normalize), so the layers get the floats gputrain's get.
+PIXEL_SCALE = {}
+PIXEL_SHIFT = {}
+)",
+        python_floats(maps.scale), python_floats(maps.shift));
+  }
   std::string source = fmt::format(
       R"("""The network of gputrain's experiment {name} for {dataset}, as a PyTorch module: {outputs}.
 
@@ -121,18 +158,18 @@ INPUT = {input}
 NORMALIZE_MEAN = {mean}  # data.normalize: {normalize}
 NORMALIZE_STD = {std}
 CLASS_NAMES = {class_names}
-
+{pixel_map}
 )",
       fmt::arg("name", name), fmt::arg("dataset", info.name),
       fmt::arg("outputs", classes ? "logits per class" : "regression values"), fmt::arg("version", device::version()),
       fmt::arg("state_dict", std::filesystem::path(state_dict).filename().string()), fmt::arg("module", module),
       fmt::arg("name_literal", nlohmann::json(name).dump()),
-      fmt::arg("input", nlohmann::json(input_text(info, normalized, ModelFormat::kPytorch)).dump()),
+      fmt::arg("input", nlohmann::json(input_text(info, mean, inputs, ModelFormat::kPytorch)).dump()),
       fmt::arg("mean", nlohmann::json(mean).dump()), fmt::arg("std", nlohmann::json(std).dump()),
       fmt::arg("normalize", normalized     ? "Model normalises its input with these"
                             : mean.empty() ? "none"
                                            : "the caller normalises the input with these"),
-      fmt::arg("class_names", nlohmann::json(info.class_names).dump()));
+      fmt::arg("class_names", nlohmann::json(info.class_names).dump()), fmt::arg("pixel_map", pixel_map));
   // Only the layer kinds the model has: a residual is a class of its own.
   if (layers.find("Residual(") != std::string::npos) source += fmt::format("\n{}\n", models::kPythonResidual);
   source += fmt::format(R"(
@@ -143,14 +180,15 @@ class Model(nn.Sequential):
         super().__init__({layers})
 )",
                         fmt::arg("name", name), fmt::arg("layers", layers));
-  if (normalized) {
+  if (mapped) {
     // Not state: load_state_dict(strict=True) takes gputrain's state dict as it is.
     source +=
-        R"(        self.register_buffer("normalize_mean", torch.tensor(NORMALIZE_MEAN).reshape(-1, 1, 1), persistent=False)
-        self.register_buffer("normalize_std", torch.tensor(NORMALIZE_STD).reshape(-1, 1, 1), persistent=False)
+        R"(        scale, shift = (torch.tensor(v, dtype=torch.float32).reshape(-1, 1, 1) for v in (PIXEL_SCALE, PIXEL_SHIFT))
+        self.register_buffer("pixel_scale", scale, persistent=False)
+        self.register_buffer("pixel_shift", shift, persistent=False)
 
     def forward(self, x):
-        return super().forward((x - self.normalize_mean) / self.normalize_std)
+        return super().forward(x * 255 * self.pixel_scale + self.pixel_shift)
 )";
   }
   return source;
@@ -174,7 +212,7 @@ ModelExportSummary export_model(const plan::SavedWeightsPlan& plan, const std::s
   ModelExportSummary summary;
   summary.weights = checkpoint::load_weights(model, weights_path, options.weights);
   const data::LoaderOptions& loader = plan.batches;
-  summary.input = input_text(info, normalizes(info, loader.mean, options.inputs), options.format);
+  summary.input = input_text(info, loader.mean, options.inputs, options.format);
   summary.parameters = models::parameter_count(*model);
   summary.files = {out_path};
   if (!pytorch) {

@@ -25,14 +25,27 @@ std::string field(const std::string& text) {
 }
 }  // namespace
 
+torch::Tensor predict_outputs(const plan::SavedWeightsPlan& plan, const std::string& weights_path,
+                              const data::PredictionInputs& inputs) {
+  auto [strategy, model] =
+      load_saved_model(plan.loaded.config.model, plan.data->info(), plan.devices, weights_path, "predicting");
+  model->eval();
+  torch::NoGradGuard no_grad;
+  data::HostLoader batches(inputs.dataset, plan.batches);
+  batches.start_epoch(0);
+  std::vector<torch::Tensor> outputs;
+  while (auto batch = batches.next()) {
+    outputs.push_back(strategy->forward(model, batch->inputs).to(torch::kCPU, torch::kFloat32));
+  }
+  return torch::cat(outputs);
+}
+
 void predict(const plan::SavedWeightsPlan& plan, const std::string& weights_path, const std::string& input_path,
              std::ostream& out) {
   const config::ExperimentConfig& c = plan.loaded.config;
   const data::DatasetInfo& info = plan.data->info();
   const data::PredictionInputs inputs = data::read_prediction_inputs(input_path, c.data, info);
-  auto [strategy, model] = load_saved_model(c.model, info, plan.devices, weights_path, "predicting");
-  model->eval();
-  torch::NoGradGuard no_grad;
+  torch::Tensor outputs = predict_outputs(plan, weights_path, inputs);
 
   const bool classification = info.target_kind == data::TargetKind::kClasses;
   const std::vector<std::string> labels = class_labels(info);
@@ -48,24 +61,18 @@ void predict(const plan::SavedWeightsPlan& plan, const std::string& weights_path
   }
   out << header << "\n";
 
-  data::HostLoader batches(inputs.dataset, plan.batches);
-  batches.start_epoch(0);
-  std::size_t sample = 0;
-  while (auto batch = batches.next()) {
-    torch::Tensor outputs = strategy->forward(model, batch->inputs).to(torch::kCPU, torch::kFloat32);
-    if (classification) outputs = torch::softmax(outputs, 1);
-    const torch::Tensor best = classification ? outputs.argmax(1) : torch::Tensor();  // one op per batch, not per row
-    const auto rows = outputs.accessor<float, 2>();
-    for (int64_t row = 0; row < outputs.size(0); ++row, ++sample) {
-      std::string line = field(inputs.names.at(sample));
-      if (classification) {
-        const int64_t predicted = best.data_ptr<int64_t>()[row];
-        line += fmt::format(",{}", predicted);
-        if (named) line += "," + field(info.class_names.at(static_cast<std::size_t>(predicted)));
-      }
-      for (int64_t column = 0; column < outputs.size(1); ++column) line += fmt::format(",{:.6g}", rows[row][column]);
-      out << line << "\n";
+  if (classification) outputs = torch::softmax(outputs, 1);
+  const torch::Tensor best = classification ? outputs.argmax(1) : torch::Tensor();  // one op, not one per row
+  const auto rows = outputs.accessor<float, 2>();
+  for (int64_t row = 0; row < outputs.size(0); ++row) {
+    std::string line = field(inputs.names.at(static_cast<std::size_t>(row)));
+    if (classification) {
+      const int64_t predicted = best.data_ptr<int64_t>()[row];
+      line += fmt::format(",{}", predicted);
+      if (named) line += "," + field(info.class_names.at(static_cast<std::size_t>(predicted)));
     }
+    for (int64_t column = 0; column < outputs.size(1); ++column) line += fmt::format(",{:.6g}", rows[row][column]);
+    out << line << "\n";
   }
 }
 

@@ -37,9 +37,11 @@ struct ModelExportOptions {
 };
 
 // The graph of `model` (weights loaded) for `info`'s samples: the input
-// "input" [batch, sample...] (float32; batch is a dynamic dimension), the
-// normalisation `mean`/`std` first (per channel, or one for all; empty: none)
-// when `inputs` is kUnitImages and the samples are images, the layers
+// "input" [batch, sample...] (float32; batch is a dynamic dimension), first
+// the loaders' pixel map when `inputs` is kUnitImages and the samples are
+// images (the normalisation `mean`/`std`, per channel or one for all, empty:
+// none, applied to 255 x as data::channel_maps says, so that the graph sees
+// the floats gputrain's model sees), the layers
 // (models::add_onnx_layers), then the output "logits" [batch, classes] (or
 // "values" for regression). metadata_props: the data set, what the input
 // holds, the normalisation, and the class names when the data set has them.
@@ -49,10 +51,11 @@ onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, co
 // The Python module that defines `model` as the nn.Module class Model: an
 // nn.Sequential of the layers (models::pytorch_layers), whose state dict has
 // gputrain's keys, so load_state_dict(torch.load(state_dict)) fits it
-// strictly. With kUnitImages an image model normalises first, as onnx_graph's
-// does, by buffers that are not part of the state dict (persistent=False).
-// Module constants: INPUT (what the input holds), NORMALIZE_MEAN and
-// NORMALIZE_STD, CLASS_NAMES (empty when the data set has none).
+// strictly. With kUnitImages an image model maps its pixels first, as
+// onnx_graph's does, by buffers that are not part of the state dict
+// (persistent=False). Module constants: INPUT (what the input holds),
+// NORMALIZE_MEAN and NORMALIZE_STD, CLASS_NAMES (empty when the data set has
+// none), and with the pixel map PIXEL_SCALE and PIXEL_SHIFT.
 // `state_dict` is the file name the docstring's example loads.
 std::string pytorch_module(const torch::nn::Sequential& model, const std::string& name, const data::DatasetInfo& info,
                            const std::vector<double>& mean, const std::vector<double>& std, ModelInputs inputs,

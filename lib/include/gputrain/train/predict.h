@@ -3,6 +3,7 @@
 #include <ostream>
 #include <string>
 
+#include "gputrain/data/prediction_inputs.h"
 #include "gputrain/plan/saved_weights.h"
 
 namespace gputrain::train {
@@ -15,5 +16,11 @@ namespace gputrain::train {
 // test split's loader: the same normalisation as training and testing.
 void predict(const plan::SavedWeightsPlan& plan, const std::string& weights_path, const std::string& input_path,
              std::ostream& out);
+
+// What predict scores: the model's outputs for every sample of `inputs` (read
+// by data::read_prediction_inputs), logits or regression values, [samples,
+// outputs] float32 on the CPU in the samples' order.
+torch::Tensor predict_outputs(const plan::SavedWeightsPlan& plan, const std::string& weights_path,
+                              const data::PredictionInputs& inputs);
 
 }  // namespace gputrain::train
