@@ -383,6 +383,25 @@ for precision in highest high; do
   step "fast_matmul_$precision" any "$T" 0 "matmul_precision: $precision" -- "${CMD[@]}"
 done
 
+# Fine-tuning (issue 40): the fast recipe on five classes, then configs/fashion_mnist_finetune.yaml
+# from its model.pt with the body frozen. On the GPU the step must run in the CUDA graph although
+# most parameters hold no gradient, and under ddp (NCCL, one process) the frozen ones stay out of
+# the gradients' sum.
+step finetune_base any "$T" 0 'Test set: ' -- "$BIN" train --config "$CONFIGS/fashion_mnist_fast.yaml" \
+  --output "$RUNS" --set name=finetune_base --set "device=$DEV" --set "data.root=$FMNIST" \
+  --set "train.epochs=$EPOCHS" --set train.target_accuracy=0 --set 'data.keep_classes=[0,1,2,3,4]' "${SIZE[@]}"
+FINETUNE=("$BIN" train --config "$CONFIGS/fashion_mnist_finetune.yaml" --output "$RUNS" --set "device=$DEV"
+          --set "data.root=$FMNIST" --set "train.epochs=$EPOCHS" --set "model.init_from=$RUNS/finetune_base/model.pt"
+          "${SIZE[@]}")
+graph=on; [ "$DRY" = 1 ] && graph=off  # the CPU has no CUDA graph
+step finetune_frozen any "$T" 0 \
+  "(?s)(?=.*1 tensor skipped)(?=.*model\.freeze_batchnorm: eval)(?=.*train\.cuda_graph: $graph)(?=.*Test set: )" -- \
+  "${FINETUNE[@]}" --set name=finetune_frozen
+# 5.0 KiB: the head's 1,280 float32 gradients, the only ones summed.
+step finetune_frozen_ddp any "$T" 0 \
+  "(?s)(?=.*1 tensor skipped)(?=.*(sums|all-reduces) 5\.0 KiB of gradients)(?=.*train\.cuda_graph: $graph)(?=.*Test set: )" -- \
+  env NCCL_DEBUG=WARN "${FINETUNE[@]:0:2}" --nproc 1 "${FINETUNE[@]:2}" --set name=finetune_frozen_ddp --set strategy=ddp
+
 # The harness against the Python reference: one repetition, short. Its flags are checked in
 # both modes (run.py --help needs no torch), so that a renamed flag shows in the dry run.
 HARNESS_FLAGS=(--device --workloads --reps --epochs --gputrain --python --data-dir --out)

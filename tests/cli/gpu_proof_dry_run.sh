@@ -30,7 +30,8 @@ on_cpu = ["make_data", "info", "info_json", "info_json_visible0", "invalid_gpu_d
           "loader_pin_true_workers_4", "dp_gpu0", "ddp_nproc1", "ddp_nproc1_reducer", "ddp_nproc2",
           "ddp_gloo_sync_batchnorm", "export_png", "image_folder_memory", "image_folder_none", "checkpoint_resume", "sigterm",
           "fast_baseline", "fast_auto", "fast_device_cache", "fast_channels_last", "fast_cudnn_benchmark", "fast_fused",
-          "fast_matmul_highest", "fast_matmul_high", "bench_harness_flags", "bench_harness", "speed_floors", "nan_stop"]
+          "fast_matmul_highest", "fast_matmul_high", "finetune_base", "finetune_frozen", "finetune_frozen_ddp",
+          "bench_harness_flags", "bench_harness", "speed_floors", "nan_stop"]
 for name in cuda_only + on_cpu:
     if name not in steps:
         problems.append(f"step {name} missing")
