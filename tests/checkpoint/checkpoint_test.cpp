@@ -16,6 +16,7 @@
 #include <torch/serialize/output-archive.h>
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
 #include <map>
 
@@ -292,6 +293,32 @@ TEST(Checkpoint, IntactEnvelopeAroundBadContentsIsAnError) {
   EXPECT_NE(error_of([&] {
               Checkpoint::parse(seal(payload), "y.ckpt");
             }).find("y.ckpt: has no 'position_batch' entry (not a complete checkpoint)"),
+            std::string::npos);
+}
+
+// LibTorch's unpickler reserves whatever length a pickled string declares
+// before reading it: four crafted bytes made it take 4 GiB (fuzz.checkpoint).
+// The length is refused first, naming the record, and a model.pt is read the
+// same way; so is a memo slot LibTorch would grow its table to.
+TEST(Checkpoint, ACraftedStringLengthIsRefusedBeforeLibTorchReservesIt) {
+  const TrainingState state = sample_state();
+  std::string payload(unseal(encoded(state), "c.ckpt"));
+  const std::size_t config_at = payload.find(state.config);
+  ASSERT_NE(config_at, std::string::npos);
+  ASSERT_EQ(payload[config_at - 5], 'X');  // BINUNICODE, then the string's length in four bytes
+  payload.replace(config_at - 4, 4, "\xff\xff\xff\xff");
+  const std::string expected = "declares a string of 4294967295 bytes where";
+  EXPECT_NE(error_of([&] { Checkpoint::parse(seal(payload), "c.ckpt"); }).find("c.ckpt: its data.pkl " + expected),
+            std::string::npos);
+  TempDir dir;
+  std::ofstream(dir / "model.pt", std::ios::binary) << payload;
+  EXPECT_NE(error_of([&] { read_weights((dir / "model.pt").string()); }).find("model.pt: its data.pkl " + expected),
+            std::string::npos);
+  // LONG_BINPUT naming slot 2^24: LibTorch would grow its memo to 16.8 M values.
+  payload.replace(config_at - 5, 5, std::string("r\x00\x00\x00\x01", 5));
+  EXPECT_NE(error_of([&] {
+              Checkpoint::parse(seal(payload), "c.ckpt");
+            }).find("c.ckpt: its data.pkl puts a value in memo slot 16777216, more than its"),
             std::string::npos);
 }
 

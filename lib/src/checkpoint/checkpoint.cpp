@@ -230,6 +230,7 @@ Checkpoint Checkpoint::parse(std::string_view bytes, std::string name) {
   c.name_ = std::move(name);
   c.payload_ = std::make_shared<const std::string>(payload);
   try {
+    detail::check_pickle_lengths(*c.payload_, c.name_);
     InputArchive root;
     root.load_from(c.payload_->data(), c.payload_->size(), torch::Device(torch::kCPU));
     c.state_ = read_state(root, c.name_);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,16 @@ std::optional<NamedTensors> read_weight_lists(torch::serialize::InputArchive& ro
 // match both ways: Module::load would silently reshape parameters to
 // whatever the file holds. `name` (the file) begins every error.
 void copy_weights(const NamedTensors& stored, torch::nn::Module& model, const std::string& name);
+
+// LibTorch's unpickler sizes each string by the length its opcode declares
+// before reading the bytes (Unpickler::readBytes), so four crafted bytes in a
+// file of kilobytes make it reserve up to 4 GiB. Every pickle in the zip
+// `archive` is walked first, as LibTorch would read it (it grows its memo to
+// any slot a pickle names, too), and a length running past its record, a memo
+// slot beyond it, or a record declaring more bytes than the archive holds, is
+// a CheckpointError beginning with `name`. A zip LibTorch
+// cannot open throws its c10::Error, for the caller to word.
+void check_pickle_lengths(std::string_view archive, const std::string& name);
 
 // A file's bytes; CheckpointError when it is missing or unreadable.
 std::string read_file(const std::filesystem::path& path);

@@ -29,6 +29,7 @@ namespace {
 torch::serialize::InputArchive weights_archive(const std::string& bytes, const std::string& path) {
   torch::serialize::InputArchive archive;
   try {
+    detail::check_pickle_lengths(bytes, path);
     archive.load_from(bytes.data(), bytes.size(), torch::Device(torch::kCPU));
   } catch (const c10::Error& e) {
     throw CheckpointError(fmt::format("{}: neither a gputrain checkpoint nor a LibTorch weights archive ({})", path,
