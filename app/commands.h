@@ -180,6 +180,7 @@ struct BenchArgs {
   int64_t steps = 100;
   int64_t warmup = 10;
   bool json = false;
+  bool loader_only = false;
 };
 CLI::App* add_bench_command(CLI::App& app, BenchArgs& args);
 int run_bench(const BenchArgs& args);

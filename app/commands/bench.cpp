@@ -18,15 +18,42 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& args) {
   bench->add_option("--warmup", args.warmup, "untimed steps first (default: 10)")
       ->check(whole_number(0, 1'000'000'000));
   bench->add_flag("--json", args.json, "print the report as one JSON object");
+  bench->add_flag("--loader-only", args.loader_only,
+                  "time the training split's batches alone, as the run would load them (--steps batches)");
   return bench;
 }
+
+namespace {
+
+int print_loader_bench(const train::LoaderBenchReport& r, bool json) {
+  if (!json) {
+    std::cout << train::format_loader_bench(r) << std::flush;
+    return 0;
+  }
+  const nlohmann::ordered_json out{{"dataset", r.dataset},
+                                   {"device", r.device},
+                                   {"threads", r.threads},
+                                   {"workers", r.workers},
+                                   {"device_cache", r.device_cache},
+                                   {"batch", r.batch},
+                                   {"batches", r.batches},
+                                   {"warmup", r.warmup},
+                                   {"samples_per_s", r.samples_per_s},
+                                   {"wait_ms", r.wait_ms}};
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace
 
 int run_bench(const BenchArgs& args) {
   const config::LoadedConfig loaded = config::load_config(args.config, args.overrides);
   plan::RunRequest request;
   request.inventory = device::probe_devices(args.env.cuda_visible_devices);
   request.one_process = true;
-  const train::BenchReport r = train::run_bench(plan::resolve_run(loaded, request), {args.steps, args.warmup});
+  const plan::RunPlan plan = plan::resolve_run(loaded, request);
+  if (args.loader_only) return print_loader_bench(train::run_loader_bench(plan, {args.steps, args.warmup}), args.json);
+  const train::BenchReport r = train::run_bench(plan, {args.steps, args.warmup});
   if (!args.json) {
     std::cout << train::format_bench(r) << std::flush;
     return 0;

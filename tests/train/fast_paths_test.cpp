@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "gputrain/common/strings.h"
 #include "gputrain/config/load.h"
 #include "gputrain/data/generate.h"
 #include "gputrain/device/probe.h"
@@ -191,6 +192,22 @@ TEST_F(FastPathRuns, BenchTimesEveryPhaseAndTheComputeBound) {
   for (const auto& name : names) EXPECT_NE(table.find("\n" + name + " "), std::string::npos) << table;
   EXPECT_NE(table.find("compute bound"), std::string::npos) << table;
   EXPECT_FALSE(r.bound_graphed) << "no CUDA graph on the CPU";
+}
+
+// The loader alone: the planned batches, as many as asked, on either loader.
+TEST_F(FastPathRuns, LoaderBenchTimesThePlannedBatchesAlone) {
+  const LoaderBenchReport host = run_loader_bench(on_visible_devices(cifar({"data.device_cache=false"})), {5, 2});
+  EXPECT_EQ(host.batch, 16);
+  EXPECT_EQ(host.batches, 5);
+  EXPECT_EQ(host.warmup, 2);
+  EXPECT_FALSE(host.device_cache);
+  EXPECT_GT(host.samples_per_s, 0);
+  EXPECT_NE(format_loader_bench(host).find(count_of(host.workers, "worker") + ", batch 16, 5 batches after 2 warm-up"),
+            std::string::npos)
+      << format_loader_bench(host);
+  const LoaderBenchReport resident = run_loader_bench(on_visible_devices(cifar({"data.device_cache=true"})), {3, 0});
+  EXPECT_TRUE(resident.device_cache);
+  EXPECT_NE(format_loader_bench(resident).find("assembled on the device"), std::string::npos);
 }
 
 // The graph replays what eager steps compute: same weights after an epoch.

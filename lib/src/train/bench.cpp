@@ -12,12 +12,14 @@
 #include <optional>
 
 #include "gputrain/common/error.h"
+#include "gputrain/common/strings.h"
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/device/nvtx.h"
 #include "gputrain/models/freeze.h"
 #include "gputrain/optim/loss.h"
 #include "gputrain/optim/optimizer.h"
 #include "gputrain/step/amp.h"
+#include "gputrain/step/backends.h"
 #include "gputrain/step/channels_last.h"
 #include "gputrain/step/cuda_graph.h"
 #include "gputrain/train/builder.h"
@@ -52,7 +54,66 @@ double ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
+// The loader's batches without end: the next epoch starts where one ends.
+class EndlessBatches {
+ public:
+  explicit EndlessBatches(data::BatchLoader& source) : source_(source) { source_.start_epoch(epoch_); }
+  data::Batch next() {
+    std::optional<data::Batch> batch = source_.next();
+    if (!batch) {
+      source_.start_epoch(++epoch_);
+      batch = source_.next();
+    }
+    return std::move(*batch);
+  }
+
+ private:
+  data::BatchLoader& source_;
+  int64_t epoch_ = 0;
+};
+
 }  // namespace
+
+LoaderBenchReport run_loader_bench(const plan::RunPlan& plan, const BenchOptions& options) {
+  GPUTRAIN_CHECK(options.steps >= 1 && options.warmup >= 0, "bench needs steps >= 1 and warmup >= 0");
+  const torch::Device device = plan.devices.primary();
+  const plan::FastPaths& fast = plan.step.fast;  // the intra-op threads the run would give a resident split's batches
+  step::configure_backends(fast.matmul_precision.value, fast.threads, fast.cudnn_benchmark);
+  const auto source = data::make_batch_loader(plan.train_set, plan.train_loader, plan.device_cache.train, device);
+  EndlessBatches batches(*source);
+  int64_t samples = 0;
+  Clock::time_point start;
+  for (int64_t i = 0; i < options.warmup + options.steps; ++i) {
+    if (i == options.warmup) start = Clock::now();
+    const data::Batch batch = batches.next();
+    const torch::Tensor on_device = batch.inputs.to(device, /*non_blocking=*/true);
+    sync(device);
+    if (i >= options.warmup) samples += on_device.size(0);
+  }
+  const double timed_ms = ms_between(start, Clock::now());
+  source->stop();
+  LoaderBenchReport report;
+  report.dataset = plan.train_set->info().name;
+  report.device = device.str();
+  report.threads = at::get_num_threads();
+  report.workers = plan.train_loader.num_workers;
+  report.device_cache = plan.device_cache.train.on;
+  report.batch = plan.train_loader.batch_size;
+  report.batches = options.steps;
+  report.warmup = options.warmup;
+  report.samples_per_s = timed_ms > 0 ? 1e3 * static_cast<double>(samples) / timed_ms : 0.0;
+  report.wait_ms = timed_ms / static_cast<double>(options.steps);
+  return report;
+}
+
+std::string format_loader_bench(const LoaderBenchReport& r) {
+  return fmt::format(
+      "bench --loader-only: {} on {}{}, {}, batch {}, {} batches after {} warm-up\n"
+      "{:.0f} samples/s, {:.3f} ms a batch\n",
+      r.dataset, r.device, r.device == "cpu" ? fmt::format(" ({})", count_of(r.threads, "thread")) : "",
+      r.device_cache ? "assembled on the device" : count_of(r.workers, "worker"), r.batch, r.batches, r.warmup,
+      r.samples_per_s, r.wait_ms);
+}
 
 BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   GPUTRAIN_CHECK(options.steps >= 1 && options.warmup >= 0, "bench needs steps >= 1 and warmup >= 0");
@@ -75,16 +136,8 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   models::train_mode(*model, c.model.freeze_batchnorm);
   const auto optimizer = optim::make_optimizer(plan.optim, optim::param_groups(plan.optim, model->named_parameters()));
 
-  int64_t epoch = 0;
-  source->start_epoch(epoch);
-  auto next = [&] {
-    std::optional<data::Batch> batch = source->next();
-    if (!batch) {
-      source->start_epoch(++epoch);
-      batch = source->next();
-    }
-    return std::move(*batch);
-  };
+  EndlessBatches batches(*source);
+  auto next = [&] { return batches.next(); };
   auto on_device = [&](const torch::Tensor& t) {
     return step::model_inputs(t.to(device, /*non_blocking=*/true), device, fast.channels_last);
   };

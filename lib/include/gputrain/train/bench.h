@@ -39,6 +39,24 @@ struct BenchReport {
   bool bound_graphed = false;  // the bound's step replayed as a CUDA graph (train.cuda_graph), as training runs it
 };
 
+// The training split's loader alone, as the run plans it (data set, workers,
+// augmentation, device cache): batches taken as fast as it makes them and
+// moved to the device, nothing else. Tells whether the loader can keep a step fed.
+struct LoaderBenchReport {
+  std::string dataset;
+  std::string device;
+  int64_t threads = 0;        // intra-op threads (CPU): they assemble a resident split's batches
+  int64_t workers = 0;        // data.num_workers as planned (0: the calling thread)
+  bool device_cache = false;  // batches assembled on the device from a resident copy
+  int64_t batch = 0;
+  int64_t batches = 0;  // timed
+  int64_t warmup = 0;
+  double samples_per_s = 0;
+  double wait_ms = 0;  // mean time a batch took to arrive (next() and the copy)
+};
+LoaderBenchReport run_loader_bench(const plan::RunPlan& plan, const BenchOptions& options);
+std::string format_loader_bench(const LoaderBenchReport& report);
+
 // Throws what Trainer's constructor throws for a config it cannot run, and a
 // UserError for data without labels (nothing to train against).
 BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options);
