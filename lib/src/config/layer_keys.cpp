@@ -66,7 +66,8 @@ const std::vector<LayerTypeInfo>& layer_types() {
        "res",
        {},
        "`layers` (a list of layers, required) whose output is added to the input, or to the input passed "
-       "through `shortcut` (a list of layers) when given; the two must give the same shape"},
+       "through `shortcut` (a list of layers) when given; the two must give the same shape. A ResNet block is a "
+       "residual and a `relu` after it (configs/resnet18_folder.yaml, resnet50_folder.yaml)"},
   };
   return kTypes;
 }
