@@ -95,8 +95,73 @@ TEST(LayerConfig, ErrorsNameTheLayerAtItsPosition) {
             "out_features or bias");
   EXPECT_EQ(error_of("    - {out_features: 3}\n"),
             "x.yaml:4:7: model.layers[0]: has no `type`; one of conv2d, batchnorm, layernorm, relu, gelu, silu, tanh, "
-            "leaky_relu, maxpool, avgpool, adaptive_avgpool, flatten, linear, dropout or residual");
+            "leaky_relu, maxpool, avgpool, adaptive_avgpool, flatten, linear, dropout or residual, or a group of "
+            "layers given n times: {repeat: n, layers: [...]}");
   EXPECT_EQ(error_of("    - {type: relu, type: gelu}\n"), "x.yaml:4:20: model.layers[0] (relu): `type` is given twice");
+}
+
+// ResNet-50's stages are blocks given n times: a group is its layers n times,
+// nested groups and residual branches included, each copy read from one place.
+TEST(LayerConfig, ARepeatGroupIsItsLayersGivenNTimes) {
+  const ModelConfig model = model_of(
+      "    - flatten\n"
+      "    - repeat: 3\n"
+      "      layers:\n"
+      "        - {type: residual, layers: [{type: linear, out_features: 4, name: inner}, relu]}\n"
+      "        - {repeat: 2, layers: [tanh]}\n"
+      "    - linear\n");
+  std::vector<LayerType> types;
+  for (const auto& layer : model.layers) types.push_back(layer.type);
+  EXPECT_EQ(types,
+            (std::vector<LayerType>{LayerType::kFlatten, LayerType::kResidual, LayerType::kTanh, LayerType::kTanh,
+                                    LayerType::kResidual, LayerType::kTanh, LayerType::kTanh, LayerType::kResidual,
+                                    LayerType::kTanh, LayerType::kTanh, LayerType::kLinear}));
+  // Every copy is the layer the file declares, at its place; names inside a residual stay in its branch.
+  EXPECT_EQ(model.layers[4], model.layers[1]);
+  EXPECT_EQ(model.layers[4].layers[0].name, "inner");
+  EXPECT_EQ(model.layers[4].path, "model.layers[1].layers[0]");
+  EXPECT_EQ(model.layers[9].path, "model.layers[1].layers[1].layers[0]");
+  EXPECT_EQ(model.layers[4].mark.line, 7);
+  EXPECT_EQ(model.layers[10].path, "model.layers[2]");
+  // The dump spells the copies out, and reads back as the same network.
+  const auto loaded = load_config_text("model:\n  layers: [{repeat: 2, layers: [relu]}, linear]\n", "x.yaml");
+  const std::string dumped = dump_config(loaded.config);
+  const std::size_t first = dumped.find("{type: relu}");
+  ASSERT_NE(first, std::string::npos) << dumped;
+  EXPECT_NE(dumped.find("{type: relu}", first + 1), std::string::npos) << dumped;
+  EXPECT_EQ(dumped.find("repeat"), std::string::npos) << dumped;
+  EXPECT_EQ(load_config_text(dumped, "dumped.yaml").config.model.layers, loaded.config.model.layers);
+}
+
+TEST(LayerConfig, ARepeatGroupsErrorsSayHowToWriteOne) {
+  EXPECT_EQ(error_of("    - {repeat: 0, layers: [relu]}\n"),
+            "x.yaml:4:16: model.layers[0] (repeat): `repeat` must be an integer in [1, 1000], the times its layers "
+            "are given (got '0')");
+  EXPECT_EQ(error_of("    - {repeat: twice, layers: [relu]}\n"),
+            "x.yaml:4:16: model.layers[0] (repeat): `repeat` must be an integer in [1, 1000], the times its layers "
+            "are given (got 'twice')");
+  EXPECT_EQ(error_of("    - {repeat: , layers: [relu]}\n"),
+            "x.yaml:4:16: model.layers[0] (repeat): `repeat` must be an integer in [1, 1000], the times its layers "
+            "are given (got no value)");
+  EXPECT_EQ(error_of("    - {repeat: 2, repeat: 3, layers: [relu]}\n"),
+            "x.yaml:4:19: model.layers[0] (repeat): `repeat` is given twice");
+  EXPECT_EQ(error_of("    - {repeat: 2}\n"),
+            "x.yaml:4:7: model.layers[0] (repeat): needs `layers`: the list of layers given `repeat` times in a row");
+  EXPECT_EQ(error_of("    - {repeat: 2, layers: []}\n"),
+            "x.yaml:4:27: model.layers[0] (repeat): `layers` is empty; give the layers to repeat");
+  EXPECT_EQ(error_of("    - {repeat: 2, layer: [relu]}\n"),
+            "x.yaml:4:19: model.layers[0] (repeat): unknown key `layer` (did you mean `layers`?); a group of layers "
+            "takes repeat and layers (a layer has a `type`)");
+  EXPECT_EQ(error_of("    - {repeat: 2, layers: [relu, {type: tanh, name: t}]}\n"),
+            "x.yaml:4:34: model.layers[0].layers[1] (tanh): is repeated 2 times, so it cannot be named 't': the "
+            "copies would share the name (a checkpoint key); leave `name` out for counted names");
+  EXPECT_EQ(error_of("    - {type: residual, repeat: 2, layers: [relu]}\n"),
+            "x.yaml:4:24: model.layers[0] (residual): `repeat` makes a group, which has no `type`: put the layer in "
+            "one, {repeat: n, layers: [{type: residual, ...}]}");
+  // Nested groups multiply; past 100000 layers the outer one is refused.
+  EXPECT_EQ(error_of("    - {repeat: 1000, layers: [{repeat: 1000, layers: [relu]}]}\n"),
+            "x.yaml:4:16: model.layers[0] (repeat): makes the network more than 100000 layers long; repeat fewer "
+            "times");
 }
 
 TEST(LayerConfig, TheListImpliesItsNameAndAnotherNameIsRefused) {

@@ -147,6 +147,29 @@ TEST(DeclaredModel, EveryShippedNetworkBuildsForItsDataSet) {
   EXPECT_GE(seen, 4);
 }
 
+// Issue 41: configs/resnet18_folder.yaml and resnet50_folder.yaml declare
+// torchvision's resnet18 and resnet50. The figures are torchvision 0.26's
+// (torch 2.11) for resnet18(num_classes=1000) and resnet50(...): the sum of
+// p.numel() over parameters(), how many tensors parameters() holds, and the
+// multiply-adds forward hooks on every Conv2d and Linear count (weight.numel()
+// x output pixels, as trace_layers does) for a 3x32x32 sample. At 224x224,
+// where every feature map's side is 7 times larger, the hooks count
+// 1,814,073,344 and 4,089,184,256, what `gputrain model` prints for the
+// configs; a 224x224 forward pass takes seconds on a CPU, a 32x32 one 1/49 of that.
+TEST(DeclaredModel, TheResnetConfigsHaveTorchvisionsSizes) {
+  struct Expected {
+    const char* file;
+    int64_t parameters, tensors, macs_at_32;
+  };
+  for (const Expected& net : {Expected{"resnet18_folder.yaml", 11'689'512, 62, 37'523'456},
+                              Expected{"resnet50_folder.yaml", 25'557'032, 161, 85'458'944}}) {
+    auto model = make_model(shipped(net.file), {{3, 224, 224}, 1000});
+    EXPECT_EQ(parameter_count(*model), net.parameters) << net.file;
+    EXPECT_EQ(static_cast<int64_t>(model->parameters().size()), net.tensors) << net.file;
+    EXPECT_EQ(forward_macs(trace_layers(model, {3, 32, 32})), net.macs_at_32) << net.file;
+  }
+}
+
 const char* const kResidualNet =
     "    - {type: conv2d, out_channels: 4, kernel: 3, padding: 1, bias: false}\n"
     "    - batchnorm\n"

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "gputrain/checkpoint/checkpoint.h"
@@ -38,13 +40,22 @@ using json = nlohmann::json;
 constexpr int64_t kTestImages = 40;
 constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
 
-// Tiny CIFAR-10 and Fashion-MNIST sets in their real formats, written once.
+// Tiny CIFAR-10 and Fashion-MNIST sets in their real formats, and an image
+// folder of CIFAR-10-like PNGs (every class in both splits), written once.
 class ModelExport : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     sets_ = new testing::TempDir("export-sets");
     data::write_cifar10_set(*sets_ / "cifar", {5, kTestImages, 1, false});
     data::write_idx_set(*sets_ / "idx", {5, kTestImages, 2, false}, /*gzip=*/false);
+    data::write_cifar10_set(*sets_ / "folder-source", {10, kTestImages, 3, false});
+    config::DataConfig source;
+    source.dataset = config::DatasetName::kCifar10;
+    source.root = (*sets_ / "folder-source").string();
+    for (const data::Split split : {data::Split::kTrain, data::Split::kTest}) {
+      data::export_images(*data::make_dataset(source, split, 0), *sets_ / "folder", split, data::ImageFormat::kPng, 95,
+                          /*overwrite=*/false);
+    }
   }
   static void TearDownTestSuite() {
     delete sets_;
@@ -53,6 +64,7 @@ class ModelExport : public ::testing::Test {
 
   static std::string cifar() { return (*sets_ / "cifar").string(); }
   static std::string idx() { return (*sets_ / "idx").string(); }
+  static std::string folder() { return (*sets_ / "folder").string(); }
 
   // The model `loaded` describes, with every parameter and batchnorm statistic
   // drawn (a mapping that dropped a bias or swapped mean and variance would
@@ -158,18 +170,22 @@ config::LoadedConfig from_text(const std::string& data, const std::string& model
 }
 
 // What the readers found for case `name`: each export gives gputrain's outputs
-// (ONNX Runtime to 1e-4; the PyTorch module, loaded strictly, to 1e-5, however
-// large the logits: it maps pixels as gputrain's loader does, to the bit), and
+// (ONNX Runtime to 1e-4, of the outputs' largest magnitude where that is over
+// 1: its convolutions sum in another order, and float32's rounding grows with
+// the values, which reach 2e4 in ResNet-50 with drawn weights; the PyTorch
+// module, loaded strictly, to 1e-5, however large the logits: it maps pixels
+// as gputrain's loader does and runs the same kernels, to the bit), and
 // Python's safetensors reads the weights of the state dict.
 void expect_matches(const json& found, const std::string& name, const std::string& output = "logits") {
   ASSERT_TRUE(found.contains(name)) << found.dump();
   for (const auto& [format, tolerance] : {std::pair{"onnx", 1e-4}, std::pair{"pytorch", 1e-5}}) {
     ASSERT_TRUE(found[name].contains(format)) << name << ": " << found[name].dump();
     const json& r = found[name][format];
+    const double scale = std::string(format) == "onnx" ? std::max(1.0, r["scale"].get<double>()) : 1.0;
     for (const char* difference : {"max_abs", "single_max_abs"}) {  // the test samples; the first alone
       ASSERT_FALSE(r[difference].is_null())
           << name << ": " << format << "'s outputs are shaped " << r["shape"].dump() << " or not finite";
-      EXPECT_LE(r[difference].get<double>(), tolerance)
+      EXPECT_LE(r[difference].get<double>(), tolerance * scale)
           << name << " (" << format << ", " << difference << ", outputs up to " << r["scale"] << ")";
     }
   }
@@ -279,6 +295,9 @@ TEST_F(ModelExport, EveryShippedConfigsNetworkMatchesInOnnxRuntimeAndPytorch) {
       sets = {"data.root=" + idx()};
     }
     if (dataset == config::DatasetName::kSynthetic) sets = {"data.samples=20", "data.test_samples=16"};
+    if (dataset == config::DatasetName::kImageFolder) {  // 32x32, as a 224x224 ResNet-50 takes seconds per batch
+      sets = {"data.root=" + folder(), "data.test_root=" + folder() + "/test", "data.image_size=32"};
+    }
     export_case(name, config::load_config(entry.path().string(), sets));
     names.push_back(name);
   }

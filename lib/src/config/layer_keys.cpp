@@ -66,7 +66,8 @@ const std::vector<LayerTypeInfo>& layer_types() {
        "res",
        {},
        "`layers` (a list of layers, required) whose output is added to the input, or to the input passed "
-       "through `shortcut` (a list of layers) when given; the two must give the same shape"},
+       "through `shortcut` (a list of layers) when given; the two must give the same shape. A ResNet block is a "
+       "residual and a `relu` after it (configs/resnet18_folder.yaml, resnet50_folder.yaml)"},
   };
   return kTypes;
 }
@@ -112,7 +113,12 @@ std::string layer_type_table() {
                         keys.empty() ? "—" : fmt::format("{}", fmt::join(keys, "<br>")), info.doc, info.prefix,
                         info.prefix);
   }
-  return rows;
+  // Not a layer type: the reader spells a group out into its layers.
+  return rows +
+         "| `repeat: n` (an entry without `type`) | `repeat` (required): 1 to 1000<br>`layers` (required) | its "
+         "layers n times in a row, as if written out (`gputrain config` prints them so); default names count on "
+         "through the copies (res1, relu1, res2, relu2, ...), so a layer directly in `layers` takes no `name` "
+         "when n > 1 |\n";
 }
 
 bool operator==(const LayerConfig& a, const LayerConfig& b) {

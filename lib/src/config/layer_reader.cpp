@@ -1,5 +1,7 @@
 // Reads model.layers. Errors name the layer as the users read it,
 // "model.layers[3] (linear): ...", at the position of the value at fault.
+// A group `{repeat: n, layers: [...]}` is spelled out here, into its layers n
+// times, so models/ and the dump see only layers.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -13,6 +15,17 @@ namespace gputrain::config::detail {
 
 namespace {
 
+// A group's copies could multiply past any network's size (groups nest): refused beyond this many layers.
+constexpr int64_t kMaxLayers = 100000;
+constexpr int64_t kMaxRepeat = 1000;
+
+// Layers in `layers`, those of residual branches included.
+int64_t count_layers(const std::vector<LayerConfig>& layers) {
+  int64_t count = 0;
+  for (const auto& layer : layers) count += 1 + count_layers(layer.layers) + count_layers(layer.shortcut);
+  return count;
+}
+
 class LayerListReader {
  public:
   LayerListReader(std::string origin, std::optional<SourceMark> override_mark)
@@ -23,7 +36,14 @@ class LayerListReader {
       throw ConfigError(where, path, "expected a list of layers, e.g. [{type: linear, out_features: 64}, relu]");
     }
     std::vector<LayerConfig> layers;
-    for (std::size_t i = 0; i < node.size(); ++i) layers.push_back(layer(node[i], fmt::format("{}[{}]", path, i)));
+    for (std::size_t i = 0; i < node.size(); ++i) {
+      const std::string at = fmt::format("{}[{}]", path, i);
+      if (node[i].IsMap() && node[i]["repeat"] && !node[i]["type"]) {
+        repeat(node[i], at, layers);
+      } else {
+        layers.push_back(layer(node[i], at));
+      }
+    }
     return layers;
   }
 
@@ -34,6 +54,57 @@ class LayerListReader {
 
   static std::vector<std::string> type_words() { return kLayerTypes.words(); }
 
+  // `{repeat: n, layers: [...]}`: its layers appended to `into` n times, as if written out.
+  void repeat(const YAML::Node& node, const std::string& path, std::vector<LayerConfig>& into) {
+    const SourceMark at = mark(node);
+    std::set<std::string> seen;
+    for (const auto& entry : node) {
+      const std::string key = entry.first.Scalar();
+      if (!seen.insert(key).second) {
+        throw ConfigError(mark(entry.first), path + " (repeat)", fmt::format("`{}` is given twice", key));
+      }
+      if (key != "repeat" && key != "layers") {
+        std::string problem = fmt::format("unknown key `{}`", key);
+        if (const std::string near = closest_match(key, {"repeat", "layers"}); !near.empty())
+          problem += fmt::format(" (did you mean `{}`?)", near);
+        throw ConfigError(mark(entry.first), path + " (repeat)",
+                          problem + "; a group of layers takes repeat and layers (a layer has a `type`)");
+      }
+    }
+    const YAML::Node times_node = node["repeat"];
+    int64_t times = 0;
+    if (!times_node.IsScalar() || !YAML::convert<int64_t>::decode(times_node, times) || times < 1 ||
+        times > kMaxRepeat) {
+      throw ConfigError(
+          mark(times_node), path + " (repeat)",
+          fmt::format("`repeat` must be an integer in [1, {}], the times its layers are given (got {})", kMaxRepeat,
+                      times_node.IsScalar() ? "'" + times_node.Scalar() + "'"
+                      : times_node.IsNull() ? "no value"
+                                            : "a list or mapping"));
+    }
+    if (!node["layers"] || node["layers"].IsNull()) {
+      throw ConfigError(at, path + " (repeat)", "needs `layers`: the list of layers given `repeat` times in a row");
+    }
+    const std::vector<LayerConfig> group = list(node["layers"], path + ".layers", mark(node["layers"]));
+    if (group.empty()) {
+      throw ConfigError(mark(node["layers"]), path + " (repeat)", "`layers` is empty; give the layers to repeat");
+    }
+    for (const auto& layer : group) {
+      if (times > 1 && !layer.name.empty()) {
+        throw ConfigError(layer.mark, fmt::format("{} ({})", layer.path, word(layer.type)),
+                          fmt::format("is repeated {} times, so it cannot be named '{}': the copies would share "
+                                      "the name (a checkpoint key); leave `name` out for counted names",
+                                      times, layer.name));
+      }
+    }
+    layers_made_ += (times - 1) * count_layers(group);
+    if (layers_made_ > kMaxLayers) {
+      throw ConfigError(mark(times_node), path + " (repeat)",
+                        fmt::format("makes the network more than {} layers long; repeat fewer times", kMaxLayers));
+    }
+    for (int64_t copy = 0; copy < times; ++copy) into.insert(into.end(), group.begin(), group.end());
+  }
+
   LayerType type_of(const YAML::Node& node, const std::string& path) const {
     if (!node.IsScalar()) throw ConfigError(mark(node), path, "`type` must be a layer type's word");
     const auto type = kLayerTypes.parse(node.Scalar());
@@ -43,6 +114,7 @@ class LayerListReader {
   }
 
   LayerConfig layer(const YAML::Node& node, const std::string& path) {
+    ++layers_made_;
     LayerConfig layer;
     layer.path = path;
     layer.mark = mark(node);
@@ -57,7 +129,11 @@ class LayerListReader {
                         "or a type's word such as relu");
     }
     const YAML::Node type = node["type"];
-    if (!type) throw ConfigError(layer.mark, path, "has no `type`; one of " + join_choices(type_words()));
+    if (!type) {
+      throw ConfigError(layer.mark, path,
+                        "has no `type`; one of " + join_choices(type_words()) +
+                            ", or a group of layers given n times: {repeat: n, layers: [...]}");
+    }
     layer.type = type_of(type, path);
     const std::string where = fmt::format("{} ({})", path, word(layer.type));
     const LayerTypeInfo& info = layer_type_info(layer.type);
@@ -76,6 +152,11 @@ class LayerListReader {
         (key == "layers" ? layer.layers : layer.shortcut) = list(entry.second, path + "." + key, mark(entry.second));
       } else if (const LayerKey* declared = find(info, key)) {
         layer.values[key] = value(*declared, entry.second, where);
+      } else if (key == "repeat") {
+        throw ConfigError(at, where,
+                          fmt::format("`repeat` makes a group, which has no `type`: put the layer in one, "
+                                      "{{repeat: n, layers: [{{type: {}, ...}}]}}",
+                                      word(layer.type)));
       } else {
         throw ConfigError(at, where, unknown_key(info, key));
       }
@@ -158,6 +239,7 @@ class LayerListReader {
 
   std::string origin_;
   std::optional<SourceMark> override_mark_;
+  int64_t layers_made_ = 0;  // read and copied so far, against kMaxLayers
 };
 
 }  // namespace
