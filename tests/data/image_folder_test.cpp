@@ -20,6 +20,7 @@
 #include "gputrain/data/host_loader.h"
 #include "gputrain/data/prediction_inputs.h"
 #include "gputrain/data/tensor_dataset.h"
+#include "image_ops.h"
 #include "support/temp_dir.h"
 #include "test_datasets.h"
 
@@ -450,6 +451,45 @@ TEST_F(ImageFolder, ExportRefusesAnExistingSplitAndSetsWithoutImages) {
                              Split::kTest, ImageFormat::kPng, 95, false),
                DataError);
   EXPECT_FALSE(fs::exists(file("test")));
+}
+
+// Issue 41: data.resize and data.center_crop (torchvision's Resize(n), then
+// CenterCrop) bring images of any size to the crop's, on the test split and on
+// the training split unless data.augment.random_resized_crop is set: that
+// split keeps data.image_size, whose images its boxes are cut from.
+TEST_F(ImageFolder, ResizeAndCenterCropApplyToTheTestSplitAndToTrainingWithoutTheRandomCrop) {
+  const TensorDataset made = images(6, {3, 20, 30}, 41);
+  write(made);
+  TempDir other("image-folder-tall");
+  write(images(3, {3, 16, 12}, 42), ImageFormat::kPng, other.path());
+  fs::copy_file(other / "train/cat/0.png", file("train/eel/t.png"));  // tall, after eel's 4.png and 5.png
+  const torch::Tensor wide = made.inputs()[0];
+  const torch::Tensor centred = detail::center_crop(detail::resized_crop(wide, {0, 0, 20, 30}, 10, 15), 8, 8);
+  config::DataConfig config = folder();
+  config.resize = 10;
+  config.center_crop = {8};
+  for (const Split split : {Split::kTrain, Split::kTest}) {
+    const auto set = make_dataset(config, split, 0);
+    EXPECT_EQ(set->info().input_shape, (std::vector<int64_t>{3, 8, 8}));
+    EXPECT_TRUE(torch::equal(set->inputs()[0], centred));
+  }
+  EXPECT_EQ(make_dataset(config, Split::kTrain, 0)->info().samples, 7);
+
+  config.augment.random_resized_crop.size = 8;
+  config.image_size = {8};
+  const auto squeezed = make_dataset(config, Split::kTrain, 0);
+  EXPECT_TRUE(torch::equal(squeezed->inputs()[0], detail::resized_crop(wide, {0, 0, 20, 30}, 8, 8)));
+  EXPECT_TRUE(torch::equal(make_dataset(config, Split::kTest, 0)->inputs()[0], centred));
+  config.image_size = {};
+  EXPECT_NE(error(config).find("set data.image_size to resize them all"), std::string::npos) << error(config);
+
+  config.augment.random_resized_crop.size = 0;
+  config.center_crop = {};  // 20 x 30 -> 10 x 15, but 16 x 12 -> 13 x 10
+  EXPECT_NE(error(config).find(file("train/eel/t.png").string() +
+                               ": the image is 10x13 after data.resize, not 15x10 as the data set's; set "
+                               "data.center_crop to crop them to one size"),
+            std::string::npos)
+      << error(config);
 }
 
 }  // namespace

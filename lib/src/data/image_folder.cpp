@@ -112,15 +112,15 @@ std::string numbered_classes(const std::vector<std::string>& names) {
 
 class ImageFolderDataset final : public Dataset {
  public:
-  ImageFolderDataset(DatasetInfo info, std::vector<fs::path> files, torch::Tensor targets, bool resize,
+  ImageFolderDataset(DatasetInfo info, std::vector<fs::path> files, torch::Tensor targets, ImageFit fit,
                      int64_t max_pixels)
       : info_(std::move(info)),
         files_(std::move(files)),
         targets_(std::move(targets)),
-        resize_(resize),
+        fit_(fit),
         max_pixels_(max_pixels) {}
 
-  void keep_in_memory() { inputs_ = decode_images(files_, info_.input_shape, resize_, max_pixels_); }
+  void keep_in_memory() { inputs_ = decode_images(files_, info_.input_shape, fit_, max_pixels_); }
 
   const DatasetInfo& info() const override { return info_; }
   const torch::Tensor& inputs() const override { return inputs_; }
@@ -134,7 +134,7 @@ class ImageFolderDataset final : public Dataset {
   void read_image(int64_t index, uint8_t* out) const override {
     if (resident()) return Dataset::read_image(index, out);
     const std::vector<int64_t>& s = info_.input_shape;
-    decode_image(files_.at(static_cast<std::size_t>(index)), {s[0], s[1], s[2]}, resize_, max_pixels_, out);
+    decode_image(files_.at(static_cast<std::size_t>(index)), {s[0], s[1], s[2]}, fit_, max_pixels_, out);
   }
 
  private:
@@ -142,7 +142,7 @@ class ImageFolderDataset final : public Dataset {
   std::vector<fs::path> files_;
   torch::Tensor targets_;
   torch::Tensor inputs_;  // undefined under data.cache: none
-  bool resize_;
+  ImageFit fit_;
   int64_t max_pixels_;  // data.max_image_pixels
 };
 
@@ -158,18 +158,30 @@ std::pair<bool, std::string> choose_cache(config::ImageCache cache, int64_t byte
                             static_cast<double>(available) / gib)};
 }
 
-// Every image of `files` stored at `reference`'s size, checked before the
-// first batch (without data.image_size, when nothing decodes them all at start).
+// Every image of `files` brought by `fit` to `reference`'s size `size`, checked
+// before the first batch (as stored or after data.resize alone, when nothing
+// decodes them all at start).
 void require_one_size(const std::vector<fs::path>& files, const fs::path& reference, ImageShape size,
-                      int64_t max_pixels) {
+                      const ImageFit& fit, int64_t max_pixels) {
   parallel_for(static_cast<int64_t>(files.size()), [&](int64_t i) {
     const ImageShape stored = read_image_header(files[static_cast<std::size_t>(i)], max_pixels);
-    if (stored.height != size.height || stored.width != size.width) {
-      throw DataError(fmt::format("{}: the image is {}x{}, not {}x{} as {}; set data.image_size to resize them all",
-                                  files[static_cast<std::size_t>(i)].string(), stored.width, stored.height, size.width,
-                                  size.height, reference.string()));
+    const auto [height, width] = fitted_size(stored, fit, size);
+    if (height != size.height || width != size.width) {
+      throw DataError(fmt::format(
+          "{}: the image is {}x{}{}, not {}x{} as {}; {}", files[static_cast<std::size_t>(i)].string(), width, height,
+          fit.shorter_side > 0 ? " after data.resize" : "", size.width, size.height, reference.string(),
+          fit.shorter_side > 0 ? "set data.center_crop to crop them to one size"
+                               : "set data.image_size to resize them all"));
     }
   });
+}
+
+// How the split's images are brought to its size, for the log line.
+std::string fit_text(const ImageFit& fit) {
+  if (fit.shorter_side > 0 && fit.center_crop) return " (resized, centre-cropped)";
+  if (fit.shorter_side > 0) return " (resized)";
+  if (fit.center_crop) return " (centre-cropped)";
+  return fit.resize ? " (resized)" : "";
 }
 
 // A directory's identity (device and inode), so that a link back to a folder
@@ -236,14 +248,26 @@ std::vector<fs::path> list_images(const fs::path& dir) {
   return files;
 }
 
-torch::Tensor decode_images(const std::vector<fs::path>& files, const std::vector<int64_t>& shape, bool resize,
+ImageFit image_fit(const config::DataConfig& config, Split split) {
+  ImageFit fit;
+  const bool cropped_at_random = split == Split::kTrain && config.augment.random_resized_crop.size > 0;
+  if ((config.resize > 0 || !config.center_crop.empty()) && !cropped_at_random) {
+    fit.shorter_side = config.resize;
+    fit.center_crop = !config.center_crop.empty();
+  } else {
+    fit.resize = !image_resize(config).empty();
+  }
+  return fit;
+}
+
+torch::Tensor decode_images(const std::vector<fs::path>& files, const std::vector<int64_t>& shape, const ImageFit& fit,
                             int64_t max_pixels) {
   const ImageShape image{shape.at(0), shape.at(1), shape.at(2)};
   torch::Tensor pixels =
       torch::empty({static_cast<int64_t>(files.size()), image.channels, image.height, image.width}, torch::kUInt8);
   uint8_t* out = pixels.data_ptr<uint8_t>();
   parallel_for(static_cast<int64_t>(files.size()), [&](int64_t i) {
-    decode_image(files[static_cast<std::size_t>(i)], image, resize, max_pixels, out + i * image.bytes());
+    decode_image(files[static_cast<std::size_t>(i)], image, fit, max_pixels, out + i * image.bytes());
   });
   return pixels;
 }
@@ -292,9 +316,21 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
   // The first training image: data.channels and data.image_size 0 follow it.
   const fs::path reference = train ? files.front() : list_images(train_classes.front().dir).at(0);
   const ImageShape stored = read_image_header(reference, config.max_image_pixels);
-  const std::vector<int64_t> resize = image_resize(config);
-  const ImageShape shape{config.channels > 0 ? config.channels : stored.channels,
-                         resize.empty() ? stored.height : resize[0], resize.empty() ? stored.width : resize[1]};
+  const ImageFit fit = image_fit(config, split);
+  // The split's size: the centre crop's, data.image_size's, or the first training image's (after data.resize).
+  ImageShape shape{config.channels > 0 ? config.channels : stored.channels, 0, 0};
+  if (fit.center_crop) {
+    shape.height = config.center_crop.front();
+    shape.width = config.center_crop.back();
+  } else if (fit.resize) {
+    const std::vector<int64_t> size = image_resize(config);
+    shape.height = size[0];
+    shape.width = size[1];
+  } else {
+    const auto [height, width] = fitted_size(stored, fit, shape);
+    shape.height = height;
+    shape.width = width;
+  }
 
   DatasetInfo info;
   info.name = kName;
@@ -313,17 +349,17 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
   const auto [memory, why] = choose_cache(config.cache, info.samples * shape.bytes());
   spdlog::info("data.cache: {} for the {} split's {} of {}x{}x{}{} ({})", memory ? "memory" : "none",
                train ? "training" : "test", count_of(info.samples, "image"), shape.channels, shape.height, shape.width,
-               resize.empty() ? "" : " (resized)", why);
-  auto dataset = std::make_shared<ImageFolderDataset>(std::move(info), files, torch::tensor(labels, torch::kInt64),
-                                                      !resize.empty(), config.max_image_pixels);
+               fit_text(fit), why);
+  auto dataset = std::make_shared<ImageFolderDataset>(std::move(info), files, torch::tensor(labels, torch::kInt64), fit,
+                                                      config.max_image_pixels);
   if (memory) {
     const auto start = std::chrono::steady_clock::now();
     dataset->keep_in_memory();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     spdlog::info("{}: decoded {} in {:.1f} s ({:.0f} images/s)", kName, count_of(dataset->info().samples, "image"),
                  seconds, static_cast<double>(dataset->info().samples) / std::max(seconds, 1e-9));
-  } else if (resize.empty()) {
-    require_one_size(files, reference, stored, config.max_image_pixels);
+  } else if (!fit.resize && !fit.center_crop) {
+    require_one_size(files, reference, shape, fit, config.max_image_pixels);
   }
   return dataset;
 }
