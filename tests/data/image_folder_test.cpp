@@ -10,7 +10,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <sstream>
 #include <vector>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <jpeglib.h>  // after <cstdio>: it needs FILE
 
@@ -451,6 +456,94 @@ TEST_F(ImageFolder, ExportRefusesAnExistingSplitAndSetsWithoutImages) {
                              Split::kTest, ImageFormat::kPng, 95, false),
                DataError);
   EXPECT_FALSE(fs::exists(file("test")));
+}
+
+// What is logged while `body` runs.
+std::string logged(const std::function<void()>& body) {
+  std::ostringstream log;
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  try {
+    body();
+  } catch (...) {
+    spdlog::set_default_logger(previous);
+    throw;
+  }
+  spdlog::set_default_logger(previous);
+  return log.str();
+}
+
+std::size_t occurrences(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// Issue 41: greyscale and CMYK JPEGs in an RGB set are converted, each kind
+// logged once (naming the first file met), not once per image.
+TEST_F(ImageFolder, GreyAndCmykJpegsInAnRgbSetAreConvertedAndLoggedOnce) {
+  write(images(6, {3, 8, 8}, 31), ImageFormat::kJpeg);
+  TempDir grey("image-folder-grey");
+  write(images(6, {1, 8, 8}, 32), ImageFormat::kJpeg, grey.path());
+  for (const char* name : {"cat/0.jpg", "cat/1.jpg", "dog/2.jpg"}) {
+    fs::copy_file(grey / "train" / name, file("train/dog/g") += fs::path(name).filename());
+  }
+  write_cmyk_jpeg(file("train/eel/c0.jpg"), 8, {255, 64, 128, 255});
+  write_cmyk_jpeg(file("train/eel/c1.jpg"), 8, {0, 0, 0, 0});
+  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+    SCOPED_TRACE(cache == config::ImageCache::kMemory ? "memory" : "none");
+    std::vector<Batch> batches;
+    const std::string log = logged([&] { batches = epoch(make_dataset(folder(cache), Split::kTrain, 0)); });
+    int64_t samples = 0;
+    for (const Batch& b : batches) samples += b.size();
+    EXPECT_EQ(samples, 11);
+    EXPECT_EQ(occurrences(log, "is stored in greyscale, converted to RGB"), 1u) << log;
+    EXPECT_EQ(occurrences(log, "is stored in CMYK, converted to RGB"), 1u) << log;
+    EXPECT_NE(log.find("other greyscale images are converted alike without a line each"), std::string::npos) << log;
+  }
+  // A grey image becomes three equal channels.
+  const auto train = make_dataset(folder(), Split::kTrain, 0);
+  const torch::Tensor converted = train->inputs()[4];  // train/dog/g0.jpg, after dog's 2.jpg and 3.jpg
+  ASSERT_NE(train->describe_sample(4).find("g0.jpg"), std::string::npos) << train->describe_sample(4);
+  EXPECT_TRUE(torch::equal(converted[0], converted[1]) && torch::equal(converted[1], converted[2]));
+}
+
+// Issue 41: under data.skip_bad_images a corrupt, a truncated, an empty and an
+// oversized image are each logged and left out (the first training image
+// among them: the next readable one sets the shape), with their names kept
+// for the run's summary; without it the first is an error naming it.
+TEST_F(ImageFolder, SkipBadImagesLeavesOutUnreadableFilesAndNamesThem) {
+  const TensorDataset made = images(9, {3, 8, 8}, 33);
+  write(made, ImageFormat::kJpeg);
+  std::ofstream(file("train/cat/0.jpg")) << "not a jpeg";
+  state_jpeg_size(file("train/dog/3.jpg"), 20000, 20000);  // 400 million pixels
+  fs::resize_file(file("train/dog/4.jpg"), fs::file_size(file("train/dog/4.jpg")) - 20);
+  std::ofstream(file("train/eel/8.jpg")).close();
+  EXPECT_NE(error(folder()).find(file("train/cat/0.jpg").string() + ": not a readable JPEG"), std::string::npos)
+      << error(folder());
+  const std::vector<std::string> bad{file("train/cat/0.jpg").string(), file("train/dog/3.jpg").string(),
+                                     file("train/dog/4.jpg").string(), file("train/eel/8.jpg").string()};
+  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+    SCOPED_TRACE(cache == config::ImageCache::kMemory ? "memory" : "none");
+    config::DataConfig skipping = folder(cache);
+    skipping.skip_bad_images = true;
+    std::shared_ptr<const Dataset> train;
+    const std::string log = logged([&] { train = make_dataset(skipping, Split::kTrain, 0); });
+    EXPECT_EQ(train->info().skipped, bad);
+    EXPECT_EQ(train->info().samples, 5);
+    EXPECT_EQ(train->info().input_shape, (std::vector<int64_t>{3, 8, 8}));
+    EXPECT_TRUE(torch::equal(train->targets(), torch::tensor({0, 0, 1, 2, 2}, torch::kInt64)));
+    for (const std::string& name : bad) EXPECT_NE(log.find(name), std::string::npos) << name << "\n" << log;
+    EXPECT_NE(log.find("more than data.max_image_pixels (89478485)"), std::string::npos) << log;
+    EXPECT_NE(log.find("the file is empty (0 bytes), no image; left out (data.skip_bad_images)"), std::string::npos)
+        << log;
+    EXPECT_NE(log.find("4 images of " + file("train").string() + " left out as unreadable"), std::string::npos) << log;
+    std::vector<uint8_t> pixels(3 * 8 * 8);
+    EXPECT_NE(train->describe_sample(0).find("train/cat/1.jpg"), std::string::npos);
+    train->read_image(4, pixels.data());  // the last kept: train/eel/7.jpg
+    EXPECT_EQ(make_dataset(skipping, Split::kTest, 0)->info().skipped.size(), 0u);
+  }
 }
 
 // Issue 41: data.resize and data.center_crop (torchvision's Resize(n), then

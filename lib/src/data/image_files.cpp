@@ -53,6 +53,7 @@ std::string read_bytes(const std::filesystem::path& file) {
 struct Decoded {
   std::vector<uint8_t> pixels;
   int64_t height = 0, width = 0, channels = 0;
+  StoredColour colour = StoredColour::kAsAsked;
 };
 
 // Refuses a stated size above `max_pixels` before anything that size is allocated: a few hundred bytes can
@@ -92,8 +93,10 @@ Decoded decode_png(const std::filesystem::path& file, const std::string& bytes, 
     png_image_free(&image);
     throw;
   }
+  const bool grey = (image.format & PNG_FORMAT_FLAG_COLOR) == 0;
   image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
   Decoded decoded;
+  if (grey != (channels == 1)) decoded.colour = grey ? StoredColour::kGrey : StoredColour::kColour;
   decoded.height = image.height;
   decoded.width = image.width;
   decoded.channels = channels;
@@ -188,6 +191,10 @@ bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, cons
     return true;
   }
   const bool cmyk = info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK;
+  const bool grey = info.jpeg_color_space == JCS_GRAYSCALE;
+  out.colour = cmyk                      ? StoredColour::kCmyk
+               : grey != (channels == 1) ? (grey ? StoredColour::kGrey : StoredColour::kColour)
+                                         : StoredColour::kAsAsked;
   info.out_color_space = cmyk ? JCS_CMYK : channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
   info.scale_num = 1;
   info.scale_denom = jpeg_scale_denominator(info.image_height, info.image_width, at_least);
@@ -266,8 +273,8 @@ std::array<int64_t, 2> fitted_size(ImageShape stored, const ImageFit& fit, Image
   return {stored.height, stored.width};
 }
 
-void decode_image(const std::filesystem::path& file, ImageShape shape, const ImageFit& fit, int64_t max_pixels,
-                  uint8_t* out) {
+StoredColour decode_image(const std::filesystem::path& file, ImageShape shape, const ImageFit& fit, int64_t max_pixels,
+                          uint8_t* out) {
   const std::string bytes = read_bytes(file);
   // The size the decoder's own downscaling may approach first: what the first resize makes.
   std::optional<ImageShape> at_least;
@@ -303,6 +310,7 @@ void decode_image(const std::filesystem::path& file, ImageShape shape, const Ima
                                                      : "set data.image_size to resize them all"));
   }
   std::memcpy(out, image.contiguous().const_data_ptr<uint8_t>(), static_cast<std::size_t>(shape.bytes()));
+  return decoded.colour;
 }
 
 namespace {

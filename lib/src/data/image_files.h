@@ -31,14 +31,17 @@ struct ImageFit {
 // The height and width an image stored at `stored` has after `fit` towards `shape`.
 std::array<int64_t, 2> fitted_size(ImageShape stored, const ImageFit& fit, ImageShape shape);
 
+// The colours an image was stored in, when they are not the split's: it was converted.
+enum class StoredColour { kAsAsked, kGrey, kColour, kCmyk };
+
 // Decodes `file` into `out` as uint8 [shape.channels, shape.height,
 // shape.width] (grey images become RGB and back as asked, CMYK JPEGs either),
 // brought to shape's size by `fit`; a size other than shape's after it is a
 // DataError naming both sizes. Throws DataError naming the file when it cannot
 // be read or decoded (truncated JPEGs included), and before decoding when its
-// stored height x width is above `max_pixels`.
-void decode_image(const std::filesystem::path& file, ImageShape shape, const ImageFit& fit, int64_t max_pixels,
-                  uint8_t* out);
+// stored height x width is above `max_pixels`. Returns the stored colours when converted.
+StoredColour decode_image(const std::filesystem::path& file, ImageShape shape, const ImageFit& fit, int64_t max_pixels,
+                          uint8_t* out);
 
 // uint8 [C, H, W] pixels (C 1 or 3) as the bytes of a PNG file, or of a JPEG of `quality` (1-100).
 std::string encode_png(const uint8_t* pixels, ImageShape shape);

@@ -182,6 +182,8 @@ struct DataConfig {
   // (and the training split's without augment.random_resized_crop); 0 / []: off
   int64_t resize = 0;
   std::vector<int64_t> center_crop;
+  // An image that cannot be read is logged and left out, not an error.
+  bool skip_bad_images = false;
   int64_t channels = 0;  // 1 (grey) or 3 (RGB); 0: 1 when every image is grey, else 3
   // Images stored larger than this are refused before decoding (decompression bombs); PIL's default.
   int64_t max_image_pixels = 89478485;

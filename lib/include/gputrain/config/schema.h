@@ -191,6 +191,10 @@ void visit(V& v, DataConfig& c) {
           "(after `resize`), zero-padded where the image is smaller; the splits `resize` applies to; [] = off");
   v.check("center_crop", c.center_crop.size() <= 2,
           [] { return std::string("must be one size (a square) or [height, width]"); });
+  v.field("skip_bad_images", c.skip_bad_images, Any{},
+          "`image_folder`: an image that cannot be read or decoded (corrupt, empty, over `max_image_pixels`) is "
+          "logged and left out of the split, and the run's summary counts it; false: such an image is an error "
+          "naming it (exit 2). The images are all checked at start, as with `cache: memory`");
   v.field("channels", c.channels, Min{0},
           "`image_folder`: 1 (grey) or 3 (RGB), converted as decoded; 0: as the first training image (1 when grey, "
           "else 3)");
