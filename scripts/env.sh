@@ -7,6 +7,8 @@ GPUTRAIN_TORCH_VERSION="2.11.0"
 GPUTRAIN_TENSORBOARD_VERSION="2.20.0"  # the tests read event files back with it
 GPUTRAIN_ONNXRUNTIME_VERSION="1.32.0"  # the tests run exported ONNX models with it
 GPUTRAIN_SAFETENSORS_VERSION="0.8.0"   # the tests read and write safetensors files with it
+GPUTRAIN_TORCHVISION_VERSION="0.26.0"  # the release paired with torch 2.11.0: the image ops' pixels are checked against it
+GPUTRAIN_PILLOW_VERSION="13.0.0"       # torchvision imports PIL (installed with --no-deps, so pinned here)
 GPUTRAIN_PYTHON="$GPUTRAIN_VENV/bin/python"
 # ccache keys on paths relative to the checkout, so other clones share its cache;
 # without NOHASHDIR it would also key the sanitizer build (line tables: -g) on the
@@ -16,7 +18,7 @@ CCACHE_NOHASHDIR=1
 # The precompiled LibTorch header (CMakeLists.txt): ccache caches the files that
 # load it only with these; the header is made in the same build, hence the mtimes.
 CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
-export CCACHE_BASEDIR CCACHE_NOHASHDIR CCACHE_SLOPPINESS GPUTRAIN_ROOT GPUTRAIN_VENV GPUTRAIN_TORCH_VERSION GPUTRAIN_TENSORBOARD_VERSION GPUTRAIN_ONNXRUNTIME_VERSION GPUTRAIN_SAFETENSORS_VERSION GPUTRAIN_PYTHON
+export CCACHE_BASEDIR CCACHE_NOHASHDIR CCACHE_SLOPPINESS GPUTRAIN_ROOT GPUTRAIN_VENV GPUTRAIN_TORCH_VERSION GPUTRAIN_TENSORBOARD_VERSION GPUTRAIN_ONNXRUNTIME_VERSION GPUTRAIN_SAFETENSORS_VERSION GPUTRAIN_TORCHVISION_VERSION GPUTRAIN_PILLOW_VERSION GPUTRAIN_PYTHON
 
 # CMake arguments that locate LibTorch.
 gputrain_torch_cmake_args() {

@@ -11,7 +11,9 @@
 #   Test tools: chromium (the HTML report's browser test), and in the venv tensorboard
 #             (the event files' round trip through TensorBoard's own reader) and
 #             onnxruntime (it runs every model `export --format onnx` writes) and safetensors
-#             (it reads what `export --format safetensors` writes, and writes files gputrain reads).
+#             (it reads what `export --format safetensors` writes, and writes files gputrain reads),
+#             and torchvision with pillow (the image augmentations' pixels are compared with its own;
+#             with the torch wheel only: --no-deps, so that pip never replaces torch).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -58,6 +60,12 @@ if [ "$for_tests" = 1 ]; then
     "$GPUTRAIN_PYTHON" -m pip install -q "onnxruntime==$GPUTRAIN_ONNXRUNTIME_VERSION"
   "$GPUTRAIN_PYTHON" -c 'import safetensors' 2>/dev/null ||
     "$GPUTRAIN_PYTHON" -m pip install -q "safetensors==$GPUTRAIN_SAFETENSORS_VERSION"
+  if [ -z "${Torch_DIR:-}" ]; then
+    "$GPUTRAIN_PYTHON" -c 'import PIL' 2>/dev/null ||
+      "$GPUTRAIN_PYTHON" -m pip install -q "pillow==$GPUTRAIN_PILLOW_VERSION"
+    "$GPUTRAIN_PYTHON" -c 'import torchvision' 2>/dev/null ||
+      "$GPUTRAIN_PYTHON" -m pip install -q --no-deps "torchvision==$GPUTRAIN_TORCHVISION_VERSION"
+  fi
 fi
 
 echo "setup: ready"

@@ -248,6 +248,7 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
       spdlog::warn("train.target_accuracy ({:.2f}%) was not reached", 100 * config.train.target_accuracy);
   }
   if (!summary.ended_early.empty()) result["ended_early"] = summary.ended_early;
+  if (const int64_t skipped = trainer.layout().skipped_images; skipped > 0) result["skipped_images"] = skipped;
   std::cout << result.dump() << std::endl;
   return 0;
 }

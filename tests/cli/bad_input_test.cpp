@@ -3,10 +3,12 @@
 // end in one clean message and lose nothing an earlier run saved.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "gputrain/common/files.h"
 #include "gputrain/data/export.h"
@@ -199,6 +201,39 @@ TEST(CliBadData, AnEmptySplitOrSplitsThatDisagreeExitTwoNamingTheFiles) {
       run_gputrain(train_args(dir / "runs", arrays("one", torch::randn({8, 20}), torch::randn({4, 20}))));
   EXPECT_EQ(one_class.exit_code, 0) << one_class.err;
   EXPECT_NE(one_class.err.find("is class 0, so any model is 100% accurate"), std::string::npos) << one_class.err;
+}
+
+// Issue 41: a corrupt JPEG in an image folder (its header whole, its pixels cut
+// short) exits 2 naming the file before anything trains; with
+// data.skip_bad_images the run trains on the rest and its result line counts it.
+TEST(CliBadData, ACorruptJpegExitsTwoUnlessSkippedThenTheResultLineCountsIt) {
+  TempDir dir;
+  const std::string images = make_image_folder(dir.path(), "jpeg", 20, 10).string();
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir / "images" / "train")) {
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  }
+  ASSERT_EQ(files.size(), 20u);
+  std::sort(files.begin(), files.end());
+  const fs::path corrupt = files.back();
+  write_text(corrupt, read_text(corrupt).substr(0, 400));
+  const fs::path config =
+      write_text(dir / "bad.yaml", "name: bad\ndevice: cpu\ndata: {dataset: image_folder, root: " + images +
+                                       ", batch_size: 10, num_workers: 0}\n"
+                                       "model: {name: mlp, hidden: [8]}\noptim: {name: sgd, lr: 0.1}\n"
+                                       "train: {epochs: 1, tensorboard: false}\noutput: {dir: " +
+                                       (dir / "runs").string() + "}\n");
+  const ProcessResult refused = run_gputrain({"train", "--config", config.string()});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find(corrupt.string() + ": the JPEG cannot be decoded"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.out, "");
+  const ProcessResult skipped =
+      run_gputrain({"train", "--config", config.string(), "--set", "name=skip", "--set", "data.skip_bad_images=true"});
+  ASSERT_EQ(skipped.exit_code, 0) << skipped.err;
+  EXPECT_NE(skipped.err.find(corrupt.string() + ": the JPEG cannot be decoded"), std::string::npos) << skipped.err;
+  EXPECT_NE(skipped.err.find("left out (data.skip_bad_images)"), std::string::npos) << skipped.err;
+  EXPECT_EQ(nlohmann::json::parse(skipped.out)["skipped_images"], 1) << skipped.out;
 }
 
 // A batchnorm layer cannot train on a batch of 1: 9 samples in batches of 4

@@ -141,12 +141,8 @@ TEST_F(Predict, ArraysMustHaveTheTrainingSamplesShape) {
 }
 
 TEST_F(Predict, ImagesAndImageFoldersGetOneRowPerFile) {
-  const std::string idx = (dir_ / "idx").string(), images = (dir_ / "images").string();
-  ASSERT_EQ(run_gputrain({"datasets", "make-idx", "--out", idx, "--train", "40", "--test", "10"}).exit_code, 0);
-  write_text(dir_ / "idx.yaml", "data: {dataset: fashion_mnist, root: " + idx + "}\n");
-  const ProcessResult exported = run_gputrain(
-      {"datasets", "export", "--config", (dir_ / "idx.yaml").string(), "--format", "png", "--out", images});
-  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  const std::string images = make_image_folder(dir_.path(), "png", 40, 10).string();
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const std::string checkpoint =
       train("{dataset: image_folder, root: " + images + ", image_size: 14, batch_size: 10, num_workers: 0}");
 
@@ -173,13 +169,8 @@ TEST_F(Predict, ImagesAndImageFoldersGetOneRowPerFile) {
 }
 
 TEST_F(Predict, FashionMnistRowsNameThePredictedClass) {
-  const std::string idx = (dir_ / "idx").string(), images = (dir_ / "images").string();
-  ASSERT_EQ(run_gputrain({"datasets", "make-idx", "--out", idx, "--train", "20", "--test", "10"}).exit_code, 0);
-  write_text(dir_ / "idx.yaml", "data: {dataset: fashion_mnist, root: " + idx + "}\n");
-  ASSERT_EQ(
-      run_gputrain({"datasets", "export", "--config", (dir_ / "idx.yaml").string(), "--format", "png", "--out", images})
-          .exit_code,
-      0);
+  const std::string images = make_image_folder(dir_.path(), "png", 20, 10).string(), idx = (dir_ / "idx").string();
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const std::string checkpoint = train("{dataset: fashion_mnist, root: " + idx + ", batch_size: 10, num_workers: 0}");
   const ProcessResult r =
       run_gputrain({"predict", "--checkpoint", checkpoint, "--input", (dir_ / "images" / "test").string()});

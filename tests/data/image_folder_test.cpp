@@ -10,7 +10,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <sstream>
 #include <vector>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <jpeglib.h>  // after <cstdio>: it needs FILE
 
@@ -20,6 +25,7 @@
 #include "gputrain/data/host_loader.h"
 #include "gputrain/data/prediction_inputs.h"
 #include "gputrain/data/tensor_dataset.h"
+#include "image_ops.h"
 #include "support/temp_dir.h"
 #include "test_datasets.h"
 
@@ -450,6 +456,133 @@ TEST_F(ImageFolder, ExportRefusesAnExistingSplitAndSetsWithoutImages) {
                              Split::kTest, ImageFormat::kPng, 95, false),
                DataError);
   EXPECT_FALSE(fs::exists(file("test")));
+}
+
+// What is logged while `body` runs.
+std::string logged(const std::function<void()>& body) {
+  std::ostringstream log;
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  try {
+    body();
+  } catch (...) {
+    spdlog::set_default_logger(previous);
+    throw;
+  }
+  spdlog::set_default_logger(previous);
+  return log.str();
+}
+
+std::size_t occurrences(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// Issue 41: greyscale and CMYK JPEGs in an RGB set are converted, each kind
+// logged once (naming the first file met), not once per image.
+TEST_F(ImageFolder, GreyAndCmykJpegsInAnRgbSetAreConvertedAndLoggedOnce) {
+  write(images(6, {3, 8, 8}, 31), ImageFormat::kJpeg);
+  TempDir grey("image-folder-grey");
+  write(images(6, {1, 8, 8}, 32), ImageFormat::kJpeg, grey.path());
+  for (const char* name : {"cat/0.jpg", "cat/1.jpg", "dog/2.jpg"}) {
+    fs::copy_file(grey / "train" / name, file("train/dog/g") += fs::path(name).filename());
+  }
+  write_cmyk_jpeg(file("train/eel/c0.jpg"), 8, {255, 64, 128, 255});
+  write_cmyk_jpeg(file("train/eel/c1.jpg"), 8, {0, 0, 0, 0});
+  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+    SCOPED_TRACE(cache == config::ImageCache::kMemory ? "memory" : "none");
+    std::vector<Batch> batches;
+    const std::string log = logged([&] { batches = epoch(make_dataset(folder(cache), Split::kTrain, 0)); });
+    int64_t samples = 0;
+    for (const Batch& b : batches) samples += b.size();
+    EXPECT_EQ(samples, 11);
+    EXPECT_EQ(occurrences(log, "is stored in greyscale, converted to RGB"), 1u) << log;
+    EXPECT_EQ(occurrences(log, "is stored in CMYK, converted to RGB"), 1u) << log;
+    EXPECT_NE(log.find("other greyscale images are converted alike without a line each"), std::string::npos) << log;
+  }
+  // A grey image becomes three equal channels.
+  const auto train = make_dataset(folder(), Split::kTrain, 0);
+  const torch::Tensor converted = train->inputs()[4];  // train/dog/g0.jpg, after dog's 2.jpg and 3.jpg
+  ASSERT_NE(train->describe_sample(4).find("g0.jpg"), std::string::npos) << train->describe_sample(4);
+  EXPECT_TRUE(torch::equal(converted[0], converted[1]) && torch::equal(converted[1], converted[2]));
+}
+
+// Issue 41: under data.skip_bad_images a corrupt, a truncated, an empty and an
+// oversized image are each logged and left out (the first training image
+// among them: the next readable one sets the shape), with their names kept
+// for the run's summary; without it the first is an error naming it.
+TEST_F(ImageFolder, SkipBadImagesLeavesOutUnreadableFilesAndNamesThem) {
+  const TensorDataset made = images(9, {3, 8, 8}, 33);
+  write(made, ImageFormat::kJpeg);
+  std::ofstream(file("train/cat/0.jpg")) << "not a jpeg";
+  state_jpeg_size(file("train/dog/3.jpg"), 20000, 20000);  // 400 million pixels
+  fs::resize_file(file("train/dog/4.jpg"), fs::file_size(file("train/dog/4.jpg")) - 20);
+  std::ofstream(file("train/eel/8.jpg")).close();
+  EXPECT_NE(error(folder()).find(file("train/cat/0.jpg").string() + ": not a readable JPEG"), std::string::npos)
+      << error(folder());
+  const std::vector<std::string> bad{file("train/cat/0.jpg").string(), file("train/dog/3.jpg").string(),
+                                     file("train/dog/4.jpg").string(), file("train/eel/8.jpg").string()};
+  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+    SCOPED_TRACE(cache == config::ImageCache::kMemory ? "memory" : "none");
+    config::DataConfig skipping = folder(cache);
+    skipping.skip_bad_images = true;
+    std::shared_ptr<const Dataset> train;
+    const std::string log = logged([&] { train = make_dataset(skipping, Split::kTrain, 0); });
+    EXPECT_EQ(train->info().skipped, bad);
+    EXPECT_EQ(train->info().samples, 5);
+    EXPECT_EQ(train->info().input_shape, (std::vector<int64_t>{3, 8, 8}));
+    EXPECT_TRUE(torch::equal(train->targets(), torch::tensor({0, 0, 1, 2, 2}, torch::kInt64)));
+    for (const std::string& name : bad) EXPECT_NE(log.find(name), std::string::npos) << name << "\n" << log;
+    EXPECT_NE(log.find("more than data.max_image_pixels (89478485)"), std::string::npos) << log;
+    EXPECT_NE(log.find("the file is empty (0 bytes), no image; left out (data.skip_bad_images)"), std::string::npos)
+        << log;
+    EXPECT_NE(log.find("4 images of " + file("train").string() + " left out as unreadable"), std::string::npos) << log;
+    std::vector<uint8_t> pixels(3 * 8 * 8);
+    EXPECT_NE(train->describe_sample(0).find("train/cat/1.jpg"), std::string::npos);
+    train->read_image(4, pixels.data());  // the last kept: train/eel/7.jpg
+    EXPECT_EQ(make_dataset(skipping, Split::kTest, 0)->info().skipped.size(), 0u);
+  }
+}
+
+// Issue 41: data.resize and data.center_crop (torchvision's Resize(n), then
+// CenterCrop) bring images of any size to the crop's, on the test split and on
+// the training split unless data.augment.random_resized_crop is set: that
+// split keeps data.image_size, whose images its boxes are cut from.
+TEST_F(ImageFolder, ResizeAndCenterCropApplyToTheTestSplitAndToTrainingWithoutTheRandomCrop) {
+  const TensorDataset made = images(6, {3, 20, 30}, 41);
+  write(made);
+  TempDir other("image-folder-tall");
+  write(images(3, {3, 16, 12}, 42), ImageFormat::kPng, other.path());
+  fs::copy_file(other / "train/cat/0.png", file("train/eel/t.png"));  // tall, after eel's 4.png and 5.png
+  const torch::Tensor wide = made.inputs()[0];
+  const torch::Tensor centred = detail::center_crop(detail::resized_crop(wide, {0, 0, 20, 30}, 10, 15), 8, 8);
+  config::DataConfig config = folder();
+  config.resize = 10;
+  config.center_crop = {8};
+  for (const Split split : {Split::kTrain, Split::kTest}) {
+    const auto set = make_dataset(config, split, 0);
+    EXPECT_EQ(set->info().input_shape, (std::vector<int64_t>{3, 8, 8}));
+    EXPECT_TRUE(torch::equal(set->inputs()[0], centred));
+  }
+  EXPECT_EQ(make_dataset(config, Split::kTrain, 0)->info().samples, 7);
+
+  config.augment.random_resized_crop.size = 8;
+  config.image_size = {8};
+  const auto squeezed = make_dataset(config, Split::kTrain, 0);
+  EXPECT_TRUE(torch::equal(squeezed->inputs()[0], detail::resized_crop(wide, {0, 0, 20, 30}, 8, 8)));
+  EXPECT_TRUE(torch::equal(make_dataset(config, Split::kTest, 0)->inputs()[0], centred));
+  config.image_size = {};
+  EXPECT_NE(error(config).find("set data.image_size to resize them all"), std::string::npos) << error(config);
+
+  config.augment.random_resized_crop.size = 0;
+  config.center_crop = {};  // 20 x 30 -> 10 x 15, but 16 x 12 -> 13 x 10
+  EXPECT_NE(error(config).find(file("train/eel/t.png").string() +
+                               ": the image is 10x13 after data.resize, not 15x10 as the data set's; set "
+                               "data.center_crop to crop them to one size"),
+            std::string::npos)
+      << error(config);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -171,6 +172,19 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::seconds tim
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return true;
+}
+
+std::filesystem::path make_image_folder(const std::filesystem::path& dir, const std::string& format, int train,
+                                        int test) {
+  const std::filesystem::path idx = dir / "idx", images = dir / "images";
+  const ProcessResult made = run_gputrain({"datasets", "make-idx", "--out", idx.string(), "--train",
+                                           std::to_string(train), "--test", std::to_string(test)});
+  EXPECT_EQ(made.exit_code, 0) << made.err;
+  write_text(dir / "idx.yaml", "data: {dataset: fashion_mnist, root: " + idx.string() + "}\n");
+  const ProcessResult exported = run_gputrain(
+      {"datasets", "export", "--config", (dir / "idx.yaml").string(), "--format", format, "--out", images.string()});
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+  return images;
 }
 
 std::filesystem::path venv_python() {

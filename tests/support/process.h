@@ -83,6 +83,11 @@ ProcessResult run_gputrain(const std::vector<std::string>& args, const std::map<
 // result in `out` when it returns, 1 when it throws (the message in `out`).
 ProcessResult run_in_child(const std::function<std::string()>& body, const ChildSetup& setup = {});
 
+// A generated Fashion-MNIST-like set of `train` and `test` images (`datasets make-idx`, in dir/idx) exported as an
+// image folder of `format` (`datasets export`, png or jpeg) to dir/images, which is returned.
+std::filesystem::path make_image_folder(const std::filesystem::path& dir, const std::string& format, int train,
+                                        int test);
+
 // The Python of the venv scripts/setup.sh fills (torch, tensorboard, onnxruntime):
 // $GPUTRAIN_VENV/bin/python, else ~/.cache/gputrain/venv/bin/python (as scripts/env.sh).
 std::filesystem::path venv_python();

@@ -30,6 +30,12 @@ LoaderOptions loader_options(const config::DataConfig& config, Split split, int6
     options.reflect = config.augment.reflect;
     options.hflip = config.augment.hflip;
     options.alternating_flip = config.augment.alternating_flip;
+    const config::ResizedCropConfig& crop = config.augment.random_resized_crop;
+    options.resized_crop.size = crop.size;
+    if (crop.scale.size() == 2) options.resized_crop.scale = {crop.scale[0], crop.scale[1]};
+    if (crop.ratio.size() == 2) options.resized_crop.ratio = {crop.ratio[0], crop.ratio[1]};
+    const config::ColorJitterConfig& jitter = config.augment.color_jitter;
+    options.color_jitter = {jitter.brightness, jitter.contrast, jitter.saturation, jitter.hue};
   }
   return options;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "gputrain/common/error.h"
 #include "rng.h"
@@ -16,8 +17,41 @@ namespace {
 constexpr uint64_t kShuffleStream = 1;
 constexpr uint64_t kAugmentStream = 2;
 constexpr uint64_t kFlipStream = 3;
+constexpr uint64_t kResizedCropStream = 4;
+constexpr uint64_t kColorJitterStream = 5;
 
 ConfigError option_error(const std::string& key, const std::string& problem) { return ConfigError({}, key, problem); }
+
+void check_color_jitter(const ColorJitter& jitter) {
+  const std::string key = "data.augment.color_jitter.";
+  for (const auto& [name, value] : {std::pair{"brightness", jitter.brightness}, std::pair{"contrast", jitter.contrast},
+                                    std::pair{"saturation", jitter.saturation}}) {
+    if (!(value >= 0)) throw option_error(key + name, fmt::format("must be >= 0 (got {})", value));
+  }
+  if (!(jitter.hue >= 0 && jitter.hue <= 0.5)) {
+    throw option_error(key + "hue", fmt::format("must be in [0, 0.5] (got {})", jitter.hue));
+  }
+}
+
+void check_resized_crop(const ResizedCrop& crop, const DatasetInfo& info) {
+  const std::string key = "data.augment.random_resized_crop";
+  if (crop.size < 0) throw option_error(key + ".size", fmt::format("must be >= 0 (got {})", crop.size));
+  if (crop.size == 0) return;
+  for (const auto& [name, bounds] : {std::pair{"scale", crop.scale}, std::pair{"ratio", crop.ratio}}) {
+    if (!(bounds[0] > 0 && bounds[0] <= bounds[1])) {
+      throw option_error(key + "." + name,
+                         fmt::format("must be [low, high] with 0 < low <= high (got [{}, {}])", bounds[0], bounds[1]));
+    }
+  }
+  // The output replaces the stored image in the batch, and the model (and the test split) see the stored shape.
+  const int64_t height = info.input_shape.at(1), width = info.input_shape.at(2);
+  if (height != crop.size || width != crop.size) {
+    throw option_error(key + ".size",
+                       fmt::format("is {0}, but {1} yields {2}x{3} images; the crop is resized to the shape the model "
+                                   "sees, so set data.image_size: [{0}] (or the size to {2} when {2} = {3})",
+                                   crop.size, info.name, height, width));
+  }
+}
 
 }  // namespace
 
@@ -41,7 +75,7 @@ std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const
       throw option_error("data.normalize",
                          fmt::format("applies to image data sets only; {} has feature vectors", info.name));
     }
-    if (options.random_crop != 0 || options.hflip) {
+    if (options.random_crop != 0 || options.hflip || options.resized_crop.size != 0 || options.color_jitter.on()) {
       throw option_error("data.augment",
                          fmt::format("applies to image data sets only; {} has feature vectors", info.name));
     }
@@ -53,6 +87,8 @@ std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const
                        fmt::format("mirrors at most {} pixels of the {}x{} images' edge (data.augment.reflect); got {}",
                                    side - 1, info.input_shape.at(1), info.input_shape.at(2), options.random_crop));
   }
+  check_resized_crop(options.resized_crop, info);
+  check_color_jitter(options.color_jitter);
   const auto channels = static_cast<std::size_t>(info.input_shape.at(0));
   if (!options.mean.empty() && options.mean.size() != 1 && options.mean.size() != channels) {
     throw option_error(
@@ -90,6 +126,46 @@ std::vector<Placement> draw_placements(const LoaderOptions& options, int64_t epo
     if (options.hflip && !options.alternating_flip) at.flip = (rng.next() & 1) != 0;
   }
   return placements;
+}
+
+namespace {
+
+// One draw per sample of batch `index` of `epoch`, each from its own stream
+// (seed, `stream`, epoch, batch, position): a sample's draw never depends on
+// how many numbers another sample's took.
+template <class Draw>
+auto per_sample(const LoaderOptions& options, uint64_t stream, int64_t epoch, int64_t index, int64_t count, Draw draw) {
+  const uint64_t batch = derive_seed(derive_seed(derive_seed(options.seed, stream), static_cast<uint64_t>(epoch)),
+                                     static_cast<uint64_t>(index));
+  std::vector<decltype(draw(std::declval<SplitMix64&>()))> draws;
+  draws.reserve(static_cast<std::size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    SplitMix64 rng(derive_seed(batch, static_cast<uint64_t>(i)));
+    draws.push_back(draw(rng));
+  }
+  return draws;
+}
+
+}  // namespace
+
+std::vector<CropBox> draw_crop_boxes(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count,
+                                     int64_t height, int64_t width) {
+  if (options.resized_crop.size == 0) return {};
+  return per_sample(options, kResizedCropStream, epoch, index, count,
+                    [&](SplitMix64& rng) { return draw_resized_crop(rng, height, width, options.resized_crop); });
+}
+
+std::vector<JitterDraw> draw_color_jitters(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count) {
+  if (!options.color_jitter.on()) return {};
+  return per_sample(options, kColorJitterStream, epoch, index, count,
+                    [&](SplitMix64& rng) { return draw_color_jitter(rng, options.color_jitter); });
+}
+
+torch::Tensor augment_image(torch::Tensor image, const std::vector<CropBox>& boxes,
+                            const std::vector<JitterDraw>& jitters, std::size_t i) {
+  if (!boxes.empty()) image = resized_crop(image, boxes.at(i), image.size(1), image.size(2));
+  if (!jitters.empty()) image = color_jitter(image, jitters.at(i));
+  return image;
 }
 
 bool alternating_flip(const LoaderOptions& options, int64_t row, int64_t epoch) {

@@ -8,6 +8,7 @@
 
 #include "gputrain/data/host_loader.h"
 #include "gputrain/data/pixel_map.h"
+#include "image_ops.h"
 
 namespace gputrain::data::detail {
 
@@ -32,6 +33,24 @@ std::vector<int64_t> epoch_order(const LoaderOptions& options, int64_t samples, 
 // here (they belong to samples, not batch positions: alternating_flip()). The draws depend on the seed, the epoch and
 // the batch index only, never on who makes the batch.
 std::vector<Placement> draw_placements(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count);
+
+// data.augment.random_resized_crop: the box of each of the `count` samples of
+// batch `index` of `epoch` in images of `height` x `width`; empty when it is
+// off. Each sample draws from its own stream (seed, epoch, batch, position), so
+// a box never depends on how many tries another sample took.
+std::vector<CropBox> draw_crop_boxes(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count,
+                                     int64_t height, int64_t width);
+
+// data.augment.color_jitter: the draw of each of the `count` samples of batch
+// `index` of `epoch`, each from its own stream as draw_crop_boxes'; empty when it is off.
+std::vector<JitterDraw> draw_color_jitters(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count);
+
+// The per-image ops of data.augment, in their order, on uint8 [C, H, W]
+// `image`: the resized crop to `box` (when `boxes` holds the batch's), then
+// the colour jitter (when `jitters` does); sample `i` of the batch. Returns
+// `image` itself when neither is on.
+torch::Tensor augment_image(torch::Tensor image, const std::vector<CropBox>& boxes,
+                            const std::vector<JitterDraw>& jitters, std::size_t i);
 
 // data.augment.alternating_flip: whether sample `row` is mirrored in `epoch`.
 // A seeded bit per sample picks the half mirrored in even epochs; odd epochs

@@ -2,6 +2,7 @@
 
 #include <ATen/ops/arange.h>
 #include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
 #include <fmt/format.h>
@@ -76,12 +77,26 @@ struct DeviceLoader::State {
   // draws: `rows` are rows [offset, offset + B) of batch `index`, whose `whole` rows draw together.
   torch::Tensor images(const torch::Tensor& rows, int64_t index, int64_t whole, int64_t offset) const {
     torch::Tensor x = inputs.index_select(0, rows);
+    if (options.resized_crop.size > 0 || options.color_jitter.on()) x = augment_each(x, index, whole, offset);
     if (options.random_crop > 0 || options.hflip) {
       const std::vector<detail::Placement> drawn = detail::draw_placements(options, epoch, index, whole);
       const auto from = drawn.begin() + offset;
       x = place(x, std::vector<detail::Placement>(from, from + x.size(0)), rows);
     }
     return x.to(torch::kFloat32).mul_(scale).add_(shift);
+  }
+
+  // data.augment.random_resized_crop and color_jitter: one image at a time
+  // (the boxes differ in size, the ops in order), by the ops HostLoader uses.
+  torch::Tensor augment_each(const torch::Tensor& x, int64_t index, int64_t whole, int64_t offset) const {
+    const std::vector<detail::CropBox> boxes =
+        detail::draw_crop_boxes(options, epoch, index, whole, x.size(2), x.size(3));
+    const std::vector<detail::JitterDraw> jitters = detail::draw_color_jitters(options, epoch, index, whole);
+    std::vector<torch::Tensor> augmented;
+    for (int64_t i = 0; i < x.size(0); ++i) {
+      augmented.push_back(detail::augment_image(x[i], boxes, jitters, static_cast<std::size_t>(offset + i)));
+    }
+    return at::stack(augmented);
   }
 
   // Crops and mirrors each image by one gather: output pixel (y, x) of image b

@@ -284,12 +284,23 @@ struct HostLoader::State {
     std::vector<uint8_t> decoded(from ? 0 : static_cast<std::size_t>(sample));
     float* to = out.data_ptr<float>();
     std::vector<Placement> placements = detail::draw_placements(options, epoch, index, whole);
+    const std::vector<detail::CropBox> boxes =
+        detail::draw_crop_boxes(options, epoch, index, whole, shape.height, shape.width);
+    const std::vector<detail::JitterDraw> jitters = detail::draw_color_jitters(options, epoch, index, whole);
     const auto write = options.reflect ? write_reflected_image : write_image;
     for (int64_t i = 0; i < count; ++i) {
       Placement& at = placements[static_cast<std::size_t>(offset + i)];
       if (options.alternating_flip) at.flip = detail::alternating_flip(options, rows[i], epoch);
       if (!from) dataset->read_image(rows[i], decoded.data());
-      write(from ? from + rows[i] * sample : decoded.data(), to + i * sample, shape, maps.data(), at);
+      const uint8_t* image = from ? from + rows[i] * sample : decoded.data();
+      torch::Tensor augmented;  // the resized crop and colour jitter, before the crop and flip
+      if (!boxes.empty() || !jitters.empty()) {
+        const torch::Tensor stored =
+            torch::from_blob(const_cast<uint8_t*>(image), {shape.channels, shape.height, shape.width}, torch::kUInt8);
+        augmented = detail::augment_image(stored, boxes, jitters, static_cast<std::size_t>(offset + i)).contiguous();
+        image = augmented.const_data_ptr<uint8_t>();
+      }
+      write(image, to + i * sample, shape, maps.data(), at);
     }
     return out;
   }

@@ -7,7 +7,7 @@
 // clang-format on
 #include <fmt/format.h>
 #include <png.h>
-#include <torch/nn/functional/upsampling.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <array>
@@ -15,10 +15,12 @@
 #include <csetjmp>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gputrain/common/error.h"
+#include "image_ops.h"
 
 namespace gputrain::data::detail {
 
@@ -51,6 +53,7 @@ std::string read_bytes(const std::filesystem::path& file) {
 struct Decoded {
   std::vector<uint8_t> pixels;
   int64_t height = 0, width = 0, channels = 0;
+  StoredColour colour = StoredColour::kAsAsked;
 };
 
 // Refuses a stated size above `max_pixels` before anything that size is allocated: a few hundred bytes can
@@ -90,8 +93,10 @@ Decoded decode_png(const std::filesystem::path& file, const std::string& bytes, 
     png_image_free(&image);
     throw;
   }
+  const bool grey = (image.format & PNG_FORMAT_FLAG_COLOR) == 0;
   image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
   Decoded decoded;
+  if (grey != (channels == 1)) decoded.colour = grey ? StoredColour::kGrey : StoredColour::kColour;
   decoded.height = image.height;
   decoded.width = image.width;
   decoded.channels = channels;
@@ -186,6 +191,10 @@ bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, cons
     return true;
   }
   const bool cmyk = info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK;
+  const bool grey = info.jpeg_color_space == JCS_GRAYSCALE;
+  out.colour = cmyk                      ? StoredColour::kCmyk
+               : grey != (channels == 1) ? (grey ? StoredColour::kGrey : StoredColour::kColour)
+                                         : StoredColour::kAsAsked;
   info.out_color_space = cmyk ? JCS_CMYK : channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
   info.scale_num = 1;
   info.scale_denom = jpeg_scale_denominator(info.image_height, info.image_width, at_least);
@@ -258,39 +267,50 @@ ImageShape read_image_header(const std::filesystem::path& file, int64_t max_pixe
   return shape;
 }
 
-void decode_image(const std::filesystem::path& file, ImageShape shape, bool resize, int64_t max_pixels, uint8_t* out) {
+std::array<int64_t, 2> fitted_size(ImageShape stored, const ImageFit& fit, ImageShape shape) {
+  if (fit.center_crop || fit.resize) return {shape.height, shape.width};
+  if (fit.shorter_side > 0) return shorter_side_size(stored.height, stored.width, fit.shorter_side);
+  return {stored.height, stored.width};
+}
+
+StoredColour decode_image(const std::filesystem::path& file, ImageShape shape, const ImageFit& fit, int64_t max_pixels,
+                          uint8_t* out) {
   const std::string bytes = read_bytes(file);
+  // The size the decoder's own downscaling may approach first: what the first resize makes.
+  std::optional<ImageShape> at_least;
+  if (fit.shorter_side > 0 && !is_png(file)) {
+    const ImageShape stored = jpeg_header(file, bytes);
+    const auto [height, width] = shorter_side_size(stored.height, stored.width, fit.shorter_side);
+    at_least = ImageShape{shape.channels, height, width};
+  } else if (fit.resize) {
+    at_least = shape;
+  }
   const Decoded decoded = is_png(file)
                               ? decode_png(file, bytes, shape.channels, max_pixels)
-                              : decode_jpeg(file, bytes, shape.channels, resize ? &shape : nullptr, max_pixels);
-  const int64_t plane = shape.height * shape.width;
-  if (decoded.height == shape.height && decoded.width == shape.width) {
-    const uint8_t* in = decoded.pixels.data();
-    for (int64_t p = 0; p < plane; ++p)
-      for (int64_t c = 0; c < shape.channels; ++c) out[c * plane + p] = *in++;
-    return;
+                              : decode_jpeg(file, bytes, shape.channels, at_least ? &*at_least : nullptr, max_pixels);
+  torch::Tensor image = torch::from_blob(const_cast<uint8_t*>(decoded.pixels.data()),
+                                         {decoded.height, decoded.width, shape.channels}, torch::kUInt8)
+                            .permute({2, 0, 1});
+  if (fit.shorter_side > 0) {
+    // From the stored size (the decoder may have scaled it down already), as torchvision computes it.
+    const auto [height, width] = at_least ? std::array<int64_t, 2>{at_least->height, at_least->width}
+                                          : shorter_side_size(decoded.height, decoded.width, fit.shorter_side);
+    image = resized_crop(image, {0, 0, image.size(1), image.size(2)}, height, width);
   }
-  if (!resize) {
-    throw DataError(
-        fmt::format("{}: the image is {}x{}, not {}x{} as the data set's; set data.image_size to resize "
-                    "them all",
-                    file.string(), decoded.width, decoded.height, shape.width, shape.height));
+  if (fit.center_crop) {
+    image = center_crop(image, shape.height, shape.width);
+  } else if (fit.resize && (image.size(1) != shape.height || image.size(2) != shape.width)) {
+    image = resized_crop(image, {0, 0, image.size(1), image.size(2)}, shape.height, shape.width);
   }
-  namespace F = torch::nn::functional;
-  const torch::Tensor stored = torch::from_blob(const_cast<uint8_t*>(decoded.pixels.data()),
-                                                {1, decoded.height, decoded.width, shape.channels}, torch::kUInt8)
-                                   .permute({0, 3, 1, 2})
-                                   .to(torch::kFloat32);
-  const torch::Tensor resized = F::interpolate(stored, F::InterpolateFuncOptions()
-                                                           .size(std::vector<int64_t>{shape.height, shape.width})
-                                                           .mode(torch::kBilinear)
-                                                           .align_corners(false)
-                                                           .antialias(true))
-                                    .round_()
-                                    .clamp_(0, 255)
-                                    .to(torch::kUInt8)
-                                    .contiguous();
-  std::memcpy(out, resized.const_data_ptr<uint8_t>(), static_cast<std::size_t>(shape.bytes()));
+  if (image.size(1) != shape.height || image.size(2) != shape.width) {
+    throw DataError(fmt::format("{}: the image is {}x{}{}, not {}x{} as the data set's; {}", file.string(),
+                                image.size(2), image.size(1), fit.shorter_side > 0 ? " after data.resize" : "",
+                                shape.width, shape.height,
+                                fit.shorter_side > 0 ? "set data.center_crop to crop them to one size"
+                                                     : "set data.image_size to resize them all"));
+  }
+  std::memcpy(out, image.contiguous().const_data_ptr<uint8_t>(), static_cast<std::size_t>(shape.bytes()));
+  return decoded.colour;
 }
 
 namespace {

@@ -1,6 +1,7 @@
 #pragma once
 // PNG and JPEG files: read with libpng and libjpeg-turbo into uint8
 // [C, H, W] pixels, and written from them (`gputrain datasets export`).
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -20,13 +21,27 @@ bool is_image_file(const std::filesystem::path& file);
 // height x width is above `max_pixels` (data.max_image_pixels).
 ImageShape read_image_header(const std::filesystem::path& file, int64_t max_pixels);
 
+// How a stored image is brought to the split's size, in this order.
+struct ImageFit {
+  int64_t shorter_side = 0;  // data.resize: torchvision's Resize(n); 0: off
+  bool center_crop = false;  // data.center_crop: then the middle of the split's size
+  bool resize = false;       // data.image_size: resized to the split's size (neither of the above)
+};
+
+// The height and width an image stored at `stored` has after `fit` towards `shape`.
+std::array<int64_t, 2> fitted_size(ImageShape stored, const ImageFit& fit, ImageShape shape);
+
+// The colours an image was stored in, when they are not the split's: it was converted.
+enum class StoredColour { kAsAsked, kGrey, kColour, kCmyk };
+
 // Decodes `file` into `out` as uint8 [shape.channels, shape.height,
-// shape.width] (grey images become RGB and back as asked). A stored size
-// other than shape's is resized (bilinear, antialiased) when `resize`, else a
+// shape.width] (grey images become RGB and back as asked, CMYK JPEGs either),
+// brought to shape's size by `fit`; a size other than shape's after it is a
 // DataError naming both sizes. Throws DataError naming the file when it cannot
 // be read or decoded (truncated JPEGs included), and before decoding when its
-// stored height x width is above `max_pixels`.
-void decode_image(const std::filesystem::path& file, ImageShape shape, bool resize, int64_t max_pixels, uint8_t* out);
+// stored height x width is above `max_pixels`. Returns the stored colours when converted.
+StoredColour decode_image(const std::filesystem::path& file, ImageShape shape, const ImageFit& fit, int64_t max_pixels,
+                          uint8_t* out);
 
 // uint8 [C, H, W] pixels (C 1 or 3) as the bytes of a PNG file, or of a JPEG of `quality` (1-100).
 std::string encode_png(const uint8_t* pixels, ImageShape shape);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -110,17 +111,66 @@ std::string numbered_classes(const std::vector<std::string>& names) {
   return fmt::format("{}", fmt::join(numbered, ", "));
 }
 
+// The first image of a split stored in each colour model other than the
+// split's (greyscale in an RGB set, CMYK, colour in a grey set) is logged as
+// converted; the rest are converted alike without a line each.
+class ConversionLog {
+ public:
+  explicit ConversionLog(int64_t channels) : channels_(channels) {}
+
+  void note(StoredColour colour, const fs::path& file) {
+    if (colour == StoredColour::kAsAsked || said_[static_cast<std::size_t>(colour)].exchange(true)) return;
+    const char* stored = colour == StoredColour::kGrey   ? "greyscale"
+                         : colour == StoredColour::kCmyk ? "CMYK"
+                                                         : "colour";
+    spdlog::info(
+        "{}: {} is stored in {}, converted to {} as the data set's images are (data.channels: {}); other {} "
+        "images are converted alike without a line each",
+        kName, file.string(), stored, channels_ == 1 ? "greyscale" : "RGB", channels_, stored);
+  }
+
+ private:
+  int64_t channels_;
+  std::array<std::atomic<bool>, 4> said_{};
+};
+
+// `files` decoded to `shape` by `fit` on all hardware threads: uint8 [N, C, H, W], or undefined unless `keep`
+// (decoded only to be checked). Under data.skip_bad_images (`errors` given) a file that cannot be decoded leaves
+// its message in `errors` and zero pixels; else its DataError is thrown.
+torch::Tensor decode_all(const std::vector<fs::path>& files, ImageShape image, const ImageFit& fit, int64_t max_pixels,
+                         ConversionLog& log, bool keep = true, std::vector<std::string>* errors = nullptr) {
+  torch::Tensor pixels;
+  if (keep) {
+    pixels =
+        torch::zeros({static_cast<int64_t>(files.size()), image.channels, image.height, image.width}, torch::kUInt8);
+  }
+  uint8_t* out = keep ? pixels.data_ptr<uint8_t>() : nullptr;
+  parallel_for(static_cast<int64_t>(files.size()), [&](int64_t i) {
+    const fs::path& file = files[static_cast<std::size_t>(i)];
+    std::vector<uint8_t> scratch(keep ? 0 : static_cast<std::size_t>(image.bytes()));
+    try {
+      log.note(decode_image(file, image, fit, max_pixels, keep ? out + i * image.bytes() : scratch.data()), file);
+    } catch (const DataError& e) {
+      if (errors == nullptr) throw;
+      (*errors)[static_cast<std::size_t>(i)] = e.what();
+    }
+  });
+  return pixels;
+}
+
 class ImageFolderDataset final : public Dataset {
  public:
-  ImageFolderDataset(DatasetInfo info, std::vector<fs::path> files, torch::Tensor targets, bool resize,
-                     int64_t max_pixels)
+  ImageFolderDataset(DatasetInfo info, std::vector<fs::path> files, torch::Tensor targets, ImageFit fit,
+                     int64_t max_pixels, std::shared_ptr<ConversionLog> log)
       : info_(std::move(info)),
         files_(std::move(files)),
         targets_(std::move(targets)),
-        resize_(resize),
-        max_pixels_(max_pixels) {}
+        fit_(fit),
+        max_pixels_(max_pixels),
+        log_(std::move(log)) {}
 
-  void keep_in_memory() { inputs_ = decode_images(files_, info_.input_shape, resize_, max_pixels_); }
+  // The split decoded at start (data.cache: memory), as decode_all gave it.
+  void keep_in_memory(torch::Tensor pixels) { inputs_ = std::move(pixels); }
 
   const DatasetInfo& info() const override { return info_; }
   const torch::Tensor& inputs() const override { return inputs_; }
@@ -134,7 +184,8 @@ class ImageFolderDataset final : public Dataset {
   void read_image(int64_t index, uint8_t* out) const override {
     if (resident()) return Dataset::read_image(index, out);
     const std::vector<int64_t>& s = info_.input_shape;
-    decode_image(files_.at(static_cast<std::size_t>(index)), {s[0], s[1], s[2]}, resize_, max_pixels_, out);
+    const fs::path& file = files_.at(static_cast<std::size_t>(index));
+    log_->note(decode_image(file, {s[0], s[1], s[2]}, fit_, max_pixels_, out), file);
   }
 
  private:
@@ -142,8 +193,9 @@ class ImageFolderDataset final : public Dataset {
   std::vector<fs::path> files_;
   torch::Tensor targets_;
   torch::Tensor inputs_;  // undefined under data.cache: none
-  bool resize_;
-  int64_t max_pixels_;  // data.max_image_pixels
+  ImageFit fit_;
+  int64_t max_pixels_;                  // data.max_image_pixels
+  std::shared_ptr<ConversionLog> log_;  // shared by the loader's worker threads
 };
 
 // Whether the decoded split stays in memory, and why (data.cache).
@@ -158,18 +210,72 @@ std::pair<bool, std::string> choose_cache(config::ImageCache cache, int64_t byte
                             static_cast<double>(available) / gib)};
 }
 
-// Every image of `files` stored at `reference`'s size, checked before the
-// first batch (without data.image_size, when nothing decodes them all at start).
+// Every image of `files` brought by `fit` to `reference`'s size `size`, checked
+// before the first batch (as stored or after data.resize alone, when nothing
+// decodes them all at start).
 void require_one_size(const std::vector<fs::path>& files, const fs::path& reference, ImageShape size,
-                      int64_t max_pixels) {
+                      const ImageFit& fit, int64_t max_pixels) {
   parallel_for(static_cast<int64_t>(files.size()), [&](int64_t i) {
     const ImageShape stored = read_image_header(files[static_cast<std::size_t>(i)], max_pixels);
-    if (stored.height != size.height || stored.width != size.width) {
-      throw DataError(fmt::format("{}: the image is {}x{}, not {}x{} as {}; set data.image_size to resize them all",
-                                  files[static_cast<std::size_t>(i)].string(), stored.width, stored.height, size.width,
-                                  size.height, reference.string()));
+    const auto [height, width] = fitted_size(stored, fit, size);
+    if (height != size.height || width != size.width) {
+      throw DataError(fmt::format(
+          "{}: the image is {}x{}{}, not {}x{} as {}; {}", files[static_cast<std::size_t>(i)].string(), width, height,
+          fit.shorter_side > 0 ? " after data.resize" : "", size.width, size.height, reference.string(),
+          fit.shorter_side > 0 ? "set data.center_crop to crop them to one size"
+                               : "set data.image_size to resize them all"));
     }
   });
+}
+
+// Whether `file`'s header reads within `max_pixels` (data.skip_bad_images looks for a first readable image).
+bool has_header(const fs::path& file, int64_t max_pixels) {
+  try {
+    read_image_header(file, max_pixels);
+    return true;
+  } catch (const DataError&) {
+    return false;
+  }
+}
+
+// data.skip_bad_images: the files with an error (each logged) left out of
+// `files`, `labels` and `pixels`, and named in info.skipped.
+void leave_out_unreadable(const std::vector<std::string>& errors, std::vector<fs::path>& files,
+                          std::vector<int64_t>& labels, torch::Tensor& pixels, DatasetInfo& info) {
+  std::vector<int64_t> kept;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (errors[i].empty()) {
+      kept.push_back(static_cast<int64_t>(i));
+      continue;
+    }
+    spdlog::warn("{}; left out (data.skip_bad_images)", errors[i]);
+    info.skipped.push_back(files[i].string());
+  }
+  if (info.skipped.empty()) return;
+  if (kept.empty()) {
+    throw DataError(fmt::format("{}: none of the {} in {} can be read (data.skip_bad_images left every one out)", kName,
+                                count_of(static_cast<int64_t>(files.size()), "image"), info.source));
+  }
+  std::vector<fs::path> kept_files;
+  std::vector<int64_t> kept_labels;
+  for (const int64_t i : kept) {
+    kept_files.push_back(files[static_cast<std::size_t>(i)]);
+    kept_labels.push_back(labels[static_cast<std::size_t>(i)]);
+  }
+  files = std::move(kept_files);
+  labels = std::move(kept_labels);
+  if (pixels.defined()) pixels = pixels.index_select(0, torch::tensor(kept, torch::kInt64)).contiguous();
+  info.samples = static_cast<int64_t>(files.size());
+  spdlog::warn("{}: {} of {} left out as unreadable (data.skip_bad_images); the run's summary counts them", kName,
+               count_of(static_cast<int64_t>(info.skipped.size()), "image"), info.source);
+}
+
+// How the split's images are brought to its size, for the log line.
+std::string fit_text(const ImageFit& fit) {
+  if (fit.shorter_side > 0 && fit.center_crop) return " (resized, centre-cropped)";
+  if (fit.shorter_side > 0) return " (resized)";
+  if (fit.center_crop) return " (centre-cropped)";
+  return fit.resize ? " (resized)" : "";
 }
 
 // A directory's identity (device and inode), so that a link back to a folder
@@ -236,16 +342,22 @@ std::vector<fs::path> list_images(const fs::path& dir) {
   return files;
 }
 
-torch::Tensor decode_images(const std::vector<fs::path>& files, const std::vector<int64_t>& shape, bool resize,
+ImageFit image_fit(const config::DataConfig& config, Split split) {
+  ImageFit fit;
+  const bool cropped_at_random = split == Split::kTrain && config.augment.random_resized_crop.size > 0;
+  if ((config.resize > 0 || !config.center_crop.empty()) && !cropped_at_random) {
+    fit.shorter_side = config.resize;
+    fit.center_crop = !config.center_crop.empty();
+  } else {
+    fit.resize = !image_resize(config).empty();
+  }
+  return fit;
+}
+
+torch::Tensor decode_images(const std::vector<fs::path>& files, const std::vector<int64_t>& shape, const ImageFit& fit,
                             int64_t max_pixels) {
-  const ImageShape image{shape.at(0), shape.at(1), shape.at(2)};
-  torch::Tensor pixels =
-      torch::empty({static_cast<int64_t>(files.size()), image.channels, image.height, image.width}, torch::kUInt8);
-  uint8_t* out = pixels.data_ptr<uint8_t>();
-  parallel_for(static_cast<int64_t>(files.size()), [&](int64_t i) {
-    decode_image(files[static_cast<std::size_t>(i)], image, resize, max_pixels, out + i * image.bytes());
-  });
-  return pixels;
+  ConversionLog log(shape.at(0));
+  return decode_all(files, {shape.at(0), shape.at(1), shape.at(2)}, fit, max_pixels, log);
 }
 
 std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& config, Split split) {
@@ -289,12 +401,30 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
     files.insert(files.end(), images.begin(), images.end());
     labels.insert(labels.end(), images.size(), known->second);
   }
-  // The first training image: data.channels and data.image_size 0 follow it.
-  const fs::path reference = train ? files.front() : list_images(train_classes.front().dir).at(0);
+  // The first training image (under data.skip_bad_images the first whose header reads): data.channels and
+  // data.image_size 0 follow it.
+  const std::vector<fs::path> firsts = train ? files : list_images(train_classes.front().dir);
+  std::size_t first = 0;
+  while (config.skip_bad_images && first + 1 < firsts.size() && !has_header(firsts[first], config.max_image_pixels)) {
+    ++first;
+  }
+  const fs::path reference = firsts.at(first);
   const ImageShape stored = read_image_header(reference, config.max_image_pixels);
-  const std::vector<int64_t> resize = image_resize(config);
-  const ImageShape shape{config.channels > 0 ? config.channels : stored.channels,
-                         resize.empty() ? stored.height : resize[0], resize.empty() ? stored.width : resize[1]};
+  const ImageFit fit = image_fit(config, split);
+  // The split's size: the centre crop's, data.image_size's, or the first training image's (after data.resize).
+  ImageShape shape{config.channels > 0 ? config.channels : stored.channels, 0, 0};
+  if (fit.center_crop) {
+    shape.height = config.center_crop.front();
+    shape.width = config.center_crop.back();
+  } else if (fit.resize) {
+    const std::vector<int64_t> size = image_resize(config);
+    shape.height = size[0];
+    shape.width = size[1];
+  } else {
+    const auto [height, width] = fitted_size(stored, fit, shape);
+    shape.height = height;
+    shape.width = width;
+  }
 
   DatasetInfo info;
   info.name = kName;
@@ -313,18 +443,25 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
   const auto [memory, why] = choose_cache(config.cache, info.samples * shape.bytes());
   spdlog::info("data.cache: {} for the {} split's {} of {}x{}x{}{} ({})", memory ? "memory" : "none",
                train ? "training" : "test", count_of(info.samples, "image"), shape.channels, shape.height, shape.width,
-               resize.empty() ? "" : " (resized)", why);
-  auto dataset = std::make_shared<ImageFolderDataset>(std::move(info), files, torch::tensor(labels, torch::kInt64),
-                                                      !resize.empty(), config.max_image_pixels);
-  if (memory) {
+               fit_text(fit), why);
+  auto log = std::make_shared<ConversionLog>(shape.channels);
+  torch::Tensor pixels;  // decoded at start: to keep (memory), or to find the unreadable images (skip_bad_images)
+  if (memory || config.skip_bad_images) {
     const auto start = std::chrono::steady_clock::now();
-    dataset->keep_in_memory();
+    std::vector<std::string> errors(files.size());
+    pixels = decode_all(files, shape, fit, config.max_image_pixels, *log, memory,
+                        config.skip_bad_images ? &errors : nullptr);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    spdlog::info("{}: decoded {} in {:.1f} s ({:.0f} images/s)", kName, count_of(dataset->info().samples, "image"),
-                 seconds, static_cast<double>(dataset->info().samples) / std::max(seconds, 1e-9));
-  } else if (resize.empty()) {
-    require_one_size(files, reference, stored, config.max_image_pixels);
+    spdlog::info("{}: decoded {} in {:.1f} s ({:.0f} images/s){}", kName, count_of(info.samples, "image"), seconds,
+                 static_cast<double>(info.samples) / std::max(seconds, 1e-9),
+                 memory ? "" : " to find the unreadable ones (data.skip_bad_images)");
+    leave_out_unreadable(errors, files, labels, pixels, info);
+  } else if (!fit.resize && !fit.center_crop) {
+    require_one_size(files, reference, shape, fit, config.max_image_pixels);
   }
+  auto dataset = std::make_shared<ImageFolderDataset>(std::move(info), files, torch::tensor(labels, torch::kInt64), fit,
+                                                      config.max_image_pixels, std::move(log));
+  if (memory) dataset->keep_in_memory(std::move(pixels));
   return dataset;
 }
 

@@ -35,9 +35,9 @@ PredictionInputs read_prediction_inputs(const std::string& path, const config::D
     if (!folder && !detail::is_data_file("predict", files.front())) {
       throw DataError(fmt::format("predict: {} does not exist", path));
     }
-    // Decoded to the training images' channels and size, as image_folder decodes its own.
-    inputs =
-        detail::decode_images(files, train.input_shape, !detail::image_resize(config).empty(), config.max_image_pixels);
+    // Decoded to the training images' channels and size, as image_folder decodes its test split.
+    inputs = detail::decode_images(files, train.input_shape, detail::image_fit(config, Split::kTest),
+                                   config.max_image_pixels);
     images = true;
     for (const auto& file : files) {
       names.push_back(folder ? std::filesystem::relative(file, path).generic_string() : file.filename().string());

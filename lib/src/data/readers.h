@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gputrain/data/tensor_dataset.h"
+#include "image_files.h"
 
 namespace gputrain::data::detail {
 
@@ -36,11 +37,14 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
 std::vector<int64_t> image_resize(const config::DataConfig& config);
 // The image files under `dir` and its folders, sorted by path.
 std::vector<std::filesystem::path> list_images(const std::filesystem::path& dir);
-// `files` decoded to [C, H, W] `shape` (resized to it when `resize`, data.image_size's rule, else each must
-// have it): uint8 [N, C, H, W], decoded on all hardware threads. An image stored with more than `max_pixels`
-// (data.max_image_pixels) is refused before it is decoded.
+// How `split`'s images are brought to one size: data.resize and data.center_crop (the test split's, and the
+// training split's without data.augment.random_resized_crop), else data.image_size.
+ImageFit image_fit(const config::DataConfig& config, Split split);
+// `files` decoded to [C, H, W] `shape`, brought to it by `fit` (else each must have it): uint8 [N, C, H, W],
+// decoded on all hardware threads. An image stored with more than `max_pixels` (data.max_image_pixels) is
+// refused before it is decoded.
 torch::Tensor decode_images(const std::vector<std::filesystem::path>& files, const std::vector<int64_t>& shape,
-                            bool resize, int64_t max_pixels);
+                            const ImageFit& fit, int64_t max_pixels);
 std::shared_ptr<const Dataset> make_random(const config::DataConfig& config, Split split, uint64_t seed);
 std::shared_ptr<const Dataset> make_synthetic(const config::DataConfig& config, Split split, uint64_t seed);
 

@@ -19,6 +19,8 @@ class SplitMix64 {
   }
   // Uniform in [0, n); n is small here, so the modulo bias (< n / 2^64) is nil.
   uint64_t below(uint64_t n) { return next() % n; }
+  // Uniform in [low, high), from the top 53 bits (a double's precision).
+  double uniform(double low, double high) { return low + (high - low) * static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
  private:
   uint64_t state_;

@@ -34,6 +34,8 @@ plan::TrainLayout Trainer::layout() const {
   l.labeled = s.run.labeled();
   l.classification = s.run.classification();
   l.class_names = s.run.train_set->info().class_names;
+  l.skipped_images = static_cast<int64_t>(s.run.train_set->info().skipped.size());
+  if (s.run.test_set) l.skipped_images += static_cast<int64_t>(s.run.test_set->info().skipped.size());
   return l;
 }
 

@@ -135,11 +135,29 @@ struct NormalizeConfig {
   std::vector<double> std;
 };
 
+// torchvision's RandomResizedCrop: a box of a random share of the area and
+// aspect ratio, resized to size x size (training only).
+struct ResizedCropConfig {
+  int64_t size = 0;  // 0 = off
+  std::vector<double> scale{0.08, 1.0};
+  std::vector<double> ratio{3.0 / 4.0, 4.0 / 3.0};
+};
+
+// torchvision's ColorJitter: each factor's range; 0 = that op off.
+struct ColorJitterConfig {
+  double brightness = 0.0;
+  double contrast = 0.0;
+  double saturation = 0.0;
+  double hue = 0.0;
+};
+
 struct AugmentConfig {
   int64_t random_crop = 0;  // padding in pixels; 0 = off
   bool reflect = false;     // the padding mirrors the image's edge instead of zeros
   bool hflip = false;
   bool alternating_flip = false;  // hflip mirrors each image in every other epoch (airbench)
+  ResizedCropConfig random_resized_crop;
+  ColorJitterConfig color_jitter;
 };
 
 // Batch semantics: batch_size is the number of samples per optimizer step
@@ -160,6 +178,12 @@ struct DataConfig {
   std::string test_root;  // empty: root/test
   // [size] or [height, width]: every image resized to it; [] or [0]: as stored (all alike)
   std::vector<int64_t> image_size;
+  // torchvision's Resize(n) (shorter side to n) then CenterCrop: the test split's
+  // (and the training split's without augment.random_resized_crop); 0 / []: off
+  int64_t resize = 0;
+  std::vector<int64_t> center_crop;
+  // An image that cannot be read is logged and left out, not an error.
+  bool skip_bad_images = false;
   int64_t channels = 0;  // 1 (grey) or 3 (RGB); 0: 1 when every image is grey, else 3
   // Images stored larger than this are refused before decoding (decompression bombs); PIL's default.
   int64_t max_image_pixels = 89478485;

@@ -102,6 +102,37 @@ void visit(V& v, NormalizeConfig& c) {
   });
 }
 
+// A [low, high] pair of positive bounds, as torchvision's RandomResizedCrop takes scale and ratio.
+inline bool is_bounds(const std::vector<double>& pair) { return pair.size() == 2 && pair[0] <= pair[1]; }
+
+template <class V>
+void visit(V& v, ResizedCropConfig& c) {
+  v.field("size", c.size, Min{0},
+          "torchvision's `RandomResizedCrop(size, scale, ratio)` (training only): each image's box of a random share "
+          "of the area (`scale`) and aspect ratio (`ratio`, drawn log-uniform), tried 10 times and else the centre "
+          "crop, resized to `size` × `size` (bilinear, antialiased). The box is taken from the image as the data "
+          "set stores it (after `data.image_size`), which must be `size` × `size` too, so that the model sees one "
+          "shape; 0 = off. Replaces `data.resize` and `data.center_crop` on the training split");
+  v.field("scale", c.scale, above(0), "[low, high]: the box's share of the image's area");
+  v.check("scale", is_bounds(c.scale), [] { return std::string("must be [low, high] with low <= high"); });
+  v.field("ratio", c.ratio, above(0), "[low, high]: the box's width / height, drawn uniformly in log space");
+  v.check("ratio", is_bounds(c.ratio), [] { return std::string("must be [low, high] with low <= high"); });
+}
+
+template <class V>
+void visit(V& v, ColorJitterConfig& c) {
+  v.field("brightness", c.brightness, at_least(0),
+          "torchvision's `ColorJitter` (training only): pixels times a factor drawn uniformly from "
+          "[max(0, 1 - b), 1 + b]; 0 = off");
+  v.field("contrast", c.contrast, at_least(0),
+          "blends each image with the mean of its grey version by a factor drawn as `brightness`'s; 0 = off");
+  v.field("saturation", c.saturation, at_least(0),
+          "blends each image with its grey version by a factor drawn as `brightness`'s; 0 = off");
+  v.field("hue", c.hue, Range{0, 0.5, false, false},
+          "shifts each image's hue by a fraction of the colour circle drawn uniformly from [-h, h]; 0 = off. The "
+          "four ops run in an order drawn per image, as torchvision draws it (configs/README.md)");
+}
+
 template <class V>
 void visit(V& v, AugmentConfig& c) {
   v.field("random_crop", c.random_crop, Min{0},
@@ -118,6 +149,8 @@ void visit(V& v, AugmentConfig& c) {
           "within two epochs, which random flips leave to chance)");
   v.check("alternating_flip", !c.alternating_flip || c.hflip,
           [] { return std::string("is a way of flipping; set data.augment.hflip: true too"); });
+  v.section("random_resized_crop", c.random_resized_crop);
+  v.section("color_jitter", c.color_jitter);
 }
 
 template <class V>
@@ -147,6 +180,21 @@ void visit(V& v, DataConfig& c) {
   v.check("image_size",
           c.image_size.size() <= 1 || (c.image_size.size() == 2 && c.image_size[0] > 0 && c.image_size[1] > 0),
           [] { return std::string("must be one size (a square) or [height, width], each >= 1"); });
+  v.field("resize", c.resize, Min{0},
+          "`image_folder`: torchvision's `Resize(n)`: each image's shorter side scaled to n and the other in "
+          "proportion (rounded down), bilinear and antialiased, before `center_crop`. It and `center_crop` apply to "
+          "the test split and `predict`, and to the training split unless `augment.random_resized_crop` is set "
+          "(whose boxes come from the images as `image_size` stores them); where they apply they replace "
+          "`image_size`. 0 = off");
+  v.field("center_crop", c.center_crop, Min{1},
+          "`image_folder`: torchvision's `CenterCrop`: `[size]` or `[height, width]` from the middle of each image "
+          "(after `resize`), zero-padded where the image is smaller; the splits `resize` applies to; [] = off");
+  v.check("center_crop", c.center_crop.size() <= 2,
+          [] { return std::string("must be one size (a square) or [height, width]"); });
+  v.field("skip_bad_images", c.skip_bad_images, Any{},
+          "`image_folder`: an image that cannot be read or decoded (corrupt, empty, over `max_image_pixels`) is "
+          "logged and left out of the split, and the run's summary counts it; false: such an image is an error "
+          "naming it (exit 2). The images are all checked at start, as with `cache: memory`");
   v.field("channels", c.channels, Min{0},
           "`image_folder`: 1 (grey) or 3 (RGB), converted as decoded; 0: as the first training image (1 when grey, "
           "else 3)");
@@ -196,6 +244,13 @@ void visit(V& v, DataConfig& c) {
           "with a split that does not fit is an error saying so");
   v.section("normalize", c.normalize);
   v.section("augment", c.augment);
+  v.check("image_size",
+          c.image_size.empty() || (c.resize == 0 && c.center_crop.empty()) || c.augment.random_resized_crop.size > 0,
+          [] {
+            return std::string(
+                "would not be used: `resize` and `center_crop` replace it on both splits unless "
+                "`augment.random_resized_crop` is set (then it sizes the training images); remove one");
+          });
   v.field("length", c.length, Min{1}, "`random`: samples (unlabeled, as the data-parallel tutorial's RandomDataset)");
   v.fixed_on_resume("length", FixedOnResume::kAlways);
   v.field("input_size", c.input_size, Min{1}, "`random`: features per sample");

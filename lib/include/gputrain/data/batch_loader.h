@@ -5,6 +5,7 @@
 // samples in the same order, augmented the same way.
 #include <torch/types.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -42,6 +43,22 @@ struct RowRange {
 };
 RowRange shard_rows(int64_t rows, const Shard& shard);
 
+// torchvision's RandomResizedCrop(size, scale, ratio) (data.augment.random_resized_crop).
+struct ResizedCrop {
+  int64_t size = 0;  // output height and width; 0: off
+  std::array<double, 2> scale{0.08, 1.0};
+  std::array<double, 2> ratio{3.0 / 4.0, 4.0 / 3.0};
+};
+
+// torchvision's ColorJitter(brightness, contrast, saturation, hue) (data.augment.color_jitter).
+struct ColorJitter {
+  double brightness = 0.0;  // factor in [max(0, 1 - b), 1 + b]; 0: off
+  double contrast = 0.0;
+  double saturation = 0.0;
+  double hue = 0.0;  // shift in [-h, h] of the colour circle, h <= 0.5
+  bool on() const { return brightness > 0 || contrast > 0 || saturation > 0 || hue > 0; }
+};
+
 struct LoaderOptions {
   int64_t batch_size = 1;
   bool shuffle = false;
@@ -56,6 +73,8 @@ struct LoaderOptions {
   bool reflect = false;     // the padding mirrors the edge instead of being 0 bytes
   bool hflip = false;
   bool alternating_flip = false;  // with hflip: each image mirrored in every other epoch
+  ResizedCrop resized_crop;       // before the crop and flip above (images, train only)
+  ColorJitter color_jitter;       // after the resized crop (images, train only)
   Shard shard;                    // ddp: this rank's rows of every batch
 };
 

@@ -31,6 +31,8 @@ struct DatasetInfo {
   std::vector<std::string> class_names;  // kClasses: index -> name (csv, folders, published); else empty
   int64_t targets = 0;                   // kValues only: values per sample
   bool images = false;                   // uint8 pixels (normalize/augment apply)
+  // Files left out as unreadable (image_folder with data.skip_bad_images); not in `samples`.
+  std::vector<std::string> skipped;
 };
 
 // Storage of one split. Images stay uint8 ([N, C, H, W]); features float32 ([N, F]).

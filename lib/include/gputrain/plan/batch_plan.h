@@ -46,6 +46,7 @@ struct TrainLayout {
   bool labeled = true;
   bool classification = true;
   std::vector<std::string> class_names;  // the training set's, where it names its classes
+  int64_t skipped_images = 0;            // files both splits left out (data.skip_bad_images)
 };
 
 }  // namespace gputrain::plan
