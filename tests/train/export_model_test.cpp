@@ -297,6 +297,9 @@ TEST_F(ModelExport, EveryShippedConfigsNetworkMatchesInOnnxRuntimeAndPytorch) {
     if (dataset == config::DatasetName::kSynthetic) sets = {"data.samples=20", "data.test_samples=16"};
     if (dataset == config::DatasetName::kImageFolder) {  // 32x32, as a 224x224 ResNet-50 takes seconds per batch
       sets = {"data.root=" + folder(), "data.test_root=" + folder() + "/test", "data.image_size=32"};
+      const config::DataConfig& data = loaded.config.data;
+      if (data.augment.random_resized_crop.size > 0) sets.push_back("data.augment.random_resized_crop.size=32");
+      if (data.resize > 0) sets.insert(sets.end(), {"data.resize=36", "data.center_crop=32"});
     }
     export_case(name, config::load_config(entry.path().string(), sets));
     names.push_back(name);
