@@ -6,6 +6,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/optim/multi_tensor.h"
+#include "gputrain/optim/muon.h"
 
 namespace gputrain::optim {
 
@@ -60,6 +62,22 @@ std::unique_ptr<torch::optim::Optimizer> make_adam(const config::OptimConfig& c,
   return std::make_unique<Optimizer>(std::move(grouped), options);
 }
 
+// SGD for the groups that are not Muon's, with optim.muon's momentum for Muon's.
+std::unique_ptr<torch::optim::Optimizer> make_muon(const config::OptimConfig& c,
+                                                   const std::vector<ParamGroup>& groups) {
+  const auto options =
+      torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay).nesterov(c.nesterov);
+  auto grouped = torch_groups(groups, options);
+  std::vector<bool> orthogonal;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    orthogonal.push_back(groups[g].muon);
+    if (!groups[g].muon) continue;
+    auto& muon = static_cast<torch::optim::SGDOptions&>(grouped[g].options());
+    muon.momentum(c.muon.momentum).nesterov(c.muon.nesterov);
+  }
+  return detail::make_muon(std::move(grouped), options, std::move(orthogonal), c.muon.steps);
+}
+
 bool ends_with(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
@@ -72,8 +90,13 @@ std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
   std::array<ParamGroup, 4> kinds{ParamGroup{{}, config.weight_decay, 1, "tensor"}, ParamGroup{{}, 0, 1, "tensor"},
                                   ParamGroup{{}, config.weight_decay, config.bias_lr_multiplier, "bias"},
                                   ParamGroup{{}, 0, config.bias_lr_multiplier, "bias"}};
+  ParamGroup muon{{}, 0, config.muon.lr / config.lr, "convolution weight", true};
   for (const auto& item : named_parameters) {
     if (!item.value().requires_grad()) continue;  // model.freeze: it does not train
+    if (config.muon.lr > 0 && item.value().dim() == 4) {
+      muon.params.push_back(item.value());
+      continue;
+    }
     const bool no_decay = config.no_decay_bias_norm && item.value().dim() <= 1;
     const bool scaled = config.bias_lr_multiplier != 1 && ends_with(item.key(), "bias");
     kinds[(no_decay ? 1 : 0) + (scaled ? 2 : 0)].params.push_back(item.value());
@@ -84,6 +107,10 @@ std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
     if (group.params.empty()) continue;
     group.what = count_of(static_cast<int64_t>(group.params.size()), group.what) + (kind == 1 ? " of dim <= 1" : "");
     groups.push_back(std::move(group));
+  }
+  if (!muon.params.empty()) {
+    muon.what = count_of(static_cast<int64_t>(muon.params.size()), muon.what) + " by Muon";
+    groups.push_back(std::move(muon));
   }
   return groups;
 }
@@ -108,6 +135,9 @@ std::vector<double> lr_multipliers(const std::vector<ParamGroup>& groups) {
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
                                                         const std::vector<ParamGroup>& groups) {
+  if (std::any_of(groups.begin(), groups.end(), [](const ParamGroup& g) { return g.muon; })) {
+    return make_muon(config, groups);
+  }
   switch (config.name) {
     case config::OptimizerName::kSgd:
       return make_sgd(config, groups);

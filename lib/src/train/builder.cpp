@@ -137,7 +137,8 @@ void log_run(const plan::RunPlan& plan, const RunParts& run, const std::vector<o
                !run.labeled()                                    ? "none (forward passes only)"
                : run.loss.kind == optim::LossKind::kCrossEntropy ? "cross_entropy"
                                                                  : "mse");
-  if (optim.no_decay_bias_norm || optim.bias_lr_multiplier != 1) spdlog::info("optim: {}", optim::describe(groups));
+  if (optim.no_decay_bias_norm || optim.bias_lr_multiplier != 1 || optim.muon.lr > 0)
+    spdlog::info("optim: {}", optim::describe(groups));
 }
 
 }  // namespace

@@ -249,6 +249,16 @@ struct ModelConfig {
   FrozenBatchnorm freeze_batchnorm = FrozenBatchnorm::kEval;
 };
 
+// optim.muon: Muon (momentum, then Newton–Schulz orthogonalisation of the
+// update) for the trained 4-D convolution weights; the other parameters
+// follow optim.name (sgd). optim/muon.h has the arithmetic.
+struct MuonConfig {
+  double lr = 0.0;  // 0 = off
+  double momentum = 0.6;
+  bool nesterov = true;
+  int64_t steps = 3;  // Newton–Schulz iterations
+};
+
 struct OptimConfig {
   OptimizerName name = OptimizerName::kSgd;
   double lr = 0.01;
@@ -273,6 +283,7 @@ struct OptimConfig {
   // per parameter. Same update, same state in checkpoints. auto: fused unless foreach.
   bool foreach = false;
   Switch fused = Switch::kAuto;
+  MuonConfig muon;
 };
 
 // An exponential moving average of the weights, evaluated and saved in their place.

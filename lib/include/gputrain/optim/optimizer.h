@@ -19,6 +19,7 @@ struct ParamGroup {
   double weight_decay = 0;
   double lr_multiplier = 1;  // the group's lr is the schedule's × this
   std::string what;          // for the log: "4 tensors of dim <= 1"
+  bool muon = false;         // optim.muon's group: Muon's step (optim/muon.h), not optim.name's
 };
 
 // The model's parameters in groups, in at most four, in this order (empty ones left out):
@@ -33,7 +34,9 @@ struct ParamGroup {
 // normalisation layer's weight is not). With both keys at their defaults
 // there is one group, as before them. Each keeps the model's order, so the same
 // config makes the same groups, which checkpoints rely on. Frozen parameters
-// (requires_grad false: model.freeze) are in none.
+// (requires_grad false: model.freeze) are in none. With optim.muon.lr > 0 the
+// 4-D tensors (convolution weights) form a last group of their own, Muon's:
+// no weight decay, lr × optim.muon.lr / optim.lr.
 std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
                                      const torch::OrderedDict<std::string, torch::Tensor>& named_parameters);
 
@@ -48,6 +51,8 @@ std::vector<double> lr_multipliers(const std::vector<ParamGroup>& groups);
 // adamw is torch::optim::AdamW (decoupled decay) with optim.weight_decay as
 // given, so its default is the config's 0, not PyTorch's 1e-2. optim.fused
 // must be resolved first (resolved_optim in plan/fast_paths.h): auto runs as off here.
+// With a Muon group (optim.muon.lr > 0): Muon for it and SGD for the others,
+// in one optimizer (optim/muon.h) whatever optim.fused and optim.foreach say.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
                                                         const std::vector<ParamGroup>& groups);
 
