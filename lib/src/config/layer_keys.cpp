@@ -26,12 +26,21 @@ const std::vector<LayerTypeInfo>& layer_types() {
         {"stride", kInt, Range{1}, 1, false, "step between windows"},
         {"padding", kInt, Range{0}, 0, false, "zeros added on each side"},
         {"groups", kInt, Range{1}, 1, false, "channel groups; must divide input and output channels"},
-        {"bias", kBool, kAnyBool, 1, false, "add a learned bias (false before a batchnorm)"}},
+        {"bias", kBool, kAnyBool, 1, false, "add a learned bias (false before a batchnorm)"},
+        {"whiten", kInt, Range{0}, 0, false,
+         "> 0: the weights are fixed (not trained) at the whitening of the patches of the first this many "
+         "training images, normalised as the loader does (airbench's init_whiten): the patch covariance's "
+         "eigenvectors / sqrt(eigenvalue + `whiten_eps`), and their negatives. The network's first layer only, "
+         "with out_channels = 2 × input channels × kernel², groups 1; the bias (if any) trains"},
+        {"whiten_eps", kReal, above(0), 5e-4, false, "`whiten`: added to each eigenvalue"}},
        "2-D convolution of CxHxW samples"},
       {LayerType::kBatchnorm,
        "bn",
        {{"momentum", kReal, Range{0, 1, false, false}, 0.1, false, "running statistics' update weight"},
-        {"eps", kReal, above(0), 1e-5, false, "added to the variance"}},
+        {"eps", kReal, above(0), 1e-5, false, "added to the variance"},
+        {"weight", kReal, Range{-1e6, 1e6}, 1, false, "the scale's initial value (airbench scales some)"},
+        {"train_weight", kBool, kAnyBool, 1, false,
+         "false: the scale stays at `weight` (not trained, as airbench's batchnorm); the shift still trains"}},
        "batch normalisation over channels: BatchNorm2d on CxHxW samples, BatchNorm1d on features"},
       {LayerType::kLayernorm,
        "ln",

@@ -56,7 +56,7 @@ class DeclaredNetwork {
       const bool last = ends_network && i + 1 == layers.size();
       torch::nn::AnyModule module;
       try {
-        module = make(layer, shape, last);
+        module = make(layer, shape, last, made_++ == 0);
       } catch (const c10::Error& e) {  // LibTorch refusing the weights: a size past what it can count or allocate
         fail(layer,
              fmt::format("LibTorch cannot make its weights ({}); make the layer smaller", e.what_without_backtrace()));
@@ -102,7 +102,8 @@ class DeclaredNetwork {
     return windows(side, kernel, stride, padding);
   }
 
-  torch::nn::AnyModule make(const LayerConfig& layer, Shape& shape, bool last) {
+  // `first`: the network's first layer, which sees the data set's samples.
+  torch::nn::AnyModule make(const LayerConfig& layer, Shape& shape, bool last, bool first) {
     using config::layer_integer;
     switch (layer.type) {
       case LayerType::kConv2d: {
@@ -116,6 +117,7 @@ class DeclaredNetwork {
           fail(layer, fmt::format("groups {} must divide its input channels ({}) and out_channels ({})", groups,
                                   shape[0], out));
         }
+        if (layer_integer(layer, "whiten") > 0) check_whitening(layer, shape, out, kernel, groups, first);
         auto options = torch::nn::Conv2dOptions(shape[0], out, kernel)
                            .stride(stride)
                            .padding(padding)
@@ -123,21 +125,28 @@ class DeclaredNetwork {
                            .bias(layer_integer(layer, "bias") != 0);
         shape = {out, window_side(layer, shape[1], kernel, stride, padding),
                  window_side(layer, shape[2], kernel, stride, padding)};
-        return torch::nn::AnyModule(torch::nn::Conv2d(options));
+        torch::nn::Conv2d conv(options);
+        // Its values come from the training images (whiten_first_conv); they do not train.
+        if (layer_integer(layer, "whiten") > 0) conv->weight.set_requires_grad(false);
+        return torch::nn::AnyModule(conv);
       }
       case LayerType::kBatchnorm: {
         const double momentum = *config::layer_value(layer, "momentum");
         const double eps = *config::layer_value(layer, "eps");
         if (sync_batchnorm_ && shape.size() <= 3) {
-          return torch::nn::AnyModule(SyncBatchNorm(SyncBatchNormOptions{shape[0], momentum, eps, shape.size() == 3}));
+          SyncBatchNorm norm(SyncBatchNormOptions{shape[0], momentum, eps, shape.size() == 3});
+          set_scale(layer, norm->weight);
+          return torch::nn::AnyModule(norm);
         }
         if (shape.size() == 3) {
-          return torch::nn::AnyModule(
-              torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(shape[0]).momentum(momentum).eps(eps)));
+          torch::nn::BatchNorm2d norm(torch::nn::BatchNorm2dOptions(shape[0]).momentum(momentum).eps(eps));
+          set_scale(layer, norm->weight);
+          return torch::nn::AnyModule(norm);
         }
         if (shape.size() == 1 || shape.size() == 2) {
-          return torch::nn::AnyModule(
-              torch::nn::BatchNorm1d(torch::nn::BatchNorm1dOptions(shape[0]).momentum(momentum).eps(eps)));
+          torch::nn::BatchNorm1d norm(torch::nn::BatchNorm1dOptions(shape[0]).momentum(momentum).eps(eps));
+          set_scale(layer, norm->weight);
+          return torch::nn::AnyModule(norm);
         }
         fail(layer, fmt::format("normalises images (CxHxW) or features, not {}", shape_text(shape)));
       }
@@ -225,8 +234,30 @@ class DeclaredNetwork {
     config::unhandled(layer.type);
   }
 
+  // A batchnorm's scale at `weight`, trained unless train_weight is false.
+  static void set_scale(const LayerConfig& layer, torch::Tensor& weight) {
+    torch::NoGradGuard no_grad;
+    weight.fill_(*config::layer_value(layer, "weight"));
+    weight.set_requires_grad(config::layer_integer(layer, "train_weight") != 0);
+  }
+
+  // `whiten` makes 2 filters per dimension of a patch (C × kernel²) from the images the network is given.
+  static void check_whitening(const LayerConfig& layer, const Shape& shape, int64_t out, int64_t kernel, int64_t groups,
+                              bool first) {
+    if (!first) {
+      fail(layer, "whitens the training images' patches, so it must be the network's first layer");
+    }
+    if (groups != 1 || out != 2 * shape[0] * kernel * kernel) {
+      fail(layer,
+           fmt::format("whitening makes 2 × {} channels × {}² = {} filters with groups 1; set out_channels: "
+                       "{} and groups: 1 (got {} and {})",
+                       shape[0], kernel, 2 * shape[0] * kernel * kernel, 2 * shape[0] * kernel * kernel, out, groups));
+    }
+  }
+
   int64_t outputs_;
   bool sync_batchnorm_;
+  int64_t made_ = 0;                   // layers made so far, in nested lists too
   std::map<std::string, int> counts_;  // per default-name prefix, across nested lists
 };
 

@@ -13,6 +13,7 @@
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/models/freeze.h"
+#include "gputrain/models/whiten.h"
 #include "gputrain/optim/optimizer.h"
 #include "gputrain/optim/schedule.h"
 #include "gputrain/step/backends.h"
@@ -145,6 +146,8 @@ void log_run(const plan::RunPlan& plan, const RunParts& run, const std::vector<o
 
 torch::nn::Sequential build_planned_model(const plan::RunPlan& plan, const torch::Device& device) {
   torch::nn::Sequential model = models::build_model(plan.loaded.config.model, plan.train_set->info(), device);
+  // Before model.init_from, whose tensors then win; a resumed run's checkpoint restores the same filters.
+  models::whiten_first_conv(model, plan.loaded.config.model, *plan.train_set, plan.loaded.config.data.normalize);
   checkpoint::load_named_weights(*model, plan.model_init.loaded);
   models::freeze(*model, plan.model_init.freeze);
   return model;
