@@ -17,7 +17,7 @@ BATCH. Neither caches decoded images. Each side is pinned to the same CORES
 Not yet the same transform: gputrain stores each image at data.image_size
 (SIZE x SIZE, decoded with libjpeg-turbo's DCT scaling and resized) and draws the
 crop's box from that, where torchvision draws it from the image at its own size.
-The work per image is alike (one decode, one resize of the box), the pixels are not.
+gputrain resizes twice (to the stored size, then the box), torchvision once.
 
 Each repetition runs both, alternating which goes first; the table gives the median
 images/s of WARMUP-then-STEPS batches. Writes <date>-<host>-cpu-loader-race.{md,json}
@@ -109,8 +109,10 @@ def run_side(side, args, config):
     else:
         command = pinned(args) + [str(args.gputrain), "bench", "--config", str(config), "--loader-only", "--json",
                                   "--steps", str(args.steps), "--warmup", str(args.warmup)]
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["samples_per_s"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{side} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["samples_per_s"]
 
 
 def main():
@@ -131,8 +133,9 @@ def main():
     if args.side:
         return torchvision_side(args)
     if not (args.root / "train").is_dir():
+        # A few test images: the run's plan reads the test split too.
         subprocess.run([sys.executable, str(HERE / "make_image_folder.py"), str(args.root), "--train",
-                        str(args.make), "--test", "0"], check=True)
+                        str(args.make), "--test", "20"], check=True)
     runs = {"gputrain": [], "torchvision": []}
     with tempfile.TemporaryDirectory() as tmp:
         config = pathlib.Path(tmp) / "loader-race.yaml"
@@ -164,7 +167,7 @@ def main():
         f"{args.warmup} warm-up then {args.steps} timed batches; {args.reps} repetitions, order alternating",
         f"- not yet the same transform: gputrain stores each image at {args.size} x {args.size} (decoded with "
         "DCT scaling, then resized) and draws the crop's box from that; torchvision draws it from the image at "
-        "its own size. One decode and one resize of a box each; different pixels",
+        "its own size, so gputrain resizes twice (to the stored size, then the box) where torchvision resizes once",
         f"- command: scripts/bench/loader_race.py --root {args.root} --cores {args.cores} --batch {args.batch} "
         f"--steps {args.steps} --warmup {args.warmup} --reps {args.reps}",
         "",
