@@ -6,6 +6,11 @@
 # call may start a bare machine. Results land in OUT (6 files).
 #
 #   race.sh OUT [FMNIST_SEEDS (0..2)] [CIFAR_SEEDS (0..1)] [RACE_BUDGET_S (280)] [COMPILE_TIMEOUT_S (420)]
+#           [RECORD_SEEDS (none)] [RECORD_TIMEOUT_S (240)]
+#
+# RECORD_SEEDS (e.g. 0..9): then the record recipe, configs/fashion_mnist_record.yaml, under
+# `gputrain sweep` with train.target_accuracy 0.94: each seed's accuracy and time to 94%, their
+# mean (record-sweep.json). COMPILE_TIMEOUT_S 0 skips the cold compile, RACE_BUDGET_S 0 the race.
 #
 # RACE_BUDGET_S 0: the cold compile alone (when it needs most of a call, the race follows in a
 # second call made while the machine is still warm, whose /tmp keeps the cache).
@@ -15,9 +20,19 @@ SEEDS="${2:-0..2}"
 CIFAR_SEEDS="${3:-0..1}"
 BUDGET="${4:-280}"
 COMPILE_TIMEOUT="${5:-420}"
+RECORD_SEEDS="${6:-}"
+RECORD_TIMEOUT="${7:-240}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FMNIST="$HERE/fashion-mnist"
 mkdir -p "$OUT"
+
+if [ -n "$RECORD_SEEDS" ]; then
+  timeout "$RECORD_TIMEOUT" "$HERE/gputrain" sweep --config "$HERE/configs/fashion_mnist_record.yaml" \
+    --seeds "$RECORD_SEEDS" --set "data.root=$FMNIST" --set train.target_accuracy=0.94 \
+    --set output.dir=/tmp/record-runs --json >"$OUT/record-sweep.json" 2>"$OUT/record-sweep.log"
+  echo "record recipe, seeds $RECORD_SEEDS: exit $?" | tee "$OUT/record-sweep.txt"
+fi
+[ "$COMPILE_TIMEOUT" = 0 ] && [ "$BUDGET" = 0 ] && exit 0
 
 start=$(date +%s)
 timeout "$COMPILE_TIMEOUT" python3 "$HERE/scripts/bench/reference_best.py" fmnist --data "$FMNIST" --epochs 1 \
