@@ -1,6 +1,7 @@
 #include "image_ops.h"
 
 #include <ATen/ops/constant_pad_nd.h>
+#include <fmt/format.h>
 #include <torch/nn/functional/upsampling.h>
 
 #include <algorithm>

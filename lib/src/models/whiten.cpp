@@ -1,6 +1,7 @@
 #include "gputrain/models/whiten.h"
 
 #include <ATen/ops/linalg_eigh.h>
+#include <fmt/format.h>
 #include <torch/nn/functional/fold.h>
 #include <torch/nn/modules/conv.h>
 

@@ -1,6 +1,7 @@
 #include "gputrain/optim/muon.h"
 
 #include <ATen/ops/_fused_sgd.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <utility>
