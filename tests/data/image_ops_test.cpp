@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "batch_plan.h"
 #include "gputrain/common/error.h"
@@ -143,6 +144,19 @@ TEST(RandomResizedCrop, BoxesDependOnSeedEpochBatchAndPosition) {
   reseeded.seed = 5;
   EXPECT_NE(boxes(reseeded, 0, 0, 8), first);
   EXPECT_TRUE(detail::draw_crop_boxes(resized_crop_options(0), 0, 0, 8, 16, 16).empty());
+}
+
+// A box drawn alone, in an image of its own size (a file at its stored size),
+// comes from the same stream as that position's in the batch's draw.
+TEST(RandomResizedCrop, ABoxDrawnAloneIsItsPositionsInTheBatch) {
+  const LoaderOptions options = resized_crop_options(16);
+  const std::vector<CropBox> batch = detail::draw_crop_boxes(options, 2, 3, 8, 300, 400);
+  for (int64_t i = 0; i < 8; ++i) {
+    const CropBox alone = detail::draw_crop_box(options, 2, 3, i, 300, 400);
+    const CropBox& in_batch = batch[static_cast<std::size_t>(i)];
+    EXPECT_EQ(std::tie(alone.top, alone.left, alone.height, alone.width),
+              std::tie(in_batch.top, in_batch.left, in_batch.height, in_batch.width));
+  }
 }
 
 // The loaders crop every training image to its box and resize it back: each

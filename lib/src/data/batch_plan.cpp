@@ -133,14 +133,20 @@ namespace {
 // One draw per sample of batch `index` of `epoch`, each from its own stream
 // (seed, `stream`, epoch, batch, position): a sample's draw never depends on
 // how many numbers another sample's took.
+SplitMix64 sample_stream(const LoaderOptions& options, uint64_t stream, int64_t epoch, int64_t index,
+                         int64_t position) {
+  return SplitMix64(
+      derive_seed(derive_seed(derive_seed(derive_seed(options.seed, stream), static_cast<uint64_t>(epoch)),
+                              static_cast<uint64_t>(index)),
+                  static_cast<uint64_t>(position)));
+}
+
 template <class Draw>
 auto per_sample(const LoaderOptions& options, uint64_t stream, int64_t epoch, int64_t index, int64_t count, Draw draw) {
-  const uint64_t batch = derive_seed(derive_seed(derive_seed(options.seed, stream), static_cast<uint64_t>(epoch)),
-                                     static_cast<uint64_t>(index));
   std::vector<decltype(draw(std::declval<SplitMix64&>()))> draws;
   draws.reserve(static_cast<std::size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
-    SplitMix64 rng(derive_seed(batch, static_cast<uint64_t>(i)));
+    SplitMix64 rng = sample_stream(options, stream, epoch, index, i);
     draws.push_back(draw(rng));
   }
   return draws;
@@ -153,6 +159,12 @@ std::vector<CropBox> draw_crop_boxes(const LoaderOptions& options, int64_t epoch
   if (options.resized_crop.size == 0) return {};
   return per_sample(options, kResizedCropStream, epoch, index, count,
                     [&](SplitMix64& rng) { return draw_resized_crop(rng, height, width, options.resized_crop); });
+}
+
+CropBox draw_crop_box(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t position, int64_t height,
+                      int64_t width) {
+  SplitMix64 rng = sample_stream(options, kResizedCropStream, epoch, index, position);
+  return draw_resized_crop(rng, height, width, options.resized_crop);
 }
 
 std::vector<JitterDraw> draw_color_jitters(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count) {

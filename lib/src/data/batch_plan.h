@@ -41,6 +41,12 @@ std::vector<Placement> draw_placements(const LoaderOptions& options, int64_t epo
 std::vector<CropBox> draw_crop_boxes(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count,
                                      int64_t height, int64_t width);
 
+// The box of sample `position` of batch `index` alone, in an image of its own
+// `height` x `width` (a file read at its stored size): the same stream as
+// draw_crop_boxes' for that position.
+CropBox draw_crop_box(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t position, int64_t height,
+                      int64_t width);
+
 // data.augment.color_jitter: the draw of each of the `count` samples of batch
 // `index` of `epoch`, each from its own stream as draw_crop_boxes'; empty when it is off.
 std::vector<JitterDraw> draw_color_jitters(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count);
