@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include <spdlog/sinks/ostream_sink.h>
@@ -19,6 +20,7 @@
 
 #include <jpeglib.h>  // after <cstdio>: it needs FILE
 
+#include "batch_plan.h"
 #include "gputrain/common/error.h"
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/data/export.h"
@@ -583,6 +585,97 @@ TEST_F(ImageFolder, ResizeAndCenterCropApplyToTheTestSplitAndToTrainingWithoutTh
                                "data.center_crop to crop them to one size"),
             std::string::npos)
       << error(config);
+}
+
+// Smooth 3 x 96 x 128 photos (gradients and a few discs) as JPEGs: what
+// JPEG keeps well, so that decodes compare closely.
+TensorDataset smooth_photos(int64_t count) {
+  const torch::Tensor y = torch::arange(96, torch::kFloat32).view({96, 1}).expand({96, 128});
+  const torch::Tensor x = torch::arange(128, torch::kFloat32).view({1, 128}).expand({96, 128});
+  std::vector<torch::Tensor> photos;
+  for (int64_t i = 0; i < count; ++i) {
+    const auto k = static_cast<float>(i + 1);
+    const torch::Tensor disc = ((y - 10 * k).square() + (x - 17 * k).square() < 400).to(torch::kFloat32) * 90;
+    photos.push_back(torch::stack({y * 2 + disc, x * 1.5f + 20 * k, (x + y) + disc / 2}).clamp(0, 255));
+  }
+  return TensorDataset(three_classes(count, {3, 96, 128}), torch::stack(photos).round().to(torch::kUInt8),
+                       torch::arange(count, torch::kInt64).remainder(3));
+}
+
+// Mean and largest absolute difference of two uint8 images.
+std::pair<float, int> difference(const torch::Tensor& a, const torch::Tensor& b) {
+  const torch::Tensor d = (a.to(torch::kInt32) - b.to(torch::kInt32)).abs();
+  return {d.to(torch::kFloat32).mean().item<float>(), d.max().item<int>()};
+}
+
+// Under data.cache: none the random resized crop's box is drawn on the file's
+// own size and only the box is decoded: at the stored scale the pixels are
+// those of the whole decode, cropped and resized; where the box is large
+// enough, libjpeg-turbo's DCT scaling decodes it smaller first, and the result
+// stays close to the whole decode's.
+TEST_F(ImageFolder, TheRandomResizedCropDecodesOnlyTheBoxOfTheStoredJpeg) {
+  write(smooth_photos(3), ImageFormat::kJpeg);
+  const auto whole = make_dataset(folder(), Split::kTrain, 0);  // decoded at start, stored size
+  ASSERT_EQ(whole->info().input_shape, (std::vector<int64_t>{3, 96, 128}));
+  config::DataConfig config = folder(config::ImageCache::kNone);
+  config.image_size = {16};
+  config.augment.random_resized_crop.size = 16;
+  const auto boxed = make_dataset(config, Split::kTrain, 0);
+  ASSERT_FALSE(boxed->resident());
+  const auto crop = [&](int64_t index, CropBox box) {
+    torch::Tensor out = torch::empty({3, 16, 16}, torch::kUInt8);
+    boxed->read_resized_crop(
+        index,
+        [&](int64_t height, int64_t width) {
+          EXPECT_EQ(height, 96);
+          EXPECT_EQ(width, 128);
+          return box;
+        },
+        out.data_ptr<uint8_t>());
+    return out;
+  };
+  for (int64_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    // Not on an iMCU boundary, rows skipped above and left below: decoded at scale 1.
+    const CropBox small{13, 21, 20, 24};
+    EXPECT_TRUE(torch::equal(crop(i, small), detail::resized_crop(whole->inputs()[i], small, 16, 16)));
+    const CropBox corner{76, 108, 20, 20};
+    EXPECT_TRUE(torch::equal(crop(i, corner), detail::resized_crop(whole->inputs()[i], corner, 16, 16)));
+    // 64 x 96 towards 16 x 16: decoded at 1/4.
+    const CropBox large{8, 16, 64, 96};
+    const auto [mean, largest] = difference(crop(i, large), detail::resized_crop(whole->inputs()[i], large, 16, 16));
+    EXPECT_LE(mean, 2.0f);
+    EXPECT_LE(largest, 24);
+  }
+}
+
+// The host loader draws each box on the file's stored size, from the sample's
+// stream (draw_crop_box), not on data.image_size.
+TEST_F(ImageFolder, TheLoaderDrawsEachBoxOnTheFilesStoredSize) {
+  write(smooth_photos(6), ImageFormat::kJpeg);
+  config::DataConfig config = folder(config::ImageCache::kNone);
+  config.image_size = {16};
+  config.augment.random_resized_crop.size = 16;
+  const auto dataset = make_dataset(config, Split::kTrain, 0);
+  LoaderOptions options = loader_options(config, Split::kTrain, 4, 3);
+  options.num_workers = 2;
+  HostLoader loader(dataset, options);
+  loader.start_epoch(2);
+  const std::vector<int64_t> order = detail::epoch_order(options, 6, 2);
+  int64_t images = 0;
+  while (auto batch = loader.next()) {
+    const torch::Tensor bytes = (batch->inputs * 255.0).round().to(torch::kUInt8);
+    for (int64_t k = 0; k < batch->size(); ++k) {
+      const CropBox box = detail::draw_crop_box(options, 2, batch->index, k, 96, 128);
+      torch::Tensor expected = torch::empty({3, 16, 16}, torch::kUInt8);
+      dataset->read_resized_crop(
+          order[static_cast<std::size_t>(batch->index * 4 + k)], [&](int64_t, int64_t) { return box; },
+          expected.data_ptr<uint8_t>());
+      EXPECT_TRUE(torch::equal(bytes[k], expected)) << "batch " << batch->index << " image " << k;
+      ++images;
+    }
+  }
+  EXPECT_EQ(images, 6);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "gputrain/common/files.h"
 #include "gputrain/data/tensor_dataset.h"
 #include "gputrain/device/host_resources.h"
+#include "image_ops.h"
 #include "readers.h"
 
 namespace gputrain::data {
@@ -23,6 +24,15 @@ void Dataset::read_image(int64_t index, uint8_t* out) const {
   const torch::Tensor& all = inputs();
   const int64_t bytes = all.numel() / all.size(0);
   std::memcpy(out, all.const_data_ptr<uint8_t>() + index * bytes, static_cast<std::size_t>(bytes));
+}
+
+void Dataset::read_resized_crop(int64_t index, const DrawCropBox& draw_box, uint8_t* out) const {
+  const std::vector<int64_t>& shape = info().input_shape;
+  torch::Tensor image = torch::empty(shape, torch::kUInt8);
+  read_image(index, image.data_ptr<uint8_t>());
+  const torch::Tensor cropped =
+      detail::resized_crop(image, draw_box(shape.at(1), shape.at(2)), shape.at(1), shape.at(2)).contiguous();
+  std::memcpy(out, cropped.const_data_ptr<uint8_t>(), static_cast<std::size_t>(cropped.numel()));
 }
 
 std::string TensorDataset::describe_sample(int64_t index) const {

@@ -280,25 +280,35 @@ struct HostLoader::State {
     const int64_t sample = shape.channels * shape.height * shape.width;
     torch::Tensor out = torch::empty({count, shape.channels, shape.height, shape.width}, output(torch::kFloat32));
     // Images not held in memory are decoded here, in the worker, one at a time.
-    const uint8_t* from = dataset->resident() ? dataset->inputs().const_data_ptr<uint8_t>() : nullptr;
+    const bool resized_crop = options.resized_crop.size > 0;
+    const uint8_t* from = dataset->resident() && !resized_crop ? dataset->inputs().const_data_ptr<uint8_t>() : nullptr;
     std::vector<uint8_t> decoded(from ? 0 : static_cast<std::size_t>(sample));
     float* to = out.data_ptr<float>();
     std::vector<Placement> placements = detail::draw_placements(options, epoch, index, whole);
-    const std::vector<detail::CropBox> boxes =
-        detail::draw_crop_boxes(options, epoch, index, whole, shape.height, shape.width);
     const std::vector<detail::JitterDraw> jitters = detail::draw_color_jitters(options, epoch, index, whole);
     const auto write = options.reflect ? write_reflected_image : write_image;
     for (int64_t i = 0; i < count; ++i) {
-      Placement& at = placements[static_cast<std::size_t>(offset + i)];
+      const int64_t position = offset + i;
+      Placement& at = placements[static_cast<std::size_t>(position)];
       if (options.alternating_flip) at.flip = detail::alternating_flip(options, rows[i], epoch);
-      if (!from) dataset->read_image(rows[i], decoded.data());
+      if (resized_crop) {
+        // The box is drawn on the image's own size: a file's as stored, a resident set's as held.
+        dataset->read_resized_crop(
+            rows[i],
+            [&](int64_t height, int64_t width) {
+              return detail::draw_crop_box(options, epoch, index, position, height, width);
+            },
+            decoded.data());
+      } else if (!from) {
+        dataset->read_image(rows[i], decoded.data());
+      }
       const uint8_t* image = from ? from + rows[i] * sample : decoded.data();
-      torch::Tensor augmented;  // the resized crop and colour jitter, before the crop and flip
-      if (!boxes.empty() || !jitters.empty()) {
-        const torch::Tensor stored =
+      torch::Tensor jittered;
+      if (!jitters.empty()) {
+        const torch::Tensor plain =
             torch::from_blob(const_cast<uint8_t*>(image), {shape.channels, shape.height, shape.width}, torch::kUInt8);
-        augmented = detail::augment_image(stored, boxes, jitters, static_cast<std::size_t>(offset + i)).contiguous();
-        image = augmented.const_data_ptr<uint8_t>();
+        jittered = detail::color_jitter(plain, jitters[static_cast<std::size_t>(position)]).contiguous();
+        image = jittered.const_data_ptr<uint8_t>();
       }
       write(image, to + i * sample, shape, maps.data(), at);
     }

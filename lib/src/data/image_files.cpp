@@ -12,11 +12,13 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <csetjmp>
 #include <cstring>
 #include <fstream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gputrain/common/error.h"
@@ -54,6 +56,7 @@ struct Decoded {
   std::vector<uint8_t> pixels;
   int64_t height = 0, width = 0, channels = 0;
   StoredColour colour = StoredColour::kAsAsked;
+  CropBox box;  // JPEG decodes of a box: where it lies in `pixels`
 };
 
 // Refuses a stated size above `max_pixels` before anything that size is allocated: a few hundred bytes can
@@ -163,13 +166,42 @@ void cmyk_to_rgb(Decoded& out, bool grey, bool inverted) {
   out.channels = grey ? 1 : 3;
 }
 
+// Which part of a JPEG to decode, and towards what size.
+struct JpegRequest {
+  // The size the pixels are resized to next, which the decoder's own
+  // downscaling may approach first; null: none (decoded at the stored size).
+  const ImageShape* at_least = nullptr;
+  // Only this box of the stored image (with the iMCU columns and the rows
+  // around it that libjpeg-turbo decodes anyway); unset: all of it.
+  std::optional<CropBox> box;
+};
+
+// The rows or columns [first, first + count) of a stored axis, in an output
+// scaled by 1/`scale` of `scaled_size` pixels: widened to whole output pixels.
+std::pair<JDIMENSION, JDIMENSION> scaled_span(int64_t first, int64_t count, unsigned int scale,
+                                              JDIMENSION scaled_size) {
+  const auto begin = static_cast<JDIMENSION>(first / scale);
+  const auto end = std::min(scaled_size, static_cast<JDIMENSION>((first + count + scale - 1) / scale));
+  return {begin, end - begin};
+}
+
+// The box's side in the decoded pixels: its stored bounds divided by `scale`
+// (rounded), less where the decoded part starts; at scale 1 the box itself.
+std::pair<int64_t, int64_t> side_within(int64_t first, int64_t count, unsigned int scale, JDIMENSION decoded_first,
+                                        JDIMENSION decoded_count) {
+  const auto scaled = [&](int64_t at) {
+    const auto rounded = static_cast<int64_t>(std::llround(static_cast<double>(at) / scale));
+    return std::clamp<int64_t>(rounded - decoded_first, 0, decoded_count);
+  };
+  const int64_t begin = scaled(first);
+  return {begin, std::max<int64_t>(1, scaled(first + count) - begin)};
+}
+
 // Returns false (with errors.message) when libjpeg fails. `header_only`
 // stops after the header: out's height, width and channels (1 when grey).
-// `at_least` (optional): the size the image is resized to next, which the
-// decoder's own downscaling may approach first.
 // `max_pixels` > 0: a header stating more stops before anything is allocated,
 // leaving its stated size in `out` and no pixels.
-bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, const ImageShape* at_least, Decoded& out,
+bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, const JpegRequest& request, Decoded& out,
               JpegErrors& errors, int64_t max_pixels = 0) {
   jpeg_decompress_struct info{};
   info.err = jpeg_std_error(&errors.manager);
@@ -196,20 +228,35 @@ bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, cons
                : grey != (channels == 1) ? (grey ? StoredColour::kGrey : StoredColour::kColour)
                                          : StoredColour::kAsAsked;
   info.out_color_space = cmyk ? JCS_CMYK : channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  const CropBox box = request.box.value_or(CropBox{0, 0, out.height, out.width});
   info.scale_num = 1;
-  info.scale_denom = jpeg_scale_denominator(info.image_height, info.image_width, at_least);
+  info.scale_denom = jpeg_scale_denominator(box.height, box.width, request.at_least);
   jpeg_start_decompress(&info);
-  out.height = info.output_height;
+  const unsigned int scale = info.scale_denom;
+  // The rows and columns to decode; libjpeg-turbo moves the first column back to an iMCU boundary.
+  auto [first_row, rows] = scaled_span(box.top, box.height, scale, info.output_height);
+  auto [first_column, columns] = scaled_span(box.left, box.width, scale, info.output_width);
+  if (columns < info.output_width) jpeg_crop_scanline(&info, &first_column, &columns);
+  if (first_row > 0) jpeg_skip_scanlines(&info, first_row);
+  const auto [top, height] = side_within(box.top, box.height, scale, first_row, rows);
+  const auto [left, width] = side_within(box.left, box.width, scale, first_column, columns);
+  out.box = {top, left, height, width};
+  out.height = rows;
   out.width = info.output_width;
   out.channels = info.output_components;
   const auto row_bytes = static_cast<std::size_t>(info.output_width) * static_cast<std::size_t>(info.output_components);
-  out.pixels.resize(row_bytes * info.output_height);  // `out` outlives a longjmp: it is the caller's
+  out.pixels.resize(row_bytes * rows);  // `out` outlives a longjmp: it is the caller's
   uint8_t* base = out.pixels.data();
-  while (info.output_scanline < info.output_height) {
-    JSAMPROW row = base + row_bytes * info.output_scanline;
+  while (info.output_scanline < first_row + rows) {
+    JSAMPROW row = base + row_bytes * (info.output_scanline - first_row);
     jpeg_read_scanlines(&info, &row, 1);
   }
-  jpeg_finish_decompress(&info);
+  // Rows below the box are left undecoded.
+  if (info.output_scanline < info.output_height) {
+    jpeg_abort_decompress(&info);
+  } else {
+    jpeg_finish_decompress(&info);
+  }
   const bool inverted = info.saw_Adobe_marker;
   jpeg_destroy_decompress(&info);
   if (cmyk) cmyk_to_rgb(out, channels == 1, inverted);
@@ -219,17 +266,17 @@ bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, cons
 ImageShape jpeg_header(const std::filesystem::path& file, const std::string& bytes) {
   Decoded header;
   JpegErrors errors{};
-  if (!run_jpeg(bytes, 0, true, nullptr, header, errors)) {
+  if (!run_jpeg(bytes, 0, true, {}, header, errors)) {
     throw DataError(fmt::format("{}: not a readable JPEG ({})", file.string(), errors.message));
   }
   return {header.channels, header.height, header.width};
 }
 
 Decoded decode_jpeg(const std::filesystem::path& file, const std::string& bytes, int64_t channels,
-                    const ImageShape* at_least, int64_t max_pixels) {
+                    const JpegRequest& request, int64_t max_pixels) {
   Decoded decoded;
   JpegErrors errors{};
-  if (!run_jpeg(bytes, channels, false, at_least, decoded, errors, max_pixels)) {
+  if (!run_jpeg(bytes, channels, false, request, decoded, errors, max_pixels)) {
     throw DataError(fmt::format("{}: the JPEG cannot be decoded ({})", file.string(), errors.message));
   }
   // Over the limit, run_jpeg stopped after the header and left the stated size here.
@@ -285,9 +332,9 @@ StoredColour decode_image(const std::filesystem::path& file, ImageShape shape, c
   } else if (fit.resize) {
     at_least = shape;
   }
-  const Decoded decoded = is_png(file)
-                              ? decode_png(file, bytes, shape.channels, max_pixels)
-                              : decode_jpeg(file, bytes, shape.channels, at_least ? &*at_least : nullptr, max_pixels);
+  const Decoded decoded =
+      is_png(file) ? decode_png(file, bytes, shape.channels, max_pixels)
+                   : decode_jpeg(file, bytes, shape.channels, {at_least ? &*at_least : nullptr, {}}, max_pixels);
   torch::Tensor image = torch::from_blob(const_cast<uint8_t*>(decoded.pixels.data()),
                                          {decoded.height, decoded.width, shape.channels}, torch::kUInt8)
                             .permute({2, 0, 1});
@@ -310,6 +357,26 @@ StoredColour decode_image(const std::filesystem::path& file, ImageShape shape, c
                                                      : "set data.image_size to resize them all"));
   }
   std::memcpy(out, image.contiguous().const_data_ptr<uint8_t>(), static_cast<std::size_t>(shape.bytes()));
+  return decoded.colour;
+}
+
+StoredColour decode_resized_crop(const std::filesystem::path& file, ImageShape shape, const DrawCropBox& draw_box,
+                                 int64_t max_pixels, uint8_t* out) {
+  const std::string bytes = read_bytes(file);
+  Decoded decoded;
+  if (is_png(file)) {
+    decoded = decode_png(file, bytes, shape.channels, max_pixels);
+    decoded.box = draw_box(decoded.height, decoded.width);
+  } else {
+    const ImageShape stored = jpeg_header(file, bytes);
+    require_pixels(file, stored.height, stored.width, max_pixels);
+    decoded = decode_jpeg(file, bytes, shape.channels, {&shape, draw_box(stored.height, stored.width)}, max_pixels);
+  }
+  const torch::Tensor image =
+      torch::from_blob(decoded.pixels.data(), {decoded.height, decoded.width, shape.channels}, torch::kUInt8)
+          .permute({2, 0, 1});
+  const torch::Tensor cropped = resized_crop(image, decoded.box, shape.height, shape.width).contiguous();
+  std::memcpy(out, cropped.const_data_ptr<uint8_t>(), static_cast<std::size_t>(shape.bytes()));
   return decoded.colour;
 }
 

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <string>
 
+#include "gputrain/data/dataset.h"
+
 namespace gputrain::data::detail {
 
 struct ImageShape {
@@ -42,6 +44,16 @@ enum class StoredColour { kAsAsked, kGrey, kColour, kCmyk };
 // stored height x width is above `max_pixels`. Returns the stored colours when converted.
 StoredColour decode_image(const std::filesystem::path& file, ImageShape shape, const ImageFit& fit, int64_t max_pixels,
                           uint8_t* out);
+
+// Decodes the part of `file` inside the box `draw_box` picks from its stored
+// size, resized to shape's height x width (torchvision's bilinear with
+// antialias) into `out` as uint8 [shape.channels, H, W]. A JPEG is decoded
+// only around the box (rows and iMCU columns), and at the largest of
+// libjpeg-turbo's DCT scalings (1/2, 1/4, 1/8) that keeps the box at least
+// shape's size; the box is then placed in the scaled pixels to the nearest
+// pixel. A PNG is decoded whole. Errors as decode_image's.
+StoredColour decode_resized_crop(const std::filesystem::path& file, ImageShape shape, const DrawCropBox& draw_box,
+                                 int64_t max_pixels, uint8_t* out);
 
 // uint8 [C, H, W] pixels (C 1 or 3) as the bytes of a PNG file, or of a JPEG of `quality` (1-100).
 std::string encode_png(const uint8_t* pixels, ImageShape shape);

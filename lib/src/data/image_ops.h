@@ -10,14 +10,12 @@
 #include <optional>
 
 #include "gputrain/data/batch_loader.h"
+#include "gputrain/data/dataset.h"
 #include "rng.h"
 
 namespace gputrain::data::detail {
 
-// Rows [top, top + height) and columns [left, left + width) of an image.
-struct CropBox {
-  int64_t top = 0, left = 0, height = 0, width = 0;
-};
+using data::CropBox;
 
 // torchvision's RandomResizedCrop.get_params for an image of `height` x
 // `width`: up to 10 tries of an area share uniform in `crop.scale` and an

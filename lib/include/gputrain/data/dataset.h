@@ -5,6 +5,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,14 @@ struct DatasetInfo {
   std::vector<std::string> skipped;
 };
 
+// Rows [top, top + height) and columns [left, left + width) of an image.
+struct CropBox {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+};
+
+// Picks a crop box in an image of `height` x `width` (data.augment.random_resized_crop's draw).
+using DrawCropBox = std::function<CropBox(int64_t height, int64_t width)>;
+
 // Storage of one split. Images stay uint8 ([N, C, H, W]); features float32 ([N, F]).
 class Dataset {
  public:
@@ -51,6 +60,12 @@ class Dataset {
   // Sample `index`'s uint8 [C, H, W] pixels, written to `out`; a DataError
   // naming the sample when they cannot be read. Resident sets copy them from inputs().
   virtual void read_image(int64_t index, uint8_t* out) const;
+  // Sample `index`'s pixels inside the box `draw_box` picks from the image's
+  // size, resized to info().input_shape (torchvision's bilinear with
+  // antialias), written to `out` as uint8 [C, H, W]. Resident sets draw on the
+  // image as stored; image files under data.cache: none draw on the file's own
+  // size and decode little more than the box.
+  virtual void read_resized_crop(int64_t index, const DrawCropBox& draw_box, uint8_t* out) const;
 };
 
 // Builds the dataset `config.dataset` for `split`, reading files under
