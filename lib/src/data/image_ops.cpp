@@ -1,11 +1,13 @@
 #include "image_ops.h"
 
+#include <ATen/Version.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <fmt/format.h>
 #include <torch/nn/functional/upsampling.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "gputrain/common/error.h"
 
@@ -51,16 +53,31 @@ torch::Tensor resized_crop(const torch::Tensor& image, CropBox box, int64_t out_
   const torch::Tensor cropped = image.narrow(1, box.top, box.height).narrow(2, box.left, box.width);
   if (box.height == out_height && box.width == out_width) return cropped.contiguous();
   namespace F = torch::nn::functional;
-  return F::interpolate(cropped.unsqueeze(0).to(torch::kFloat32), F::InterpolateFuncOptions()
-                                                                      .size(std::vector<int64_t>{out_height, out_width})
-                                                                      .mode(torch::kBilinear)
-                                                                      .align_corners(false)
-                                                                      .antialias(true))
+  const auto options = F::InterpolateFuncOptions()
+                           .size(std::vector<int64_t>{out_height, out_width})
+                           .mode(torch::kBilinear)
+                           .align_corners(false)
+                           .antialias(true);
+  if (image.is_cpu() && native_uint8_resize()) {
+    // Pixels interleaved (channels last), as the fixed-point kernel reads them and as decoders write them.
+    return F::interpolate(cropped.unsqueeze(0).contiguous(at::MemoryFormat::ChannelsLast), options)
+        .squeeze(0)
+        .contiguous();
+  }
+  return F::interpolate(cropped.unsqueeze(0).to(torch::kFloat32), options)
       .squeeze(0)
       .round_()
       .clamp_(0, 255)
       .to(torch::kUInt8)
       .contiguous();
+}
+
+bool native_uint8_resize() {
+  static const bool avx = [] {
+    const std::string capability = at::get_cpu_capability();
+    return capability == "AVX2" || capability == "AVX512";
+  }();
+  return avx;
 }
 
 std::array<int64_t, 2> shorter_side_size(int64_t height, int64_t width, int64_t n) {

@@ -24,11 +24,17 @@ using data::CropBox;
 // uniformly. Else the centre crop of the image clamped to the ratio bounds.
 CropBox draw_resized_crop(SplitMix64& rng, int64_t height, int64_t width, const ResizedCrop& crop);
 
-// torchvision's F.resized_crop(image, box..., [out_height, out_width],
-// BILINEAR, antialias=True) on a uint8 [C, H, W] tensor (any device): the box
-// resized in float32 and rounded back to uint8, as torchvision's tensor path
-// does. `box` must lie inside the image.
+// torchvision.transforms.v2's F.resized_crop(image, box..., [out_height,
+// out_width], BILINEAR, antialias=True) on a uint8 [C, H, W] tensor (any
+// device), by its rule: on a CPU with AVX2 (native_uint8_resize()) torch's
+// fixed-point uint8 kernel, 8 times faster there; elsewhere in float32, rounded
+// back to uint8 (v1's tensor path everywhere). The two differ by at most 1.
+// `box` must lie inside the image.
 torch::Tensor resized_crop(const torch::Tensor& image, CropBox box, int64_t out_height, int64_t out_width);
+
+// Whether this CPU resizes uint8 images natively (AVX2 or AVX-512), as
+// torchvision.transforms.v2 decides it.
+bool native_uint8_resize();
 
 // The size torchvision's Resize(n) gives an image of `height` x `width`: the
 // shorter side n, the longer one in proportion, rounded down. {height, width}.
