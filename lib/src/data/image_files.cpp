@@ -44,9 +44,17 @@ void require_content(const std::filesystem::path& file, const std::string& bytes
 
 std::string read_bytes(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
+  if (!in) throw DataError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
   std::string bytes;
-  if (in) bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (!in && !in.eof()) throw DataError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
+  std::error_code unknown_size;
+  const std::uintmax_t size = std::filesystem::file_size(file, unknown_size);
+  if (!unknown_size) bytes.reserve(static_cast<std::size_t>(size));
+  // Read in blocks, not a character at a time: the loader reads every image of every epoch.
+  std::array<char, 1 << 16> block;
+  while (in.read(block.data(), block.size()) || in.gcount() > 0) {
+    bytes.append(block.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  if (in.bad()) throw DataError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
   require_content(file, bytes);
   return bytes;
 }
@@ -272,16 +280,15 @@ ImageShape jpeg_header(const std::filesystem::path& file, const std::string& byt
   return {header.channels, header.height, header.width};
 }
 
-Decoded decode_jpeg(const std::filesystem::path& file, const std::string& bytes, int64_t channels,
-                    const JpegRequest& request, int64_t max_pixels) {
-  Decoded decoded;
+// Into `decoded`, whose pixel buffer is reused when it is large enough.
+void decode_jpeg(const std::filesystem::path& file, const std::string& bytes, int64_t channels,
+                 const JpegRequest& request, int64_t max_pixels, Decoded& decoded) {
   JpegErrors errors{};
   if (!run_jpeg(bytes, channels, false, request, decoded, errors, max_pixels)) {
     throw DataError(fmt::format("{}: the JPEG cannot be decoded ({})", file.string(), errors.message));
   }
   // Over the limit, run_jpeg stopped after the header and left the stated size here.
   require_pixels(file, decoded.height, decoded.width, max_pixels);
-  return decoded;
 }
 
 }  // namespace
@@ -332,9 +339,12 @@ StoredColour decode_image(const std::filesystem::path& file, ImageShape shape, c
   } else if (fit.resize) {
     at_least = shape;
   }
-  const Decoded decoded =
-      is_png(file) ? decode_png(file, bytes, shape.channels, max_pixels)
-                   : decode_jpeg(file, bytes, shape.channels, {at_least ? &*at_least : nullptr, {}}, max_pixels);
+  Decoded decoded;
+  if (is_png(file)) {
+    decoded = decode_png(file, bytes, shape.channels, max_pixels);
+  } else {
+    decode_jpeg(file, bytes, shape.channels, {at_least ? &*at_least : nullptr, {}}, max_pixels, decoded);
+  }
   torch::Tensor image = torch::from_blob(const_cast<uint8_t*>(decoded.pixels.data()),
                                          {decoded.height, decoded.width, shape.channels}, torch::kUInt8)
                             .permute({2, 0, 1});
@@ -363,14 +373,15 @@ StoredColour decode_image(const std::filesystem::path& file, ImageShape shape, c
 StoredColour decode_resized_crop(const std::filesystem::path& file, ImageShape shape, const DrawCropBox& draw_box,
                                  int64_t max_pixels, uint8_t* out) {
   const std::string bytes = read_bytes(file);
-  Decoded decoded;
+  // Each loader thread decodes image after image: its pixel buffer is kept, not allocated and faulted in anew.
+  thread_local Decoded decoded;
   if (is_png(file)) {
     decoded = decode_png(file, bytes, shape.channels, max_pixels);
     decoded.box = draw_box(decoded.height, decoded.width);
   } else {
     const ImageShape stored = jpeg_header(file, bytes);
     require_pixels(file, stored.height, stored.width, max_pixels);
-    decoded = decode_jpeg(file, bytes, shape.channels, {&shape, draw_box(stored.height, stored.width)}, max_pixels);
+    decode_jpeg(file, bytes, shape.channels, {&shape, draw_box(stored.height, stored.width)}, max_pixels, decoded);
   }
   const torch::Tensor image =
       torch::from_blob(decoded.pixels.data(), {decoded.height, decoded.width, shape.channels}, torch::kUInt8)
