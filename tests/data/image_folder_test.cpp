@@ -678,5 +678,45 @@ TEST_F(ImageFolder, TheLoaderDrawsEachBoxOnTheFilesStoredSize) {
   EXPECT_EQ(images, 6);
 }
 
+// data.decode_threads changes who decodes, not what: the same batches with the
+// images decoded, cropped and jittered on the batch's worker or on three decode
+// threads, and a corrupt file still named in its batch.
+TEST_F(ImageFolder, DecodeThreadsGiveTheSameBatchesAsTheWorkers) {
+  write(smooth_photos(9), ImageFormat::kJpeg);
+  config::DataConfig config = folder(config::ImageCache::kNone);
+  config.image_size = {16};
+  config.augment.random_resized_crop.size = 16;
+  config.augment.color_jitter = {0.4, 0.4, 0.4, 0.1};
+  config.augment.hflip = true;
+  const auto dataset = make_dataset(config, Split::kTrain, 0);
+  const auto batches = [&](int64_t decode_threads) {
+    LoaderOptions options = loader_options(config, Split::kTrain, 4, 5);
+    options.num_workers = 2;
+    options.decode_threads = decode_threads;
+    HostLoader loader(dataset, options);
+    loader.start_epoch(1);
+    std::vector<torch::Tensor> all;
+    while (auto batch = loader.next()) all.push_back(batch->inputs);
+    return all;
+  };
+  const std::vector<torch::Tensor> on_workers = batches(0), on_decoders = batches(3);
+  ASSERT_EQ(on_workers.size(), 3U);
+  ASSERT_EQ(on_decoders.size(), 3U);
+  for (std::size_t b = 0; b < 3; ++b) EXPECT_TRUE(torch::equal(on_workers[b], on_decoders[b])) << "batch " << b;
+
+  std::ofstream(file("train/1/4.jpg"), std::ios::trunc) << "not a jpeg";
+  LoaderOptions options = loader_options(config, Split::kTrain, 4, 5);
+  options.decode_threads = 3;
+  HostLoader loader(dataset, options);
+  loader.start_epoch(0);
+  try {
+    while (loader.next()) {
+    }
+    ADD_FAILURE() << "the corrupt file was not named";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("4.jpg"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace gputrain::data

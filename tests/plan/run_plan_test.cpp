@@ -7,11 +7,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
 
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
+#include "gputrain/data/export.h"
+#include "gputrain/data/tensor_dataset.h"
+#include "gputrain/device/cpu_share.h"
 #include "gputrain/plan/saved_weights.h"
 #include "support/machine.h"
+#include "support/temp_dir.h"
 
 namespace gputrain::plan {
 namespace {
@@ -48,6 +55,45 @@ TEST(RunPlan, ResolvesDevicesStrategyDataAndBatchesInOneCall) {
   const RunPlan uncached = resolve_run(run_config({"data.device_cache=off"}), RunRequest{});
   EXPECT_FALSE(uncached.device_cache.train.on);
   EXPECT_EQ(uncached.device_cache.test.why, "set");
+}
+
+// data.decode_threads serve the host loader's image-by-image work (files under
+// data.cache: none, per-image augmentation): set, or auto the CPUs this
+// process may use; a split that needs none gets none.
+TEST(RunPlan, DecodeThreadsGoToSplitsDecodedImageByImage) {
+  const gputrain::testing::TempDir dir("plan-decode-threads");
+  data::DatasetInfo info;
+  info.name = "made";
+  info.samples = 6;
+  info.input_shape = {3, 8, 8};
+  info.classes = 3;
+  info.images = true;
+  const data::TensorDataset made(info, torch::randint(0, 256, {6, 3, 8, 8}, torch::kUInt8),
+                                 torch::arange(6, torch::kInt64).remainder(3));
+  for (const data::Split split : {data::Split::kTrain, data::Split::kTest}) {
+    data::export_images(made, dir.path(), split, data::ImageFormat::kPng, 100, /*overwrite=*/false);
+  }
+  const auto folder = [&](const std::vector<std::string>& overrides) {
+    return config::load_config_text(fmt::format(R"(
+data: {{dataset: image_folder, root: {}, cache: none, batch_size: 2, num_workers: 0, pin_memory: false}}
+model: {{name: layers, layers: [flatten, {{type: linear}}]}}
+)",
+                                                dir.path().string()),
+                                    "exp.yaml", overrides);
+  };
+  const int64_t cpus = device::usable_cpus(device::read_cpu_share(std::chrono::milliseconds(0)));
+  const RunPlan decoded = resolve_run(folder({}), RunRequest{});
+  EXPECT_EQ(decoded.train_loader.decode_threads, cpus);
+  EXPECT_EQ(decoded.test_loader.decode_threads, cpus);
+  EXPECT_EQ(resolve_run(folder({"data.decode_threads=3"}), RunRequest{}).train_loader.decode_threads, 3);
+  // In memory and the host loader making no per-image change: nothing to decode.
+  EXPECT_EQ(
+      resolve_run(folder({"data.cache=memory", "data.device_cache=off"}), RunRequest{}).train_loader.decode_threads, 0);
+  const RunPlan jittered = resolve_run(
+      folder({"data.cache=memory", "data.device_cache=off", "data.augment={color_jitter: {brightness: 0.2}}"}),
+      RunRequest{});
+  EXPECT_EQ(jittered.train_loader.decode_threads, cpus);
+  EXPECT_EQ(resolve_run(run_config(), RunRequest{}).train_loader.decode_threads, 0);  // features
 }
 
 // Several GPUs under strategy: auto start one ddp worker each; the process

@@ -21,6 +21,7 @@ LoaderOptions loader_options(const config::DataConfig& config, Split split, int6
   options.drop_last = train && config.drop_last;
   options.num_workers = config.num_workers;
   options.prefetch = config.prefetch;
+  options.decode_threads = config.decode_threads;
   options.pin_memory = config.pin_memory;
   options.seed = seed;
   options.mean = config.normalize.mean;
@@ -45,6 +46,10 @@ RowRange shard_rows(int64_t rows, const Shard& shard) {
                  shard.count);
   const int64_t chunk = (rows + shard.count - 1) / shard.count;
   return {std::min(rows, shard.index * chunk), std::min(rows, (shard.index + 1) * chunk)};
+}
+
+bool works_per_image(const Dataset& dataset, const LoaderOptions& options) {
+  return dataset.info().images && (!dataset.resident() || options.resized_crop.size > 0 || options.color_jitter.on());
 }
 
 int64_t batch_count(const LoaderOptions& options, int64_t samples) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "batch_plan.h"
+#include "decode_pool.h"
 #include "gputrain/common/error.h"
 #include "gputrain/device/host_resources.h"
 #include "image_files.h"
@@ -113,6 +114,8 @@ struct HostLoader::State {
   // failing when memory runs out): the next take() throws it.
   std::exception_ptr worker_failure;
   std::vector<std::thread> workers;
+  // data.decode_threads, when images are decoded or augmented one at a time.
+  std::unique_ptr<detail::DecodePool> decoders;
 
   State(std::shared_ptr<const Dataset> data, LoaderOptions opts) : dataset(std::move(data)), options(std::move(opts)) {
     GPUTRAIN_CHECK(dataset != nullptr, "HostLoader needs a data set");
@@ -130,6 +133,9 @@ struct HostLoader::State {
     }
     prefetch = std::max<int64_t>(1, options.prefetch > 0 ? options.prefetch : 2 * options.num_workers);
     batches = batch_count(options, info.samples);
+    if (options.decode_threads > 0 && works_per_image(*dataset, options)) {
+      decoders = std::make_unique<detail::DecodePool>(options.decode_threads);
+    }
   }
 
   ~State() { stop(); }
@@ -279,18 +285,22 @@ struct HostLoader::State {
     const ImageShape shape{s.at(0), s.at(1), s.at(2)};
     const int64_t sample = shape.channels * shape.height * shape.width;
     torch::Tensor out = torch::empty({count, shape.channels, shape.height, shape.width}, output(torch::kFloat32));
-    // Images not held in memory are decoded here, in the worker, one at a time.
     const bool resized_crop = options.resized_crop.size > 0;
     const uint8_t* from = dataset->resident() && !resized_crop ? dataset->inputs().const_data_ptr<uint8_t>() : nullptr;
-    std::vector<uint8_t> decoded(from ? 0 : static_cast<std::size_t>(sample));
     float* to = out.data_ptr<float>();
     std::vector<Placement> placements = detail::draw_placements(options, epoch, index, whole);
+    if (options.alternating_flip) {
+      for (int64_t i = 0; i < count; ++i) {
+        placements[static_cast<std::size_t>(offset + i)].flip = detail::alternating_flip(options, rows[i], epoch);
+      }
+    }
     const std::vector<detail::JitterDraw> jitters = detail::draw_color_jitters(options, epoch, index, whole);
     const auto write = options.reflect ? write_reflected_image : write_image;
-    for (int64_t i = 0; i < count; ++i) {
+    const auto make_image = [&](int64_t i) {
       const int64_t position = offset + i;
-      Placement& at = placements[static_cast<std::size_t>(position)];
-      if (options.alternating_flip) at.flip = detail::alternating_flip(options, rows[i], epoch);
+      // Decoded or cropped pixels: kept per thread, as every image of the split has the same size.
+      thread_local std::vector<uint8_t> decoded;
+      if (!from) decoded.resize(static_cast<std::size_t>(sample));
       if (resized_crop) {
         // The box is drawn on the image's own size: a file's as stored, a resident set's as held.
         dataset->read_resized_crop(
@@ -310,7 +320,13 @@ struct HostLoader::State {
         jittered = detail::color_jitter(plain, jitters[static_cast<std::size_t>(position)]).contiguous();
         image = jittered.const_data_ptr<uint8_t>();
       }
-      write(image, to + i * sample, shape, maps.data(), at);
+      write(image, to + i * sample, shape, maps.data(), placements[static_cast<std::size_t>(position)]);
+    };
+    // Images decoded or augmented one at a time go to the decode threads, each image a task.
+    if (decoders) {
+      decoders->run(count, make_image);
+    } else {
+      for (int64_t i = 0; i < count; ++i) make_image(i);
     }
     return out;
   }

@@ -4,9 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
+#include "gputrain/device/cpu_share.h"
 
 namespace gputrain::plan {
 
@@ -67,6 +69,12 @@ void check_evaluation_keys(const config::LoadedConfig& loaded, const data::Datas
     refuse("train.tta.translate", fmt::format("{} pixels shift the {}x{} images past their edge; use fewer",
                                               t.tta.translate, info.input_shape[1], info.input_shape[2]));
   }
+}
+
+int64_t decode_threads(const config::DataConfig& data) {
+  if (data.decode_threads > 0) return data.decode_threads;
+  // Only the affinity mask and quota count, not the CPUs' load: no window to wait out.
+  return device::usable_cpus(device::read_cpu_share(std::chrono::milliseconds(0)));
 }
 
 }  // namespace gputrain::plan

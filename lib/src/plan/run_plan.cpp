@@ -60,6 +60,24 @@ void plan_device_cache(RunPlan& run) {
   run.device_cache = data::choose_device_caches(setting, *run.train_set, run.test_set.get(), free_bytes, device);
 }
 
+// data.decode_threads for the splits the host loader decodes or augments
+// image by image; auto: the CPUs this process may use. Nothing when no split does.
+void plan_decode_threads(RunPlan& run) {
+  const auto per_image = [](const data::Dataset* set, const data::DeviceCacheChoice& cache,
+                            const data::LoaderOptions& options) {
+    return set != nullptr && !cache.on && data::works_per_image(*set, options);
+  };
+  if (!per_image(run.train_set.get(), run.device_cache.train, run.train_loader) &&
+      !per_image(run.test_set.get(), run.device_cache.test, run.test_loader)) {
+    return;
+  }
+  const int64_t threads = decode_threads(run.loaded.config.data);
+  spdlog::info("data.decode_threads: {} ({})", threads,
+               run.loaded.config.data.decode_threads > 0 ? "set" : "auto: the CPUs this process may use");
+  run.train_loader.decode_threads = threads;
+  run.test_loader.decode_threads = threads;
+}
+
 // How each step runs, for the model the plan traced.
 void plan_steps(RunPlan& run) {
   const config::ExperimentConfig& c = run.loaded.config;
@@ -156,7 +174,10 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   run.batch = plan_batches(*sizes, c.data.drop_last, info.samples);
   run.train_loader = data::loader_options(c.data, data::Split::kTrain, run.batch.micro, c.seed);
   run.test_loader = data::loader_options(c.data, data::Split::kTest, run.batch.test, c.seed);
-  if (!launcher_only) problems.attempt([&] { plan_device_cache(run); });
+  if (!launcher_only) {
+    problems.attempt([&] { plan_device_cache(run); });
+    plan_decode_threads(run);
+  }
   if (!model_known) return Reached::kBatch;
   plan_steps(run);
   return Reached::kComplete;

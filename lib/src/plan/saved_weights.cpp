@@ -46,6 +46,7 @@ SavedWeightsPlan resolve_saved_weights(config::LoadedConfig loaded, const device
     step::check_amp_device(c.train.amp, plan.devices.primary().type(), loaded.sources.at("train.amp"));
   }
   plan.batches = data::loader_options(c.data, data::Split::kTest, evaluation_batch(c), c.seed);
+  plan.batches.decode_threads = decode_threads(c.data);
   plan.loaded = std::move(loaded);
   return plan;
 }

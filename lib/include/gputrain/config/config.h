@@ -192,7 +192,8 @@ struct DataConfig {
   std::optional<int64_t> micro_batch_size;
   int64_t test_batch_size = 0;  // 0: same as batch_size
   int64_t num_workers = 4;
-  int64_t prefetch = 0;  // batches queued ahead; 0: 2 x num_workers
+  int64_t prefetch = 0;        // batches queued ahead; 0: 2 x num_workers
+  int64_t decode_threads = 0;  // threads decoding and augmenting images, shared by the workers; 0: auto
   bool pin_memory = true;
   bool shuffle = true;
   bool drop_last = false;

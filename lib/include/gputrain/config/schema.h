@@ -227,6 +227,12 @@ void visit(V& v, DataConfig& c) {
           "thread (16 at least)");
   v.check("num_workers", c.num_workers <= max_threads(), [&] { return too_many_threads(c.num_workers); });
   v.field("prefetch", c.prefetch, Min{0}, "batches queued ahead; 0 = 2 × workers");
+  v.field("decode_threads", c.decode_threads, Min{0},
+          "threads that decode and augment images one at a time (files under `cache: none`, "
+          "`augment.random_resized_crop`, `augment.color_jitter`), shared by the `num_workers` that assemble "
+          "batches, so every core decodes however many batches are under way. 0 = auto: the CPUs this process may "
+          "use (its affinity mask and cgroup quota). Logged at run start");
+  v.check("decode_threads", c.decode_threads <= max_threads(), [&] { return too_many_threads(c.decode_threads); });
   v.field("pin_memory", c.pin_memory, Any{},
           "page-locked batches and non-blocking copies (ignored, with one warning, without CUDA)");
   v.field("shuffle", c.shuffle, Any{}, "a seeded permutation of the training split per epoch");

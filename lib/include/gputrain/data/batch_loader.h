@@ -65,6 +65,9 @@ struct LoaderOptions {
   bool drop_last = false;
   int64_t num_workers = 0;  // 0: batches are made on the calling thread
   int64_t prefetch = 0;     // batches queued ahead; 0: 2 x num_workers
+  // Threads decoding and augmenting images one per task, shared by the workers
+  // (data.decode_threads as the plan resolved it); 0: each batch's images on its worker.
+  int64_t decode_threads = 0;
   bool pin_memory = false;  // page-locked batches (warns once and ignores it without CUDA)
   uint64_t seed = 0;
   std::vector<double> mean;  // per-channel normalisation (images); empty: none
@@ -83,6 +86,11 @@ struct LoaderOptions {
 // the test split is never shuffled or cut short by drop_last (evaluation sees
 // every test sample once, in order).
 LoaderOptions loader_options(const config::DataConfig& config, Split split, int64_t batch_size, uint64_t seed);
+
+// Whether the host loader works on `dataset`'s images one at a time: decoding
+// files (data.cache: none), or a resized crop or colour jitter per image. Its
+// data.decode_threads then do that work.
+bool works_per_image(const Dataset& dataset, const LoaderOptions& options);
 
 // Batches in an epoch of `samples`, the last one short unless dropped.
 int64_t batch_count(const LoaderOptions& options, int64_t samples);

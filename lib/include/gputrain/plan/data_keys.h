@@ -23,4 +23,8 @@ optim::LossSpec build_loss(const config::LoadedConfig& loaded, const data::Datas
 // than its translation.
 void check_evaluation_keys(const config::LoadedConfig& loaded, const data::DatasetInfo& info);
 
+// data.decode_threads resolved: as set, or auto (0) the CPUs this process may
+// use (device::usable_cpus: its affinity mask and cgroup quota).
+int64_t decode_threads(const config::DataConfig& data);
+
 }  // namespace gputrain::plan
