@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 #include "gputrain/common/error.h"
@@ -355,6 +356,33 @@ TEST(LoaderOptions, TheTestSplitIsPlainAndEachSplitTakesTheBatchGiven) {
   EXPECT_FALSE(test.shuffle || test.drop_last || test.hflip || test.reflect || test.alternating_flip);
   EXPECT_EQ(test.random_crop, 0);
   EXPECT_EQ(test.mean, std::vector<double>{0.5});
+}
+
+// Pinned batches come from LibTorch's caching host allocator: once a batch's
+// copy to the GPU has run and the batch is dropped, its page-locked block
+// serves a later batch, so an epoch of 32 batches stages in a few blocks,
+// not one each (nor pins memory anew, a slow call, per batch).
+TEST(HostLoader, PinnedBatchesReuseTheirStagingBlocks_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
+  LoaderOptions options;
+  options.batch_size = 8;
+  options.num_workers = 2;
+  options.prefetch = 2;
+  options.pin_memory = true;
+  HostLoader loader(testing::image_dataset(256, 3, 16), options);
+  loader.start_epoch(0);
+  std::set<const void*> blocks;
+  int64_t batches = 0;
+  while (auto batch = loader.next()) {
+    ASSERT_TRUE(batch->inputs.is_pinned());
+    blocks.insert(batch->inputs.const_data_ptr());
+    const torch::Tensor on_gpu = batch->inputs.to(torch::kCUDA, /*non_blocking=*/true);
+    ++batches;
+  }
+  torch::cuda::synchronize();
+  EXPECT_EQ(batches, 32);
+  // Those in flight: the prefetched ones, one per worker, the one delivered and its copy.
+  EXPECT_LE(static_cast<int64_t>(blocks.size()), options.prefetch + options.num_workers + 2) << blocks.size();
 }
 
 }  // namespace
