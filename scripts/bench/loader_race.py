@@ -14,10 +14,13 @@ BATCH. Neither caches decoded images. Each side is pinned to the same CORES
   image_folder, data.cache: none, data.num_workers: CORES and the same transforms,
   which times the training loader exactly as `train` would build it.
 
-Not yet the same transform: gputrain stores each image at data.image_size
-(SIZE x SIZE, decoded with libjpeg-turbo's DCT scaling and resized) and draws the
-crop's box from that, where torchvision draws it from the image at its own size.
-gputrain resizes twice (to the stored size, then the box), torchvision once.
+Both draw the crop's box from the image at its own size and resize the box once.
+How they get there differs: gputrain decodes only the box (libjpeg-turbo skips
+the rows above it and crops the columns, and decodes at 1/2, 1/4 or 1/8 when the
+box is still at least SIZE there) and resizes with torch's fixed-point uint8 kernel
+(torchvision.transforms.v2's for uint8 tensors) on data.decode_threads threads
+(auto: one per core); torchvision decodes the whole image with PIL and resizes
+with PIL.
 
 Each repetition runs both, alternating which goes first; the table gives the median
 images/s of WARMUP-then-STEPS batches. Writes <date>-<host>-cpu-loader-race.{md,json}
@@ -165,9 +168,10 @@ def main():
         f"- both: random resized crop to {args.size} (scale 0.08-1, ratio 3/4-4/3), flip, float, normalise; "
         f"batch {args.batch}; {args.cores} workers pinned to cores 0-{args.cores - 1}; "
         f"{args.warmup} warm-up then {args.steps} timed batches; {args.reps} repetitions, order alternating",
-        f"- not yet the same transform: gputrain stores each image at {args.size} x {args.size} (decoded with "
-        "DCT scaling, then resized) and draws the crop's box from that; torchvision draws it from the image at "
-        "its own size, so gputrain resizes twice (to the stored size, then the box) where torchvision resizes once",
+        "- both draw the box on the image at its own size and resize it once; gputrain decodes only the box "
+        "(at 1/2-1/8 scale when the box allows) and resizes with torch's uint8 kernel (torchvision v2's) on its "
+        "decode threads (data.decode_threads auto: one per core); torchvision decodes whole images and resizes "
+        "with PIL",
         f"- command: scripts/bench/loader_race.py --root {args.root} --cores {args.cores} --batch {args.batch} "
         f"--steps {args.steps} --warmup {args.warmup} --reps {args.reps}",
         "",
