@@ -34,8 +34,10 @@ import json
 import os
 import pathlib
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -114,10 +116,12 @@ def gputrain_side(args, model):
 
     bench = run([str(args.gputrain), "bench", "--config", config, "--json", "--steps", str(args.steps), "--warmup",
                  str(args.warmup)] + keys)
-    summary = run([str(args.gputrain), "train", "--config", config, "--output", str(args.runs)] + keys +
+    runs = tempfile.mkdtemp(prefix="train-race-")
+    summary = run([str(args.gputrain), "train", "--config", config, "--output", runs] + keys +
                   ["--set", "train.epochs=2", "--set", "checkpoint.every=0", "--set", "train.log_every=100000"])
     with open(os.path.join(summary["run_dir"], "metrics.jsonl")) as f:
         epochs = [r for r in map(json.loads, f) if r.get("kind") == "epoch"]
+    shutil.rmtree(runs)
     return {"from_folder": epochs[-1]["samples_per_s"], "first_epoch": epochs[0]["samples_per_s"],
             "resident": bench["bound_samples_per_s"], "graphed": bench.get("bound_graphed", False),
             "tflops": epochs[-1].get("tflops"), "peak_share": epochs[-1].get("peak_share")}
@@ -150,8 +154,6 @@ def main():
     parser.add_argument("--gputrain", type=pathlib.Path, default=ROOT / "build/release/app/gputrain")
     parser.add_argument("--configs", type=pathlib.Path, default=ROOT / "configs")
     parser.add_argument("--out", type=pathlib.Path, default=HERE / "results")
-    parser.add_argument("--runs", type=pathlib.Path, default=pathlib.Path("/tmp/train-race-runs"),
-                        help="gputrain's run directories")
     parser.add_argument("--side", choices=["pytorch"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.root = args.root.resolve()
