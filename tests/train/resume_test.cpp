@@ -138,6 +138,15 @@ TEST_F(Resume, WithTheWeightAverageAndEarlyStoppingEndsBitwiseLikeTheUninterrupt
                           every);
 }
 
+// optim.lookahead's slow weights are in every checkpoint: syncs every 3 steps
+// fall between the checkpoints (every 4 steps and at epoch ends), where a
+// resumed run that began them afresh would end elsewhere; train.ema averages
+// the synced weights beside it.
+TEST_F(Resume, WithLookaheadEndsBitwiseLikeTheUninterruptedRun) {
+  resume_from_checkpoints(run_config({"optim.lookahead.k=3", "optim.lookahead.alpha=0.6", "train.ema.decay=0.8"}),
+                          every);
+}
+
 // Two parameter groups (decayed weights; biases without decay at lr × 8)
 // under the trapezoid schedule (30 steps: 6 up, 15 down), in the fused and
 // the plain step: each group's state and options come back from a checkpoint
