@@ -147,6 +147,39 @@ TEST_F(Resume, WithLookaheadEndsBitwiseLikeTheUninterruptedRun) {
                           every);
 }
 
+// A checkpoint written without optim.lookahead resumes with it on (its slow
+// weights start from the checkpoint's weights; alpha 1 makes each sync change
+// nothing, so the run ends as the plain one), and one written with it resumes
+// with it off (its slow weights unused: the run goes on from its weights).
+TEST_F(Resume, AcrossLookaheadOnAndOffLoadsAndTrainsOn) {
+  TempDir dir;
+  const auto plain = run_config();
+  Trainer full(plan::resolve_run(plain, cpu(), {}));
+  Recorder whole;
+  FitOptions options;
+  options.checkpoint_dir = dir / "plain";
+  full.fit(whole, options);
+  const auto plain_checkpoint = checkpoint::list_checkpoints(dir / "plain").at(1);  // step 8
+  Trainer turned_on(plan::resolve_run(run_config({"optim.lookahead.k=3", "optim.lookahead.alpha=1"}), cpu(), {}));
+  turned_on.resume(checkpoint::Checkpoint::read(plain_checkpoint));
+  Recorder rest;
+  turned_on.fit(rest);
+  expect_same_weights(turned_on.model(), full.model());
+
+  const auto with_lookahead = run_config({"optim.lookahead.k=3"});
+  Trainer first(plan::resolve_run(with_lookahead, cpu(), {}));
+  options.checkpoint_dir = dir / "lookahead";
+  first.fit(rest, options);
+  const checkpoint::Checkpoint stored =
+      checkpoint::Checkpoint::read(checkpoint::list_checkpoints(dir / "lookahead").at(1));
+  ASSERT_FALSE(stored.state().lookahead.empty());
+  Trainer turned_off(plan::resolve_run(plain, cpu(), {}));
+  turned_off.resume(stored);
+  const TrainSummary summary = turned_off.fit(rest);
+  EXPECT_EQ(summary.epochs, 3);
+  EXPECT_EQ(summary.steps, 30);
+}
+
 // Two parameter groups (decayed weights; biases without decay at lr × 8)
 // under the trapezoid schedule (30 steps: 6 up, 15 down), in the fused and
 // the plain step: each group's state and options come back from a checkpoint
