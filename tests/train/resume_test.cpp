@@ -198,16 +198,19 @@ TEST_F(Resume, WithParameterGroupsEndsBitwiseLikeTheUninterruptedRun) {
 // optim.muon keeps a momentum buffer per parameter, Muon's for the two
 // convolution weights and SGD's for the rest: a small convolutional network
 // on generated 28 x 28 images (320 of them: the same 10 steps per epoch),
-// resumed at a step (4), at an epoch's end (the third) and late (28).
+// resumed at a step (4), at an epoch's end (the third) and late (28); and
+// again with optim.lookahead around it.
 TEST_F(Resume, WithMuonEndsBitwiseLikeTheUninterruptedRun) {
   TempDir data;
   data::write_idx_set(data.path(), {320, 64, 5, false}, /*gzip=*/false);
-  const auto loaded = config::load_config_text(R"(
+  for (const std::string lookahead : {"optim.lookahead.k=0", "optim.lookahead.k=3"}) {
+    SCOPED_TRACE(lookahead);
+    const auto loaded = config::load_config_text(R"(
 name: m
 seed: 11
 device: cpu
 data: {dataset: fashion_mnist, root: )" + data.path().string() +
-                                                   R"(, batch_size: 32, num_workers: 0, pin_memory: false}
+                                                     R"(, batch_size: 32, num_workers: 0, pin_memory: false}
 model:
   layers:
     - {type: conv2d, out_channels: 4, kernel: 3, padding: 1, bias: false}
@@ -223,8 +226,9 @@ optim: {name: sgd, lr: 0.05, momentum: 0.8, nesterov: true, scheduler: cosine, m
 train: {epochs: 3, accumulation_steps: 2, log_every: 3}
 checkpoint: {every: 1, every_steps: 4, keep: 100}
 )",
-                                               "m.yaml", {});
-  resume_from_checkpoints(loaded, [](std::size_t i) { return i == 0 || i == 3 || i == 9; });
+                                                 "m.yaml", {lookahead});
+    resume_from_checkpoints(loaded, [](std::size_t i) { return i == 0 || i == 3 || i == 9; });
+  }
 }
 
 // A stop request ends the run at a step boundary with a checkpoint; resuming
