@@ -137,6 +137,21 @@ TEST(Checkpoint, EveryPartComesBackExactly) {
   EXPECT_EQ(c.weights().front().first, "fc1.weight");
 }
 
+// optim.lookahead's slow weights come back as written; a checkpoint without
+// them (every one written before the key, or by a run without it) reads as none.
+TEST(Checkpoint, LookaheadSlowWeightsComeBackAndOlderCheckpointsHaveNone) {
+  Tiny trained;
+  trained.step();
+  TrainingState state = sample_state();
+  for (const torch::Tensor& p : trained.model->parameters()) state.lookahead.push_back(p.detach() * 3 - 1);
+  const Checkpoint c = Checkpoint::parse(encode(state, *trained.model, *trained.optimizer), "c.ckpt");
+  ASSERT_EQ(c.state().lookahead.size(), state.lookahead.size());
+  for (std::size_t i = 0; i < state.lookahead.size(); ++i) {
+    EXPECT_TRUE(torch::equal(c.state().lookahead[i], state.lookahead[i])) << i;
+  }
+  EXPECT_TRUE(Checkpoint::parse(encoded(), "plain.ckpt").state().lookahead.empty());
+}
+
 // The most entries any one archive of the payload holds, its sub-archives
 // searched too. LibTorch looks every entry written to or read from an archive
 // up among the entries before it, so this many entries cost their square.

@@ -125,6 +125,8 @@ ExperimentConfig with_changed(const std::string& key) {
   ExperimentConfig config = resolved_defaults();
   Perturber perturber(key);
   visit(perturber, config);
+  // 0.5, the one fixed point of change(double).
+  if (key == "optim.lookahead.alpha") config.optim.lookahead.alpha = 0.75;
   // Keys whose valid values depend on another key.
   if (config.optim.nesterov) config.optim.momentum = 0.9;
   if (!config.model.layers.empty()) config.model.name = ModelName::kLayers;

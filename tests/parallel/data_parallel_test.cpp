@@ -39,13 +39,17 @@ torch::nn::Sequential train(const std::vector<std::string>& overrides) {
   return trainer.model();
 }
 
+// Also with optim.lookahead, whose syncs change the weights the replicas copy.
 TEST(DataParallel, TwoCpuReplicasMatchOneDevice) {
-  const auto single = train({"strategy=single"});
-  const auto dp = train({"strategy=dp", "dp.replicas=2"});
-  const auto p = single->parameters();
-  const auto q = dp->parameters();
-  ASSERT_EQ(p.size(), q.size());
-  for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::allclose(p[i], q[i], 1e-5, 1e-6)) << i;
+  for (const std::string lookahead : {"optim.lookahead.k=0", "optim.lookahead.k=3"}) {
+    SCOPED_TRACE(lookahead);
+    const auto single = train({"strategy=single", lookahead});
+    const auto dp = train({"strategy=dp", "dp.replicas=2", lookahead});
+    const auto p = single->parameters();
+    const auto q = dp->parameters();
+    ASSERT_EQ(p.size(), q.size());
+    for (std::size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::allclose(p[i], q[i], 1e-5, 1e-6)) << i;
+  }
 }
 
 // model.freeze under dp: the replicas (clones) must leave the frozen

@@ -223,6 +223,19 @@ TEST_F(FastPathRuns, CudaGraphTrainsLikeEagerSteps_CUDA) {
   expect_equal(on_gpu(with_groups({"train.cuda_graph=true"})), on_gpu(with_groups({"train.cuda_graph=false"})), 1e-4);
 }
 
+// optim.lookahead's sync between two replays of the captured step: the graphed
+// run ends where the eager one does (8 epochs of 2 steps: syncs at steps 3, 6,
+// ..., 15, most of them after the graph's warm-up steps).
+TEST_F(FastPathRuns, CudaGraphWithLookaheadTrainsLikeEagerSteps_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  auto on_gpu = [](const std::string& graph) {
+    const auto loaded = cifar({"device=cuda", "optim.fused=true", "data.drop_last=true", "train.epochs=8",
+                               "optim.lookahead.k=3", "train.cuda_graph=" + graph});
+    return trained(loaded, probed_devices(loaded));
+  };
+  expect_equal(on_gpu("true"), on_gpu("false"), 1e-4);
+}
+
 // Work that once kept the graph off is now captured with the step; each graphed
 // run trains like its eager twin. Batches of 16 with a short last one of 8.
 std::vector<torch::Tensor> graphed_on_gpu(std::vector<std::string> overrides, bool graph) {
@@ -450,6 +463,17 @@ TEST(FastPathPlan, OnTheCpuAutoThreadsLeaveOtherWorkItsCpus) {
   shared.model.sample_macs = 45'056;
   EXPECT_NE(plan_fast_paths(c, shared).decisions.back().find("too small"), std::string::npos)
       << "a small model keeps its one thread, whatever the machine";
+}
+
+// optim.lookahead syncs outside the captured step: every decision stays as it was.
+TEST(FastPathPlan, LookaheadLeavesTheCudaGraphAndTheFusedStepOn) {
+  config::ExperimentConfig c;
+  config::ExperimentConfig with_lookahead = c;
+  with_lookahead.optim.lookahead = {5, 0.5};
+  const RunFacts on_gpu = facts(torch::Device(torch::kCUDA, 0), true, 83'000'000);
+  const FastPaths graphed = plan_fast_paths(with_lookahead, on_gpu);
+  EXPECT_TRUE(graphed.cuda_graph && graphed.fused);
+  EXPECT_EQ(graphed.decisions, plan_fast_paths(c, on_gpu).decisions);
 }
 
 TEST(FastPathPlan, OnCudaGraphsByDefaultAndChannelsLastNeedsAmp) {

@@ -138,6 +138,48 @@ TEST_F(Resume, WithTheWeightAverageAndEarlyStoppingEndsBitwiseLikeTheUninterrupt
                           every);
 }
 
+// optim.lookahead's slow weights are in every checkpoint: syncs every 3 steps
+// fall between the checkpoints (every 4 steps and at epoch ends), where a
+// resumed run that began them afresh would end elsewhere; train.ema averages
+// the synced weights beside it.
+TEST_F(Resume, WithLookaheadEndsBitwiseLikeTheUninterruptedRun) {
+  resume_from_checkpoints(run_config({"optim.lookahead.k=3", "optim.lookahead.alpha=0.6", "train.ema.decay=0.8"}),
+                          every);
+}
+
+// A checkpoint written without optim.lookahead resumes with it on (its slow
+// weights start from the checkpoint's weights; alpha 1 makes each sync change
+// nothing, so the run ends as the plain one), and one written with it resumes
+// with it off (its slow weights unused: the run goes on from its weights).
+TEST_F(Resume, AcrossLookaheadOnAndOffLoadsAndTrainsOn) {
+  TempDir dir;
+  const auto plain = run_config();
+  Trainer full(plan::resolve_run(plain, cpu(), {}));
+  Recorder whole;
+  FitOptions options;
+  options.checkpoint_dir = dir / "plain";
+  full.fit(whole, options);
+  const auto plain_checkpoint = checkpoint::list_checkpoints(dir / "plain").at(1);  // step 8
+  Trainer turned_on(plan::resolve_run(run_config({"optim.lookahead.k=3", "optim.lookahead.alpha=1"}), cpu(), {}));
+  turned_on.resume(checkpoint::Checkpoint::read(plain_checkpoint));
+  Recorder rest;
+  turned_on.fit(rest);
+  expect_same_weights(turned_on.model(), full.model());
+
+  const auto with_lookahead = run_config({"optim.lookahead.k=3"});
+  Trainer first(plan::resolve_run(with_lookahead, cpu(), {}));
+  options.checkpoint_dir = dir / "lookahead";
+  first.fit(rest, options);
+  const checkpoint::Checkpoint stored =
+      checkpoint::Checkpoint::read(checkpoint::list_checkpoints(dir / "lookahead").at(1));
+  ASSERT_FALSE(stored.state().lookahead.empty());
+  Trainer turned_off(plan::resolve_run(plain, cpu(), {}));
+  turned_off.resume(stored);
+  const TrainSummary summary = turned_off.fit(rest);
+  EXPECT_EQ(summary.epochs, 3);
+  EXPECT_EQ(summary.steps, 30);
+}
+
 // Two parameter groups (decayed weights; biases without decay at lr × 8)
 // under the trapezoid schedule (30 steps: 6 up, 15 down), in the fused and
 // the plain step: each group's state and options come back from a checkpoint
@@ -156,16 +198,19 @@ TEST_F(Resume, WithParameterGroupsEndsBitwiseLikeTheUninterruptedRun) {
 // optim.muon keeps a momentum buffer per parameter, Muon's for the two
 // convolution weights and SGD's for the rest: a small convolutional network
 // on generated 28 x 28 images (320 of them: the same 10 steps per epoch),
-// resumed at a step (4), at an epoch's end (the third) and late (28).
+// resumed at a step (4), at an epoch's end (the third) and late (28); and
+// again with optim.lookahead around it.
 TEST_F(Resume, WithMuonEndsBitwiseLikeTheUninterruptedRun) {
   TempDir data;
   data::write_idx_set(data.path(), {320, 64, 5, false}, /*gzip=*/false);
-  const auto loaded = config::load_config_text(R"(
+  for (const std::string lookahead : {"optim.lookahead.k=0", "optim.lookahead.k=3"}) {
+    SCOPED_TRACE(lookahead);
+    const auto loaded = config::load_config_text(R"(
 name: m
 seed: 11
 device: cpu
 data: {dataset: fashion_mnist, root: )" + data.path().string() +
-                                                   R"(, batch_size: 32, num_workers: 0, pin_memory: false}
+                                                     R"(, batch_size: 32, num_workers: 0, pin_memory: false}
 model:
   layers:
     - {type: conv2d, out_channels: 4, kernel: 3, padding: 1, bias: false}
@@ -181,8 +226,9 @@ optim: {name: sgd, lr: 0.05, momentum: 0.8, nesterov: true, scheduler: cosine, m
 train: {epochs: 3, accumulation_steps: 2, log_every: 3}
 checkpoint: {every: 1, every_steps: 4, keep: 100}
 )",
-                                               "m.yaml", {});
-  resume_from_checkpoints(loaded, [](std::size_t i) { return i == 0 || i == 3 || i == 9; });
+                                                 "m.yaml", {lookahead});
+    resume_from_checkpoints(loaded, [](std::size_t i) { return i == 0 || i == 3 || i == 9; });
+  }
 }
 
 // A stop request ends the run at a step boundary with a checkpoint; resuming

@@ -139,6 +139,28 @@ TEST(WeightAverage, EvaluationsModelAndCheckpointsUseTheAverage) {
   EXPECT_EQ(without.last_train.loss_sum, summary.last_train.loss_sum) << "the average never feeds training";
 }
 
+// optim.lookahead in a whole run (8 steps an epoch, syncs every 4): each
+// epoch ends on a sync, where the weights are the slow ones the checkpoint
+// keeps; alpha 1 moves the slow weights all the way, which is plain training.
+TEST(Lookahead, SyncsEveryKStepsOfTheRunAndCheckpointsTheSlowWeights) {
+  testing::TempDir dir;
+  Trainer trainer(plan::resolve_run(synthetic({"train.epochs=2", "optim.lookahead.k=4"}), cpu(), {}));
+  const TrainSummary summary = fit_with_checkpoints(trainer, dir);
+  const checkpoint::Checkpoint stored =
+      checkpoint::Checkpoint::read(checkpoint::list_checkpoints(dir / "checkpoints").back());
+  EXPECT_EQ(stored.state().position.step, 16);
+  expect_same_tensors(stored.state().lookahead, trainer.model()->parameters());
+
+  Trainer plain(plan::resolve_run(synthetic({"train.epochs=2"}), cpu(), {}));
+  Recorder quiet;
+  const TrainSummary without = plain.fit(quiet);
+  EXPECT_NE(without.last_train.loss_sum, summary.last_train.loss_sum) << "the syncs changed the weights trained on";
+  Trainer all_the_way(
+      plan::resolve_run(synthetic({"train.epochs=2", "optim.lookahead.k=4", "optim.lookahead.alpha=1"}), cpu(), {}));
+  all_the_way.fit(quiet);
+  expect_same_tensors(all_the_way.model()->parameters(), plain.model()->parameters());
+}
+
 TEST(EvaluationKeys, AreRefusedWhereTheDataCannotServeThem) {
   auto refused_key = [](const std::vector<std::string>& overrides) -> std::string {
     try {

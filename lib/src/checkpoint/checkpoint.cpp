@@ -123,6 +123,7 @@ TrainingState read_state(InputArchive& archive, const std::string& name) {
   }
   s.skipped_steps = r.count("skipped_steps");
   s.ema = r.tensors("ema");
+  s.lookahead = r.tensors("lookahead");
   c10::IValue stop_best;
   if (archive.try_read("stop_best", stop_best)) {
     if (!stop_best.isDouble()) r.fail("'stop_best' is not a number");
@@ -204,6 +205,7 @@ std::string encode(const TrainingState& state, const torch::nn::Module& model,
   if (state.best_score) root.write("best_score", *state.best_score);
   root.write("skipped_steps", state.skipped_steps);
   if (!state.ema.empty()) root.write("ema", c10::List<at::Tensor>(state.ema));
+  if (!state.lookahead.empty()) root.write("lookahead", c10::List<at::Tensor>(state.lookahead));
   if (state.stop_best) root.write("stop_best", *state.stop_best);
   root.write("evals_since_best", state.evals_since_best);
   root.write("evaluated_step", state.evaluated_step);

@@ -140,6 +140,12 @@ void log_run(const plan::RunPlan& plan, const RunParts& run, const std::vector<o
                                                                  : "mse");
   if (optim.no_decay_bias_norm || optim.bias_lr_multiplier != 1 || optim.muon.lr > 0)
     spdlog::info("optim: {}", optim::describe(groups));
+  if (optim.lookahead.k > 0) {
+    spdlog::info(
+        "optim.lookahead: every {} optimizer steps the slow weights move {} of the way to the weights, "
+        "which restart from them",
+        optim.lookahead.k, optim.lookahead.alpha);
+  }
 }
 
 }  // namespace

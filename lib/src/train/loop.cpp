@@ -57,6 +57,8 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   observers.add(&epoch_log);
   s.run_start = Clock::now();
   s.evals.eval_s = 0;
+  // Not started: a new run, or one resumed from a checkpoint that held no slow weights.
+  if (s.lookahead && !s.lookahead->started()) s.lookahead->start();
   TrainSummary summary;
   summary.epochs = s.position.epochs_done;
   const int64_t epochs = s.config.train.epochs;
@@ -264,6 +266,8 @@ void Trainer::State::forward_only_epoch(int64_t epoch, TrainObserver& observer) 
 }
 
 void Trainer::State::after_step(int64_t epoch) {
+  // Before the average, which then takes the synced weights; dp's replicas copy them afresh.
+  if (lookahead && lookahead->after_step(position.step)) run.strategy->weights_changed();
   if (ema) ema->after_step(position.step, epoch);
   // Before the checkpoint, which then holds what the evaluation changed (train.early_stopping's count).
   const int64_t every = evaluation.every_steps;

@@ -1,6 +1,7 @@
 #include "gputrain/train/trainer.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
@@ -17,6 +18,8 @@ Trainer::Trainer(const plan::RunPlan& plan) : state_(std::make_unique<State>()) 
   s.run = build_run(plan);
   const config::EmaConfig& ema = s.evaluation.ema;
   if (ema.decay > 0) s.ema.emplace(*s.run.model, WeightAverageOptions{ema.decay, ema.start_epoch, ema.every});
+  const config::LookaheadConfig& lookahead = s.config.optim.lookahead;
+  if (lookahead.k > 0) s.lookahead.emplace(*s.run.model, LookaheadOptions{lookahead.k, lookahead.alpha});
   s.evals.stop_rules = StopRules(s.evaluation.stop);
 }
 
@@ -93,6 +96,18 @@ void Trainer::resume(const checkpoint::Checkpoint& checkpoint) {
   s.sums.restore(stored, *s.run.strategy);
   s.evals.restore(stored, *s.run.model, checkpoint.name());
   if (s.ema) s.ema->load(stored.ema, checkpoint.name());
+  if (s.lookahead) {
+    s.lookahead->load(stored.lookahead, checkpoint.name());
+    if (!s.lookahead->started()) {
+      spdlog::info(
+          "optim.lookahead: {} holds no slow weights (written without optim.lookahead); they start as a "
+          "copy of its weights",
+          checkpoint.name());
+    }
+  } else if (!stored.lookahead.empty()) {
+    spdlog::info("{}: its optim.lookahead slow weights are left unused (optim.lookahead.k is 0 in this run)",
+                 checkpoint.name());
+  }
   checkpoint::restore_rng(stored.rng);
 }
 
@@ -104,6 +119,7 @@ void Trainer::State::save_checkpoint(bool regular, bool best) {
   sums.save(state, *run.strategy);
   evals.save(state);
   if (ema) state.ema = ema->state();
+  if (lookahead) state.lookahead = lookahead->state();
   state.scaler = run.scaler->state_dict();
   state.rng = checkpoint::capture_rng();
   state.batch = run.batch.sizes();

@@ -9,6 +9,7 @@
 
 #include "checkpointing.h"
 #include "gputrain/train/builder.h"
+#include "gputrain/train/lookahead.h"
 #include "gputrain/train/rank_timing.h"
 #include "gputrain/train/trainer.h"
 #include "gputrain/train/weight_average.h"
@@ -31,6 +32,7 @@ struct Trainer::State {
   bool stopping = false;                               // a stop request (a signal): the run is interrupted
   bool preempted = false;                              // ... by a preemption notice (SIGUSR1)
   std::optional<WeightAverage> ema;                    // train.ema
+  std::optional<Lookahead> lookahead;                  // optim.lookahead
   Clock::time_point run_start;
 
   // loop.cpp

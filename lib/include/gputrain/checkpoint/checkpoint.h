@@ -87,6 +87,9 @@ struct TrainingState {
   int64_t skipped_steps = 0;         // steps skipped for a non-finite loss (train.on_nan: skip)
   // train.ema: the average's tensors (the model's parameters, then its buffers); empty before its first update.
   std::vector<torch::Tensor> ema;
+  // optim.lookahead: the slow weights (the trained parameters, in the model's
+  // order); empty without it, and in checkpoints written before it existed.
+  std::vector<torch::Tensor> lookahead;
   // train.early_stopping: the best score of its metric (higher is better), the
   // evaluations since, and with restore_best the weights that scored it.
   std::optional<double> stop_best;

@@ -260,6 +260,14 @@ struct MuonConfig {
   int64_t steps = 3;  // Newton–Schulz iterations
 };
 
+// optim.lookahead (Zhang et al. 2019, as airbench94 uses it): slow weights
+// that every k optimizer steps move alpha of the way to the fast ones, which
+// then restart from them. train/lookahead.h has the arithmetic.
+struct LookaheadConfig {
+  int64_t k = 0;  // optimizer steps between syncs; 0 = off
+  double alpha = 0.5;
+};
+
 struct OptimConfig {
   OptimizerName name = OptimizerName::kSgd;
   double lr = 0.01;
@@ -285,6 +293,7 @@ struct OptimConfig {
   bool foreach = false;
   Switch fused = Switch::kAuto;
   MuonConfig muon;
+  LookaheadConfig lookahead;
 };
 
 // An exponential moving average of the weights, evaluated and saved in their place.

@@ -355,6 +355,21 @@ void visit(V& v, MuonConfig& c) {
 }
 
 template <class V>
+void visit(V& v, LookaheadConfig& c) {
+  v.field("k", c.k, Min{0},
+          "Lookahead (Zhang et al. 2019) around the optimizer, whichever it is (with `muon` too): slow weights, "
+          "begun as a copy of the trained parameters, and after every `k`-th optimizer step of the run (counted "
+          "from its first, skipped steps included) `slow += alpha × (weights − slow)`, then the weights take the "
+          "slow values; the optimizer's state is left as it is. Run as two multi-tensor ops outside the step, so "
+          "the fused step and `train.cuda_graph` stay on. Checkpoints keep the slow weights, so a resumed run is "
+          "exact. 0 = off; the paper uses 5 (and airbench94 syncs every 5 steps too)");
+  v.field("alpha", c.alpha, Range{0, 1, true, false},
+          "the share of the way the slow weights move toward the weights at each sync (the paper: 0.5); 1 moves them "
+          "all the way, "
+          "which is plain training");
+}
+
+template <class V>
 void visit(V& v, OptimConfig& c) {
   v.field("name", c.name, Any{}, "the optimizer");
   v.fixed_on_resume("name", FixedOnResume::kAlways);
@@ -414,6 +429,7 @@ void visit(V& v, OptimConfig& c) {
           [] { return std::string("optim.foreach and optim.fused are alternatives; set at most one"); });
   v.section("muon", c.muon);
   v.fixed_on_resume("muon", FixedOnResume::kAlways);
+  v.section("lookahead", c.lookahead);
   v.check("optim.muon.lr", c.muon.lr == 0 || c.name == OptimizerName::kSgd, [&] {
     return fmt::format(
         "Muon runs beside SGD for the parameters that are not convolution weights; set optim.name: "
