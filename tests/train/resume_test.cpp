@@ -196,15 +196,21 @@ TEST_F(Resume, WithParameterGroupsEndsBitwiseLikeTheUninterruptedRun) {
 }
 
 // optim.muon keeps a momentum buffer per parameter, Muon's for the two
-// convolution weights and SGD's for the rest: a small convolutional network
-// on generated 28 x 28 images (320 of them: the same 10 steps per epoch),
-// resumed at a step (4), at an epoch's end (the third) and late (28); and
-// again with optim.lookahead around it.
+// convolution weights and SGD's for the rest (or Adam's state for all, with
+// adam and adamw): a small convolutional network on generated 28 x 28 images
+// (320 of them: the same 10 steps per epoch), resumed at a step (4), at an
+// epoch's end (the third) and late (28); and with SGD again with
+// optim.lookahead around it.
 TEST_F(Resume, WithMuonEndsBitwiseLikeTheUninterruptedRun) {
   TempDir data;
   data::write_idx_set(data.path(), {320, 64, 5, false}, /*gzip=*/false);
-  for (const std::string lookahead : {"optim.lookahead.k=0", "optim.lookahead.k=3"}) {
-    SCOPED_TRACE(lookahead);
+  const std::vector<std::vector<std::string>> runs{
+      {"optim.lookahead.k=0"},
+      {"optim.lookahead.k=3"},
+      {"optim.name=adam", "optim.momentum=0", "optim.nesterov=false", "optim.lr=0.01", "optim.weight_decay=0.01"},
+      {"optim.name=adamw", "optim.momentum=0", "optim.nesterov=false", "optim.lr=0.01", "optim.weight_decay=0.1"}};
+  for (const std::vector<std::string>& overrides : runs) {
+    SCOPED_TRACE(overrides.front());
     const auto loaded = config::load_config_text(R"(
 name: m
 seed: 11
@@ -226,7 +232,7 @@ optim: {name: sgd, lr: 0.05, momentum: 0.8, nesterov: true, scheduler: cosine, m
 train: {epochs: 3, accumulation_steps: 2, log_every: 3}
 checkpoint: {every: 1, every_steps: 4, keep: 100}
 )",
-                                                 "m.yaml", {lookahead});
+                                                 "m.yaml", overrides);
     resume_from_checkpoints(loaded, [](std::size_t i) { return i == 0 || i == 3 || i == 9; });
   }
 }

@@ -51,8 +51,10 @@ std::vector<double> lr_multipliers(const std::vector<ParamGroup>& groups);
 // adamw is torch::optim::AdamW (decoupled decay) with optim.weight_decay as
 // given, so its default is the config's 0, not PyTorch's 1e-2. optim.fused
 // must be resolved first (resolved_optim in plan/fast_paths.h): auto runs as off here.
-// With a Muon group (optim.muon.lr > 0): Muon for it and SGD for the others,
-// in one optimizer (optim/muon.h) whatever optim.fused and optim.foreach say.
+// With a Muon group (optim.muon.lr > 0): Muon for it and optim.name for the
+// others, in one optimizer (optim/muon.h): SGD's fused kernel whatever
+// optim.fused and optim.foreach say; Adam's and AdamW's fused kernel, or their
+// foreach step with optim.foreach, even with optim.fused off.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
                                                         const std::vector<ParamGroup>& groups);
 
