@@ -99,12 +99,14 @@ bool ends_with(std::string_view text, std::string_view suffix) {
 }  // namespace
 
 std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
-                                     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters) {
+                                     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters,
+                                     const std::map<std::string, int64_t>& first_epochs_only) {
   // Indexed by no_decay + 2 * scaled, in the order the header gives; `what` holds the noun until the count is known.
   std::array<ParamGroup, 4> kinds{ParamGroup{{}, config.weight_decay, 1, "tensor"}, ParamGroup{{}, 0, 1, "tensor"},
                                   ParamGroup{{}, config.weight_decay, config.bias_lr_multiplier, "bias"},
                                   ParamGroup{{}, 0, config.bias_lr_multiplier, "bias"}};
   ParamGroup muon{{}, 0, config.muon.lr / config.lr, "convolution weight", true};
+  std::vector<ParamGroup> early;  // first_epochs_only's
   for (const auto& item : named_parameters) {
     if (!item.value().requires_grad()) continue;  // model.freeze: it does not train
     if (config.muon.lr > 0 && item.value().dim() == 4) {
@@ -113,6 +115,16 @@ std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
     }
     const bool no_decay = config.no_decay_bias_norm && item.value().dim() <= 1;
     const bool scaled = config.bias_lr_multiplier != 1 && ends_with(item.key(), "bias");
+    const ParamGroup& kind = kinds[(no_decay ? 1 : 0) + (scaled ? 2 : 0)];
+    if (const auto it = first_epochs_only.find(item.key()); it != first_epochs_only.end()) {
+      early.push_back({{item.value()},
+                       kind.weight_decay,
+                       kind.lr_multiplier,
+                       fmt::format("{} for the first {} epochs", item.key(), it->second),
+                       false,
+                       it->second});
+      continue;
+    }
     kinds[(no_decay ? 1 : 0) + (scaled ? 2 : 0)].params.push_back(item.value());
   }
   std::vector<ParamGroup> groups;
@@ -122,6 +134,7 @@ std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
     group.what = count_of(static_cast<int64_t>(group.params.size()), group.what) + (kind == 1 ? " of dim <= 1" : "");
     groups.push_back(std::move(group));
   }
+  for (ParamGroup& group : early) groups.push_back(std::move(group));
   if (!muon.params.empty()) {
     muon.what = count_of(static_cast<int64_t>(muon.params.size()), muon.what) + " by Muon";
     groups.push_back(std::move(muon));
@@ -144,6 +157,12 @@ std::string describe(const std::vector<ParamGroup>& groups) {
 std::vector<double> lr_multipliers(const std::vector<ParamGroup>& groups) {
   std::vector<double> out;
   for (const ParamGroup& group : groups) out.push_back(group.lr_multiplier);
+  return out;
+}
+
+std::vector<int64_t> trained_epochs(const std::vector<ParamGroup>& groups) {
+  std::vector<int64_t> out;
+  for (const ParamGroup& group : groups) out.push_back(group.epochs);
   return out;
 }
 
