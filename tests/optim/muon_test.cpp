@@ -116,7 +116,8 @@ std::unique_ptr<torch::optim::Optimizer> torch_adam(const torch::Tensor& weight,
 // optim.muon beside adam and adamw, with the fused and the foreach step: two
 // steps move the linear layer's weight and bias as LibTorch's Adam/AdamW moves
 // them (betas, eps, L2 or decoupled decay, bias correction, no decay on the
-// bias) and the convolution weight as Muon's hand computation does.
+// bias) and the convolution weight as Muon's hand computation does; a step
+// train.on_nan skips then moves none of them.
 TEST(Muon, BesideAdamAndAdamWMatchesLibTorchsAdamAndTheHandComputation) {
   for (const config::OptimizerName name : {config::OptimizerName::kAdam, config::OptimizerName::kAdamW}) {
     for (const bool foreach : {false, true}) {
@@ -171,6 +172,13 @@ TEST(Muon, BesideAdamAndAdamWMatchesLibTorchsAdamAndTheHandComputation) {
       EXPECT_TRUE(torch::allclose(ours[0].detach().to(torch::kFloat64), conv, 1e-5, 1e-5)) << ours[0] << conv;
       EXPECT_TRUE(torch::allclose(ours[1].detach(), w.detach(), 1e-6, 1e-6)) << ours[1] << w;
       EXPECT_TRUE(torch::allclose(ours[2].detach(), b.detach(), 1e-6, 1e-6)) << ours[2] << b;
+      // train.on_nan's skip: a step with NaN gradients and found set moves nothing, Muon's weight included.
+      ASSERT_TRUE(skip_updates_when(*optimizer, torch::ones({})));
+      for (const torch::Tensor& p : ours) p.mutable_grad() = torch::full_like(p, std::nan(""));
+      const std::vector<torch::Tensor> before{ours[0].detach().clone(), ours[1].detach().clone(),
+                                              ours[2].detach().clone()};
+      optimizer->step();
+      for (std::size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(ours[i].detach(), before[i])) << i;
     }
   }
 }
