@@ -164,7 +164,7 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
       {"train: {ema: {decay: 1}}", "train.ema.decay", "must be in [0, 1) (got 1)"},
       {"train: {monitor_ms: 5}", "train.monitor_ms", "must be 0 (off) or >= 10 (got 5)"},
       {"optim: {foreach: true, fused: true}", "optim.fused", "set at most one"},
-      {"optim: {name: adam, muon: {lr: 0.2}}", "optim.muon.lr", "set optim.name: sgd (got adam)"},
+      {"optim: {name: adamw, muon: {lr: 0.2, momentum: 0}}", "optim.muon.nesterov", "needs optim.muon.momentum > 0"},
       {"optim: {muon: {lr: 0.2, momentum: 0}}", "optim.muon.nesterov", "needs optim.muon.momentum > 0"},
       {"optim: {muon: {steps: 0}}", "optim.muon.steps", "must be >= 1 (got 0)"},
       {"optim: {lookahead: {k: -1}}", "optim.lookahead.k", "must be >= 0 (got -1)"},
@@ -195,6 +195,16 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
     EXPECT_NE(std::string(e.what()).find(c.text), std::string::npos) << c.yaml << " -> " << e.what();
     EXPECT_EQ(e.where().origin, "exp.yaml") << c.yaml;
     EXPECT_EQ(e.where().line, 1) << c.yaml;
+  }
+}
+
+// Issue 39: Muon runs beside Adam and AdamW as beside SGD (optim/muon.h).
+TEST(ConfigLoad, MuonLoadsWithAdamAndAdamW) {
+  for (const std::string name : {"adam", "adamw"}) {
+    const OptimConfig c =
+        load_config_text("optim: {name: " + name + ", betas: [0.8, 0.95], muon: {lr: 0.2}}\n", "x").config.optim;
+    EXPECT_EQ(c.muon.lr, 0.2) << name;
+    EXPECT_EQ(c.betas, (std::vector<double>{0.8, 0.95})) << name;
   }
 }
 

@@ -1,12 +1,16 @@
 // optim.muon: the Newton–Schulz iteration orthogonalises, and two steps of the
-// optimizer (Muon for the convolution weight, SGD for the bias) are those
-// written out by hand below.
+// optimizer (Muon for the convolution weight, SGD, Adam or AdamW for the rest)
+// are those written out by hand below or LibTorch's.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/linalg_svd.h>
 #include <ATen/ops/linalg_svdvals.h>
 #include <gtest/gtest.h>
 
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,6 +100,87 @@ TEST(Muon, TwoStepsAreTheHandComputation) {
   }
   EXPECT_TRUE(torch::allclose(w.detach().to(torch::kFloat64), weight, 1e-5, 1e-5)) << w << weight;
   EXPECT_TRUE(torch::allclose(b.detach().to(torch::kFloat64), bias, 1e-6, 1e-6)) << b << bias;
+}
+
+// The reference for the parameters beside Muon's: LibTorch's own Adam or AdamW
+// with the groups param_groups made (a decayed weight, an undecayed bias).
+template <typename Optimizer, typename Options>
+std::unique_ptr<torch::optim::Optimizer> torch_adam(const torch::Tensor& weight, const torch::Tensor& bias) {
+  const auto options = Options(0.01).betas({0.8, 0.95}).eps(1e-6).weight_decay(0.1);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<torch::Tensor>{weight}, std::make_unique<Options>(options));
+  groups.emplace_back(std::vector<torch::Tensor>{bias}, std::make_unique<Options>(Options(options).weight_decay(0)));
+  return std::make_unique<Optimizer>(std::move(groups), options);
+}
+
+// optim.muon beside adam and adamw, with the fused and the foreach step: two
+// steps move the linear layer's weight and bias as LibTorch's Adam/AdamW moves
+// them (betas, eps, L2 or decoupled decay, bias correction, no decay on the
+// bias) and the convolution weight as Muon's hand computation does; a step
+// train.on_nan skips then moves none of them.
+TEST(Muon, BesideAdamAndAdamWMatchesLibTorchsAdamAndTheHandComputation) {
+  for (const config::OptimizerName name : {config::OptimizerName::kAdam, config::OptimizerName::kAdamW}) {
+    for (const bool foreach : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << config::word(name) << (foreach ? " foreach" : " fused"));
+      auto gen = at::detail::createCPUGenerator(5);
+      const torch::Tensor c0 = torch::randn({3, 2, 2, 2}, gen), w0 = torch::randn({4, 3}, gen);
+      const torch::Tensor b0 = torch::randn({4}, gen);
+      std::vector<std::vector<torch::Tensor>> grads;  // per step: conv, weight, bias
+      for (int s = 0; s < 2; ++s) {
+        grads.push_back({torch::randn({3, 2, 2, 2}, gen), torch::randn({4, 3}, gen), torch::randn({4}, gen)});
+      }
+
+      config::OptimConfig c;
+      c.name = name;
+      c.lr = 0.01;
+      c.betas = {0.8, 0.95};
+      c.eps = 1e-6;
+      c.weight_decay = 0.1;
+      c.no_decay_bias_norm = true;
+      c.foreach = foreach;
+      c.muon.lr = 0.2;
+      c.muon.momentum = 0.6;
+      c.muon.nesterov = true;
+      c.muon.steps = 3;
+      const std::vector<torch::Tensor> ours{c0.clone().requires_grad_(), w0.clone().requires_grad_(),
+                                            b0.clone().requires_grad_()};
+      torch::OrderedDict<std::string, torch::Tensor> named;
+      named.insert("conv.weight", ours[0]);
+      named.insert("fc.weight", ours[1]);
+      named.insert("fc.bias", ours[2]);
+      const std::vector<ParamGroup> groups = param_groups(c, named);
+      ASSERT_EQ(groups.size(), 3u);
+      ASSERT_TRUE(groups.back().muon);
+      auto optimizer = make_optimizer(c, groups);
+
+      const torch::Tensor w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+      auto reference = name == config::OptimizerName::kAdam
+                           ? torch_adam<torch::optim::Adam, torch::optim::AdamOptions>(w, b)
+                           : torch_adam<torch::optim::AdamW, torch::optim::AdamWOptions>(w, b);
+      torch::Tensor conv = c0.to(torch::kFloat64), buffer = torch::zeros_like(conv);
+      for (std::size_t s = 0; s < 2; ++s) {
+        for (std::size_t i = 0; i < 3; ++i) ours[i].mutable_grad() = grads[s][i].clone();
+        optimizer->step();
+        w.mutable_grad() = grads[s][1].clone();
+        b.mutable_grad() = grads[s][2].clone();
+        reference->step();
+        const torch::Tensor g = grads[s][0].to(torch::kFloat64);
+        buffer = 0.6 * buffer + g;
+        conv = conv * std::sqrt(3.0) / conv.norm();
+        conv = conv - 0.2 * by_hand((g + 0.6 * buffer).reshape({3, 8}), 3).reshape({3, 2, 2, 2});
+      }
+      EXPECT_TRUE(torch::allclose(ours[0].detach().to(torch::kFloat64), conv, 1e-5, 1e-5)) << ours[0] << conv;
+      EXPECT_TRUE(torch::allclose(ours[1].detach(), w.detach(), 1e-6, 1e-6)) << ours[1] << w;
+      EXPECT_TRUE(torch::allclose(ours[2].detach(), b.detach(), 1e-6, 1e-6)) << ours[2] << b;
+      // train.on_nan's skip: a step with NaN gradients and found set moves nothing, Muon's weight included.
+      ASSERT_TRUE(skip_updates_when(*optimizer, torch::ones({})));
+      for (const torch::Tensor& p : ours) p.mutable_grad() = torch::full_like(p, std::nan(""));
+      const std::vector<torch::Tensor> before{ours[0].detach().clone(), ours[1].detach().clone(),
+                                              ours[2].detach().clone()};
+      optimizer->step();
+      for (std::size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(ours[i].detach(), before[i])) << i;
+    }
+  }
 }
 
 TEST(Muon, OffLeavesConvolutionWeightsInTheirGroups) {

@@ -116,6 +116,31 @@ TEST(MakeOptimizer, RejectsBadBetas) {
             "optim.betas");
 }
 
+// A parameter that trains for its first epochs only (the whitening bias) is a
+// group of its own, with the decay and lr rules of its kind, whose lr the
+// schedule sets to 0 from the first step of epoch `epochs` on.
+TEST(LrSchedule, AGroupTrainedForItsFirstEpochsOnlyGetsLrZeroAfterThem) {
+  torch::nn::Linear layer(3, 2);
+  config::OptimConfig config = schedule(config::SchedulerName::kNone);
+  config.bias_lr_multiplier = 2;
+  const std::vector<ParamGroup> groups = param_groups(config, layer->named_parameters(), {{"bias", 2}});
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[1].params.size(), 1u);
+  EXPECT_TRUE(groups[1].params[0].is_same(layer->bias));
+  EXPECT_EQ(groups[1].epochs, 2);
+  EXPECT_EQ(groups[1].lr_multiplier, 2);
+  EXPECT_EQ(trained_epochs(groups), (std::vector<int64_t>{0, 2}));
+  const auto optimizer = make_optimizer(config, groups);
+  const LrSchedule lr(config, /*steps_per_epoch=*/10, /*total_steps=*/50, lr_multipliers(groups),
+                      trained_epochs(groups));
+  lr.apply(*optimizer, 19);  // epoch 2's last step
+  EXPECT_DOUBLE_EQ(optimizer->param_groups()[0].options().get_lr(), 0.1);
+  EXPECT_DOUBLE_EQ(optimizer->param_groups()[1].options().get_lr(), 0.2);
+  lr.apply(*optimizer, 20);
+  EXPECT_DOUBLE_EQ(optimizer->param_groups()[0].options().get_lr(), 0.1);
+  EXPECT_EQ(optimizer->param_groups()[1].options().get_lr(), 0.0);
+}
+
 TEST(LrSchedule, NoneIsConstant) {
   const LrSchedule lr(schedule(config::SchedulerName::kNone), 10, 100);
   EXPECT_DOUBLE_EQ(lr.lr_at(0), 0.1);

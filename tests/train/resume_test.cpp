@@ -196,15 +196,21 @@ TEST_F(Resume, WithParameterGroupsEndsBitwiseLikeTheUninterruptedRun) {
 }
 
 // optim.muon keeps a momentum buffer per parameter, Muon's for the two
-// convolution weights and SGD's for the rest: a small convolutional network
-// on generated 28 x 28 images (320 of them: the same 10 steps per epoch),
-// resumed at a step (4), at an epoch's end (the third) and late (28); and
-// again with optim.lookahead around it.
+// convolution weights and SGD's for the rest (or Adam's state for all, with
+// adam and adamw): a small convolutional network on generated 28 x 28 images
+// (320 of them: the same 10 steps per epoch), resumed at a step (4), at an
+// epoch's end (the third) and late (28); and with SGD again with
+// optim.lookahead around it.
 TEST_F(Resume, WithMuonEndsBitwiseLikeTheUninterruptedRun) {
   TempDir data;
   data::write_idx_set(data.path(), {320, 64, 5, false}, /*gzip=*/false);
-  for (const std::string lookahead : {"optim.lookahead.k=0", "optim.lookahead.k=3"}) {
-    SCOPED_TRACE(lookahead);
+  const std::vector<std::vector<std::string>> runs{
+      {"optim.lookahead.k=0"},
+      {"optim.lookahead.k=3"},
+      {"optim.name=adam", "optim.momentum=0", "optim.nesterov=false", "optim.lr=0.01", "optim.weight_decay=0.01"},
+      {"optim.name=adamw", "optim.momentum=0", "optim.nesterov=false", "optim.lr=0.01", "optim.weight_decay=0.1"}};
+  for (const std::vector<std::string>& overrides : runs) {
+    SCOPED_TRACE(overrides.front());
     const auto loaded = config::load_config_text(R"(
 name: m
 seed: 11
@@ -226,9 +232,68 @@ optim: {name: sgd, lr: 0.05, momentum: 0.8, nesterov: true, scheduler: cosine, m
 train: {epochs: 3, accumulation_steps: 2, log_every: 3}
 checkpoint: {every: 1, every_steps: 4, keep: 100}
 )",
-                                                 "m.yaml", {lookahead});
+                                                 "m.yaml", overrides);
     resume_from_checkpoints(loaded, [](std::size_t i) { return i == 0 || i == 3 || i == 9; });
   }
+}
+
+// A whitening first convolution whose bias trains for its first epoch only
+// (whiten_bias_epochs: 1) on generated 28 x 28 images (10 steps an epoch),
+// under SGD with momentum and weight decay, which go on moving a bias whose
+// gradient stops but whose lr does not.
+config::LoadedConfig whitening_run(const TempDir& data, int bias_epochs, const std::vector<std::string>& overrides) {
+  return config::load_config_text(R"(
+name: w
+seed: 11
+device: cpu
+data: {dataset: fashion_mnist, root: )" +
+                                      data.path().string() +
+                                      R"(, batch_size: 32, num_workers: 0, pin_memory: false}
+model:
+  layers:
+    - {type: conv2d, out_channels: 8, kernel: 2, whiten: 64, whiten_bias_epochs: )" +
+                                      std::to_string(bias_epochs) + R"(}
+    - relu
+    - {type: maxpool, kernel: 3}
+    - flatten
+    - linear
+optim: {name: sgd, lr: 0.05, momentum: 0.8, nesterov: true, weight_decay: 0.01}
+train: {epochs: 3, accumulation_steps: 2, log_every: 3}
+checkpoint: {every: 1, every_steps: 4, keep: 100}
+)",
+                                  "w.yaml", overrides);
+}
+
+torch::Tensor first_bias(const Trainer& trainer) { return trainer.model()->named_parameters()["conv1.bias"].clone(); }
+
+// The bias moves in the first epoch and not after it: a 3-epoch run ends with
+// the bias a 1-epoch run ends with (optim.scheduler none: the same first
+// epoch), and without the key it ends elsewhere.
+TEST_F(Resume, WhiteningBiasTrainsForItsFirstEpochsOnly) {
+  TempDir data;
+  data::write_idx_set(data.path(), {320, 64, 5, false}, /*gzip=*/false);
+  const auto bias_after = [&](int bias_epochs, const std::vector<std::string>& overrides,
+                              torch::Tensor* initial = nullptr) {
+    Trainer trainer(plan::resolve_run(whitening_run(data, bias_epochs, overrides), cpu(), {}));
+    if (initial != nullptr) *initial = first_bias(trainer);
+    Recorder recorder;
+    FitOptions options;
+    trainer.fit(recorder, options);
+    return first_bias(trainer);
+  };
+  torch::Tensor initial;
+  const torch::Tensor one_epoch = bias_after(1, {"train.epochs=1"}, &initial);
+  EXPECT_FALSE(torch::equal(one_epoch, initial));
+  EXPECT_TRUE(torch::equal(bias_after(1, {}), one_epoch));
+  EXPECT_FALSE(torch::equal(bias_after(0, {}), one_epoch));
+}
+
+// Resumed before, at and after the first epoch's end, under a cosine schedule,
+// the run ends bitwise as the uninterrupted one.
+TEST_F(Resume, AcrossTheWhiteningBiasFreezeEndsBitwiseLikeTheUninterruptedRun) {
+  TempDir data;
+  data::write_idx_set(data.path(), {320, 64, 5, false}, /*gzip=*/false);
+  resume_from_checkpoints(whitening_run(data, 1, {"optim.scheduler=cosine"}), [](std::size_t i) { return i <= 4; });
 }
 
 // A stop request ends the run at a step boundary with a checkpoint; resuming

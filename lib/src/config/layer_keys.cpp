@@ -32,7 +32,12 @@ const std::vector<LayerTypeInfo>& layer_types() {
          "training images, normalised as the loader does (airbench's init_whiten): the patch covariance's "
          "eigenvectors / sqrt(eigenvalue + `whiten_eps`), and their negatives. The network's first layer only, "
          "with out_channels = 2 × input channels × kernel², groups 1; the bias (if any) trains"},
-        {"whiten_eps", kReal, above(0), 5e-4, false, "`whiten`: added to each eigenvalue"}},
+        {"whiten_eps", kReal, above(0), 5e-4, false, "`whiten`: added to each eigenvalue"},
+        {"whiten_bias_epochs", kInt, Range{0}, 0, false,
+         "`whiten`: > 0: the bias trains for this many first epochs only, then stays as it is (its group's lr is 0 "
+         "from then on, so momentum and weight decay cannot move it either, also in `train.cuda_graph`; "
+         "airbench94_muon: 3; `optim.lookahead`'s next sync still moves it once, toward its slow weights); 0: "
+         "it trains throughout"}},
        "2-D convolution of CxHxW samples"},
       {LayerType::kBatchnorm,
        "bn",

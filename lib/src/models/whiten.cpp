@@ -14,6 +14,17 @@
 
 namespace gputrain::models {
 
+std::map<std::string, int64_t> first_epochs_only(const torch::nn::Sequential& model,
+                                                 const config::ModelConfig& config) {
+  if (config.layers.empty() || config.layers.front().type != config::LayerType::kConv2d) return {};
+  const config::LayerConfig& layer = config.layers.front();
+  const int64_t epochs = config::layer_integer(layer, "whiten_bias_epochs");
+  if (config::layer_integer(layer, "whiten") == 0 || epochs == 0 || model->size() == 0) return {};
+  const std::string bias = model->named_children().begin()->key() + ".bias";
+  if (!model->named_parameters().contains(bias)) return {};  // bias: false
+  return {{bias, epochs}};
+}
+
 torch::Tensor whitening_filters(const torch::Tensor& images, int64_t kernel, double eps) {
   GPUTRAIN_CHECK(images.dim() == 4, "whitening_filters takes images [N, C, H, W] (got {} dimensions)", images.dim());
   const int64_t channels = images.size(1);

@@ -1,5 +1,6 @@
 #include "gputrain/optim/multi_tensor.h"
 
+#include "gputrain/optim/muon.h"
 #include "split_step_parts.h"
 
 #include <ATen/ops/_foreach_add.h>
@@ -27,7 +28,8 @@ namespace {
 // with the learning rate, step count and train.on_nan's skip read on the
 // device; or the foreach kernels with host scalars (SGD's first step, which
 // starts the buffers; Adam's parameters with different step counts).
-enum class Path { kFused, kForeach, kHost };
+// kMuon: Muon's step (MultiTensorAdam's Muon groups).
+enum class Path { kFused, kForeach, kHost, kMuon };
 
 // `tensors` *= factor, or stay as they are on a step that `keep` (1 - found, see
 // SplitStep::keep_unless_found; undefined: nothing to skip on) skips.
@@ -178,12 +180,14 @@ class MultiTensorSGD final : public torch::optim::SGD, public SplitStep {
 
 // Adam's and AdamW's step: the same arithmetic as torch::optim::Adam::step
 // (L2 penalty added to the gradient) or AdamW::step (decoupled decay), over
-// all parameters of a group at once.
+// all parameters of a group at once; Muon's step (optim/muon.h) for the
+// groups `muon` names, exp_avg its momentum buffer.
 template <typename Base, typename Options, typename State, bool kDecoupled>
 class MultiTensorAdam final : public Base, public SplitStep {
  public:
-  MultiTensorAdam(std::vector<torch::optim::OptimizerParamGroup> groups, const Options& options, StepKernel kernel)
-      : Base(std::move(groups), options), kernel_(kernel) {}
+  MultiTensorAdam(std::vector<torch::optim::OptimizerParamGroup> groups, const Options& options, StepKernel kernel,
+                  MuonGroups muon)
+      : Base(std::move(groups), options), kernel_(kernel), muon_(std::move(muon)) {}
 
   torch::Tensor step(LossClosure closure = nullptr) override { return step_with(*this, closure); }
 
@@ -214,6 +218,11 @@ class MultiTensorAdam final : public Base, public SplitStep {
         if (options.amsgrad()) w.max_exp_avg_sqs.push_back(s.max_exp_avg_sq());
       }
       if (w.params.empty()) continue;
+      if (muon_.has(g)) {  // Muon reads only the lr, from the device
+        w.path = Path::kMuon;
+        kept_[g].lr.set(w.params.front(), options.lr());
+        continue;
+      }
       // The fused kernel takes one step count per parameter from device
       // tensors, the device foreach step one for all; they share one value
       // unless a parameter missed a gradient.
@@ -254,6 +263,11 @@ class MultiTensorAdam final : public Base, public SplitStep {
       }
       if (w.path == Path::kForeach) {
         foreach_on_device(w, options, kept_[g]);
+        continue;
+      }
+      if (w.path == Path::kMuon) {
+        muon_update(w.params, w.grads, w.exp_avgs, muon_.momentum, muon_.nesterov, muon_.steps, kept_[g].lr.tensor(),
+                    this->keep_unless_found(w.grads));
         continue;
       }
       if (!skip) skip = this->found_on_host();
@@ -350,6 +364,7 @@ class MultiTensorAdam final : public Base, public SplitStep {
   }
 
   StepKernel kernel_;
+  MuonGroups muon_;
   std::vector<Work> work_;
   std::vector<Kept> kept_;
 };
@@ -371,16 +386,16 @@ std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_sgd(std::vector<torch
 
 std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adam(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                                 const torch::optim::AdamOptions& options,
-                                                                StepKernel kernel) {
+                                                                StepKernel kernel, MuonGroups muon) {
   using Adam = MultiTensorAdam<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState, false>;
-  return std::make_unique<Adam>(std::move(groups), options, kernel);
+  return std::make_unique<Adam>(std::move(groups), options, kernel, std::move(muon));
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adamw(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                                  const torch::optim::AdamWOptions& options,
-                                                                 StepKernel kernel) {
+                                                                 StepKernel kernel, MuonGroups muon) {
   using AdamW = MultiTensorAdam<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>;
-  return std::make_unique<AdamW>(std::move(groups), options, kernel);
+  return std::make_unique<AdamW>(std::move(groups), options, kernel, std::move(muon));
 }
 
 }  // namespace gputrain::optim::detail

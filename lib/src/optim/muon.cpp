@@ -28,6 +28,33 @@ torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps) {
 }
 
 namespace detail {
+
+void muon_update(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                 const std::vector<torch::Tensor>& buffers, double momentum, bool nesterov, int64_t steps,
+                 const torch::Tensor& lr_value, const torch::Tensor& keep) {
+  const torch::Tensor lr = keep.defined() ? lr_value * keep : lr_value;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    torch::Tensor p = params[i];
+    const torch::Tensor& grad = grads[i];
+    torch::Tensor update = grad;
+    if (momentum != 0) {
+      torch::Tensor buffer = buffers[i];
+      if (keep.defined()) {
+        buffer.mul_(keep * (momentum - 1) + 1);
+      } else {
+        buffer.mul_(momentum);
+      }
+      buffer.add_(grad);
+      update = nesterov ? grad.add(buffer, momentum) : buffer;
+    }
+    const int64_t rows = p.size(0);
+    torch::Tensor rescale = std::sqrt(static_cast<double>(rows)) / p.norm();
+    if (keep.defined()) rescale = keep * (rescale - 1) + 1;
+    p.mul_(rescale);
+    p.sub_(newton_schulz(update.reshape({rows, -1}), steps).view(p.sizes()) * lr);
+  }
+}
+
 namespace {
 
 // Every per-step value launch_step() reads is a device tensor (the lr) or a
@@ -91,30 +118,9 @@ class Muon final : public torch::optim::SGD, public SplitStep {
   };
 
   // Muon's step (muon.h) on each weight of a group; a step train.on_nan skips changes nothing.
-  void orthogonal_step(Work& w, const torch::optim::SGDOptions& options, const torch::Tensor& lr_value) {
+  void orthogonal_step(Work& w, const torch::optim::SGDOptions& options, const torch::Tensor& lr) {
     const torch::Tensor keep = keep_unless_found(w.grads);  // zeroes the gradients of a skipped step
-    const torch::Tensor lr = keep.defined() ? lr_value * keep : lr_value;
-    const double momentum = options.momentum();
-    for (std::size_t i = 0; i < w.params.size(); ++i) {
-      torch::Tensor p = w.params[i];
-      const torch::Tensor& grad = w.grads[i];
-      torch::Tensor update = grad;
-      if (momentum != 0) {
-        torch::Tensor& buffer = w.buffers[i];
-        if (keep.defined()) {
-          buffer.mul_(keep * (momentum - 1) + 1);
-        } else {
-          buffer.mul_(momentum);
-        }
-        buffer.add_(grad);
-        update = options.nesterov() ? grad.add(buffer, momentum) : buffer;
-      }
-      const int64_t rows = p.size(0);
-      torch::Tensor rescale = std::sqrt(static_cast<double>(rows)) / p.norm();
-      if (keep.defined()) rescale = keep * (rescale - 1) + 1;
-      p.mul_(rescale);
-      p.sub_(newton_schulz(update.reshape({rows, -1}), steps_).view(p.sizes()) * lr);
-    }
+    muon_update(w.params, w.grads, w.buffers, options.momentum(), options.nesterov(), steps_, lr, keep);
   }
 
   // The parameter's momentum buffer, started at zeros.

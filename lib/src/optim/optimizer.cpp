@@ -48,7 +48,19 @@ std::unique_ptr<torch::optim::Optimizer> make_sgd(const config::OptimConfig& c, 
   return std::make_unique<torch::optim::SGD>(std::move(grouped), options);
 }
 
+// Which of `groups` are Muon's, with optim.muon's settings.
+detail::MuonGroups muon_groups(const config::OptimConfig& c, const std::vector<ParamGroup>& groups) {
+  detail::MuonGroups muon{{}, c.muon.momentum, c.muon.nesterov, c.muon.steps};
+  for (const ParamGroup& group : groups) muon.orthogonal.push_back(group.muon);
+  return muon;
+}
+
+bool has_muon(const std::vector<ParamGroup>& groups) {
+  return std::any_of(groups.begin(), groups.end(), [](const ParamGroup& g) { return g.muon; });
+}
+
 // Adam and AdamW take the same options; they differ in how weight decay applies.
+// With a Muon group, the multi-tensor step (fused unless optim.foreach) with Muon's step for it.
 template <typename Optimizer, typename Options, auto make_multi_tensor>
 std::unique_ptr<torch::optim::Optimizer> make_adam(const config::OptimConfig& c,
                                                    const std::vector<ParamGroup>& groups) {
@@ -58,7 +70,11 @@ std::unique_ptr<torch::optim::Optimizer> make_adam(const config::OptimConfig& c,
   }
   const auto options = Options(c.lr).betas({c.betas[0], c.betas[1]}).eps(c.eps).weight_decay(c.weight_decay);
   auto grouped = torch_groups(groups, options);
-  if (const auto kernel = step_kernel(c)) return make_multi_tensor(std::move(grouped), options, *kernel);
+  if (has_muon(groups)) {
+    return make_multi_tensor(std::move(grouped), options, step_kernel(c).value_or(detail::StepKernel::kFused),
+                             muon_groups(c, groups));
+  }
+  if (const auto kernel = step_kernel(c)) return make_multi_tensor(std::move(grouped), options, *kernel, {});
   return std::make_unique<Optimizer>(std::move(grouped), options);
 }
 
@@ -68,14 +84,12 @@ std::unique_ptr<torch::optim::Optimizer> make_muon(const config::OptimConfig& c,
   const auto options =
       torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay).nesterov(c.nesterov);
   auto grouped = torch_groups(groups, options);
-  std::vector<bool> orthogonal;
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    orthogonal.push_back(groups[g].muon);
     if (!groups[g].muon) continue;
     auto& muon = static_cast<torch::optim::SGDOptions&>(grouped[g].options());
     muon.momentum(c.muon.momentum).nesterov(c.muon.nesterov);
   }
-  return detail::make_muon(std::move(grouped), options, std::move(orthogonal), c.muon.steps);
+  return detail::make_muon(std::move(grouped), options, muon_groups(c, groups).orthogonal, c.muon.steps);
 }
 
 bool ends_with(std::string_view text, std::string_view suffix) {
@@ -85,12 +99,14 @@ bool ends_with(std::string_view text, std::string_view suffix) {
 }  // namespace
 
 std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
-                                     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters) {
+                                     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters,
+                                     const std::map<std::string, int64_t>& first_epochs_only) {
   // Indexed by no_decay + 2 * scaled, in the order the header gives; `what` holds the noun until the count is known.
   std::array<ParamGroup, 4> kinds{ParamGroup{{}, config.weight_decay, 1, "tensor"}, ParamGroup{{}, 0, 1, "tensor"},
                                   ParamGroup{{}, config.weight_decay, config.bias_lr_multiplier, "bias"},
                                   ParamGroup{{}, 0, config.bias_lr_multiplier, "bias"}};
   ParamGroup muon{{}, 0, config.muon.lr / config.lr, "convolution weight", true};
+  std::vector<ParamGroup> early;  // first_epochs_only's
   for (const auto& item : named_parameters) {
     if (!item.value().requires_grad()) continue;  // model.freeze: it does not train
     if (config.muon.lr > 0 && item.value().dim() == 4) {
@@ -99,6 +115,16 @@ std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
     }
     const bool no_decay = config.no_decay_bias_norm && item.value().dim() <= 1;
     const bool scaled = config.bias_lr_multiplier != 1 && ends_with(item.key(), "bias");
+    const ParamGroup& kind = kinds[(no_decay ? 1 : 0) + (scaled ? 2 : 0)];
+    if (const auto it = first_epochs_only.find(item.key()); it != first_epochs_only.end()) {
+      early.push_back({{item.value()},
+                       kind.weight_decay,
+                       kind.lr_multiplier,
+                       fmt::format("{} for the first {} epochs", item.key(), it->second),
+                       false,
+                       it->second});
+      continue;
+    }
     kinds[(no_decay ? 1 : 0) + (scaled ? 2 : 0)].params.push_back(item.value());
   }
   std::vector<ParamGroup> groups;
@@ -108,6 +134,7 @@ std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
     group.what = count_of(static_cast<int64_t>(group.params.size()), group.what) + (kind == 1 ? " of dim <= 1" : "");
     groups.push_back(std::move(group));
   }
+  for (ParamGroup& group : early) groups.push_back(std::move(group));
   if (!muon.params.empty()) {
     muon.what = count_of(static_cast<int64_t>(muon.params.size()), muon.what) + " by Muon";
     groups.push_back(std::move(muon));
@@ -133,14 +160,17 @@ std::vector<double> lr_multipliers(const std::vector<ParamGroup>& groups) {
   return out;
 }
 
+std::vector<int64_t> trained_epochs(const std::vector<ParamGroup>& groups) {
+  std::vector<int64_t> out;
+  for (const ParamGroup& group : groups) out.push_back(group.epochs);
+  return out;
+}
+
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
                                                         const std::vector<ParamGroup>& groups) {
-  if (std::any_of(groups.begin(), groups.end(), [](const ParamGroup& g) { return g.muon; })) {
-    return make_muon(config, groups);
-  }
   switch (config.name) {
     case config::OptimizerName::kSgd:
-      return make_sgd(config, groups);
+      return has_muon(groups) ? make_muon(config, groups) : make_sgd(config, groups);
     case config::OptimizerName::kAdam:
       return make_adam<torch::optim::Adam, torch::optim::AdamOptions, detail::make_multi_tensor_adam>(config, groups);
     case config::OptimizerName::kAdamW:

@@ -138,7 +138,7 @@ void log_run(const plan::RunPlan& plan, const RunParts& run, const std::vector<o
                !run.labeled()                                    ? "none (forward passes only)"
                : run.loss.kind == optim::LossKind::kCrossEntropy ? "cross_entropy"
                                                                  : "mse");
-  if (optim.no_decay_bias_norm || optim.bias_lr_multiplier != 1 || optim.muon.lr > 0)
+  if (optim.no_decay_bias_norm || optim.bias_lr_multiplier != 1 || optim.muon.lr > 0 || groups.size() > 1)
     spdlog::info("optim: {}", optim::describe(groups));
   if (optim.lookahead.k > 0) {
     spdlog::info(
@@ -216,12 +216,14 @@ RunParts build_run(const plan::RunPlan& plan) {
             run.world_size * std::max<int64_t>(1, static_cast<int64_t>(run.strategy_plan.replicas.size())));
         run.strategy->prepare(run.model, run.step.fast.cuda_graph ? parallel::GradientSync::kAfterBackward
                                                                   : parallel::GradientSync::kDuringBackward);
-        groups = optim::param_groups(plan.optim, run.model->named_parameters());
+        groups = optim::param_groups(plan.optim, run.model->named_parameters(),
+                                     models::first_epochs_only(run.model, c.model));
         run.optimizer = optim::make_optimizer(plan.optim, groups);
       });
   run.stepper = build_step(plan.step, run);
-  run.schedule = std::make_unique<optim::LrSchedule>(
-      plan.optim, run.batch.steps_per_epoch, run.batch.steps_per_epoch * c.train.epochs, optim::lr_multipliers(groups));
+  run.schedule = std::make_unique<optim::LrSchedule>(plan.optim, run.batch.steps_per_epoch,
+                                                     run.batch.steps_per_epoch * c.train.epochs,
+                                                     optim::lr_multipliers(groups), optim::trained_epochs(groups));
   log_run(plan, run, groups);
   return run;
 }

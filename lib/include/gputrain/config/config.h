@@ -252,7 +252,7 @@ struct ModelConfig {
 
 // optim.muon: Muon (momentum, then Newton–Schulz orthogonalisation of the
 // update) for the trained 4-D convolution weights; the other parameters
-// follow optim.name (sgd). optim/muon.h has the arithmetic.
+// follow optim.name (sgd, adam or adamw). optim/muon.h has the arithmetic.
 struct MuonConfig {
   double lr = 0.0;  // 0 = off
   double momentum = 0.6;

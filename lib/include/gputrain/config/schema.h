@@ -340,12 +340,15 @@ template <class V>
 void visit(V& v, MuonConfig& c) {
   v.field("lr", c.lr, at_least(0),
           "Muon for every trained 4-D convolution weight (airbench94_muon's optimizer), the other parameters "
-          "following `optim.name` (sgd): each step, the weight's momentum (`momentum`, `nesterov`, no weight decay) "
-          "reshaped to [out_channels, rest] is orthogonalised by `steps` Newton–Schulz iterations (the quintic "
+          "following `optim.name` (sgd, adam or adamw): each step, the weight's momentum (`momentum`, `nesterov`, "
+          "no weight decay) reshaped to [out_channels, rest] is orthogonalised by `steps` Newton–Schulz iterations "
+          "(the quintic "
           "3.4445, −4.7750, 2.0315, in float32 on the weight's device), the weight is rescaled to Frobenius norm "
           "sqrt(out_channels), then moved by lr × that matrix. This lr follows the schedule as `optim.lr` does; 0 = "
-          "off. The other parameters then take PyTorch's fused SGD step whatever `fused` and `foreach` say. Its "
-          "state is SGD's (a momentum buffer per parameter), saved and resumed as such. Logged at run start with "
+          "off. With sgd the other parameters take PyTorch's fused SGD step whatever `fused` and `foreach` say, and "
+          "the state is SGD's (a momentum buffer per parameter); with adam or adamw they take PyTorch's fused "
+          "Adam/AdamW step (the foreach step with `foreach`), and the state is Adam's (Muon's buffer held as "
+          "exp_avg). Either is saved and resumed as such, and runs in `train.cuda_graph`. Logged at run start with "
           "the parameter groups");
   v.field("momentum", c.momentum, Range{0, 1}, "Muon's momentum (airbench: 0.6)");
   v.field("nesterov", c.nesterov, Any{}, "Muon with Nesterov momentum");
@@ -430,12 +433,6 @@ void visit(V& v, OptimConfig& c) {
   v.section("muon", c.muon);
   v.fixed_on_resume("muon", FixedOnResume::kAlways);
   v.section("lookahead", c.lookahead);
-  v.check("optim.muon.lr", c.muon.lr == 0 || c.name == OptimizerName::kSgd, [&] {
-    return fmt::format(
-        "Muon runs beside SGD for the parameters that are not convolution weights; set optim.name: "
-        "sgd (got {})",
-        word(c.name));
-  });
 }
 
 template <class V>

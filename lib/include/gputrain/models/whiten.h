@@ -4,6 +4,10 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/types.h>
 
+#include <cstdint>
+#include <map>
+#include <string>
+
 #include "gputrain/config/config.h"
 #include "gputrain/data/dataset.h"
 
@@ -24,5 +28,10 @@ torch::Tensor whitening_filters(const torch::Tensor& images, int64_t kernel, dou
 // normalised as the loaders do (`normalize`). Nothing otherwise.
 void whiten_first_conv(torch::nn::Sequential& model, const config::ModelConfig& config, const data::Dataset& train,
                        const config::NormalizeConfig& normalize);
+
+// The parameters that train for their first epochs only, by name in
+// `model`'s named_parameters, with that count: the whitening convolution's
+// bias with `whiten_bias_epochs` N > 0. Empty otherwise.
+std::map<std::string, int64_t> first_epochs_only(const torch::nn::Sequential& model, const config::ModelConfig& config);
 
 }  // namespace gputrain::models

@@ -8,7 +8,8 @@
 // stepped with its own options: one kernel launch per group), options and per-
 // parameter state (SGDParamState, AdamParamState, AdamWParamState), so the
 // learning-rate schedule, save/load and checkpoints treat it as the original;
-// the update is the same up to rounding.
+// the update is the same up to rounding. Adam's and AdamW's can take Muon's
+// step for some groups instead (optim.muon, optim/muon.h).
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
@@ -16,6 +17,8 @@
 #include <memory>
 #include <optional>
 #include <vector>
+
+#include "gputrain/optim/muon.h"
 
 namespace gputrain::optim::detail {
 
@@ -63,9 +66,9 @@ std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_sgd(std::vector<torch
                                                                StepKernel kernel);
 std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adam(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                                 const torch::optim::AdamOptions& options,
-                                                                StepKernel kernel);
+                                                                StepKernel kernel, MuonGroups muon = {});
 std::unique_ptr<torch::optim::Optimizer> make_multi_tensor_adamw(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                                  const torch::optim::AdamWOptions& options,
-                                                                 StepKernel kernel);
+                                                                 StepKernel kernel, MuonGroups muon = {});
 
 }  // namespace gputrain::optim::detail

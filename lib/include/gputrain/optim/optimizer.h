@@ -5,6 +5,8 @@
 #include <torch/ordered_dict.h>
 #include <torch/types.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@ struct ParamGroup {
   double lr_multiplier = 1;  // the group's lr is the schedule's × this
   std::string what;          // for the log: "4 tensors of dim <= 1"
   bool muon = false;         // optim.muon's group: Muon's step (optim/muon.h), not optim.name's
+  int64_t epochs = 0;        // > 0: trained for the first this many epochs only (lr 0 after)
 };
 
 // The model's parameters in groups, in at most four, in this order (empty ones left out):
@@ -37,22 +40,30 @@ struct ParamGroup {
 // (requires_grad false: model.freeze) are in none. With optim.muon.lr > 0 the
 // 4-D tensors (convolution weights) form a last group of their own, Muon's:
 // no weight decay, lr × optim.muon.lr / optim.lr.
+// `first_epochs_only` (models::first_epochs_only) names parameters that train
+// for their first epochs only: each is a group of its own, before Muon's, by
+// the same weight decay and lr rules, with ParamGroup::epochs.
 std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
-                                     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters);
+                                     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters,
+                                     const std::map<std::string, int64_t>& first_epochs_only = {});
 
 // "2 parameter groups: 4 tensors with weight decay 0.0005, lr × 1; 4 biases without weight decay, lr × 64"
 std::string describe(const std::vector<ParamGroup>& groups);
 
 // The multipliers of `groups`, in order, as LrSchedule takes them.
 std::vector<double> lr_multipliers(const std::vector<ParamGroup>& groups);
+// Their ParamGroup::epochs, in order, as LrSchedule takes them.
+std::vector<int64_t> trained_epochs(const std::vector<ParamGroup>& groups);
 
 // sgd (lr, momentum, weight_decay, nesterov) | adam | adamw (betas, eps, weight_decay)
 // over `groups`, each with its own weight decay and lr × multiplier.
 // adamw is torch::optim::AdamW (decoupled decay) with optim.weight_decay as
 // given, so its default is the config's 0, not PyTorch's 1e-2. optim.fused
 // must be resolved first (resolved_optim in plan/fast_paths.h): auto runs as off here.
-// With a Muon group (optim.muon.lr > 0): Muon for it and SGD for the others,
-// in one optimizer (optim/muon.h) whatever optim.fused and optim.foreach say.
+// With a Muon group (optim.muon.lr > 0): Muon for it and optim.name for the
+// others, in one optimizer (optim/muon.h): SGD's fused kernel whatever
+// optim.fused and optim.foreach say; Adam's and AdamW's fused kernel, or their
+// foreach step with optim.foreach, even with optim.fused off.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimConfig& config,
                                                         const std::vector<ParamGroup>& groups);
 
