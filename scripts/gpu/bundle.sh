@@ -8,7 +8,8 @@
 #   DIR/configs/, DIR/scripts/bench/ (the harness, the references, race.py), DIR/prove.sh, DIR/summarize.py, DIR/speed.py
 #   DIR/fashion-mnist/  the real Fashion-MNIST, where this machine has it
 #
-# GPUTRAIN_BUNDLE_NO_BUILD=1 skips the build. Fails above 56 MiB. Prints, on stdout, the one command to run on the GPU machine from the
+# GPUTRAIN_BUNDLE_NO_BUILD=1 skips the build; GPUTRAIN_BUNDLE_WHEELS=1 adds issue 41's races
+# (train_race.sh, torchvision's and pillow's wheels). Fails above 56 MiB. Prints, on stdout, the one command to run on the GPU machine from the
 # repository root there; the results land in $OUT.
 set -euo pipefail
 # shellcheck disable=SC1091  # env.sh: the shared locations (GPUTRAIN_ROOT, GPUTRAIN_PYTHON)
@@ -77,6 +78,16 @@ FASHION=/usr/share/datasets/fashion-mnist
 if [ -e "$FASHION/train-images-idx3-ubyte.gz" ]; then
   mkdir -p "$DIR/fashion-mnist"
   cp "$FASHION"/*-ubyte.gz "$DIR/fashion-mnist/"
+fi
+# GPUTRAIN_BUNDLE_WHEELS=1: issue 41's races (train_race.sh) with torchvision's and pillow's wheels
+# (14 MiB), which the GPU machine's torch install lacks, for its Python (GPUTRAIN_BUNDLE_PYTHON,
+# 3.12 on the machines so far: /opt/torch/.venv/lib/python3.12).
+if [ "${GPUTRAIN_BUNDLE_WHEELS:-0}" = 1 ]; then
+  "$GPUTRAIN_PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+    --python-version "${GPUTRAIN_BUNDLE_PYTHON:-3.12}" -d "$DIR/wheels" \
+    "torchvision==$GPUTRAIN_TORCHVISION_VERSION" "pillow==$GPUTRAIN_PILLOW_VERSION" >&2
+  cp scripts/bench/make_image_folder.py scripts/bench/loader_race.py scripts/bench/train_race.py "$DIR/scripts/bench/"
+  cp scripts/gpu/train_race.sh "$DIR/"
 fi
 {
   echo "gputrain GPU proof bundle, made $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
