@@ -40,6 +40,8 @@ import sys
 import tempfile
 import time
 
+from jsonrun import last_json
+
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 MEAN = [0.485, 0.456, 0.406]  # ImageNet's, as torchvision's reference uses
@@ -112,10 +114,7 @@ def run_side(side, args, config):
     else:
         command = pinned(args) + [str(args.gputrain), "bench", "--config", str(config), "--loader-only", "--json",
                                   "--steps", str(args.steps), "--warmup", str(args.warmup)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"{side} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["samples_per_s"]
+    return last_json(command, side)["samples_per_s"]
 
 
 def main():

@@ -40,6 +40,8 @@ import sys
 import tempfile
 import time
 
+from jsonrun import last_json
+
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 MEAN = [0.485, 0.456, 0.406]
@@ -109,10 +111,7 @@ def gputrain_side(args, model):
     config = str(args.configs / f"{model}_folder.yaml")
 
     def run(command):
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            sys.exit(f"gputrain {model} failed (exit {done.returncode}): {done.stderr.strip()[-3000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return last_json(command, f"gputrain {model}")
 
     bench = run([str(args.gputrain), "bench", "--config", config, "--json", "--steps", str(args.steps), "--warmup",
                  str(args.warmup)] + keys)
@@ -132,10 +131,7 @@ def pytorch_run(args, model):
                "--device", args.device, "--batch", str(args.batch), "--size", str(args.size), "--steps",
                str(args.steps), "--warmup", str(args.warmup), "--workers", str(args.workers), "--compile",
                args.compile]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"pytorch {model} failed (exit {done.returncode}): {done.stderr.strip()[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["samples_per_s"]
+    return last_json(command, f"pytorch {model}")["samples_per_s"]
 
 
 def main():

@@ -94,6 +94,8 @@ class ImageFolder : public ::testing::Test {
     return batches;
   }
   fs::path file(const std::string& name) const { return dir_.path() / name; }
+  // `count` smooth photos (smooth_photos) as JPEGs, read per batch with a random resized crop to 16 x 16.
+  config::DataConfig cropped_photos(int64_t count);
 
   TempDir dir_{"image-folder"};
 };
@@ -608,18 +610,23 @@ std::pair<float, int> difference(const torch::Tensor& a, const torch::Tensor& b)
   return {d.to(torch::kFloat32).mean().item<float>(), d.max().item<int>()};
 }
 
+config::DataConfig ImageFolder::cropped_photos(int64_t count) {
+  write(smooth_photos(count), ImageFormat::kJpeg);
+  config::DataConfig config = folder(config::ImageCache::kNone);
+  config.image_size = {16};
+  config.augment.random_resized_crop.size = 16;
+  return config;
+}
+
 // Under data.cache: none the random resized crop's box is drawn on the file's
 // own size and only the box is decoded: at the stored scale the pixels are
 // those of the whole decode, cropped and resized; where the box is large
 // enough, libjpeg-turbo's DCT scaling decodes it smaller first, and the result
 // stays close to the whole decode's.
 TEST_F(ImageFolder, TheRandomResizedCropDecodesOnlyTheBoxOfTheStoredJpeg) {
-  write(smooth_photos(3), ImageFormat::kJpeg);
+  const config::DataConfig config = cropped_photos(3);
   const auto whole = make_dataset(folder(), Split::kTrain, 0);  // decoded at start, stored size
   ASSERT_EQ(whole->info().input_shape, (std::vector<int64_t>{3, 96, 128}));
-  config::DataConfig config = folder(config::ImageCache::kNone);
-  config.image_size = {16};
-  config.augment.random_resized_crop.size = 16;
   const auto boxed = make_dataset(config, Split::kTrain, 0);
   ASSERT_FALSE(boxed->resident());
   const auto crop = [&](int64_t index, CropBox box) {
@@ -652,10 +659,7 @@ TEST_F(ImageFolder, TheRandomResizedCropDecodesOnlyTheBoxOfTheStoredJpeg) {
 // The host loader draws each box on the file's stored size, from the sample's
 // stream (draw_crop_box), not on data.image_size.
 TEST_F(ImageFolder, TheLoaderDrawsEachBoxOnTheFilesStoredSize) {
-  write(smooth_photos(6), ImageFormat::kJpeg);
-  config::DataConfig config = folder(config::ImageCache::kNone);
-  config.image_size = {16};
-  config.augment.random_resized_crop.size = 16;
+  const config::DataConfig config = cropped_photos(6);
   const auto dataset = make_dataset(config, Split::kTrain, 0);
   LoaderOptions options = loader_options(config, Split::kTrain, 4, 3);
   options.num_workers = 2;
@@ -682,10 +686,7 @@ TEST_F(ImageFolder, TheLoaderDrawsEachBoxOnTheFilesStoredSize) {
 // images decoded, cropped and jittered on the batch's worker or on three decode
 // threads, and a corrupt file still named in its batch.
 TEST_F(ImageFolder, DecodeThreadsGiveTheSameBatchesAsTheWorkers) {
-  write(smooth_photos(9), ImageFormat::kJpeg);
-  config::DataConfig config = folder(config::ImageCache::kNone);
-  config.image_size = {16};
-  config.augment.random_resized_crop.size = 16;
+  config::DataConfig config = cropped_photos(9);
   config.augment.color_jitter = {0.4, 0.4, 0.4, 0.1};
   config.augment.hflip = true;
   const auto dataset = make_dataset(config, Split::kTrain, 0);
