@@ -40,27 +40,17 @@ import sys
 import tempfile
 import time
 
-from jsonrun import last_json
+from race_common import MEAN, STD, ensure_image_folder, last_json, torchvision_folder
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-MEAN = [0.485, 0.456, 0.406]  # ImageNet's, as torchvision's reference uses
-STD = [0.229, 0.224, 0.225]
 
 
 def torchvision_side(args):
     """Runs in the pinned child: batches/s of torchvision's loader, one JSON line."""
     import torch
-    from torchvision import datasets, transforms
 
-    torch.manual_seed(0)
-    transform = transforms.Compose([
-        transforms.RandomResizedCrop(args.size, antialias=True),
-        transforms.RandomHorizontalFlip(),
-        transforms.ToTensor(),
-        transforms.Normalize(MEAN, STD),
-    ])
-    train = datasets.ImageFolder(str(args.root / "train"), transform=transform)
+    train = torchvision_folder(args.root, args.size)
     loader = torch.utils.data.DataLoader(train, batch_size=args.batch, shuffle=True, num_workers=args.cores,
                                          persistent_workers=True, drop_last=True)
 
@@ -134,10 +124,7 @@ def main():
     args.root = args.root.resolve()
     if args.side:
         return torchvision_side(args)
-    if not (args.root / "train").is_dir():
-        # A few test images: the run's plan reads the test split too.
-        subprocess.run([sys.executable, str(HERE / "make_image_folder.py"), str(args.root), "--train",
-                        str(args.make), "--test", "20"], check=True)
+    ensure_image_folder(args.root, args.make, HERE)
     runs = {"gputrain": [], "torchvision": []}
     with tempfile.TemporaryDirectory() as tmp:
         config = pathlib.Path(tmp) / "loader-race.yaml"

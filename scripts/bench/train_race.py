@@ -40,29 +40,19 @@ import sys
 import tempfile
 import time
 
-from jsonrun import last_json
+from race_common import ensure_image_folder, last_json, torchvision_folder
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-MEAN = [0.485, 0.456, 0.406]
-STD = [0.229, 0.224, 0.225]
 
 
 def pytorch_side(args):
     """Runs in a child: steady-state samples/s of torchvision's model and loader, one JSON line."""
     import torch
     import torchvision
-    from torchvision import datasets, transforms
 
-    torch.manual_seed(0)
     device = torch.device(args.device)
-    transform = transforms.Compose([
-        transforms.RandomResizedCrop(args.size, antialias=True),
-        transforms.RandomHorizontalFlip(),
-        transforms.ToTensor(),
-        transforms.Normalize(MEAN, STD),
-    ])
-    train = datasets.ImageFolder(str(args.root / "train"), transform=transform)
+    train = torchvision_folder(args.root, args.size)
     loader = torch.utils.data.DataLoader(train, batch_size=args.batch, shuffle=True, num_workers=args.workers,
                                          persistent_workers=args.workers > 0, drop_last=True,
                                          pin_memory=device.type == "cuda")
@@ -155,9 +145,7 @@ def main():
     args.root = args.root.resolve()
     if args.side:
         return pytorch_side(args)
-    if not (args.root / "train").is_dir():
-        subprocess.run([sys.executable, str(HERE / "make_image_folder.py"), str(args.root), "--train",
-                        str(args.make), "--test", "20"], check=True)
+    ensure_image_folder(args.root, args.make, HERE)
     results = {}
     for model in args.models.split(","):
         ours = gputrain_side(args, model)

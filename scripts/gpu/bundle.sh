@@ -86,7 +86,7 @@ if [ "${GPUTRAIN_BUNDLE_WHEELS:-0}" = 1 ]; then
   "$GPUTRAIN_PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
     --python-version "${GPUTRAIN_BUNDLE_PYTHON:-3.12}" -d "$DIR/wheels" \
     "torchvision==$GPUTRAIN_TORCHVISION_VERSION" "pillow==$GPUTRAIN_PILLOW_VERSION" >&2
-  cp scripts/bench/make_image_folder.py scripts/bench/loader_race.py scripts/bench/train_race.py scripts/bench/jsonrun.py \
+  cp scripts/bench/make_image_folder.py scripts/bench/loader_race.py scripts/bench/train_race.py scripts/bench/race_common.py \
     "$DIR/scripts/bench/"
   cp scripts/gpu/train_race.sh "$DIR/"
 fi
