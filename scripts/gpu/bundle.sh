@@ -4,7 +4,8 @@
 #
 #   DIR/gputrain, DIR/tests/<the binaries holding *_CUDA tests>    stripped
 #   DIR/lib/       every shared library ldd shows that is neither LibTorch's (the wheel's
-#                  torch/lib and nvidia/*, which the machine has) nor the C/C++ runtime's
+#                  torch/lib and nvidia/*, which the machine has) nor the C/C++ runtime's,
+#                  and libnvjpeg.so.13 (loaded at run time; not part of the torch wheel)
 #   DIR/configs/, DIR/scripts/bench/ (the harness, the references, race.py), DIR/prove.sh, DIR/summarize.py, DIR/speed.py
 #   DIR/fashion-mnist/  the real Fashion-MNIST, where this machine has it
 #
@@ -66,6 +67,13 @@ for bin in "$binary" "${tests[@]}"; do
 done
 # The distribution's libraries keep symbol tables their users never read.
 strip --strip-unneeded "$DIR"/lib/*.so* 2>/dev/null || true
+# nvJPEG (data.decode: gpu) is loaded at run time, so ldd does not list it. Carried as NVIDIA
+# ships it, for a GPU machine whose torch install lacks the nvidia-nvjpeg wheel: gputrain looks
+# beside torch's libraries first, then by soname (the command below puts DIR/lib on LD_LIBRARY_PATH).
+nvjpeg="$site/nvidia/cu13/lib/libnvjpeg.so.13"
+[ -e "$nvjpeg" ] || { echo "bundle.sh: no $nvjpeg (scripts/setup.sh installs nvidia-nvjpeg)" >&2; exit 1; }
+cp -L "$nvjpeg" "$DIR/lib/libnvjpeg.so.13"
+copied+=(libnvjpeg.so.13)
 
 cp -r configs "$DIR/configs"
 cp scripts/bench/run.py scripts/bench/reference.py scripts/bench/fast_paths.py scripts/bench/reference_fast.py \

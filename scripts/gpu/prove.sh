@@ -263,6 +263,9 @@ if [ "$DRY" = 0 ] && [ "${#cuda_tests[@]}" -eq 0 ]; then
 else
   step cuda_tests cuda 240 0 'PASSED' -- "$BASH" "$SELF" --internal cuda_tests "${cuda_tests[@]}"
 fi
+# data.decode: gpu (issue 41): nvJPEG's batched decode of generated JPEGs against libjpeg-turbo's
+# decode of the same files (each comparison's mean and largest difference are in the log).
+step nvjpeg_decode cuda 120 0 'PASSED' -- "$TESTS_DIR/data_cuda_tests" --gtest_color=no --gtest_filter='NvjpegCuda.*'
 
 # Speed floors (issue 36): every configuration a user turns on against the graphed fp32 step
 # of this same call, from at least 2 s of steady state each (scripts/gpu/speed.py). On the GPU a
