@@ -14,6 +14,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/data/host_loader.h"
+#include "jpeg_files.h"
 #include "support/temp_dir.h"
 
 namespace gputrain::data::detail {
@@ -21,74 +22,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int64_t kMaxPixels = 1 << 20;
-
-// JPEG files read per batch at their stored size: what image_folder is under
-// data.cache: none when every image has the split's size.
-class JpegFiles final : public Dataset {
- public:
-  JpegFiles(std::vector<fs::path> files, ImageShape shape) : files_(std::move(files)), shape_(shape) {
-    info_.name = "jpeg-files";
-    info_.samples = static_cast<int64_t>(files_.size());
-    info_.input_shape = {shape.channels, shape.height, shape.width};
-    info_.classes = 2;
-    info_.images = true;
-    targets_ = torch::arange(info_.samples, torch::kInt64).remainder(2);
-  }
-  const DatasetInfo& info() const override { return info_; }
-  const torch::Tensor& inputs() const override { return inputs_; }
-  const torch::Tensor& targets() const override { return targets_; }
-  bool resident() const override { return false; }
-  void read_image(int64_t index, uint8_t* out) const override {
-    decode_image(files_.at(static_cast<std::size_t>(index)), shape_, ImageFit{}, kMaxPixels, out);
-  }
-
- private:
-  std::vector<fs::path> files_;
-  ImageShape shape_;
-  DatasetInfo info_;
-  torch::Tensor inputs_, targets_;
-};
+using testing::augmented_options;
+using testing::cpu_decoded;
+using testing::JpegFiles;
+constexpr int64_t kMaxPixels = testing::kJpegMaxPixels;
 
 class GpuDecodeBatch : public ::testing::Test {
  protected:
-  // `count` seeded JPEGs of `sizes` (cycled), named in row order.
   std::vector<fs::path> write_jpegs(int64_t count, const std::vector<std::array<int64_t, 2>>& sizes) {
-    std::vector<fs::path> files;
-    for (int64_t i = 0; i < count; ++i) {
-      const auto& size = sizes[static_cast<std::size_t>(i) % sizes.size()];
-      torch::manual_seed(static_cast<uint64_t>(i));
-      const torch::Tensor pixels = torch::randint(0, 256, {3, size[0], size[1]}, torch::kUInt8);
-      files.push_back(testing::write_text(dir_ / fmt::format("{:03}.jpg", i),
-                                          encode_jpeg(pixels.const_data_ptr<uint8_t>(), {3, size[0], size[1]}, 90)));
-    }
-    return files;
+    return testing::write_jpegs(dir_.path(), count, sizes);
   }
-
-  // libjpeg-turbo's decode at the stored size, as nvJPEG gives it on the device.
-  static torch::Tensor decoded(const EncodedSample& sample) {
-    torch::Tensor out = torch::empty({3, sample.stored.height, sample.stored.width}, torch::kUInt8);
-    decode_image(sample.image.name, {3, sample.stored.height, sample.stored.width}, ImageFit{}, kMaxPixels,
-                 out.data_ptr<uint8_t>());
-    return out;
-  }
-
   testing::TempDir dir_{"gputrain-gpu-decode"};
 };
-
-LoaderOptions augmented(int64_t batch_size) {
-  LoaderOptions options;
-  options.batch_size = batch_size;
-  options.shuffle = true;
-  options.seed = 29;
-  options.mean = {0.5, 0.4, 0.3};
-  options.std = {0.2, 0.25, 0.3};
-  options.hflip = true;
-  options.random_crop = 2;
-  options.resized_crop.size = 24;
-  options.color_jitter = {0.4, 0.4, 0.4, 0.1};
-  return options;
-}
 
 // Every batch of two epochs (with and without alternating_flip), by the two halves, equals HostLoader's: the same
 // rows in the same order, the same boxes, jitter, crops and flips, the same
@@ -100,7 +45,7 @@ TEST_F(GpuDecodeBatch, MakesHostLoadersBatches) {
   ImageFit image_size;  // the training split's under random_resized_crop: data.image_size
   image_size.resize = true;
   for (const bool alternating : {false, true}) {
-    LoaderOptions options = augmented(4);
+    LoaderOptions options = augmented_options(4);
     options.alternating_flip = alternating;
     HostLoader host(dataset, options);
     const std::vector<ChannelMap> maps = checked_channel_maps(options, dataset->info());
@@ -113,7 +58,7 @@ TEST_F(GpuDecodeBatch, MakesHostLoadersBatches) {
         const EncodedBatch batch = read_encoded_batch(options, order, epoch, index, files, kMaxPixels);
         std::vector<torch::Tensor> fitted;
         for (const EncodedSample& sample : batch.samples) {
-          fitted.push_back(fit_sample(decoded(sample), sample, image_size, {3, 24, 24}));
+          fitted.push_back(fit_sample(cpu_decoded(sample), sample, image_size, {3, 24, 24}));
         }
         const torch::Tensor inputs = finish_images(fitted, batch, options, maps);
         EXPECT_TRUE(torch::equal(inputs, expected->inputs)) << "epoch " << epoch << " batch " << index;
@@ -127,7 +72,7 @@ TEST_F(GpuDecodeBatch, MakesHostLoadersBatches) {
 // rows, with the draws of their positions in the whole batch.
 TEST_F(GpuDecodeBatch, BoxesOnStoredSizesAndShardRows) {
   const std::vector<fs::path> files = write_jpegs(7, {{30, 40}, {64, 20}, {17, 33}});
-  LoaderOptions options = augmented(5);
+  LoaderOptions options = augmented_options(5);
   const std::vector<int64_t> order = epoch_order(options, 7, 1);
   const EncodedBatch whole = read_encoded_batch(options, order, 1, 0, files, kMaxPixels);
   ASSERT_EQ(whole.samples.size(), 5u);
@@ -158,7 +103,7 @@ TEST_F(GpuDecodeBatch, BoxesOnStoredSizesAndShardRows) {
               std::tie(same.box->top, same.box->left, same.placement.dy, same.placement.dx, same.placement.flip));
   }
   // The last batch is short: 2 rows.
-  EXPECT_EQ(read_encoded_batch(augmented(5), order, 1, 1, files, kMaxPixels).samples.size(), 2u);
+  EXPECT_EQ(read_encoded_batch(augmented_options(5), order, 1, 1, files, kMaxPixels).samples.size(), 2u);
 }
 
 // The test split: data.resize then data.center_crop (or data.image_size) on the

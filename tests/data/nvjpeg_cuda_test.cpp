@@ -7,8 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "gpu_decode_batch.h"
 #include "gputrain/common/error.h"
+#include "gputrain/data/host_loader.h"
 #include "image_files.h"
+#include "jpeg_files.h"
 #include "nvjpeg_decoder.h"
 #include "support/temp_dir.h"
 
@@ -19,18 +22,6 @@ class NvjpegCuda : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
-  }
-
-  // A photo-like image: smooth colour ramps with mild seeded noise (JPEG's
-  // own kind of content), [channels, height, width] uint8.
-  static torch::Tensor photo(int64_t channels, int64_t height, int64_t width, uint64_t seed) {
-    torch::manual_seed(seed);
-    const torch::Tensor y = torch::linspace(0, 1, height).view({1, height, 1});
-    const torch::Tensor x = torch::linspace(0, 1, width).view({1, 1, width});
-    const torch::Tensor phase = torch::arange(channels, torch::kFloat).view({channels, 1, 1});
-    torch::Tensor image =
-        128 + 90 * torch::sin(6 * x + 4 * y + 2 * phase) + 8 * torch::randn({channels, height, width});
-    return image.clamp(0, 255).to(torch::kUInt8).contiguous();
   }
 
   // The file's bytes as a JPEG of `quality`, written to the temp dir too.
@@ -49,7 +40,7 @@ class NvjpegCuda : public ::testing::Test {
     return out;
   }
 
-  testing::TempDir dir_{"gputrain-nvjpeg"};
+  gputrain::testing::TempDir dir_{"gputrain-nvjpeg"};
 };
 
 // The two decoders differ by IDCT rounding and by how the 4:2:0 chroma planes
@@ -75,7 +66,7 @@ TEST_F(NvjpegCuda, BatchDecodesAsLibjpegDoes_CUDA) {
   const std::vector<std::array<int64_t, 2>> sizes{{48, 64}, {37, 53}, {224, 200}, {16, 16}};
   std::vector<EncodedImage> files;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    files.push_back(jpeg(photo(3, sizes[i][0], sizes[i][1], i), "rgb" + std::to_string(i) + ".jpg"));
+    files.push_back(jpeg(testing::photo(3, sizes[i][0], sizes[i][1], i), "rgb" + std::to_string(i) + ".jpg"));
   }
   NvjpegDecoder decoder(torch::Device(torch::kCUDA, 0), 3);
   // Twice: the second batch reuses the decoder's state (and a smaller batch re-initialises it).
@@ -91,8 +82,8 @@ TEST_F(NvjpegCuda, BatchDecodesAsLibjpegDoes_CUDA) {
 // Grey as asked: a colour file's luma (libjpeg's grey output), and a grey file
 // repeated in every channel when RGB is asked.
 TEST_F(NvjpegCuda, GreyAsTheCpuPathMakesIt_CUDA) {
-  const EncodedImage colour = jpeg(photo(3, 40, 56, 7), "colour.jpg");
-  const EncodedImage grey = jpeg(photo(1, 40, 56, 8), "grey.jpg");
+  const EncodedImage colour = jpeg(testing::photo(3, 40, 56, 7), "colour.jpg");
+  const EncodedImage grey = jpeg(testing::photo(1, 40, 56, 8), "grey.jpg");
   NvjpegDecoder to_grey(torch::Device(torch::kCUDA, 0), 1);
   const std::vector<torch::Tensor> luma = to_grey.decode({colour, grey});
   expect_close(luma[0], cpu_decode(colour.name, 1), "colour as grey");
@@ -106,7 +97,7 @@ TEST_F(NvjpegCuda, GreyAsTheCpuPathMakesIt_CUDA) {
 // A file that is no JPEG (a PNG here) is a DataError naming it, whichever
 // place of the batch it holds.
 TEST_F(NvjpegCuda, NotAJpegIsADataErrorNamingTheFile_CUDA) {
-  const torch::Tensor image = photo(3, 20, 24, 3);
+  const torch::Tensor image = testing::photo(3, 20, 24, 3);
   const EncodedImage good = jpeg(image, "good.jpg");
   const EncodedImage png{(dir_ / "picture.png").string(), encode_png(image.const_data_ptr<uint8_t>(), {3, 20, 24})};
   NvjpegDecoder decoder(torch::Device(torch::kCUDA, 0), 3);
@@ -119,6 +110,47 @@ TEST_F(NvjpegCuda, NotAJpegIsADataErrorNamingTheFile_CUDA) {
   }
   // The decoder still works after the refusal.
   expect_close(decoder.decode({good})[0], cpu_decode(good.name, 3), "after a refusal");
+}
+
+// data.decode: gpu's batch made on the GPU (the host half, nvJPEG, then the
+// device half's ops on CUDA tensors) against HostLoader's for the same seed,
+// in levels of 0-255 (no data.normalize: the floats are bytes / 255). The
+// decode differences above, smoothed by the bilinear resize, plus a level of
+// float rounding between the devices' blends; colour jitter without hue (its
+// HSV round trip turns a level into several near grey).
+TEST_F(NvjpegCuda, BatchesMatchHostLoaders_CUDA) {
+  const std::vector<std::filesystem::path> files = testing::write_jpegs(dir_.path(), 6, {{24, 24}});
+  const auto dataset = std::make_shared<testing::JpegFiles>(files, ImageShape{3, 24, 24});
+  LoaderOptions options = testing::augmented_options(4);
+  options.mean.clear();
+  options.std.clear();
+  options.color_jitter.hue = 0;
+  HostLoader host(dataset, options);
+  const std::vector<ChannelMap> maps = checked_channel_maps(options, dataset->info());
+  ImageFit image_size;
+  image_size.resize = true;
+  NvjpegDecoder decoder(torch::Device(torch::kCUDA, 0), 3);
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    host.start_epoch(epoch);
+    const std::vector<int64_t> order = epoch_order(options, 6, epoch);
+    for (int64_t index = 0; index < 2; ++index) {
+      const std::optional<Batch> expected = host.next();
+      ASSERT_TRUE(expected.has_value());
+      const EncodedBatch batch = read_encoded_batch(options, order, epoch, index, files, testing::kJpegMaxPixels);
+      std::vector<EncodedImage> images;
+      for (const EncodedSample& sample : batch.samples) images.push_back(sample.image);
+      const std::vector<torch::Tensor> decoded = decoder.decode(images);
+      std::vector<torch::Tensor> fitted;
+      for (std::size_t i = 0; i < decoded.size(); ++i) {
+        fitted.push_back(fit_sample(decoded[i], batch.samples[i], image_size, {3, 24, 24}));
+      }
+      const torch::Tensor inputs = finish_images(fitted, batch, options, maps);
+      ASSERT_EQ(inputs.device().type(), torch::kCUDA);
+      const std::string what = "epoch " + std::to_string(epoch) + " batch " + std::to_string(index);
+      const torch::Tensor levels = (inputs.cpu() * 255).round().to(torch::kUInt8);
+      expect_close(levels.cuda(), (expected->inputs * 255).round().to(torch::kUInt8), what);
+    }
+  }
 }
 
 }  // namespace
