@@ -20,14 +20,25 @@ namespace gputrain::data::detail {
 #if GPUTRAIN_WITH_NVJPEG
 namespace {
 
-// nvJPEG's device buffers come from LibTorch's caching allocator, on the current stream.
+// nvJPEG's device buffers come from LibTorch's caching allocator, on the
+// current stream. No exception may cross nvJPEG's C frames: a failure is the
+// non-zero return nvJPEG reports as NVJPEG_STATUS_ALLOCATOR_FAILURE.
 int torch_malloc(void** ptr, size_t size) {
-  *ptr = c10::cuda::CUDACachingAllocator::raw_alloc(size);
-  return 0;
+  try {
+    *ptr = c10::cuda::CUDACachingAllocator::raw_alloc(size);
+    return 0;
+  } catch (...) {
+    *ptr = nullptr;
+    return 2;  // cudaErrorMemoryAllocation
+  }
 }
 int torch_free(void* ptr) {
-  c10::cuda::CUDACachingAllocator::raw_delete(ptr);
-  return 0;
+  try {
+    c10::cuda::CUDACachingAllocator::raw_delete(ptr);
+    return 0;
+  } catch (...) {
+    return 1;
+  }
 }
 
 const char* status_text(nvjpegStatus_t status) {
