@@ -144,6 +144,13 @@ fi
 [ -x "$BIN" ] || { echo "prove.sh: no gputrain binary at $BIN (set GPUTRAIN_BIN)" >&2; exit 2; }
 CONFIGS="$ROOT/configs"
 
+# nvJPEG (data.decode: gpu), which bundle.sh packs with xz: unpacked beside the bundle's other
+# libraries (LD_LIBRARY_PATH names lib/), where gputrain looks when torch's install has none.
+if [ -f "$HERE/lib/libnvjpeg.so.13.xz" ] && [ ! -e "$HERE/lib/libnvjpeg.so.13" ]; then
+  python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.decompress(open(sys.argv[1], "rb").read()))' \
+    "$HERE/lib/libnvjpeg.so.13.xz" "$HERE/lib/libnvjpeg.so.13"
+fi
+
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/gputrain-prove.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 LOGS="$WORK/logs"
@@ -265,7 +272,7 @@ else
 fi
 # data.decode: gpu (issue 41): nvJPEG's batched decode of generated JPEGs against libjpeg-turbo's
 # decode of the same files (each comparison's mean and largest difference are in the log).
-step nvjpeg_decode cuda 120 0 'PASSED' -- "$TESTS_DIR/data_cuda_tests" --gtest_color=no --gtest_filter='NvjpegCuda.*'
+step nvjpeg_decode cuda 120 0 'PASSED' -- "$TESTS_DIR/data_tests" --gtest_color=no --gtest_filter='NvjpegCuda.*'
 
 # Speed floors (issue 36): every configuration a user turns on against the graphed fp32 step
 # of this same call, from at least 2 s of steady state each (scripts/gpu/speed.py). On the GPU a
