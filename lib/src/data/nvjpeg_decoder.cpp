@@ -69,8 +69,8 @@ struct NvjpegDecoder::State {
 
   nvjpegOutputFormat_t format() const { return channels == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_RGB; }
 
-  // The file nvJPEG cannot decode alone, after the batch failed: its
-  // status, or null when each decodes alone.
+  // After a failed batch: a DataError naming the first file nvJPEG cannot
+  // decode alone; returns when each one decodes alone.
   void throw_first_bad(const std::vector<EncodedImage>& images, std::vector<nvjpegImage_t>& outputs,
                        cudaStream_t stream) {
     nvjpegJpegState_t single = nullptr;
