@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <array>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,12 +36,13 @@ class GpuDecodeBatch : public ::testing::Test {
   testing::TempDir dir_{"gputrain-gpu-decode"};
 };
 
-// Every batch of two epochs (with and without alternating_flip), by the two halves, equals HostLoader's: the same
-// rows in the same order, the same boxes, jitter, crops and flips, the same
-// floats. The files have the split's size, so HostLoader's boxes (drawn on
-// the decoded split) and these (drawn on each file's stored size) are the same.
+// Every batch of two epochs (with and without alternating_flip), by the two
+// halves, equals HostLoader's over whole decodes (each box drawn on the
+// file's stored size, then detail::resized_crop, as the GPU path computes):
+// the same rows in the same order, the same boxes, jitter, crops and flips,
+// the same floats. (image_folder's own box decode is compared below.)
 TEST_F(GpuDecodeBatch, MakesHostLoadersBatches) {
-  const std::vector<fs::path> files = write_jpegs(6, {{24, 24}});
+  const std::vector<fs::path> files = write_jpegs(6, {{24, 24}, {40, 56}, {33, 29}});
   const auto dataset = std::make_shared<JpegFiles>(files, ImageShape{3, 24, 24});
   ImageFit image_size;  // the training split's under random_resized_crop: data.image_size
   image_size.resize = true;
@@ -63,6 +65,44 @@ TEST_F(GpuDecodeBatch, MakesHostLoadersBatches) {
         const torch::Tensor inputs = finish_images(fitted, batch, options, maps);
         EXPECT_TRUE(torch::equal(inputs, expected->inputs)) << "epoch " << epoch << " batch " << index;
       }
+    }
+  }
+}
+
+// image_folder under data.cache: none decodes only each box (iMCU columns
+// cropped, DCT-scaled where the box is at least twice the output), the
+// halves (as nvJPEG) the whole file: they differ by the chroma upsampling at
+// the crop's edges and the scalings' rounding. Measured in 0-255 levels on
+// these files: mean 1.96-2.91, max 22 per batch; the bounds leave room for
+// that and fail when a draw, flip or crop is another position's.
+TEST_F(GpuDecodeBatch, LargerFilesCloseToHostLoadersScaledDecode) {
+  const std::vector<fs::path> files = write_jpegs(6, {{96, 96}, {80, 112}});
+  const auto dataset = std::make_shared<JpegFiles>(files, ImageShape{3, 24, 24});
+  dataset->as_image_folder = true;
+  LoaderOptions options = augmented_options(3);
+  options.mean.clear();  // the floats are bytes / 255
+  options.std.clear();
+  options.resized_crop.scale = {0.5, 1.0};  // boxes of at least 48 pixels a side: DCT-scaled
+  HostLoader host(dataset, options);
+  const std::vector<ChannelMap> maps = checked_channel_maps(options, dataset->info());
+  ImageFit image_size;
+  image_size.resize = true;
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    host.start_epoch(epoch);
+    const std::vector<int64_t> order = epoch_order(options, 6, epoch);
+    for (int64_t index = 0; index < 2; ++index) {
+      const std::optional<Batch> expected = host.next();
+      ASSERT_TRUE(expected.has_value());
+      const EncodedBatch batch = read_encoded_batch(options, order, epoch, index, files, kMaxPixels);
+      std::vector<torch::Tensor> fitted;
+      for (const EncodedSample& sample : batch.samples) {
+        fitted.push_back(fit_sample(cpu_decoded(sample), sample, image_size, {3, 24, 24}));
+      }
+      const torch::Tensor diff = ((finish_images(fitted, batch, options, maps) - expected->inputs) * 255).abs();
+      const double mean = diff.mean().item<double>(), max = diff.max().item<double>();
+      std::cout << "epoch " << epoch << " batch " << index << ": mean " << mean << ", max " << max << "\n";
+      EXPECT_LT(mean, 4.0) << "epoch " << epoch << " batch " << index;
+      EXPECT_LE(max, 32.0) << "epoch " << epoch << " batch " << index;
     }
   }
 }

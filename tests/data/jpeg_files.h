@@ -1,11 +1,12 @@
 #pragma once
 // JPEG files for data.decode: gpu's tests: written seeded, and a data set that
-// reads them per batch (as image_folder does under data.cache: none when every
-// image has the split's size), for HostLoader to make the reference batches.
+// reads them per batch (whole files, or as image_folder does under
+// data.cache: none), for HostLoader to make the reference batches.
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <array>
+#include <cstring>
 #include <filesystem>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "gpu_decode_batch.h"
 #include "gputrain/data/dataset.h"
 #include "image_files.h"
+#include "image_ops.h"
 #include "support/temp_dir.h"
 
 namespace gputrain::testing {
@@ -70,6 +72,25 @@ class JpegFiles final : public data::Dataset {
   const torch::Tensor& inputs() const override { return inputs_; }
   const torch::Tensor& targets() const override { return targets_; }
   bool resident() const override { return false; }
+  // The resized crop's box drawn on the file's stored size. By default the
+  // whole file decoded, then detail::resized_crop (what data.decode: gpu
+  // computes); as_image_folder: image_folder's decode of only the box, at
+  // libjpeg's DCT scaling where the box is at least twice the output.
+  void read_resized_crop(int64_t index, const data::DrawCropBox& draw_box, uint8_t* out) const override {
+    const std::filesystem::path& file = files_.at(static_cast<std::size_t>(index));
+    if (as_image_folder) {
+      data::detail::decode_resized_crop(file, shape_, draw_box, kJpegMaxPixels, out);
+      return;
+    }
+    const data::detail::ImageShape stored = data::detail::read_image_header(file, kJpegMaxPixels);
+    torch::Tensor whole = torch::empty({shape_.channels, stored.height, stored.width}, torch::kUInt8);
+    data::detail::decode_image(file, {shape_.channels, stored.height, stored.width}, data::detail::ImageFit{},
+                               kJpegMaxPixels, whole.data_ptr<uint8_t>());
+    const torch::Tensor cropped =
+        data::detail::resized_crop(whole, draw_box(stored.height, stored.width), shape_.height, shape_.width)
+            .contiguous();
+    std::memcpy(out, cropped.const_data_ptr<uint8_t>(), static_cast<std::size_t>(cropped.numel()));
+  }
   void read_image(int64_t index, uint8_t* out) const override {
     data::detail::decode_image(files_.at(static_cast<std::size_t>(index)), shape_, data::detail::ImageFit{},
                                kJpegMaxPixels, out);
@@ -79,6 +100,11 @@ class JpegFiles final : public data::Dataset {
   std::vector<std::filesystem::path> files_;
   data::detail::ImageShape shape_;
   data::DatasetInfo info_;
+
+ public:
+  bool as_image_folder = false;
+
+ private:
   torch::Tensor inputs_, targets_;
 };
 
