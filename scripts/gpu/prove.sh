@@ -357,6 +357,14 @@ for cache in memory none; do
     --set "data.cache=$cache" --set data.num_workers=4
   step "image_folder_$cache" any "$T" 0 'Test set: ' -- "${CMD[@]}"
 done
+# data.decode: gpu (issue 41): the same set as JPEG class folders, read per batch (cache none),
+# its JPEGs decoded by nvJPEG and augmented on the GPU; the log says the loader chose it.
+step export_jpeg cuda 120 0 '' -- "$BIN" datasets export --config "$CONFIGS/cifar10.yaml" \
+  --set "data.root=$DATA/cifar" --out "$DATA/jpegs" --format jpeg
+cifar_cmd image_folder_decode_gpu --set data.dataset=image_folder --set "data.root=$DATA/jpegs" \
+  --set data.cache=none --set data.decode=gpu --set data.num_workers=4 --set data.augment.hflip=true \
+  --set data.augment.random_crop=4
+step image_folder_decode_gpu cuda "$T" 0 '(?s)data\.decode: gpu for .*Test set: ' -- "${CMD[@]}"
 
 cifar_cmd resume
 step checkpoint_resume any "$T" 0 '(?s)resuming from .*"epochs":2,' -- "$BASH" "$SELF" --internal resume "$RUNS/resume" "${CMD[@]}"

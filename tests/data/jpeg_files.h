@@ -91,6 +91,9 @@ class JpegFiles final : public data::Dataset {
             .contiguous();
     std::memcpy(out, cropped.const_data_ptr<uint8_t>(), static_cast<std::size_t>(cropped.numel()));
   }
+  const std::filesystem::path* sample_file(int64_t index) const override {
+    return &files_.at(static_cast<std::size_t>(index));
+  }
   void read_image(int64_t index, uint8_t* out) const override {
     data::detail::decode_image(files_.at(static_cast<std::size_t>(index)), shape_, data::detail::ImageFit{},
                                kJpegMaxPixels, out);
@@ -107,6 +110,19 @@ class JpegFiles final : public data::Dataset {
  private:
   torch::Tensor inputs_, targets_;
 };
+
+// libjpeg-turbo's decode of each file at its stored size: nvJPEG's stand-in on the CPU.
+inline std::vector<torch::Tensor> cpu_decode_all(const std::vector<data::detail::EncodedImage>& images) {
+  std::vector<torch::Tensor> decoded;
+  for (const data::detail::EncodedImage& image : images) {
+    const data::detail::ImageShape stored = data::detail::read_image_header(image.name, kJpegMaxPixels);
+    torch::Tensor out = torch::empty({3, stored.height, stored.width}, torch::kUInt8);
+    data::detail::decode_image(image.name, {3, stored.height, stored.width}, data::detail::ImageFit{}, kJpegMaxPixels,
+                               out.data_ptr<uint8_t>());
+    decoded.push_back(out);
+  }
+  return decoded;
+}
 
 // Options with every augmentation data.decode: gpu makes on the device.
 inline data::LoaderOptions augmented_options(int64_t batch_size) {

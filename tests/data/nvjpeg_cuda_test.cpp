@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpu_decode_batch.h"
+#include "gpu_decode_loader.h"
 #include "gputrain/common/error.h"
 #include "gputrain/data/host_loader.h"
 #include "image_files.h"
@@ -150,6 +151,38 @@ TEST_F(NvjpegCuda, BatchesMatchHostLoaders_CUDA) {
       const torch::Tensor levels = (inputs.cpu() * 255).round().to(torch::kUInt8);
       expect_close(levels.cuda(), (expected->inputs * 255).round().to(torch::kUInt8), what);
     }
+  }
+}
+
+// data.decode: gpu's loader (worker threads, nvJPEG, the device half on the
+// current stream) over two epochs of files of their own sizes, against the
+// same loader decoding with libjpeg-turbo on the CPU: the same rows, labels
+// and draws, pixels within the decoders' difference above.
+TEST_F(NvjpegCuda, LoaderMakesTheCpuHalvesBatchesOnTheGpu_CUDA) {
+  const std::vector<std::filesystem::path> files = testing::write_jpegs(dir_.path(), 7, {{40, 56}, {24, 24}, {33, 29}});
+  const auto dataset = std::make_shared<testing::JpegFiles>(files, ImageShape{3, 24, 24});
+  LoaderOptions options = testing::augmented_options(3);
+  options.mean.clear();
+  options.std.clear();
+  options.color_jitter.hue = 0;
+  options.num_workers = 2;
+  options.max_image_pixels = testing::kJpegMaxPixels;
+  GpuDecodeLoader gpu(dataset, options, torch::Device(torch::kCUDA, 0));
+  GpuDecodeLoader cpu(dataset, options, testing::cpu_decode_all);
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    gpu.start_epoch(epoch);
+    cpu.start_epoch(epoch);
+    for (int64_t index = 0; index < 3; ++index) {
+      const std::optional<Batch> got = gpu.next();
+      const std::optional<Batch> expected = cpu.next();
+      ASSERT_TRUE(got && expected);
+      ASSERT_EQ(got->inputs.device().type(), torch::kCUDA);
+      EXPECT_TRUE(torch::equal(got->targets, expected->targets));
+      const std::string what = "loader epoch " + std::to_string(epoch) + " batch " + std::to_string(index);
+      const torch::Tensor levels = (got->inputs.cpu() * 255).round().to(torch::kUInt8);
+      expect_close(levels.cuda(), (expected->inputs * 255).round().to(torch::kUInt8), what);
+    }
+    EXPECT_FALSE(gpu.next().has_value());
   }
 }
 

@@ -13,6 +13,7 @@
 #include "gputrain/models/factory.h"
 #include "gputrain/parallel/launcher.h"
 #include "gputrain/plan/data_keys.h"
+#include "gputrain/plan/decode_plan.h"
 #include "gputrain/step/amp.h"
 #include "problems.h"
 
@@ -58,6 +59,13 @@ void plan_device_cache(RunPlan& run) {
   const torch::Device device = run.strategy.replicas.front();
   const int64_t free_bytes = setting != config::Switch::kOff && device.is_cuda() ? device::free_memory(device) : -1;
   run.device_cache = data::choose_device_caches(setting, *run.train_set, run.test_set.get(), free_bytes, device);
+}
+
+// data.decode for both splits on the strategy's first device.
+void plan_decode(RunPlan& run) {
+  const torch::Device device = run.strategy.replicas.front();
+  run.decode.train = decide_decode(run.loaded, *run.train_set, device, data::nvjpeg_missing);
+  if (run.test_set) run.decode.test = decide_decode(run.loaded, *run.test_set, device, data::nvjpeg_missing);
 }
 
 // How each step runs, for the model the plan traced.
@@ -156,7 +164,10 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   run.batch = plan_batches(*sizes, c.data.drop_last, info.samples);
   run.train_loader = data::loader_options(c.data, data::Split::kTrain, run.batch.micro, c.seed);
   run.test_loader = data::loader_options(c.data, data::Split::kTest, run.batch.test, c.seed);
-  if (!launcher_only) problems.attempt([&] { plan_device_cache(run); });
+  if (!launcher_only) {
+    problems.attempt([&] { plan_device_cache(run); });
+    problems.attempt([&] { plan_decode(run); });
+  }
   if (!model_known) return Reached::kBatch;
   plan_steps(run);
   return Reached::kComplete;
