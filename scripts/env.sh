@@ -9,6 +9,7 @@ GPUTRAIN_ONNXRUNTIME_VERSION="1.32.0"  # the tests run exported ONNX models with
 GPUTRAIN_SAFETENSORS_VERSION="0.8.0"   # the tests read and write safetensors files with it
 GPUTRAIN_TORCHVISION_VERSION="0.26.0"  # the release paired with torch 2.11.0: the image ops' pixels are checked against it
 GPUTRAIN_PILLOW_VERSION="13.0.0"       # torchvision imports PIL (installed with --no-deps, so pinned here)
+GPUTRAIN_NVJPEG_VERSION="13.0.1.86"    # data.decode: gpu: the nvJPEG of torch 2.11.0's CUDA (cuda-toolkit==13.0.2 pins it)
 GPUTRAIN_PYTHON="$GPUTRAIN_VENV/bin/python"
 # ccache keys on paths relative to the checkout, so other clones share its cache;
 # without NOHASHDIR it would also key the sanitizer build (line tables: -g) on the
@@ -18,7 +19,7 @@ CCACHE_NOHASHDIR=1
 # The precompiled LibTorch header (CMakeLists.txt): ccache caches the files that
 # load it only with these; the header is made in the same build, hence the mtimes.
 CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
-export CCACHE_BASEDIR CCACHE_NOHASHDIR CCACHE_SLOPPINESS GPUTRAIN_ROOT GPUTRAIN_VENV GPUTRAIN_TORCH_VERSION GPUTRAIN_TENSORBOARD_VERSION GPUTRAIN_ONNXRUNTIME_VERSION GPUTRAIN_SAFETENSORS_VERSION GPUTRAIN_TORCHVISION_VERSION GPUTRAIN_PILLOW_VERSION GPUTRAIN_PYTHON
+export CCACHE_BASEDIR CCACHE_NOHASHDIR CCACHE_SLOPPINESS GPUTRAIN_ROOT GPUTRAIN_VENV GPUTRAIN_TORCH_VERSION GPUTRAIN_TENSORBOARD_VERSION GPUTRAIN_ONNXRUNTIME_VERSION GPUTRAIN_SAFETENSORS_VERSION GPUTRAIN_TORCHVISION_VERSION GPUTRAIN_PILLOW_VERSION GPUTRAIN_NVJPEG_VERSION GPUTRAIN_PYTHON
 
 # CMake arguments that locate LibTorch.
 gputrain_torch_cmake_args() {

@@ -7,7 +7,8 @@
 #                    asan preset), ccache, clang-format (scripts/format.sh), CMake, Ninja, the C++ libraries
 #                    (libonnx-dev and libprotobuf-dev for `export --format onnx`), the real Fashion-MNIST
 #   LibTorch: the PyPI wheel torch==2.11.0 (built for CUDA 13.0) in $GPUTRAIN_VENV,
-#             unless Torch_DIR points at an official LibTorch.
+#             unless Torch_DIR points at an official LibTorch; with it nvidia-nvjpeg
+#             (data.decode: gpu's nvJPEG, whose header the CUDA build needs).
 #   Test tools: chromium (the HTML report's browser test), and in the venv tensorboard
 #             (the event files' round trip through TensorBoard's own reader) and
 #             onnxruntime (it runs every model `export --format onnx` writes) and safetensors
@@ -48,6 +49,10 @@ else
     "$GPUTRAIN_PYTHON" -m pip install -q --upgrade pip
     "$GPUTRAIN_PYTHON" -m pip install -q "torch==$GPUTRAIN_TORCH_VERSION"
   fi
+  # nvJPEG for data.decode: gpu (the build needs its header; the library is loaded at run time
+  # when present): the release torch's CUDA pins (cuda-toolkit==13.0.2's nvjpeg), --no-deps.
+  [ -f "$("$GPUTRAIN_PYTHON" -c 'import torch, os; print(os.path.dirname(torch.__file__))')/../nvidia/cu13/include/nvjpeg.h" ] ||
+    "$GPUTRAIN_PYTHON" -m pip install -q --no-deps "nvidia-nvjpeg==$GPUTRAIN_NVJPEG_VERSION"
   # numpy: the Python side of the tests and benchmarks (and it silences torch's warning).
   "$GPUTRAIN_PYTHON" -c 'import numpy' 2>/dev/null || "$GPUTRAIN_PYTHON" -m pip install -q numpy
 fi

@@ -4,12 +4,14 @@
 #
 #   DIR/gputrain, DIR/tests/<the binaries holding *_CUDA tests>    stripped
 #   DIR/lib/       every shared library ldd shows that is neither LibTorch's (the wheel's
-#                  torch/lib and nvidia/*, which the machine has) nor the C/C++ runtime's
+#                  torch/lib and nvidia/*, which the machine has) nor the C/C++ runtime's,
+#                  and libnvjpeg.so.13.xz (loaded at run time; not part of the torch wheel)
 #   DIR/configs/, DIR/scripts/bench/ (the harness, the references, race.py), DIR/prove.sh, DIR/summarize.py, DIR/speed.py
 #   DIR/fashion-mnist/  the real Fashion-MNIST, where this machine has it
 #
-# GPUTRAIN_BUNDLE_NO_BUILD=1 skips the build; GPUTRAIN_BUNDLE_WHEELS=1 adds issue 41's races
-# (train_race.sh, torchvision's and pillow's wheels). Fails above 56 MiB. Prints, on stdout, the one command to run on the GPU machine from the
+# GPUTRAIN_BUNDLE_NO_BUILD=1 skips the build; GPUTRAIN_BUNDLE_FASHION=0 leaves the real Fashion-MNIST out;
+# GPUTRAIN_BUNDLE_WHEELS=1 adds issue 41's races (train_race.sh, torchvision's and pillow's wheels).
+# Fails above 56 MiB. Prints, on stdout, the one command to run on the GPU machine from the
 # repository root there; the results land in $OUT.
 set -euo pipefail
 # shellcheck disable=SC1091  # env.sh: the shared locations (GPUTRAIN_ROOT, GPUTRAIN_PYTHON)
@@ -67,6 +69,15 @@ for bin in "$binary" "${tests[@]}"; do
 done
 # The distribution's libraries keep symbol tables their users never read.
 strip --strip-unneeded "$DIR"/lib/*.so* 2>/dev/null || true
+# nvJPEG (data.decode: gpu) is loaded at run time, so ldd does not list it. Carried for a GPU
+# machine whose torch install lacks the nvidia-nvjpeg wheel: gputrain looks beside torch's
+# libraries first, then by soname (the command below puts DIR/lib on LD_LIBRARY_PATH). xz-packed
+# (5.6 MiB -> 3.1 MiB, under the limit below); prove.sh unpacks it before its first step.
+nvjpeg="$site/nvidia/cu13/lib/libnvjpeg.so.13"
+[ -e "$nvjpeg" ] || { echo "bundle.sh: no $nvjpeg (scripts/setup.sh installs nvidia-nvjpeg)" >&2; exit 1; }
+"$GPUTRAIN_PYTHON" -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.compress(open(sys.argv[1], "rb").read(), preset=9))' \
+  "$nvjpeg" "$DIR/lib/libnvjpeg.so.13.xz"
+copied+=(libnvjpeg.so.13)
 
 cp -r configs "$DIR/configs"
 cp scripts/bench/run.py scripts/bench/reference.py scripts/bench/fast_paths.py scripts/bench/reference_fast.py \
@@ -74,8 +85,11 @@ cp scripts/bench/run.py scripts/bench/reference.py scripts/bench/fast_paths.py s
 cp scripts/gpu/prove.sh scripts/gpu/race.sh scripts/gpu/summarize.py scripts/gpu/speed.py "$DIR/"
 # The real Fashion-MNIST (30 MiB), where this machine has it: the GPU machines so far had none, and the
 # kit's accuracy floors hold only on the real set (prove.sh reads DIR/fashion-mnist first).
+# GPUTRAIN_BUNDLE_FASHION=0 leaves it out (prove.sh then trains on its IDX stand-in and judges no
+# accuracy floor): with it the bundle is near the limit below, and a call that selects only some
+# steps (PROVE_ONLY) may not need it.
 FASHION=/usr/share/datasets/fashion-mnist
-if [ -e "$FASHION/train-images-idx3-ubyte.gz" ]; then
+if [ "${GPUTRAIN_BUNDLE_FASHION:-1}" != 0 ] && [ -e "$FASHION/train-images-idx3-ubyte.gz" ]; then
   mkdir -p "$DIR/fashion-mnist"
   cp "$FASHION"/*-ubyte.gz "$DIR/fashion-mnist/"
 fi

@@ -144,6 +144,13 @@ fi
 [ -x "$BIN" ] || { echo "prove.sh: no gputrain binary at $BIN (set GPUTRAIN_BIN)" >&2; exit 2; }
 CONFIGS="$ROOT/configs"
 
+# nvJPEG (data.decode: gpu), which bundle.sh packs with xz: unpacked beside the bundle's other
+# libraries (LD_LIBRARY_PATH names lib/), where gputrain looks when torch's install has none.
+if [ -f "$HERE/lib/libnvjpeg.so.13.xz" ] && [ ! -e "$HERE/lib/libnvjpeg.so.13" ]; then
+  python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.decompress(open(sys.argv[1], "rb").read()))' \
+    "$HERE/lib/libnvjpeg.so.13.xz" "$HERE/lib/libnvjpeg.so.13"
+fi
+
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/gputrain-prove.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 LOGS="$WORK/logs"
@@ -263,6 +270,9 @@ if [ "$DRY" = 0 ] && [ "${#cuda_tests[@]}" -eq 0 ]; then
 else
   step cuda_tests cuda 240 0 'PASSED' -- "$BASH" "$SELF" --internal cuda_tests "${cuda_tests[@]}"
 fi
+# data.decode: gpu (issue 41): nvJPEG's batched decode of generated JPEGs against libjpeg-turbo's
+# decode of the same files (each comparison's mean and largest difference are in the log).
+step nvjpeg_decode cuda 120 0 'PASSED' -- "$TESTS_DIR/data_tests" --gtest_color=no --gtest_filter='NvjpegCuda.*'
 
 # Speed floors (issue 36): every configuration a user turns on against the graphed fp32 step
 # of this same call, from at least 2 s of steady state each (scripts/gpu/speed.py). On the GPU a
@@ -347,6 +357,14 @@ for cache in memory none; do
     --set "data.cache=$cache" --set data.num_workers=4
   step "image_folder_$cache" any "$T" 0 'Test set: ' -- "${CMD[@]}"
 done
+# data.decode: gpu (issue 41): the same set as JPEG class folders, read per batch (cache none),
+# its JPEGs decoded by nvJPEG and augmented on the GPU; the log says the loader chose it.
+step export_jpeg cuda 120 0 '' -- "$BIN" datasets export --config "$CONFIGS/cifar10.yaml" \
+  --set "data.root=$DATA/cifar" --out "$DATA/jpegs" --format jpeg
+cifar_cmd image_folder_decode_gpu --set data.dataset=image_folder --set "data.root=$DATA/jpegs" \
+  --set data.cache=none --set data.decode=gpu --set data.num_workers=4 --set data.augment.hflip=true \
+  --set data.augment.random_crop=4
+step image_folder_decode_gpu cuda "$T" 0 '(?s)data\.decode: gpu for .*Test set: ' -- "${CMD[@]}"
 
 cifar_cmd resume
 step checkpoint_resume any "$T" 0 '(?s)resuming from .*"epochs":2,' -- "$BASH" "$SELF" --internal resume "$RUNS/resume" "${CMD[@]}"

@@ -24,7 +24,7 @@ report = json.load(open(js[0]))
 steps = {s["name"]: s for s in report["steps"]}
 # Every step of the kit; the CUDA-only ones must be skipped with a reason in a dry run.
 cuda_only = ["nvidia_smi", "invalid_gpu_index", "cuda_tests", "make_speed_data", "amp_fp16", "amp_fp16_overflow", "oom",
-             "fast_cuda_graph_false", "fast_cuda_graph_true"]
+             "fast_cuda_graph_false", "fast_cuda_graph_true", "export_jpeg", "image_folder_decode_gpu"]
 on_cpu = ["make_data", "info", "info_json", "info_json_visible0", "invalid_gpu_device", "cifar_seed", "fmnist_cnn", "amp_off",
           "amp_bf16", "loader_pin_false_workers_0", "loader_pin_false_workers_4", "loader_pin_true_workers_0",
           "loader_pin_true_workers_4", "dp_gpu0", "ddp_nproc1", "ddp_nproc1_reducer", "ddp_nproc2",

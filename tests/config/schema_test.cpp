@@ -185,6 +185,7 @@ TEST(ConfigSchema, EveryChoiceWordParsesToItsValue) {
     EXPECT_FALSE(table.parse("fp61").has_value());
   };
   round_trips(kDatasetNames);
+  round_trips(kImageDecodes);
   round_trips(kModelNames);
   round_trips(kActivations);
   round_trips(kOptimizerNames);

@@ -138,8 +138,12 @@ TEST(DeviceLoader, StopEndsTheEpochAndStartBeginsAnother) {
 
 TEST(DeviceLoader, MakeBatchLoaderFollowsTheChoiceAndAutoCachesOnTheCpu) {
   const auto dataset = index_dataset(8);
-  EXPECT_NE(dynamic_cast<DeviceLoader*>(make_batch_loader(dataset, {}, {true, "set"}, torch::kCPU).get()), nullptr);
-  EXPECT_NE(dynamic_cast<HostLoader*>(make_batch_loader(dataset, {}, {false, "set"}, torch::kCPU).get()), nullptr);
+  EXPECT_NE(
+      dynamic_cast<DeviceLoader*>(make_batch_loader(dataset, {}, {true, "set"}, {false, "set"}, torch::kCPU).get()),
+      nullptr);
+  EXPECT_NE(
+      dynamic_cast<HostLoader*>(make_batch_loader(dataset, {}, {false, "set"}, {false, "set"}, torch::kCPU).get()),
+      nullptr);
   // auto: the split is in host memory already, so the batched device path.
   EXPECT_TRUE(choose_device_cache(config::Switch::kAuto, *dataset, -1, torch::kCPU).on);
   EXPECT_FALSE(choose_device_cache(config::Switch::kOff, *dataset, -1, torch::kCPU).on);

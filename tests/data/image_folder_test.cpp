@@ -27,6 +27,7 @@
 #include "gputrain/data/host_loader.h"
 #include "gputrain/data/prediction_inputs.h"
 #include "gputrain/data/tensor_dataset.h"
+#include "image_files.h"
 #include "image_ops.h"
 #include "support/temp_dir.h"
 #include "test_datasets.h"
@@ -717,6 +718,24 @@ TEST_F(ImageFolder, DecodeThreadsGiveTheSameBatchesAsTheWorkers) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("4.jpg"), std::string::npos) << e.what();
   }
+}
+
+// data.decode: gpu's loader reads each file itself: the set names sample i's
+// file (the one read_image decodes for i) only while it reads them per batch.
+TEST_F(ImageFolder, EachSampleNamesItsFileOnlyWhileReadPerBatch) {
+  write(smooth_photos(4), ImageFormat::kJpeg);
+  const auto per_batch = make_dataset(folder(config::ImageCache::kNone), Split::kTrain, 0);
+  const std::vector<int64_t>& s = per_batch->info().input_shape;
+  for (int64_t i = 0; i < per_batch->info().samples; ++i) {
+    const fs::path* file = per_batch->sample_file(i);
+    ASSERT_NE(file, nullptr) << i;
+    torch::Tensor read = torch::empty(s, torch::kUInt8), direct = torch::empty(s, torch::kUInt8);
+    per_batch->read_image(i, read.data_ptr<uint8_t>());
+    detail::decode_image(*file, {s[0], s[1], s[2]}, detail::ImageFit{}, 1 << 24, direct.data_ptr<uint8_t>());
+    EXPECT_TRUE(torch::equal(read, direct)) << i << ": " << file->string();
+  }
+  EXPECT_NE(*per_batch->sample_file(0), *per_batch->sample_file(1));
+  EXPECT_EQ(make_dataset(folder(), Split::kTrain, 0)->sample_file(0), nullptr);  // held in memory
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ TEST(Evaluation, SearchesNoCudnnAlgorithmsAndLeavesTheModeAsItWas) {
   const auto dataset = data::testing::index_dataset(6);
   data::LoaderOptions options;
   options.batch_size = 4;
-  const auto batches = data::make_batch_loader(dataset, options, {false, "set"}, torch::kCPU);
+  const auto batches = data::make_batch_loader(dataset, options, {false, "set"}, {false, "set"}, torch::kCPU);
   std::vector<bool> search_on;  // the mode as each forward pass saw it
   torch::nn::Sequential model(torch::nn::Linear(1, 10), torch::nn::Functional([&search_on](const torch::Tensor& x) {
                                 search_on.push_back(at::globalContext().benchmarkCuDNN());

@@ -5,10 +5,13 @@
 
 #include <algorithm>
 
+#include "gpu_decode_loader.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/data/device_loader.h"
 #include "gputrain/data/host_loader.h"
+#include "nvjpeg_library.h"
+#include "readers.h"
 
 namespace gputrain::data {
 
@@ -26,6 +29,11 @@ LoaderOptions loader_options(const config::DataConfig& config, Split split, int6
   options.seed = seed;
   options.mean = config.normalize.mean;
   options.std = config.normalize.std;
+  options.max_image_pixels = config.max_image_pixels;
+  const detail::ImageFit fit = detail::image_fit(config, split);
+  options.shorter_side = fit.shorter_side;
+  options.center_crop = fit.center_crop;
+  options.resize = fit.resize;
   if (train) {
     options.random_crop = config.augment.random_crop;
     options.reflect = config.augment.reflect;
@@ -113,11 +121,22 @@ DeviceCacheChoices choose_device_caches(config::Switch setting, const Dataset& t
   return choices;
 }
 
+std::string nvjpeg_missing() {
+  if (!detail::nvjpeg_built()) return "this build has none (LibTorch without CUDA, or compiled without nvjpeg.h)";
+  return detail::nvjpeg_library().why_not;
+}
+
 std::unique_ptr<BatchLoader> make_batch_loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
-                                               const DeviceCacheChoice& cache, torch::Device device) {
+                                               const DeviceCacheChoice& cache, const DecodeChoice& decode,
+                                               torch::Device device) {
   // Once per split (training and test): the sample count says which.
-  spdlog::info("data.device_cache: {} for {} ({})", cache.on ? "on" : "off",
-               count_of(dataset->info().samples, "sample"), cache.why);
+  const std::string samples = count_of(dataset->info().samples, "sample");
+  spdlog::info("data.device_cache: {} for {} ({})", cache.on ? "on" : "off", samples, cache.why);
+  // Said where files are decoded per batch, the only place it applies.
+  if (dataset->info().samples > 0 && dataset->sample_file(0) != nullptr) {
+    spdlog::info("data.decode: {} for {} ({})", decode.gpu ? "gpu" : "cpu", samples, decode.why);
+  }
+  if (decode.gpu) return std::make_unique<detail::GpuDecodeLoader>(std::move(dataset), std::move(options), device);
   if (!cache.on) return std::make_unique<HostLoader>(std::move(dataset), std::move(options));
   return std::make_unique<DeviceLoader>(std::move(dataset), std::move(options), device);
 }

@@ -195,6 +195,10 @@ class ImageFolderDataset final : public Dataset {
     log_->note(decode_resized_crop(file, {s[0], s[1], s[2]}, draw_box, max_pixels_, out), file);
   }
 
+  const fs::path* sample_file(int64_t index) const override {
+    return resident() ? nullptr : &files_.at(static_cast<std::size_t>(index));
+  }
+
  private:
   DatasetInfo info_;
   std::vector<fs::path> files_;

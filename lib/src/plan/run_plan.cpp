@@ -13,6 +13,7 @@
 #include "gputrain/models/factory.h"
 #include "gputrain/parallel/launcher.h"
 #include "gputrain/plan/data_keys.h"
+#include "gputrain/plan/decode_plan.h"
 #include "gputrain/step/amp.h"
 #include "problems.h"
 
@@ -60,15 +61,22 @@ void plan_device_cache(RunPlan& run) {
   run.device_cache = data::choose_device_caches(setting, *run.train_set, run.test_set.get(), free_bytes, device);
 }
 
+// data.decode for both splits on the strategy's first device.
+void plan_decode(RunPlan& run) {
+  const torch::Device device = run.strategy.replicas.front();
+  run.decode.train = decide_decode(run.loaded, *run.train_set, device, data::nvjpeg_missing);
+  if (run.test_set) run.decode.test = decide_decode(run.loaded, *run.test_set, device, data::nvjpeg_missing);
+}
+
 // data.decode_threads for the splits the host loader decodes or augments
 // image by image; auto: the CPUs this process may use. Nothing when no split does.
 void plan_decode_threads(RunPlan& run) {
   const auto per_image = [](const data::Dataset* set, const data::DeviceCacheChoice& cache,
-                            const data::LoaderOptions& options) {
-    return set != nullptr && !cache.on && data::works_per_image(*set, options);
+                            const data::DecodeChoice& decode, const data::LoaderOptions& options) {
+    return set != nullptr && !cache.on && !decode.gpu && data::works_per_image(*set, options);
   };
-  if (!per_image(run.train_set.get(), run.device_cache.train, run.train_loader) &&
-      !per_image(run.test_set.get(), run.device_cache.test, run.test_loader)) {
+  if (!per_image(run.train_set.get(), run.device_cache.train, run.decode.train, run.train_loader) &&
+      !per_image(run.test_set.get(), run.device_cache.test, run.decode.test, run.test_loader)) {
     return;
   }
   const int64_t threads = decode_threads(run.loaded.config.data);
@@ -176,6 +184,7 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   run.test_loader = data::loader_options(c.data, data::Split::kTest, run.batch.test, c.seed);
   if (!launcher_only) {
     problems.attempt([&] { plan_device_cache(run); });
+    problems.attempt([&] { plan_decode(run); });
     plan_decode_threads(run);
   }
   if (!model_known) return Reached::kBatch;

@@ -305,6 +305,18 @@ DryRun dry_run(const DryRunRequest& request) {
       fast.push_back(
           fmt::format("data.device_cache for the test split: {} ({})", cache.test.on ? "on" : "off", cache.test.why));
     }
+    // Shown where a split's files are decoded per batch, as the run logs it.
+    const auto per_batch = [](const data::Dataset* set) {
+      return set != nullptr && set->info().samples > 0 && set->sample_file(0) != nullptr;
+    };
+    const data::DecodeChoices& decode = run.decode;
+    if (per_batch(run.train_set.get())) {
+      fast.push_back(fmt::format("data.decode: {} ({})", decode.train.gpu ? "gpu" : "cpu", decode.train.why));
+    }
+    if (per_batch(run.test_set.get())) {
+      fast.push_back(
+          fmt::format("data.decode for the test split: {} ({})", decode.test.gpu ? "gpu" : "cpu", decode.test.why));
+    }
     report["fast_paths"] = fast;
     report["memory"] = memory_section(dry, facts, run.strategy, request.meminfo);
   }

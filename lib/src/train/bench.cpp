@@ -79,7 +79,8 @@ LoaderBenchReport run_loader_bench(const plan::RunPlan& plan, const BenchOptions
   const torch::Device device = plan.devices.primary();
   const plan::FastPaths& fast = plan.step.fast;  // the intra-op threads the run would give a resident split's batches
   step::configure_backends(fast.matmul_precision.value, fast.threads, fast.cudnn_benchmark);
-  const auto source = data::make_batch_loader(plan.train_set, plan.train_loader, plan.device_cache.train, device);
+  const auto source =
+      data::make_batch_loader(plan.train_set, plan.train_loader, plan.device_cache.train, plan.decode.train, device);
   EndlessBatches batches(*source);
   int64_t samples = 0;
   Clock::time_point start;
@@ -130,7 +131,8 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   }
   const optim::LossSpec& loss = plan.loss;
   // A forward pass takes one micro-batch, as in training.
-  const auto source = data::make_batch_loader(dataset, plan.train_loader, plan.device_cache.train, device);
+  const auto source =
+      data::make_batch_loader(dataset, plan.train_loader, plan.device_cache.train, plan.decode.train, device);
   torch::nn::Sequential model = build_planned_model(plan, device);  // frozen parameters take no step
   apply_fast_paths(fast, model);
   models::train_mode(*model, c.model.freeze_batchnorm);

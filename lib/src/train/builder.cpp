@@ -189,7 +189,8 @@ RunParts build_run(const plan::RunPlan& plan) {
   // Each process loads only its rows of every batch (ddp: its rank's share).
   data::LoaderOptions train_options = plan.train_loader;
   train_options.shard = run.strategy->loader_shard();
-  run.train_batches = data::make_batch_loader(run.train_set, train_options, plan.device_cache.train, run.device);
+  run.train_batches =
+      data::make_batch_loader(run.train_set, train_options, plan.device_cache.train, plan.decode.train, run.device);
   const int64_t loader_steps =
       (run.train_batches->batches_per_epoch() + run.batch.accumulation - 1) / run.batch.accumulation;
   GPUTRAIN_CHECK(loader_steps == run.batch.steps_per_epoch, "the loader makes {} optimizer steps an epoch, the plan {}",
@@ -198,7 +199,8 @@ RunParts build_run(const plan::RunPlan& plan) {
     run.test_set = plan.test_set;
     data::LoaderOptions test_options = plan.test_loader;
     test_options.shard = run.strategy->loader_shard();
-    run.test_batches = data::make_batch_loader(run.test_set, test_options, plan.device_cache.test, run.device);
+    run.test_batches =
+        data::make_batch_loader(run.test_set, test_options, plan.device_cache.test, plan.decode.test, run.device);
     run.loss = plan.loss;
     run.tta = test_time_augmentation(plan.evaluation.tta);
   }

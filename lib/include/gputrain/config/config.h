@@ -20,6 +20,7 @@ enum class Switch { kOff, kOn, kAuto };
 // The choice keys' values. Each enum's table (below) holds its words.
 enum class DatasetName { kRandom, kSynthetic, kCifar10, kFashionMnist, kMnist, kNpy, kCsv, kImageFolder };
 enum class ImageCache { kAuto, kMemory, kNone };
+enum class ImageDecode { kAuto, kCpu, kGpu };
 enum class ModelName { kLinear, kMlp, kCifar10Cnn, kLayers };
 enum class Activation { kRelu, kGelu, kTanh };
 enum class OptimizerName { kSgd, kAdam, kAdamW };
@@ -61,6 +62,8 @@ inline constexpr ChoiceTable<DatasetName, 8> kDatasetNames{{{{"random", DatasetN
                                                              {"image_folder", DatasetName::kImageFolder}}}};
 inline constexpr ChoiceTable<ImageCache, 3> kImageCaches{
     {{{"auto", ImageCache::kAuto}, {"memory", ImageCache::kMemory}, {"none", ImageCache::kNone}}}};
+inline constexpr ChoiceTable<ImageDecode, 3> kImageDecodes{
+    {{{"auto", ImageDecode::kAuto}, {"cpu", ImageDecode::kCpu}, {"gpu", ImageDecode::kGpu}}}};
 inline constexpr ChoiceTable<ModelName, 4> kModelNames{{{{"linear", ModelName::kLinear},
                                                          {"mlp", ModelName::kMlp},
                                                          {"cifar10_cnn", ModelName::kCifar10Cnn},
@@ -115,6 +118,7 @@ inline constexpr ChoiceTable<LayerType, 15> kLayerTypes{{{{"conv2d", LayerType::
 // The table of each choice enum, found by overload (config::word(value) uses it).
 constexpr const auto& choices(DatasetName) { return kDatasetNames; }
 constexpr const auto& choices(ImageCache) { return kImageCaches; }
+constexpr const auto& choices(ImageDecode) { return kImageDecodes; }
 constexpr const auto& choices(ModelName) { return kModelNames; }
 constexpr const auto& choices(Activation) { return kActivations; }
 constexpr const auto& choices(OptimizerName) { return kOptimizerNames; }
@@ -188,6 +192,9 @@ struct DataConfig {
   // Images stored larger than this are refused before decoding (decompression bombs); PIL's default.
   int64_t max_image_pixels = 89478485;
   ImageCache cache = ImageCache::kAuto;  // decoded images kept in memory, or decoded per batch
+  // Under cache none: JPEGs decoded by the loader's threads (cpu) or by nvJPEG on the GPU (gpu);
+  // auto: gpu when it can run (plan/run_plan.h).
+  ImageDecode decode = ImageDecode::kAuto;
   std::optional<int64_t> batch_size = 128;
   std::optional<int64_t> micro_batch_size;
   int64_t test_batch_size = 0;  // 0: same as batch_size

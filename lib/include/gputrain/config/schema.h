@@ -208,6 +208,13 @@ void visit(V& v, DataConfig& c) {
           "`image_folder`: `memory` decodes every image once, at start (all threads), and keeps the uint8 pixels; "
           "`none` decodes each batch's images in the loader's worker threads, every epoch. `auto`: memory when "
           "the decoded split takes at most a quarter of the host's available memory, else none; logged at start");
+  v.field("decode", c.decode, Any{},
+          "`image_folder` under `cache: none`: where each batch's JPEGs are decoded. `cpu`: in the loader's "
+          "worker threads (libjpeg-turbo); `gpu`: by nvJPEG on the training GPU, the workers only reading the "
+          "files and drawing the augmentation (same samples, order and draws as `cpu`; pixels within JPEG "
+          "decoders' rounding). `auto`: gpu when the run is on CUDA, the data set is `image_folder` under "
+          "`cache: none` and nvJPEG loads (the `nvidia-nvjpeg` wheel, scripts/setup.sh), else cpu; logged at "
+          "run start and shown by `gputrain plan`. `gpu` where it cannot run is an error saying why");
   v.field("batch_size", c.batch_size, Min{1},
           "global batch per optimizer step, shared by accumulation, replicas and ranks (above). `auto`: with "
           "`micro_batch_size`, that × `train.accumulation_steps` × processes; without it, `train.target_batch`, as "

@@ -79,6 +79,13 @@ struct LoaderOptions {
   ResizedCrop resized_crop;       // before the crop and flip above (images, train only)
   ColorJitter color_jitter;       // after the resized crop (images, train only)
   Shard shard;                    // ddp: this rank's rows of every batch
+  // Image files read per batch (Dataset::sample_file), brought to the split's
+  // size where no resized crop is drawn as image_folder brings them:
+  // data.resize's shorter side, then data.center_crop, or data.image_size.
+  int64_t max_image_pixels = 0;  // data.max_image_pixels
+  int64_t shorter_side = 0;
+  bool center_crop = false;
+  bool resize = false;
 };
 
 // LoaderOptions from the config for one split in batches of `batch_size` rows
@@ -143,10 +150,26 @@ struct DeviceCacheChoices {
 DeviceCacheChoices choose_device_caches(config::Switch setting, const Dataset& train, const Dataset* test,
                                         int64_t free_bytes, const torch::Device& device);
 
-// The split's loader as `cache` decided (logged): a DeviceLoader on `device`
-// (the training device, whatever it is; measured faster on the CPU too:
-// configs/README.md), else a HostLoader.
+// data.decode for a split (plan::decide_decode): its image files decoded by
+// nvJPEG on the training GPU, or on the host, and why.
+struct DecodeChoice {
+  bool gpu = false;
+  std::string why;  // "set", or "auto: ..."
+};
+struct DecodeChoices {
+  DecodeChoice train;
+  DecodeChoice test;
+};
+
+// Why this process cannot decode JPEGs with nvJPEG (a build without it, or
+// the library not found, saying where it was looked for); empty when it can.
+std::string nvjpeg_missing();
+
+// The split's loader as `cache` and `decode` decided (logged): a DeviceLoader
+// on `device` (the training device, whatever it is; measured faster on the CPU
+// too: configs/README.md), a GpuDecodeLoader on `device` for decode.gpu, else a HostLoader.
 std::unique_ptr<BatchLoader> make_batch_loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options,
-                                               const DeviceCacheChoice& cache, torch::Device device);
+                                               const DeviceCacheChoice& cache, const DecodeChoice& decode,
+                                               torch::Device device);
 
 }  // namespace gputrain::data

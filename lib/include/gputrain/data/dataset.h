@@ -5,6 +5,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -66,6 +67,10 @@ class Dataset {
   // image as stored; image files under data.cache: none draw on the file's own
   // size and decode little more than the box.
   virtual void read_resized_crop(int64_t index, const DrawCropBox& draw_box, uint8_t* out) const;
+  // The file sample `index` is read from per batch (image_folder under
+  // data.cache: none), for a loader that reads and decodes it itself
+  // (data.decode: gpu); null for a set that holds its samples.
+  virtual const std::filesystem::path* sample_file(int64_t /*index*/) const { return nullptr; }
 };
 
 // Builds the dataset `config.dataset` for `split`, reading files under

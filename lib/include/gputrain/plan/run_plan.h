@@ -74,6 +74,8 @@ struct RunPlan {
   // data.device_cache for each split on the strategy's first device, with the
   // memory free when the plan was made (rank 0's when this process only starts workers: undecided).
   data::DeviceCacheChoices device_cache;
+  // data.decode for each split on the strategy's first device (plan/decode_plan.h).
+  data::DecodeChoices decode;
   ModelFacts model;          // the model's, traced once on the CPU
   ModelInitPlan model_init;  // model.init_from's tensors that fit, and model.freeze's parameters
   StepPlan step;
