@@ -4,16 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <exception>
-#include <map>
-#include <mutex>
-#include <thread>
 
 #include "batch_plan.h"
 #include "gpu_decode_batch.h"
 #include "gputrain/common/error.h"
-#include "gputrain/device/host_resources.h"
+#include "prefetch_queue.h"
 
 namespace gputrain::data::detail {
 
@@ -32,24 +28,14 @@ struct GpuDecodeLoader::State {
   std::vector<ChannelMap> maps;
   ImageShape shape;
   ImageFit fit;
-  int64_t prefetch = 0;
-  int64_t batches = 0;
 
   // Per epoch, written only while no worker runs.
   int64_t epoch = -1;
   std::vector<int64_t> order;
   double wait = 0.0;
 
-  // Shared with the workers, under `mutex`.
-  std::mutex mutex;
-  std::condition_variable work_cv;   // a batch may be claimed, or stop
-  std::condition_variable ready_cv;  // a batch is ready
-  int64_t claimed = 0;
-  int64_t delivered = 0;
-  bool stopping = false;
-  std::map<int64_t, Slot> ready;
-  std::exception_ptr worker_failure;  // what escaped a worker's loop (the queue's own allocation)
-  std::vector<std::thread> workers;
+  // Last: destroyed first, its workers joined while what they read is still here.
+  std::unique_ptr<PrefetchQueue<Slot>> queue;
 
   State(std::shared_ptr<const Dataset> data, LoaderOptions opts, DecodeImages decoder)
       : dataset(std::move(data)), options(std::move(opts)), decode(std::move(decoder)) {
@@ -65,78 +51,17 @@ struct GpuDecodeLoader::State {
     maps = checked_channel_maps(options, info);
     shape = {info.input_shape[0], info.input_shape[1], info.input_shape[2]};
     fit = {options.shorter_side, options.center_crop, options.resize};
-    prefetch = std::max<int64_t>(1, options.prefetch > 0 ? options.prefetch : 2 * options.num_workers);
-    batches = batch_count(options, info.samples);
+    queue =
+        std::make_unique<PrefetchQueue<Slot>>(options.num_workers, options.prefetch, batch_count(options, info.samples),
+                                              [this](int64_t index) { return read(index); });
   }
 
-  ~State() { stop(); }
-
   void start(int64_t new_epoch, int64_t first_batch) {
-    GPUTRAIN_CHECK(first_batch >= 0 && first_batch <= batches, "batch {} of an epoch of {}", first_batch, batches);
-    stop();
+    queue->stop();
     epoch = new_epoch;
     order = epoch_order(options, dataset->info().samples, epoch);
     wait = 0.0;
-    claimed = first_batch;
-    delivered = first_batch;
-    stopping = false;
-    worker_failure = nullptr;
-    try {
-      for (int64_t w = 0; w < options.num_workers && batches > 0; ++w) workers.emplace_back([this] { work(); });
-    } catch (...) {
-      const std::size_t started = workers.size();
-      stop();
-      device::rethrow_as_resource_error(
-          fmt::format("starting data loader worker {} of {} (data.num_workers)", started + 1, options.num_workers),
-          "Lower data.num_workers");
-    }
-  }
-
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      stopping = true;
-    }
-    work_cv.notify_all();
-    for (std::thread& worker : workers) worker.join();
-    workers.clear();
-    ready.clear();
-    delivered = batches;  // the epoch is over: next() returns nullopt until start()
-  }
-
-  // An exception leaving a thread's function ends the process: it goes to the consumer instead.
-  void work() {
-    try {
-      std::unique_lock<std::mutex> lock(mutex);
-      while (true) {
-        work_cv.wait(lock, [this] { return stopping || claimed >= batches || claimed < delivered + prefetch; });
-        if (stopping || claimed >= batches) return;
-        const int64_t index = claimed++;
-        lock.unlock();
-        Slot slot = read(index);
-        lock.lock();
-        ready.emplace(index, std::move(slot));
-        ready_cv.notify_all();
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex);
-      worker_failure = std::current_exception();
-      ready_cv.notify_all();
-    }
-  }
-
-  Slot take() {
-    std::unique_lock<std::mutex> lock(mutex);
-    ready_cv.wait(lock, [this] { return ready.count(delivered) > 0 || worker_failure; });
-    if (ready.count(delivered) == 0) {
-      Slot failed;
-      failed.error = worker_failure;
-      return failed;
-    }
-    auto node = ready.extract(delivered++);
-    lock.unlock();
-    work_cv.notify_all();
-    return std::move(node.mapped());
+    queue->start(first_batch);
   }
 
   // The host half of batch `index`: its files, draws and labels (checked, naming the sample).
@@ -198,22 +123,22 @@ void GpuDecodeLoader::start_epoch(int64_t epoch, int64_t first_batch) { state_->
 std::optional<Batch> GpuDecodeLoader::next() {
   State& s = *state_;
   GPUTRAIN_CHECK(s.epoch >= 0, "GpuDecodeLoader::next() called before start_epoch()");
-  if (s.delivered >= s.batches) return std::nullopt;
+  if (s.queue->done()) return std::nullopt;
   const auto start = std::chrono::steady_clock::now();
-  State::Slot slot = s.options.num_workers == 0 ? s.read(s.delivered++) : s.take();
+  State::Slot slot = s.queue->next();
   s.wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   try {
     if (slot.error) std::rethrow_exception(slot.error);
     return s.make(std::move(slot));
   } catch (...) {
-    s.stop();
+    s.queue->stop();
     throw;
   }
 }
 
-void GpuDecodeLoader::stop() { state_->stop(); }
+void GpuDecodeLoader::stop() { state_->queue->stop(); }
 
-int64_t GpuDecodeLoader::batches_per_epoch() const { return state_->batches; }
+int64_t GpuDecodeLoader::batches_per_epoch() const { return state_->queue->batches(); }
 
 const DatasetInfo& GpuDecodeLoader::info() const { return state_->dataset->info(); }
 

@@ -6,18 +6,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <exception>
-#include <map>
 #include <mutex>
-#include <thread>
 
 #include "batch_plan.h"
 #include "decode_pool.h"
 #include "gputrain/common/error.h"
-#include "gputrain/device/host_resources.h"
 #include "image_files.h"
+#include "prefetch_queue.h"
 
 namespace gputrain::data {
 
@@ -94,28 +91,16 @@ struct HostLoader::State {
   LoaderOptions options;
   std::vector<ChannelMap> maps;
   bool pin = false;
-  int64_t prefetch = 0;
-  int64_t batches = 0;
 
   // Per epoch, written only while no worker runs.
   int64_t epoch = -1;
   std::vector<int64_t> order;
   double wait = 0.0;
 
-  // Shared with the workers, under `mutex`.
-  std::mutex mutex;
-  std::condition_variable work_cv;   // a batch may be claimed, or stop
-  std::condition_variable ready_cv;  // a batch is ready
-  int64_t claimed = 0;               // batches handed to workers
-  int64_t delivered = 0;             // batches returned by next()
-  bool stopping = false;
-  std::map<int64_t, Slot> ready;
-  // What a worker could not hand over as a Slot (the queue's own allocation
-  // failing when memory runs out): the next take() throws it.
-  std::exception_ptr worker_failure;
-  std::vector<std::thread> workers;
   // data.decode_threads, when images are decoded or augmented one at a time.
   std::unique_ptr<detail::DecodePool> decoders;
+  // Last: destroyed first, its workers joined while what they read is still here.
+  std::unique_ptr<detail::PrefetchQueue<Slot>> queue;
 
   State(std::shared_ptr<const Dataset> data, LoaderOptions opts) : dataset(std::move(data)), options(std::move(opts)) {
     GPUTRAIN_CHECK(dataset != nullptr, "HostLoader needs a data set");
@@ -131,87 +116,20 @@ struct HostLoader::State {
       pin = torch::cuda::is_available();
       if (!pin) warn_pin_memory_once();
     }
-    prefetch = std::max<int64_t>(1, options.prefetch > 0 ? options.prefetch : 2 * options.num_workers);
-    batches = batch_count(options, info.samples);
     if (options.decode_threads > 0 && works_per_image(*dataset, options)) {
       decoders = std::make_unique<detail::DecodePool>(options.decode_threads);
     }
+    queue = std::make_unique<detail::PrefetchQueue<Slot>>(options.num_workers, options.prefetch,
+                                                          batch_count(options, info.samples),
+                                                          [this](int64_t index) { return make_slot(index); });
   }
 
-  ~State() { stop(); }
-
   void start(int64_t new_epoch, int64_t first_batch) {
-    GPUTRAIN_CHECK(first_batch >= 0 && first_batch <= batches, "batch {} of an epoch of {}", first_batch, batches);
-    stop();
+    queue->stop();
     epoch = new_epoch;
     order = detail::epoch_order(options, dataset->info().samples, epoch);
     wait = 0.0;
-    claimed = first_batch;
-    delivered = first_batch;
-    stopping = false;
-    worker_failure = nullptr;
-    try {
-      for (int64_t w = 0; w < options.num_workers && batches > 0; ++w) workers.emplace_back([this] { work(); });
-    } catch (...) {
-      const std::size_t started = workers.size();
-      stop();
-      device::rethrow_as_resource_error(
-          fmt::format("starting data loader worker {} of {} (data.num_workers)", started + 1, options.num_workers),
-          "Lower data.num_workers");
-    }
-  }
-
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      stopping = true;
-    }
-    work_cv.notify_all();
-    for (std::thread& worker : workers) worker.join();
-    workers.clear();
-    ready.clear();
-    delivered = batches;  // the epoch is over: next() returns nullopt until start()
-  }
-
-  // An exception leaving a thread's function ends the process, so whatever
-  // escapes the loop is handed to the consumer instead.
-  void work() {
-    try {
-      claim_and_make();
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex);
-      worker_failure = std::current_exception();
-      ready_cv.notify_all();
-    }
-  }
-
-  void claim_and_make() {
-    std::unique_lock<std::mutex> lock(mutex);
-    while (true) {
-      // Claim the next batch only while fewer than `prefetch` are claimed and not yet delivered.
-      work_cv.wait(lock, [this] { return stopping || claimed >= batches || claimed < delivered + prefetch; });
-      if (stopping || claimed >= batches) return;
-      const int64_t index = claimed++;
-      lock.unlock();
-      Slot slot = make_slot(index);
-      lock.lock();
-      ready.emplace(index, std::move(slot));
-      ready_cv.notify_all();
-    }
-  }
-
-  Slot take() {
-    std::unique_lock<std::mutex> lock(mutex);
-    ready_cv.wait(lock, [this] { return ready.count(delivered) > 0 || worker_failure; });
-    if (ready.count(delivered) == 0) {
-      Slot failed;
-      failed.error = worker_failure;
-      return failed;
-    }
-    auto node = ready.extract(delivered++);
-    lock.unlock();
-    work_cv.notify_all();
-    return std::move(node.mapped());
+    queue->start(first_batch);
   }
 
   Slot make_slot(int64_t index) const {
@@ -342,20 +260,20 @@ void HostLoader::start_epoch(int64_t epoch, int64_t first_batch) { state_->start
 std::optional<Batch> HostLoader::next() {
   State& s = *state_;
   GPUTRAIN_CHECK(s.epoch >= 0, "HostLoader::next() called before start_epoch()");
-  if (s.delivered >= s.batches) return std::nullopt;
+  if (s.queue->done()) return std::nullopt;
   const auto start = std::chrono::steady_clock::now();
-  State::Slot slot = s.options.num_workers == 0 ? s.make_slot(s.delivered++) : s.take();
+  State::Slot slot = s.queue->next();
   s.wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (slot.error) {
-    s.stop();
+    s.queue->stop();
     std::rethrow_exception(slot.error);
   }
   return std::move(slot.batch);
 }
 
-void HostLoader::stop() { state_->stop(); }
+void HostLoader::stop() { state_->queue->stop(); }
 
-int64_t HostLoader::batches_per_epoch() const { return state_->batches; }
+int64_t HostLoader::batches_per_epoch() const { return state_->queue->batches(); }
 
 const DatasetInfo& HostLoader::info() const { return state_->dataset->info(); }
 
