@@ -24,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing::augmented_options;
-using testing::cpu_decoded;
+using testing::cpu_decode_all;
 using testing::JpegFiles;
 constexpr int64_t kMaxPixels = testing::kJpegMaxPixels;
 
@@ -44,28 +44,14 @@ class GpuDecodeBatch : public ::testing::Test {
 TEST_F(GpuDecodeBatch, MakesHostLoadersBatches) {
   const std::vector<fs::path> files = write_jpegs(6, {{24, 24}, {40, 56}, {33, 29}});
   const auto dataset = std::make_shared<JpegFiles>(files, ImageShape{3, 24, 24});
-  ImageFit image_size;  // the training split's under random_resized_crop: data.image_size
-  image_size.resize = true;
   for (const bool alternating : {false, true}) {
     LoaderOptions options = augmented_options(4);
     options.alternating_flip = alternating;
-    HostLoader host(dataset, options);
-    const std::vector<ChannelMap> maps = checked_channel_maps(options, dataset->info());
-    for (int64_t epoch = 0; epoch < 2; ++epoch) {
-      host.start_epoch(epoch);
-      const std::vector<int64_t> order = epoch_order(options, 6, epoch);
-      for (int64_t index = 0; index < 2; ++index) {  // 4 rows, then the short 2
-        const std::optional<Batch> expected = host.next();
-        ASSERT_TRUE(expected.has_value());
-        const EncodedBatch batch = read_encoded_batch(options, order, epoch, index, files, kMaxPixels);
-        std::vector<torch::Tensor> fitted;
-        for (const EncodedSample& sample : batch.samples) {
-          fitted.push_back(fit_sample(cpu_decoded(sample), sample, image_size, {3, 24, 24}));
-        }
-        const torch::Tensor inputs = finish_images(fitted, batch, options, maps);
-        EXPECT_TRUE(torch::equal(inputs, expected->inputs)) << "epoch " << epoch << " batch " << index;
-      }
-    }
+    // 4 rows, then the short 2
+    testing::against_host_loader(dataset, options, files, 2, 2, cpu_decode_all,
+                                 [](const std::string& what, const torch::Tensor& inputs, const Batch& expected) {
+                                   EXPECT_TRUE(torch::equal(inputs, expected.inputs)) << what;
+                                 });
   }
 }
 
@@ -83,28 +69,14 @@ TEST_F(GpuDecodeBatch, LargerFilesCloseToHostLoadersScaledDecode) {
   options.mean.clear();  // the floats are bytes / 255
   options.std.clear();
   options.resized_crop.scale = {0.5, 1.0};  // boxes of at least 48 pixels a side: DCT-scaled
-  HostLoader host(dataset, options);
-  const std::vector<ChannelMap> maps = checked_channel_maps(options, dataset->info());
-  ImageFit image_size;
-  image_size.resize = true;
-  for (int64_t epoch = 0; epoch < 2; ++epoch) {
-    host.start_epoch(epoch);
-    const std::vector<int64_t> order = epoch_order(options, 6, epoch);
-    for (int64_t index = 0; index < 2; ++index) {
-      const std::optional<Batch> expected = host.next();
-      ASSERT_TRUE(expected.has_value());
-      const EncodedBatch batch = read_encoded_batch(options, order, epoch, index, files, kMaxPixels);
-      std::vector<torch::Tensor> fitted;
-      for (const EncodedSample& sample : batch.samples) {
-        fitted.push_back(fit_sample(cpu_decoded(sample), sample, image_size, {3, 24, 24}));
-      }
-      const torch::Tensor diff = ((finish_images(fitted, batch, options, maps) - expected->inputs) * 255).abs();
-      const double mean = diff.mean().item<double>(), max = diff.max().item<double>();
-      std::cout << "epoch " << epoch << " batch " << index << ": mean " << mean << ", max " << max << "\n";
-      EXPECT_LT(mean, 4.0) << "epoch " << epoch << " batch " << index;
-      EXPECT_LE(max, 32.0) << "epoch " << epoch << " batch " << index;
-    }
-  }
+  testing::against_host_loader(dataset, options, files, 2, 2, cpu_decode_all,
+                               [](const std::string& what, const torch::Tensor& inputs, const Batch& expected) {
+                                 const torch::Tensor diff = ((inputs - expected.inputs) * 255).abs();
+                                 const double mean = diff.mean().item<double>(), max = diff.max().item<double>();
+                                 std::cout << what << ": mean " << mean << ", max " << max << "\n";
+                                 EXPECT_LT(mean, 4.0) << what;
+                                 EXPECT_LE(max, 32.0) << what;
+                               });
 }
 
 // Files of their own sizes: each box drawn on its file's stored size from its

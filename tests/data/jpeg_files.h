@@ -3,6 +3,7 @@
 // reads them per batch (whole files, or as image_folder does under
 // data.cache: none), for HostLoader to make the reference batches.
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <array>
@@ -12,7 +13,9 @@
 #include <vector>
 
 #include "gpu_decode_batch.h"
+#include "gpu_decode_loader.h"
 #include "gputrain/data/dataset.h"
+#include "gputrain/data/host_loader.h"
 #include "image_files.h"
 #include "image_ops.h"
 #include "support/temp_dir.h"
@@ -45,15 +48,6 @@ inline std::vector<std::filesystem::path> write_jpegs(const std::filesystem::pat
                                data::detail::encode_jpeg(pixels.const_data_ptr<uint8_t>(), {3, size[0], size[1]}, 90)));
   }
   return files;
-}
-
-// libjpeg-turbo's decode of `sample`'s file at its stored size.
-inline torch::Tensor cpu_decoded(const data::detail::EncodedSample& sample) {
-  const data::detail::ImageShape shape{3, sample.stored.height, sample.stored.width};
-  torch::Tensor out = torch::empty({3, shape.height, shape.width}, torch::kUInt8);
-  data::detail::decode_image(sample.image.name, shape, data::detail::ImageFit{}, kJpegMaxPixels,
-                             out.data_ptr<uint8_t>());
-  return out;
 }
 
 // `files`, all of `shape`, decoded per batch by libjpeg-turbo; labels alternate 0, 1.
@@ -122,6 +116,49 @@ inline std::vector<torch::Tensor> cpu_decode_all(const std::vector<data::detail:
     decoded.push_back(out);
   }
   return decoded;
+}
+
+// Batch `index` of `epoch` (in `order`) made by the two halves, `decode`
+// standing in for nvJPEG, the files brought to 24x24 RGB where no box is drawn
+// (data.image_size's fit).
+inline torch::Tensor halves_batch(const data::LoaderOptions& options, const std::vector<int64_t>& order, int64_t epoch,
+                                  int64_t index, const std::vector<std::filesystem::path>& files,
+                                  const data::detail::DecodeImages& decode) {
+  using namespace data::detail;
+  const EncodedBatch batch = read_encoded_batch(options, order, epoch, index, files, kJpegMaxPixels);
+  std::vector<EncodedImage> images;
+  for (const EncodedSample& sample : batch.samples) images.push_back(sample.image);
+  const std::vector<torch::Tensor> decoded = decode(images);
+  ImageFit image_size;
+  image_size.resize = true;
+  std::vector<torch::Tensor> fitted;
+  for (std::size_t i = 0; i < decoded.size(); ++i) {
+    fitted.push_back(fit_sample(decoded[i], batch.samples[i], image_size, {3, 24, 24}));
+  }
+  data::DatasetInfo info;
+  info.input_shape = {3, 24, 24};
+  info.images = true;
+  return finish_images(fitted, batch, options, checked_channel_maps(options, info));
+}
+
+// `epochs` x `batches` batches of `dataset`'s `files`: `check(what, halves,
+// host)` gets the halves' inputs (`decode` standing in for nvJPEG) and
+// HostLoader's batch for the same epoch and index.
+template <typename Check>
+void against_host_loader(const std::shared_ptr<const data::Dataset>& dataset, const data::LoaderOptions& options,
+                         const std::vector<std::filesystem::path>& files, int64_t epochs, int64_t batches,
+                         const data::detail::DecodeImages& decode, Check check) {
+  data::HostLoader host(dataset, options);
+  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+    host.start_epoch(epoch);
+    const std::vector<int64_t> order = data::detail::epoch_order(options, dataset->info().samples, epoch);
+    for (int64_t index = 0; index < batches; ++index) {
+      const std::optional<data::Batch> expected = host.next();
+      ASSERT_TRUE(expected.has_value());
+      check(fmt::format("epoch {} batch {}", epoch, index), halves_batch(options, order, epoch, index, files, decode),
+            *expected);
+    }
+  }
 }
 
 // Options with every augmentation data.decode: gpu makes on the device.

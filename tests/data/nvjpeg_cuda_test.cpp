@@ -126,32 +126,14 @@ TEST_F(NvjpegCuda, BatchesMatchHostLoaders_CUDA) {
   options.mean.clear();
   options.std.clear();
   options.color_jitter.hue = 0;
-  HostLoader host(dataset, options);
-  const std::vector<ChannelMap> maps = checked_channel_maps(options, dataset->info());
-  ImageFit image_size;
-  image_size.resize = true;
   NvjpegDecoder decoder(torch::Device(torch::kCUDA, 0), 3);
-  for (int64_t epoch = 0; epoch < 2; ++epoch) {
-    host.start_epoch(epoch);
-    const std::vector<int64_t> order = epoch_order(options, 6, epoch);
-    for (int64_t index = 0; index < 2; ++index) {
-      const std::optional<Batch> expected = host.next();
-      ASSERT_TRUE(expected.has_value());
-      const EncodedBatch batch = read_encoded_batch(options, order, epoch, index, files, testing::kJpegMaxPixels);
-      std::vector<EncodedImage> images;
-      for (const EncodedSample& sample : batch.samples) images.push_back(sample.image);
-      const std::vector<torch::Tensor> decoded = decoder.decode(images);
-      std::vector<torch::Tensor> fitted;
-      for (std::size_t i = 0; i < decoded.size(); ++i) {
-        fitted.push_back(fit_sample(decoded[i], batch.samples[i], image_size, {3, 24, 24}));
-      }
-      const torch::Tensor inputs = finish_images(fitted, batch, options, maps);
-      ASSERT_EQ(inputs.device().type(), torch::kCUDA);
-      const std::string what = "epoch " + std::to_string(epoch) + " batch " + std::to_string(index);
-      const torch::Tensor levels = (inputs.cpu() * 255).round().to(torch::kUInt8);
-      expect_close(levels.cuda(), (expected->inputs * 255).round().to(torch::kUInt8), what);
-    }
-  }
+  testing::against_host_loader(
+      dataset, options, files, 2, 2, [&](const std::vector<EncodedImage>& images) { return decoder.decode(images); },
+      [](const std::string& what, const torch::Tensor& inputs, const Batch& expected) {
+        ASSERT_EQ(inputs.device().type(), torch::kCUDA);
+        const torch::Tensor levels = (inputs.cpu() * 255).round().to(torch::kUInt8);
+        expect_close(levels.cuda(), (expected.inputs * 255).round().to(torch::kUInt8), what);
+      });
 }
 
 // data.decode: gpu's loader (worker threads, nvJPEG, the device half on the

@@ -305,15 +305,16 @@ DryRun dry_run(const DryRunRequest& request) {
       fast.push_back(
           fmt::format("data.device_cache for the test split: {} ({})", cache.test.on ? "on" : "off", cache.test.why));
     }
-    // Shown where a split's files are decoded per batch, as the run logs it.
-    const auto per_batch = [](const data::Dataset* set) {
-      return set != nullptr && set->info().samples > 0 && set->sample_file(0) != nullptr;
+    // Shown where a split's files are decoded per batch, as the run logs it, once decided (a refused
+    // data.decode: gpu is among the problems instead).
+    const auto per_batch = [](const data::Dataset* set, const data::DecodeChoice& choice) {
+      return set != nullptr && set->info().samples > 0 && set->sample_file(0) != nullptr && !choice.why.empty();
     };
     const data::DecodeChoices& decode = run.decode;
-    if (per_batch(run.train_set.get())) {
+    if (per_batch(run.train_set.get(), decode.train)) {
       fast.push_back(fmt::format("data.decode: {} ({})", decode.train.gpu ? "gpu" : "cpu", decode.train.why));
     }
-    if (per_batch(run.test_set.get())) {
+    if (per_batch(run.test_set.get(), decode.test)) {
       fast.push_back(
           fmt::format("data.decode for the test split: {} ({})", decode.test.gpu ? "gpu" : "cpu", decode.test.why));
     }
