@@ -657,6 +657,35 @@ TEST_F(ImageFolder, TheRandomResizedCropDecodesOnlyTheBoxOfTheStoredJpeg) {
   }
 }
 
+// Sharp colour edges everywhere (noise, 4:2:0 JPEGs): a box decoded at the
+// stored scale, wherever it starts (on an iMCU boundary or not, at the
+// image's edges), holds exactly the whole decode's pixels: libjpeg-turbo's
+// chroma upsampling at the decoded region's edges stays outside the box.
+TEST_F(ImageFolder, ABoxDecodedAtTheStoredScaleHasTheWholeDecodesPixels) {
+  write(images(3, {3, 48, 56}, 9), ImageFormat::kJpeg);
+  const auto whole = make_dataset(folder(), Split::kTrain, 0);
+  config::DataConfig config = folder(config::ImageCache::kNone);
+  config.image_size = {16};
+  config.augment.random_resized_crop.size = 16;
+  const auto boxed = make_dataset(config, Split::kTrain, 0);
+  int64_t boxes = 0;
+  for (int64_t i = 0; i < 3; ++i) {
+    for (const int64_t top : {0, 1, 7, 8, 9, 15, 16, 17, 29}) {
+      for (const int64_t left : {0, 3, 8, 16, 23, 37}) {
+        const CropBox box{top, left, 19, 19};  // 19 / 2 < 16: decoded at scale 1
+        torch::Tensor out = torch::empty({3, 16, 16}, torch::kUInt8);
+        boxed->read_resized_crop(
+            i, [&](int64_t, int64_t) { return box; }, out.data_ptr<uint8_t>());
+        ASSERT_TRUE(torch::equal(out, detail::resized_crop(whole->inputs()[i], box, 16, 16)))
+            << "image " << i << " box at " << top << ", " << left << ": largest difference "
+            << difference(out, detail::resized_crop(whole->inputs()[i], box, 16, 16)).second;
+        ++boxes;
+      }
+    }
+  }
+  EXPECT_EQ(boxes, 162);
+}
+
 // The host loader draws each box on the file's stored size, from the sample's
 // stream (draw_crop_box), not on data.image_size.
 TEST_F(ImageFolder, TheLoaderDrawsEachBoxOnTheFilesStoredSize) {

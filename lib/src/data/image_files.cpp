@@ -185,11 +185,18 @@ struct JpegRequest {
 };
 
 // The rows or columns [first, first + count) of a stored axis, in an output
-// scaled by 1/`scale` of `scaled_size` pixels: widened to whole output pixels.
+// scaled by 1/`scale` of `scaled_size` pixels: widened to whole output pixels,
+// and by a margin on each side. libjpeg-turbo's fancy upsampling of the
+// chroma (4:2:0, 4:2:2) blends each pixel with its neighbours' chroma, which
+// at the edge of a cropped or skipped region it does not have: pixels there
+// can differ from the whole decode's by tens of levels. Inside the margin the
+// box's pixels are the whole decode's.
 std::pair<JDIMENSION, JDIMENSION> scaled_span(int64_t first, int64_t count, unsigned int scale,
                                               JDIMENSION scaled_size) {
-  const auto begin = static_cast<JDIMENSION>(first / scale);
-  const auto end = std::min(scaled_size, static_cast<JDIMENSION>((first + count + scale - 1) / scale));
+  constexpr int64_t kMargin = 4;  // output pixels: twice the reach of the upsampling filter (2)
+  const auto begin = static_cast<JDIMENSION>(std::max<int64_t>(0, first / scale - kMargin));
+  const auto end =
+      static_cast<JDIMENSION>(std::min<int64_t>(scaled_size, (first + count + scale - 1) / scale + kMargin));
   return {begin, end - begin};
 }
 
