@@ -97,6 +97,15 @@ TEST_F(WhitenedModel, ALaterLayerOrAnotherWidthIsAConfigErrorAtTheLayer) {
   EXPECT_NE(error("    - {type: conv2d, out_channels: 6, kernel: 2, whiten: 5}\n    - flatten\n    - linear\n")
                 .find("set out_channels: 8 and groups: 1 (got 6 and 1)"),
             std::string::npos);
+  EXPECT_NE(error("    - {type: conv2d, out_channels: 8, kernel: 2, whiten_bias_epochs: 3}\n    - flatten\n"
+                  "    - linear\n")
+                .find("w.yaml:4:7: model.layers[0] (conv2d): whiten_bias_epochs: 3 freezes the bias of a whitening "
+                      "convolution, and this layer does not whiten; set whiten: N"),
+            std::string::npos);
+  EXPECT_NE(error("    - {type: conv2d, out_channels: 8, kernel: 2, whiten: 5, bias: false, whiten_bias_epochs: 3}\n"
+                  "    - flatten\n    - linear\n")
+                .find("whiten_bias_epochs: 3 freezes this layer's bias, and it has bias: false; set bias: true"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ const std::vector<LayerTypeInfo>& layer_types() {
          "`whiten`: > 0: the bias trains for this many first epochs only, then stays as it is (its group's lr is 0 "
          "from then on, so momentum and weight decay cannot move it either, also in `train.cuda_graph`; "
          "airbench94_muon: 3; `optim.lookahead`'s next sync still moves it once, toward its slow weights); 0: "
-         "it trains throughout"}},
+         "it trains throughout. An error without `whiten` or with `bias: false`"}},
        "2-D convolution of CxHxW samples"},
       {LayerType::kBatchnorm,
        "bn",

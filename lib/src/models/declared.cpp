@@ -118,6 +118,7 @@ class DeclaredNetwork {
                                   shape[0], out));
         }
         if (layer_integer(layer, "whiten") > 0) check_whitening(layer, shape, out, kernel, groups, first);
+        check_whiten_bias_epochs(layer);
         auto options = torch::nn::Conv2dOptions(shape[0], out, kernel)
                            .stride(stride)
                            .padding(padding)
@@ -252,6 +253,25 @@ class DeclaredNetwork {
            fmt::format("whitening makes 2 × {} channels × {}² = {} filters with groups 1; set out_channels: "
                        "{} and groups: 1 (got {} and {})",
                        shape[0], kernel, 2 * shape[0] * kernel * kernel, 2 * shape[0] * kernel * kernel, out, groups));
+    }
+  }
+
+  // whiten_bias_epochs freezes the whitening convolution's bias: on any other
+  // layer it would do nothing, which a user would not see.
+  static void check_whiten_bias_epochs(const LayerConfig& layer) {
+    using config::layer_integer;
+    const int64_t epochs = layer_integer(layer, "whiten_bias_epochs");
+    if (epochs == 0) return;
+    if (layer_integer(layer, "whiten") == 0) {
+      fail(layer, fmt::format("whiten_bias_epochs: {} freezes the bias of a whitening convolution, and this layer "
+                              "does not whiten; set whiten: N (the training images to whiten from) or leave "
+                              "whiten_bias_epochs out",
+                              epochs));
+    }
+    if (layer_integer(layer, "bias") == 0) {
+      fail(layer, fmt::format("whiten_bias_epochs: {} freezes this layer's bias, and it has bias: false; set "
+                              "bias: true or leave whiten_bias_epochs out",
+                              epochs));
     }
   }
 

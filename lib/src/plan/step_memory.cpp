@@ -8,6 +8,7 @@
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/models/freeze.h"
+#include "gputrain/models/whiten.h"
 #include "gputrain/optim/optimizer.h"
 #include "gputrain/plan/data_keys.h"
 #include "gputrain/step/amp.h"
@@ -102,8 +103,9 @@ StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const d
   p.fast =
       plan_fast_paths(c, run_facts(model_facts(p.model, data.input_shape), strategy, micro_batch, accumulation, amp));
   if (p.fast.channels_last) step::to_channels_last(p.model);
-  p.optimizer =
-      optim::make_optimizer(resolved_optim(c.optim, p.fast), optim::param_groups(c.optim, p.model->named_parameters()));
+  p.optimizer = optim::make_optimizer(
+      resolved_optim(c.optim, p.fast),
+      optim::param_groups(c.optim, p.model->named_parameters(), models::first_epochs_only(p.model, c.model)));
   p.loss = build_loss(loaded, data, p.device);
 }
 

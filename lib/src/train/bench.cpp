@@ -16,6 +16,7 @@
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/device/nvtx.h"
 #include "gputrain/models/freeze.h"
+#include "gputrain/models/whiten.h"
 #include "gputrain/optim/loss.h"
 #include "gputrain/optim/optimizer.h"
 #include "gputrain/step/amp.h"
@@ -136,7 +137,9 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   torch::nn::Sequential model = build_planned_model(plan, device);  // frozen parameters take no step
   apply_fast_paths(fast, model);
   models::train_mode(*model, c.model.freeze_batchnorm);
-  const auto optimizer = optim::make_optimizer(plan.optim, optim::param_groups(plan.optim, model->named_parameters()));
+  const auto optimizer = optim::make_optimizer(
+      plan.optim,
+      optim::param_groups(plan.optim, model->named_parameters(), models::first_epochs_only(model, c.model)));
 
   EndlessBatches batches(*source);
   auto next = [&] { return batches.next(); };
