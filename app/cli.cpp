@@ -42,6 +42,16 @@ gputrain::app::Environment read_environment() {
   env.restart_count = variable("TORCHELASTIC_RESTART_COUNT");
   env.slurm_restart_count = variable("SLURM_RESTART_COUNT");
   env.resolved_batch = variable(gputrain::app::kResolvedBatchVariable);
+  const auto text = [](const char* name) -> std::optional<std::string> {
+    const char* value = std::getenv(name);
+    return value ? std::optional<std::string>(value) : std::nullopt;
+  };
+  env.kernel_caches = {text("HOME"),
+                       text("XDG_CACHE_HOME"),
+                       text("PYTORCH_KERNEL_CACHE_PATH"),
+                       text("USE_PYTORCH_KERNEL_CACHE"),
+                       text("CUDA_CACHE_PATH"),
+                       text("CUDA_CACHE_DISABLE")};
   for (char** entry = environ; *entry != nullptr; ++entry) env.all.emplace_back(*entry);
   return env;
 }

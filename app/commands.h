@@ -8,6 +8,7 @@
 
 #include "gputrain/checkpoint/resume.h"
 #include "gputrain/common/files.h"
+#include "gputrain/device/kernel_caches.h"
 #include "gputrain/parallel/strategy.h"
 
 namespace CLI {
@@ -44,7 +45,8 @@ struct Environment {
   // GPUTRAIN_RESOLVED_BATCH=global,accumulation,test: the batch `train --nproc`
   // measured for its workers (data.batch_size: auto), so that all run the same.
   std::optional<EnvValue> resolved_batch;
-  std::vector<std::string> all;  // KEY=VALUE, for the workers `train --nproc` starts
+  device::KernelCacheEnv kernel_caches;  // HOME, XDG_CACHE_HOME and the caches' own variables
+  std::vector<std::string> all;          // KEY=VALUE, for the workers `train --nproc` starts
 };
 
 // An option's check for a whole number in [minimum, maximum]: says "not a

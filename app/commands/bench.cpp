@@ -51,6 +51,7 @@ int run_bench(const BenchArgs& args) {
   plan::RunRequest request;
   request.inventory = device::probe_devices(args.env.cuda_visible_devices);
   request.one_process = true;
+  request.kernel_cache_env = args.env.kernel_caches;
   const plan::RunPlan plan = plan::resolve_run(loaded, request);
   if (args.loader_only) return print_loader_bench(train::run_loader_bench(plan, {args.steps, args.warmup}), args.json);
   const train::BenchReport r = train::run_bench(plan, {args.steps, args.warmup});

@@ -113,6 +113,7 @@ TrainPlan plan_train(const TrainArgs& args) {
   request.inventory = plan.inventory;
   request.launch = plan.launch;
   request.nproc = args.nproc;
+  request.kernel_cache_env = args.env.kernel_caches;
   request.resolved_batch = launcher_batch(args.env);
   request.resolved_by = "the launcher";
   if (plan.start.checkpoint && plan.start.checkpoint->state().batch) {

@@ -3,7 +3,7 @@
 # for prove.sh: first one cold torch.compile of the PyTorch-at-its-best reference (one epoch of the
 # Fashion-MNIST recipe: its wall time is the cold compile, and it fills Inductor's cache on this
 # machine), then race.py, whose reference runs find that cache warm. Both in one call: a later
-# call may start a bare machine. Results land in OUT (6 files).
+# call may start a bare machine. Results land in OUT (7 files, kernel-caches.txt among them).
 #
 #   race.sh OUT [FMNIST_SEEDS (0..2)] [CIFAR_SEEDS (0..1)] [RACE_BUDGET_S (280)] [COMPILE_TIMEOUT_S (420)]
 #           [RECORD_SEEDS (none)] [RECORD_TIMEOUT_S (240)]
@@ -26,11 +26,22 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FMNIST="$HERE/fashion-mnist"
 mkdir -p "$OUT"
 
+# The on-disk kernel caches gputrain's run-start log names (LibTorch's NVRTC kernels, CUDA's PTX
+# JIT): files and KiB in each, so kernel-caches.txt shows whether the runs between compile any.
+kernel_caches() {
+  for dir in "${PYTORCH_KERNEL_CACHE_PATH:-${XDG_CACHE_HOME:-$HOME/.cache}/torch/kernels}" \
+    "${CUDA_CACHE_PATH:-$HOME/.nv/ComputeCache}"; do
+    echo "$1: $dir: $(find "$dir" -type f 2>/dev/null | wc -l) files, $(du -sk "$dir" 2>/dev/null | cut -f1) KiB"
+  done >>"$OUT/kernel-caches.txt"
+}
+kernel_caches "before"
+
 if [ -n "$RECORD_SEEDS" ]; then
   timeout "$RECORD_TIMEOUT" "$HERE/gputrain" sweep --config "$HERE/configs/fashion_mnist_record.yaml" \
     --seeds "$RECORD_SEEDS" --set "data.root=$FMNIST" --set train.target_accuracy=0.94 \
     --set output.dir=/tmp/record-runs --json >"$OUT/record-sweep.json" 2>"$OUT/record-sweep.log"
   echo "record recipe, seeds $RECORD_SEEDS: exit $?" | tee "$OUT/record-sweep.txt"
+  kernel_caches "after the record sweep (gputrain only)"
 fi
 [ "$COMPILE_TIMEOUT" = 0 ] && [ "$BUDGET" = 0 ] && exit 0
 

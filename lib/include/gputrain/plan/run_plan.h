@@ -17,6 +17,7 @@
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/data/dataset.h"
 #include "gputrain/device/inventory.h"
+#include "gputrain/device/kernel_caches.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/optim/loss.h"
 #include "gputrain/parallel/strategy.h"
@@ -39,8 +40,9 @@ struct RunRequest {
   // measuring: a resumed run's checkpoint's (absent in older checkpoints), or
   // the one `train --nproc`'s launcher measured for its workers.
   std::optional<checkpoint::ResolvedBatch> resolved_batch;
-  std::string resolved_by;         // who resolved it, for the log: "the checkpoint", "the launcher"
-  bool resumed_mid_epoch = false;  // the checkpoint stopped inside an epoch: the batch may not change
+  std::string resolved_by;                  // who resolved it, for the log: "the checkpoint", "the launcher"
+  bool resumed_mid_epoch = false;           // the checkpoint stopped inside an epoch: the batch may not change
+  device::KernelCacheEnv kernel_cache_env;  // where LibTorch and CUDA keep the kernels they compile
 };
 
 // How each optimizer step runs.
@@ -81,6 +83,9 @@ struct RunPlan {
   StepPlan step;
   config::OptimConfig optim;  // optim with fused and foreach as the fast paths decided
   EvaluationPlan evaluation;
+  // On CUDA: the caches of kernels compiled at run time, kept across runs or
+  // not (logged at run start); empty on the CPU.
+  std::vector<device::KernelCache> kernel_caches;
 };
 
 // The config as config.yaml records it: as written, but with data.batch_size:
