@@ -28,8 +28,13 @@ void Dataset::read_image(int64_t index, uint8_t* out) const {
 
 void Dataset::read_resized_crop(int64_t index, const DrawCropBox& draw_box, uint8_t* out) const {
   const std::vector<int64_t>& shape = info().input_shape;
-  torch::Tensor image = torch::empty(shape, torch::kUInt8);
-  read_image(index, image.data_ptr<uint8_t>());
+  torch::Tensor image;
+  if (resident()) {
+    image = inputs()[index];  // crops a view: no copy of the whole image first
+  } else {
+    image = torch::empty(shape, torch::kUInt8);
+    read_image(index, image.data_ptr<uint8_t>());
+  }
   const torch::Tensor cropped =
       detail::resized_crop(image, draw_box(shape.at(1), shape.at(2)), shape.at(1), shape.at(2)).contiguous();
   std::memcpy(out, cropped.const_data_ptr<uint8_t>(), static_cast<std::size_t>(cropped.numel()));

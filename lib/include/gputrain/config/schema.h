@@ -213,7 +213,8 @@ void visit(V& v, DataConfig& c) {
           "worker threads (libjpeg-turbo); `gpu`: by nvJPEG on the training GPU, the workers only reading the "
           "files and drawing the augmentation (same samples, order and draws as `cpu`; pixels within JPEG "
           "decoders' rounding). `auto`: gpu when the run is on CUDA, the data set is `image_folder` under "
-          "`cache: none` and nvJPEG loads (the `nvidia-nvjpeg` wheel, scripts/setup.sh), else cpu; logged at "
+          "`cache: none` with JPEG files only, `augment.reflect` is off (its crops pad with zeros) and nvJPEG "
+          "loads (the `nvidia-nvjpeg` wheel, scripts/setup.sh), else cpu; logged at "
           "run start and shown by `gputrain plan`. `gpu` where it cannot run is an error saying why");
   v.field("batch_size", c.batch_size, Min{1},
           "global batch per optimizer step, shared by accumulation, replicas and ranks (above). `auto`: with "
