@@ -29,9 +29,13 @@ mkdir -p "$OUT"
 # The on-disk kernel caches gputrain's run-start log names (LibTorch's NVRTC kernels, CUDA's PTX
 # JIT): files and KiB in each, so kernel-caches.txt shows whether the runs between compile any.
 kernel_caches() {
-  for dir in "${PYTORCH_KERNEL_CACHE_PATH:-${XDG_CACHE_HOME:-$HOME/.cache}/torch/kernels}" \
-    "${CUDA_CACHE_PATH:-$HOME/.nv/ComputeCache}"; do
-    echo "$1: $dir: $(find "$dir" -type f 2>/dev/null | wc -l) files, $(du -sk "$dir" 2>/dev/null | cut -f1) KiB"
+  for dir in "${PYTORCH_KERNEL_CACHE_PATH:-${XDG_CACHE_HOME:-${HOME:-}/.cache}/torch/kernels}" \
+    "${CUDA_CACHE_PATH:-${HOME:-}/.nv/ComputeCache}"; do
+    if [ -d "$dir" ]; then
+      echo "$1: $dir: $(find "$dir" -type f | wc -l) files, $(du -sk "$dir" | cut -f1) KiB"
+    else
+      echo "$1: $dir: absent"
+    fi
   done >>"$OUT/kernel-caches.txt"
 }
 kernel_caches "before"
