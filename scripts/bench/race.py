@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""gputrain against PyTorch at its best (reference_best.py), seed by seed, on two recipes (issue 39):
+"""gputrain against PyTorch at its best (reference_best.py), seed by seed, on three recipes (issue 39):
 
   fmnist   configs/fashion_mnist_fast.yaml, to --target on the real Fashion-MNIST (time to accuracy)
+  record   configs/fashion_mnist_record.yaml (whitening, Muon), to --record-target on the same data
   cifar    configs/cifar10.yaml on a CIFAR-10 binary folder (throughput)
 
 Each run is its own process, one after the other; which side goes first alternates with the seed.
@@ -19,7 +20,7 @@ Two clocks for both sides:
 Steady samples/s: every training epoch after the first, host clock. First/steady: the first
 training epoch's time over the mean of the later ones.
 
-  scripts/bench/race.py --device cuda --fmnist DIR --cifar DIR --seeds 0..4 --cifar-seeds 0..1 --tag h200
+  scripts/bench/race.py --device cuda --fmnist DIR --cifar DIR --seeds 0..4 --record-seeds 0..2 --cifar-seeds 0..1 --tag h200
   scripts/bench/race.py --device cpu --seeds 0 --cifar-seeds 0 --epochs 2 --cifar-epochs 2 --target 0
 Writes DATE-MACHINE-race.md and .json into --out and prints the tables. Standard library only.
 """
@@ -39,7 +40,8 @@ from time_to_target import cell, seeds_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-CONFIG = {"fmnist": "fashion_mnist_fast.yaml", "cifar": "cifar10.yaml"}
+CONFIG = {"fmnist": "fashion_mnist_fast.yaml", "record": "fashion_mnist_record.yaml", "cifar": "cifar10.yaml"}
+RECIPES = ("fmnist", "record", "cifar")
 # Dense bf16 tensor-core peaks in TFLOP/s (NVIDIA's data sheets, SXM parts); the H200 has the H100's compute.
 BF16_PEAK = {"H100": 989.4, "H200": 989.4}
 
@@ -71,15 +73,23 @@ def steady_rate(samples, seconds):
     return sum(samples[1:]) / sum(seconds[1:]) if len(seconds) > 1 else None
 
 
+def data_root(args, recipe):
+    return args.cifar if recipe == "cifar" else args.fmnist
+
+
+def epochs_and_target(args, recipe):
+    """The recipe's train.epochs and the test accuracy it stops at (0: none)."""
+    return {"fmnist": (args.epochs, args.target), "record": (args.record_epochs, args.record_target),
+            "cifar": (args.cifar_epochs, 0.0)}[recipe]
+
+
 def gputrain_run(args, recipe, seed, workdir):
     out = os.path.join(workdir, f"gputrain-{recipe}-{seed}")
     cmd = [args.gputrain, "train", "--config", os.path.join(args.configs, CONFIG[recipe]), "--output", out,
            "--set", f"seed={seed}", "--set", f"device={args.device}",
-           "--set", f"data.root={args.fmnist if recipe == 'fmnist' else args.cifar}"]
-    if recipe == "fmnist":
-        cmd += ["--set", f"train.epochs={args.epochs}", "--set", f"train.target_accuracy={args.target}"]
-    else:
-        cmd += ["--set", f"train.epochs={args.cifar_epochs}"]
+           "--set", f"data.root={data_root(args, recipe)}"]
+    epochs, target = epochs_and_target(args, recipe)
+    cmd += ["--set", f"train.epochs={epochs}"] + (["--set", f"train.target_accuracy={target}"] if target else [])
     log = os.path.join(workdir, f"gputrain-{recipe}-{seed}.log")
     rc, _, process_s = launch(cmd, log, args.timeout)
     result = {"impl": "gputrain", "recipe": recipe, "seed": seed, "command": cmd, "rc": rc, "e2e_s": process_s}
@@ -114,7 +124,7 @@ def gputrain_run(args, recipe, seed, workdir):
 def forward_flops(args, recipe):
     """Forward FLOPs per sample of the recipe's network, as `gputrain model` traces them."""
     cmd = [args.gputrain, "model", "--config", os.path.join(args.configs, CONFIG[recipe]),
-           "--set", f"data.root={args.fmnist if recipe == 'fmnist' else args.cifar}"]
+           "--set", f"data.root={data_root(args, recipe)}"]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     found = re.search(r"forward FLOPs per sample: ([\d,]+)", proc.stdout)
     return int(found.group(1).replace(",", "")) if found else None
@@ -122,9 +132,9 @@ def forward_flops(args, recipe):
 
 def reference_run(args, recipe, seed, workdir):
     cmd = [args.python, os.path.join(HERE, "reference_best.py"), recipe, "--device", args.device, "--seed", str(seed),
-           "--data", args.fmnist if recipe == "fmnist" else args.cifar]
-    cmd += ["--epochs", str(args.epochs), "--target", str(args.target)] if recipe == "fmnist" else \
-        ["--epochs", str(args.cifar_epochs)]
+           "--data", data_root(args, recipe)]
+    epochs, target = epochs_and_target(args, recipe)
+    cmd += ["--epochs", str(epochs)] + (["--target", str(target)] if recipe != "cifar" else [])
     if args.compile:
         cmd += ["--compile", args.compile]
     log = os.path.join(workdir, f"reference-{recipe}-{seed}.log")
@@ -211,7 +221,7 @@ def report(args, runs, summaries, machine, date, skipped):
              "a later epoch's mean; TFLOP/s: 3 x the forward FLOPs per sample (`gputrain model`: "
              + ", ".join(f"{k} {v:,}" for k, v in FLOPS.items() if v) + ") x steady samples/s, against the dense bf16 "
              "tensor-core peak of the data sheet", ""]
-    for recipe in ("fmnist", "cifar"):
+    for recipe in RECIPES:
         mine = [r for r in runs if r["recipe"] == recipe]
         if not mine:
             continue
@@ -254,11 +264,14 @@ def main():
     p.add_argument("--device", default="cpu")
     p.add_argument("--seeds", default="0..4", help="fmnist seeds; '' skips the recipe")
     p.add_argument("--cifar-seeds", default="0..1", help="cifar seeds; '' skips the recipe")
+    p.add_argument("--record-seeds", default="", help="record seeds (configs/fashion_mnist_record.yaml, Muon); '' skips it")
     p.add_argument("--fmnist", default="/usr/share/datasets/fashion-mnist", help="the IDX files")
     p.add_argument("--cifar", default="datasets/cifar-10-batches-bin", help="a CIFAR-10 binary folder")
     p.add_argument("--epochs", type=int, default=8, help="fmnist: the recipe's train.epochs")
     p.add_argument("--target", type=float, default=0.93, help="fmnist: the test accuracy to reach; 0: none")
     p.add_argument("--cifar-epochs", type=int, default=10)
+    p.add_argument("--record-epochs", type=int, default=8, help="record: the recipe's train.epochs")
+    p.add_argument("--record-target", type=float, default=0.94, help="record: the test accuracy to reach; 0: none")
     p.add_argument("--compile", help="reference_best.py --compile (default: its own per device)")
     p.add_argument("--fallback-compile", default="none",
                    help="the --compile of the runs after a reference run fails; '' stops the retry")
@@ -279,7 +292,7 @@ def main():
 
     def write(runs, skipped):
         """The report so far: written after every run, so that a machine taken back mid-race keeps what ran."""
-        summaries = {recipe: summarise(runs, recipe) for recipe in ("fmnist", "cifar")}
+        summaries = {recipe: summarise(runs, recipe) for recipe in RECIPES}
         text = report(args, runs, summaries, machine, date, skipped)
         with open(stem + ".md", "w") as f:
             f.write(text)
@@ -288,13 +301,14 @@ def main():
                        "skipped": skipped}, f, indent=1)
         return text
 
-    for recipe, seeds in (("fmnist", args.seeds), ("cifar", args.cifar_seeds)):
+    seeds_by_recipe = {"fmnist": args.seeds, "record": args.record_seeds, "cifar": args.cifar_seeds}
+    for recipe, seeds in seeds_by_recipe.items():
         if seeds:
             FLOPS[recipe] = forward_flops(args, recipe)
     started = time.perf_counter()
     runs, skipped = [], []
     with tempfile.TemporaryDirectory(prefix="race-") as workdir:
-        for recipe, seeds in (("fmnist", args.seeds), ("cifar", args.cifar_seeds)):
+        for recipe, seeds in seeds_by_recipe.items():
             for i, seed in enumerate(seeds_of(seeds) if seeds else []):
                 order = [reference_run, gputrain_run] if i % 2 == 0 else [gputrain_run, reference_run]
                 for impl in order:

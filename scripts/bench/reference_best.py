@@ -5,6 +5,11 @@ make them fast, for race.py to run against gputrain seed by seed.
   fmnist   configs/fashion_mnist_fast.yaml: the time-to-accuracy recipe (its network, Nesterov
            SGD without decay on biases and norms, the trapezoid schedule, label smoothing, EMA
            from epoch 2, mirrored test views), stopping at --target.
+  record   configs/fashion_mnist_record.yaml: airbench94_muon's shape (a fixed first convolution
+           whitening 2x2 patches of the first 5000 images, its bias trained for 3 epochs; conv,
+           pool, batchnorm with the scale fixed at 1, GELU; Muon for the convolution weights, as
+           airbench's eager step, Nesterov SGD for the rest; linear decay to 0; alternating flips;
+           ten test views: mirrored, and shifted one pixel with the border reflected), batch 1000.
   cifar    configs/cifar10.yaml: PyTorch's CIFAR-10 tutorial's Net, SGD with momentum, batch 128.
 
 The same as gputrain, sample for sample: the network built right after torch.manual_seed(seed)
@@ -43,6 +48,7 @@ from reference_fast import AUGMENT_STREAM, mirrored, network  # noqa: E402
 
 GAMMA = np.uint64(0x9E3779B97F4A7C15)
 ORDER_STREAM = 1  # lib/src/data/host_loader.cpp's shuffle stream, as reference.gputrain_order
+FLIP_STREAM = 3  # lib/src/data/batch_plan.cpp: kFlipStream
 
 
 def splitmix_outputs(seed, count):
@@ -63,17 +69,36 @@ def replay_order(seed, epoch, n):
     return order
 
 
-def replay_placements(seed, epoch, n, batch, pad):
-    """reference_fast.placements for every batch of one epoch: (dy, dx, flip) arrays of n samples."""
+def replay_placements(seed, epoch, n, batch, pad, draw_flip=True):
+    """reference_fast.placements for every batch of one epoch: (dy, dx, flip) arrays of n samples.
+    Without draw_flip (alternating flips) each sample draws only its shift, and flip is None."""
+    draws = 3 if draw_flip else 2
     dy, dx, flip = [], [], []
     for b, first in enumerate(range(0, n, batch)):
         count = min(batch, n - first)
         rng_seed = derive_seed(derive_seed(derive_seed(seed, AUGMENT_STREAM), epoch), b)
-        out = splitmix_outputs(rng_seed, 3 * count).reshape(count, 3)
+        out = splitmix_outputs(rng_seed, draws * count).reshape(count, draws)
         dy.append((out[:, 0] % np.uint64(2 * pad + 1)).astype(np.int64) - pad)
         dx.append((out[:, 1] % np.uint64(2 * pad + 1)).astype(np.int64) - pad)
-        flip.append((out[:, 2] & np.uint64(1)).astype(bool))
-    return np.concatenate(dy), np.concatenate(dx), np.concatenate(flip)
+        if draw_flip:
+            flip.append((out[:, 2] & np.uint64(1)).astype(bool))
+    return np.concatenate(dy), np.concatenate(dx), np.concatenate(flip) if draw_flip else None
+
+
+def mix(z):
+    """SplitMix64's output function on an array of states."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def first_flips(seed, n):
+    """lib/src/data/batch_plan.cpp's alternating_flip in epoch 0, for every row: the first output of
+    SplitMix64(derive_seed(derive_seed(seed, FLIP_STREAM), row)), its low bit."""
+    base = np.uint64(derive_seed(seed, FLIP_STREAM))
+    rows = np.arange(n, dtype=np.uint64)
+    stream_key = mix(rows + np.uint64(0x5851F42D4C957F2D) + GAMMA)  # SplitMix64(row + C).next()
+    return (mix(mix((base ^ stream_key) + GAMMA) + GAMMA) & np.uint64(1)).astype(bool)
 
 
 class Epoch:
@@ -86,10 +111,14 @@ class Epoch:
 def replay_epochs(args, n, height, width, device):
     epochs = []
     rows0, cols0 = torch.arange(height), torch.arange(width)
+    alternating = torch.from_numpy(first_flips(args.seed, n)) if args.alternating_flip else None
     for e in range(args.epochs):
         order = torch.tensor(replay_order(args.seed, e, n))
         if args.crop:
-            dy, dx, flip = (torch.from_numpy(a) for a in replay_placements(args.seed, e, n, args.batch, args.crop))
+            dy, dx, flip = replay_placements(args.seed, e, n, args.batch, args.crop, draw_flip=alternating is None)
+            dy, dx = torch.from_numpy(dy), torch.from_numpy(dx)
+            # alternating: each image's first flip, mirrored in odd epochs
+            flip = alternating[order] != (e % 2 == 1) if alternating is not None else torch.from_numpy(flip)
             cols = torch.where(flip[:, None], cols0.flip(0)[None, :], cols0[None, :])
             rows = mirrored(rows0[None, :] + dy[:, None], height)
             cols = mirrored(cols + dx[:, None], width)
@@ -130,14 +159,94 @@ class Clock:
         return total
 
 
+def record_network():
+    """configs/fashion_mnist_record.yaml's model.layers, in its order (the order the weights are drawn in)."""
+    def norm(width):  # momentum 0.4 (PyTorch's convention), scale fixed at 1
+        bn = nn.BatchNorm2d(width, momentum=0.4, eps=1e-12)
+        bn.weight.requires_grad_(False)
+        return bn
+
+    def conv3(cin, cout):
+        return nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+
+    whiten = nn.Conv2d(1, 8, 2, bias=True)
+    whiten.weight.requires_grad_(False)  # set from the training images, never trained
+    layers = [whiten, nn.GELU()]
+    cin = 8
+    for width in (64, 128, 128):
+        layers += [conv3(cin, width), nn.MaxPool2d(2), norm(width), nn.GELU(), conv3(width, width), norm(width),
+                   nn.GELU()]
+        cin = width
+    layers += [nn.MaxPool2d(3), nn.Flatten(), nn.Linear(128, 10, bias=False)]
+    return nn.Sequential(*layers)
+
+
+def whitening_filters(images, kernel=2, eps=5e-4):
+    """lib/src/models/whiten.cpp: the patch covariance's eigenvectors / sqrt(eigenvalue + eps), and
+    their negatives, from float [N, C, H, W] images, in float64."""
+    channels = images.size(1)
+    dims = channels * kernel * kernel
+    patches = nn.functional.unfold(images.double(), kernel).transpose(1, 2).reshape(-1, dims)
+    covariance = patches.t() @ patches / patches.size(0)
+    eigenvalues, eigenvectors = torch.linalg.eigh(covariance, UPLO="U")
+    filters = (eigenvectors.t() / torch.sqrt(eigenvalues + eps).unsqueeze(1)).reshape(dims, channels, kernel, kernel)
+    return torch.cat([filters, -filters]).float()
+
+
+def newton_schulz(g, steps):
+    """lib/src/optim/muon.cpp (airbench94_muon's quintic iteration), in float32."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = g / (g.norm() + 1e-7)
+    tall = g.size(0) > g.size(1)
+    if tall:
+        x = x.t()
+    for _ in range(steps):
+        gram = x @ x.t()
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return x.t() if tall else x
+
+
+class Muon:
+    """gputrain's Muon step (airbench94_muon's): Nesterov momentum, the weight rescaled to norm
+    sqrt(rows), then minus lr times the orthogonalised update. Eager, as airbench's."""
+
+    def __init__(self, params, lr, momentum, steps):
+        self.params, self.lr, self.momentum, self.steps = params, lr, momentum, steps
+        self.buffers = [torch.zeros_like(q) for q in params]
+        self.factor = 1.0  # the schedule's
+
+    @torch.no_grad()
+    def step(self):
+        for q, buffer in zip(self.params, self.buffers):
+            buffer.mul_(self.momentum).add_(q.grad)
+            update = q.grad.add(buffer, alpha=self.momentum)
+            rows = q.size(0)
+            q.mul_(rows ** 0.5 / q.norm())
+            q.sub_(newton_schulz(update.reshape(rows, -1), self.steps).view(q.shape) * (self.lr * self.factor))
+
+    def reset(self):
+        for buffer in self.buffers:
+            buffer.zero_()
+
+
+def shifted_views(x, t):
+    """lib/src/train/evaluate.cpp's tta_views: the image, shifted t pixels up, down, left and right
+    (the border reflected), and each of them mirrored."""
+    h, w = x.size(2), x.size(3)
+    padded = nn.functional.pad(x, (t, t, t, t), mode="reflect")
+    views = [x] + [padded[:, :, t + dy:t + dy + h, t + dx:t + dx + w] for dy, dx in ((-t, 0), (t, 0), (0, -t), (0, t))]
+    return views + [v.flip(3) for v in views]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("recipe", choices=["fmnist", "cifar"])
+    p.add_argument("recipe", choices=["fmnist", "record", "cifar"])
     p.add_argument("--data", required=True, help="IDX directory (fmnist) or CIFAR-10 binary directory (cifar)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, help="default: 8 (fmnist), 10 (cifar)")
-    p.add_argument("--target", type=float, default=0.93, help="fmnist: stop at this test accuracy; 0: never")
+    p.add_argument("--target", type=float, help="fmnist, record: stop at this test accuracy (default 0.93, 0.94); "
+                   "0: never")
     p.add_argument("--compile", choices=["max-autotune", "reduce-overhead", "default", "none"],
                    help="torch.compile mode; default: max-autotune on CUDA, default on the CPU")
     p.add_argument("--amp", choices=["bf16", "off"], help="autocast; default: bf16 on CUDA, off on the CPU")
@@ -145,17 +254,20 @@ def main():
     p.add_argument("--limit", type=int, default=0, help="use only the first N training and test samples (checks)")
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads; 0: torch's default")
     args = p.parse_args()
-    fmnist = args.recipe == "fmnist"
-    args.epochs = args.epochs or (8 if fmnist else 10)
-    args.batch = 256 if fmnist else 128
-    args.crop = 2 if fmnist else 0
+    fmnist, record = args.recipe == "fmnist", args.recipe == "record"
+    args.epochs = args.epochs or (10 if args.recipe == "cifar" else 8)
+    args.batch = {"fmnist": 256, "record": 1000, "cifar": 128}[args.recipe]
+    args.crop = 0 if args.recipe == "cifar" else 2
+    args.alternating_flip = record
     device = torch.device(args.device)
     cuda = device.type == "cuda"
     args.compile = args.compile or ("max-autotune" if cuda else "default")
     args.amp = args.amp or ("bf16" if cuda else "off")
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    if not fmnist:
+    if args.target is None:
+        args.target = {"fmnist": 0.93, "record": 0.94, "cifar": 0.0}[args.recipe]
+    if args.recipe == "cifar":
         args.target = 0.0
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
@@ -165,7 +277,7 @@ def main():
     torch._dynamo.config.cache_size_limit = 64
 
     loaded = time.perf_counter()
-    if fmnist:
+    if fmnist or record:
         (train_images, train_labels), (test_images, test_labels) = read_idx(args.data, True), read_idx(args.data, False)
         mean, std = [0.2860], [0.3530]
     else:
@@ -186,25 +298,46 @@ def main():
     replay_s = time.perf_counter() - replayed
 
     torch.manual_seed(args.seed)
-    net = network() if fmnist else Net(channels, height)
+    net = {"fmnist": network, "record": record_network}.get(args.recipe, lambda: Net(channels, height))()
+    if record:  # whitened from the first 5000 training images, normalised as the batches are
+        first = train_images[:5000].permute(0, 3, 1, 2).float()
+        net[0].weight.data.copy_(whitening_filters((first / 255.0 - mean[0]) / std[0]))
     net = net.to(device, memory_format=torch.channels_last)
-    decay = [q for q in net.parameters() if q.dim() > 1]
-    no_decay = [q for q in net.parameters() if q.dim() <= 1]
-    fused = {"fused": True}
-    if fmnist:
-        optimizer = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4}, {"params": no_decay, "weight_decay": 0.0}],
-                                    lr=0.1, momentum=0.9, nesterov=True, **fused)
-    else:
-        optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, **fused)
+    trained = [q for q in net.parameters() if q.requires_grad]
     steps_per_epoch = -(-n // args.batch)
     total = args.epochs * steps_per_epoch
     rise, fall = 0.1 * total, 0.9 * total
+    muon = None
+    fused = {"fused": True}
+    if fmnist:
+        decay = [q for q in trained if q.dim() > 1]
+        no_decay = [q for q in trained if q.dim() <= 1]
+        optimizer = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4}, {"params": no_decay, "weight_decay": 0.0}],
+                                    lr=0.1, momentum=0.9, nesterov=True, **fused)
+    elif record:  # Muon for the convolution weights; the whitening bias apart, trained for 3 epochs
+        muon = Muon([q for q in trained if q.dim() == 4], lr=0.24, momentum=0.6, steps=3)
+        bias = net[0].bias
+        rest = [q for q in trained if q.dim() < 4 and q is not bias]
+        optimizer = torch.optim.SGD([{"params": [q for q in rest if q.dim() > 1], "weight_decay": 5e-4},
+                                     {"params": [q for q in rest if q.dim() <= 1], "weight_decay": 0.0},
+                                     {"params": [bias], "weight_decay": 0.0}],
+                                    lr=0.05, momentum=0.85, nesterov=True, **fused)
+    else:
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, **fused)
 
-    def factor(s):  # configs/fashion_mnist_fast.yaml's linear_warmup_decay, per step
-        return max(0.0, min(1.0, (s + 1) / rise, (total - s) / fall)) if fmnist else 1.0
+    def factor(s):  # the recipe's lr schedule, per step
+        if fmnist:  # linear_warmup_decay: 10% up, 90% down
+            return max(0.0, min(1.0, (s + 1) / rise, (total - s) / fall))
+        if record:  # linear_warmup_decay without warm-up: down to 0 over the run
+            return max(0.0, (total - s) / total)
+        return 1.0
 
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-    criterion = nn.CrossEntropyLoss(label_smoothing=0.1 if fmnist else 0.0)
+    def bias_factor(s):  # record: whiten_bias_epochs 3
+        return factor(s) if s // steps_per_epoch < 3 else 0.0
+
+    lambdas = [factor, factor, bias_factor] if record else factor
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambdas)
+    criterion = nn.CrossEntropyLoss(label_smoothing={"fmnist": 0.1, "record": 0.2}.get(args.recipe, 0.0))
     ema = AveragedModel(net, multi_avg_fn=get_ema_multi_avg_fn(0.99), use_buffers=True) if fmnist else None
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp == "bf16")
 
@@ -219,6 +352,9 @@ def main():
     def forward_logits(model, batch_u8):
         x = prepare(batch_u8)
         with autocast:
+            if record:  # ten views, logits averaged
+                views = shifted_views(x, 1)
+                return sum(model(v).float() for v in views) / len(views)
             logits = model(x).float()
             if fmnist:  # mirrored test views, logits averaged
                 logits = (logits + model(x.flip(3)).float()) / 2
@@ -240,7 +376,9 @@ def main():
         loss = train_loss(batch, train_y[order])
         loss.backward()
         optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        if muon is not None:
+            muon.step()
+        net.zero_grad(set_to_none=True)  # Muon's weights too
         if timed:
             clock.steps.append((begin, clock.mark()))
         return loss
@@ -274,6 +412,8 @@ def main():
         for name, tensor in net.state_dict().items():
             tensor.copy_(saved[name])
     optimizer.state.clear()  # no momentum yet, as at step 0; the warm-up changed no learning rate
+    if muon is not None:
+        muon.reset()
     if ema is not None:
         ema.n_averaged.zero_()
     if cuda:
@@ -295,6 +435,8 @@ def main():
         for first in range(0, n, args.batch):
             train_step(epoch, first, min(n, first + args.batch), timed=True)
             scheduler.step()
+            if muon is not None:
+                muon.factor = factor(step + 1)
             if ema is not None and e >= 2:
                 ema.update_parameters(net)
             step += 1

@@ -6,11 +6,13 @@
 # call may start a bare machine. Results land in OUT (7 files, kernel-caches.txt among them).
 #
 #   race.sh OUT [FMNIST_SEEDS (0..2)] [CIFAR_SEEDS (0..1)] [RACE_BUDGET_S (280)] [COMPILE_TIMEOUT_S (420)]
-#           [RECORD_SEEDS (none)] [RECORD_TIMEOUT_S (240)]
+#           [RECORD_SEEDS (none)] [RECORD_TIMEOUT_S (240)] [RECORD_RACE_SEEDS (none)]
 #
 # RECORD_SEEDS (e.g. 0..9): then the record recipe, configs/fashion_mnist_record.yaml, under
 # `gputrain sweep` with train.target_accuracy 0.94: each seed's accuracy and time to 94%, their
 # mean (record-sweep.json). COMPILE_TIMEOUT_S 0 skips the cold compile, RACE_BUDGET_S 0 the race.
+# RECORD_RACE_SEEDS (e.g. 0..1): race.py also races the record network against reference_best.py's
+# `record` recipe (its first run compiles the record network cold, inside the race's budget).
 #
 # RACE_BUDGET_S 0: the cold compile alone (when it needs most of a call, the race follows in a
 # second call made while the machine is still warm, whose /tmp keeps the cache).
@@ -22,6 +24,7 @@ BUDGET="${4:-280}"
 COMPILE_TIMEOUT="${5:-420}"
 RECORD_SEEDS="${6:-}"
 RECORD_TIMEOUT="${7:-240}"
+RECORD_RACE_SEEDS="${8:-}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FMNIST="$HERE/fashion-mnist"
 mkdir -p "$OUT"
@@ -58,7 +61,7 @@ echo "reference_best.py fmnist, one epoch from a cold Inductor cache: exit $? af
 
 "$HERE/gputrain" datasets make-cifar --out /tmp/race-cifar --train 50000 --test 2000 >/dev/null 2>&1
 python3 "$HERE/scripts/bench/race.py" --device cuda --fmnist "$FMNIST" --cifar /tmp/race-cifar --seeds "$SEEDS" \
-  --cifar-seeds "$CIFAR_SEEDS" --gputrain "$HERE/gputrain" --configs "$HERE/configs" --python python3 \
+  --cifar-seeds "$CIFAR_SEEDS" --record-seeds "$RECORD_RACE_SEEDS" --gputrain "$HERE/gputrain" --configs "$HERE/configs" --python python3 \
   --run-timeout 200 --budget-s "$BUDGET" --out "$OUT" --tag "$(nvidia-smi --query-gpu=name --format=csv,noheader \
   | head -1 | tr -c '[:alnum:]\n' '-' | tr '[:upper:]' '[:lower:]')" >"$OUT/race.log" 2>&1
 grep -E "^race:|gputrain against" "$OUT/race.log"
