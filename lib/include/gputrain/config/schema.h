@@ -474,8 +474,9 @@ template <class V>
 void visit(V& v, TtaConfig& c) {
   v.field("hflip", c.hflip, Any{}, "evaluation also sees each image mirrored left to right; the logits are averaged");
   v.field("translate", c.translate, Min{0},
-          "evaluation also sees each image shifted by this many pixels up, down, left and right (zero fill); the "
-          "logits of all views (with `hflip`, of each of them mirrored too) are averaged. 0 = off; images only");
+          "evaluation also sees each image shifted by this many pixels up, down, left and right (the border "
+          "reflected, as airbench's); the logits of all views (with `hflip`, of each of them mirrored too) are "
+          "averaged. 0 = off; images only");
 }
 
 template <class V>
