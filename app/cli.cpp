@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "commands.h"
 #include "gputrain/common/error.h"
@@ -19,15 +21,20 @@
 
 namespace {
 
-std::optional<gputrain::app::EnvValue> variable(const char* name) {
+std::optional<std::string> value_of(const char* name) {
   const char* value = std::getenv(name);
-  if (value == nullptr) return std::nullopt;
-  return gputrain::app::EnvValue{name, value};
+  return value ? std::optional<std::string>(value) : std::nullopt;
+}
+
+std::optional<gputrain::app::EnvValue> variable(const char* name) {
+  std::optional<std::string> value = value_of(name);
+  if (!value) return std::nullopt;
+  return gputrain::app::EnvValue{name, std::move(*value)};
 }
 
 gputrain::app::Environment read_environment() {
   gputrain::app::Environment env;
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) env.cuda_visible_devices = visible;
+  env.cuda_visible_devices = value_of("CUDA_VISIBLE_DEVICES");
   env.rank = variable("RANK");
   env.local_rank = variable("LOCAL_RANK");
   env.world_size = variable("WORLD_SIZE");
@@ -42,24 +49,17 @@ gputrain::app::Environment read_environment() {
   env.restart_count = variable("TORCHELASTIC_RESTART_COUNT");
   env.slurm_restart_count = variable("SLURM_RESTART_COUNT");
   env.resolved_batch = variable(gputrain::app::kResolvedBatchVariable);
-  const auto text = [](const char* name) -> std::optional<std::string> {
-    const char* value = std::getenv(name);
-    return value ? std::optional<std::string>(value) : std::nullopt;
-  };
-  env.kernel_caches = {text("HOME"),
-                       text("XDG_CACHE_HOME"),
-                       text("PYTORCH_KERNEL_CACHE_PATH"),
-                       text("USE_PYTORCH_KERNEL_CACHE"),
-                       text("CUDA_CACHE_PATH"),
-                       text("CUDA_CACHE_DISABLE")};
+  env.kernel_caches = {value_of("HOME"),
+                       value_of("XDG_CACHE_HOME"),
+                       value_of("PYTORCH_KERNEL_CACHE_PATH"),
+                       value_of("USE_PYTORCH_KERNEL_CACHE"),
+                       value_of("CUDA_CACHE_PATH"),
+                       value_of("CUDA_CACHE_DISABLE")};
   for (char** entry = environ; *entry != nullptr; ++entry) env.all.emplace_back(*entry);
   return env;
 }
 
-std::string default_log_level() {
-  const char* level = std::getenv("SPDLOG_LEVEL");
-  return level ? level : "info";
-}
+std::string default_log_level() { return value_of("SPDLOG_LEVEL").value_or("info"); }
 
 // The final error line reaches stderr whatever the log level: --log-level off
 // silences the logs, not the reason the command failed.
