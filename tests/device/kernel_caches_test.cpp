@@ -44,6 +44,9 @@ TEST(KernelCaches, TheirOwnVariablesWinOverXdgCacheHomeWhichWinsOverHome) {
   EXPECT_EQ(caches[0].dir, torch_dir.path());
   EXPECT_EQ(caches[1].dir, cuda_dir.path());
   EXPECT_EQ(caches[0].not_kept + caches[1].not_kept, "");
+  // A relative directory that does not exist yet is made in the working directory, which can hold it.
+  env.cuda_cache_path = "kernel-cache-not-made-yet";
+  EXPECT_EQ(kernel_caches(env)[1].not_kept, "");
 }
 
 TEST(KernelCaches, TurnedOffByTheirVariablesTheyAreNotKeptAndTheVariableIsNamed) {

@@ -18,7 +18,8 @@ bool writable_directory(const std::filesystem::path& dir) {
 // one, so that it can be made. A regular file on the way ends the search.
 bool can_hold(const std::filesystem::path& dir) {
   std::error_code error;
-  for (std::filesystem::path at = dir; !at.empty(); at = at.parent_path()) {
+  // Absolute, so that a relative path's search reaches the working directory.
+  for (std::filesystem::path at = std::filesystem::absolute(dir, error); !at.empty(); at = at.parent_path()) {
     if (std::filesystem::exists(at, error)) return writable_directory(at);
     if (at == at.parent_path()) break;
   }

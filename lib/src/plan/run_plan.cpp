@@ -88,11 +88,11 @@ void plan_decode_threads(RunPlan& run) {
 
 // On CUDA, where the kernels LibTorch and CUDA compile at run time are kept
 // for the next run; a warning, with the fix, for each cache that is not.
-void plan_kernel_caches(RunPlan& run, const device::KernelCacheEnv& env) {
-  if (!run.strategy.replicas.front().is_cuda()) return;
-  run.kernel_caches = device::kernel_caches(env);
-  if (const std::string kept = device::describe_kept(run.kernel_caches); !kept.empty()) spdlog::info("{}", kept);
-  for (const device::KernelCache& cache : run.kernel_caches) {
+void log_kernel_caches(const RunPlan& run, const std::optional<device::KernelCacheEnv>& env) {
+  if (!env || !run.strategy.replicas.front().is_cuda()) return;
+  const std::vector<device::KernelCache> caches = device::kernel_caches(*env);
+  if (const std::string kept = device::describe_kept(caches); !kept.empty()) spdlog::info("{}", kept);
+  for (const device::KernelCache& cache : caches) {
     if (!cache.not_kept.empty()) {
       spdlog::warn("kernel cache: {} are compiled again in every run: {}", cache.name, cache.not_kept);
     }
@@ -199,7 +199,7 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
     problems.attempt([&] { plan_device_cache(run); });
     problems.attempt([&] { plan_decode(run); });
     plan_decode_threads(run);
-    plan_kernel_caches(run, request.kernel_cache_env);
+    log_kernel_caches(run, request.kernel_cache_env);
   }
   if (!model_known) return Reached::kBatch;
   plan_steps(run);

@@ -40,9 +40,11 @@ struct RunRequest {
   // measuring: a resumed run's checkpoint's (absent in older checkpoints), or
   // the one `train --nproc`'s launcher measured for its workers.
   std::optional<checkpoint::ResolvedBatch> resolved_batch;
-  std::string resolved_by;                  // who resolved it, for the log: "the checkpoint", "the launcher"
-  bool resumed_mid_epoch = false;           // the checkpoint stopped inside an epoch: the batch may not change
-  device::KernelCacheEnv kernel_cache_env;  // where LibTorch and CUDA keep the kernels they compile
+  std::string resolved_by;         // who resolved it, for the log: "the checkpoint", "the launcher"
+  bool resumed_mid_epoch = false;  // the checkpoint stopped inside an epoch: the batch may not change
+  // Where LibTorch and CUDA keep the kernels they compile: on CUDA the run
+  // logs it (train, bench). Absent (gputrain plan, tests): nothing is said.
+  std::optional<device::KernelCacheEnv> kernel_cache_env;
 };
 
 // How each optimizer step runs.
@@ -83,9 +85,6 @@ struct RunPlan {
   StepPlan step;
   config::OptimConfig optim;  // optim with fused and foreach as the fast paths decided
   EvaluationPlan evaluation;
-  // On CUDA: the caches of kernels compiled at run time, kept across runs or
-  // not (logged at run start); empty on the CPU.
-  std::vector<device::KernelCache> kernel_caches;
 };
 
 // The config as config.yaml records it: as written, but with data.batch_size:
