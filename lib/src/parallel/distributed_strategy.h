@@ -27,8 +27,13 @@ namespace gputrain::parallel::detail {
 constexpr int64_t kBucketBytes = 25 * 1024 * 1024;  // DistributedDataParallel's bucket_cap_mb default
 constexpr int64_t kFirstBucketBytes = 1024 * 1024;  // its first bucket at that default (_DEFAULT_FIRST_BUCKET_BYTES)
 // After a failed collective, how long the ranks still there wait for one
-// another on the store before naming whoever did not answer.
-constexpr milliseconds kRollCall{3000};
+// another on the store before naming whoever did not answer. A rank still
+// there answers as soon as its own collective fails, which the failing rank's
+// abort makes immediate; the window is part of the job's end, which is bound
+// to ddp.timeout_s + 5 s (with the launcher's grace, launcher.h).
+constexpr milliseconds kRollCall{2000};
+// How long the store may take to answer a request before the roll call counts it lost.
+constexpr milliseconds kStoreAnswer{1000};
 
 using Collective = std::function<c10::intrusive_ptr<c10d::Work>(std::vector<at::Tensor>&)>;
 

@@ -1,6 +1,7 @@
 #include "gputrain/parallel/launcher.h"
 
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +15,8 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <optional>
 
 #include "gputrain/common/error.h"
@@ -178,6 +181,26 @@ pid_t spawn(const LauncherOptions& options, int64_t rank, int64_t port, int64_t 
   _exit(127);
 }
 
+// Whether the process is stopped (SIGSTOP, a debugger's trace stop): such a
+// worker cannot find out that the others failed, however long it is given.
+bool is_stopped(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  const std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::size_t name_end = text.rfind(')');  // the state follows the command's name, which may hold spaces
+  if (name_end == std::string::npos || name_end + 2 >= text.size()) return false;
+  const char state = text[name_end + 2];
+  return state == 'T' || state == 't';
+}
+
+// The running workers that are stopped, named for the log.
+std::vector<std::string> stopped_workers(const std::vector<Worker>& workers) {
+  std::vector<std::string> stopped;
+  for (const auto& w : workers) {
+    if (w.running && is_stopped(w.pid)) stopped.push_back(fmt::format("rank {} (pid {})", w.rank, w.pid));
+  }
+  return stopped;
+}
+
 void signal_running(std::vector<Worker>& workers, int signal) {
   for (const auto& w : workers) {
     if (w.running) kill(w.pid, signal);
@@ -253,6 +276,12 @@ GroupEnd run_group(const LauncherOptions& options, SignalPipe& signals, int64_t 
                                              : "";
       spdlog::log(stopped_by(w.status, forwarded) ? spdlog::level::warn : spdlog::level::err,
                   "launcher: rank {} (pid {}) {}{}", w.rank, w.pid, describe(w.status), others);
+      const std::vector<std::string> stopped = stopped_workers(workers);
+      if (!stopped.empty()) {
+        spdlog::warn("launcher: {} {} stopped (SIGSTOP or a debugger) and cannot stop on its own: ending it now",
+                     fmt::join(stopped, ", "), stopped.size() == 1 ? "is" : "are");
+        next_step = Clock::now();
+      }
     }
     if (failed && running > 0 && escalation < 2 && Clock::now() >= next_step) {
       ++escalation;

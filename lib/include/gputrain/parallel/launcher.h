@@ -19,9 +19,11 @@ struct LauncherOptions {
   std::string master_addr = "127.0.0.1";
   int64_t master_port = 0;  // 0: a free port
   // Once a worker fails, the others get this long to exit on their own (they
-  // find out through their collectives), then SIGTERM, then as long again
-  // before SIGKILL.
-  std::chrono::milliseconds grace{10000};
+  // find out through their collectives, and a rank that failed first waited
+  // ddp.timeout_s and its roll call already), then SIGTERM, then as long again
+  // before SIGKILL; a stopped worker gets SIGTERM (and SIGCONT) at once. So a
+  // stopped or hung rank ends the job within ddp.timeout_s + 5 s.
+  std::chrono::milliseconds grace{1000};
   // As torchrun's --max-restarts: a group whose worker failed on its own (not
   // a signal passed on, not exit code 2) starts again, every worker, up to
   // this many times, with TORCHELASTIC_RESTART_COUNT counting the restarts.
