@@ -45,6 +45,7 @@ binary="$GPUTRAIN_ROOT/build/release/app/gputrain"
 
 STAGE="$(mktemp -d "${TMPDIR:-/tmp}/gputrain-bundle.XXXXXX")"
 trap 'rm -rf "$STAGE"' EXIT
+chmod 755 "$STAGE"  # mktemp's 700 would become DIR's
 mkdir -p "$STAGE/lib" "$STAGE/tests" "$STAGE/scripts/bench"
 # Stripped copies: the symbols are most of a binary's size, and the GPU run needs none.
 strip -o "$STAGE/gputrain" "$binary"
