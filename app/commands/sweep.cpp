@@ -73,6 +73,7 @@ int run_sweep(const SweepArgs& args) {
     config::load_config(args.config, overrides);
   }
   const std::string executable = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::filesystem::path record = std::filesystem::path(config.output.dir) / (config.name + "-sweep.json");
   std::vector<report::SweepRun> runs;
   int worst = 0;
   for (const report::SweepPoint& point : points) {
@@ -92,7 +93,10 @@ int run_sweep(const SweepArgs& args) {
     spdlog::info("sweep run {} of {}: seed {}{}{} -> {}/{}", point.index, points.size(), point.seed,
                  point.settings.empty() ? "" : ", ", fmt::join(point.settings, ", "), config.output.dir, name);
     const ChildOutput child = run_child(argv);
-    runs.push_back({point, child.exit_code, result_line(child.out)});
+    runs.push_back({point, child.exit_code, result_line(child.out), child.wall_s});
+    // After every run, so that a sweep killed part-way (a job's time limit) keeps the runs that ended.
+    std::filesystem::create_directories(record.parent_path());
+    write_atomically(record, report::sweep_json(runs).dump(2) + "\n");
     if (relay.stop_signal() != 0) {
       spdlog::warn("{}", report::sweep_stop_message(signal_name(relay.stop_signal()), runs.back(), points.size(),
                                                     /*started=*/true, rerun));
@@ -109,9 +113,6 @@ int run_sweep(const SweepArgs& args) {
       break;
     }
   }
-  const std::filesystem::path record = std::filesystem::path(config.output.dir) / (config.name + "-sweep.json");
-  std::filesystem::create_directories(record.parent_path());
-  write_atomically(record, report::sweep_json(runs).dump(2) + "\n");
   if (args.json) {
     std::cout << report::sweep_json(runs).dump() << std::endl;
   } else {

@@ -35,12 +35,11 @@ import os
 import pathlib
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-from race_common import MEAN, STD, ensure_image_folder, last_json, torchvision_folder
+from race_common import MEAN, STD, commit, ensure_image_folder, last_json, torchvision_folder
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -129,19 +128,23 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         config = pathlib.Path(tmp) / "loader-race.yaml"
         gputrain_config(args, config)
+        config_text = config.read_text()
         for rep in range(args.reps):
             order = ["gputrain", "torchvision"] if rep % 2 == 0 else ["torchvision", "gputrain"]
             for side in order:
                 runs[side].append(run_side(side, args, config))
                 print(f"rep {rep + 1}: {side} {runs[side][-1]:.0f} images/s", file=sys.stderr)
-        config_text = config.read_text()
+            lines = write(args, runs, config_text)  # after every repetition: a run cut short keeps those done
+    print("\n".join(lines))
+
+
+def write(args, runs, config_text):
+    """The .md and .json of the repetitions so far; returns the .md's lines."""
     median = {side: statistics.median(values) for side, values in runs.items()}
     ratio = median["gputrain"] / median["torchvision"]
     images = sum(1 for _ in (args.root / "train").rglob("*.jpg"))
     date = datetime.date.today().isoformat()
     name = f"{date}-{platform.node()}-cpu-loader-race"
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
     import torch
     import torchvision
     lines = [
@@ -149,11 +152,12 @@ def main():
         "",
         f"- machine: {os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), "
         f"load average at the end {os.getloadavg()[0]:.2f}",
-        f"- gputrain {commit}; torch {torch.__version__}, torchvision {torchvision.__version__}",
+        f"- gputrain {commit(ROOT)}; torch {torch.__version__}, torchvision {torchvision.__version__}",
         f"- data: {images} JPEGs of 256-500 px a side in {args.root} (scripts/bench/make_image_folder.py)",
         f"- both: random resized crop to {args.size} (scale 0.08-1, ratio 3/4-4/3), flip, float, normalise; "
         f"batch {args.batch}; {args.cores} workers pinned to cores 0-{args.cores - 1}; "
-        f"{args.warmup} warm-up then {args.steps} timed batches; {args.reps} repetitions, order alternating",
+        f"{args.warmup} warm-up then {args.steps} timed batches; {len(runs['torchvision'])} of {args.reps} "
+        "repetitions, order alternating",
         "- both draw the box on the image at its own size and resize it once; gputrain decodes only the box "
         "(at 1/2-1/8 scale when the box allows) and resizes with torch's uint8 kernel (torchvision v2's) on its "
         "decode threads (data.decode_threads auto: one per core); torchvision decodes whole images and resizes "
@@ -173,8 +177,7 @@ def main():
     (args.out / f"{name}.json").write_text(json.dumps({"runs": runs, "median": median, "ratio": ratio,
                                                        "args": {k: str(v) for k, v in vars(args).items()}},
                                                       indent=1) + "\n")
-    print("\n".join(lines))
-
+    return lines
 
 if __name__ == "__main__":
     main()

@@ -7,7 +7,11 @@
 
 Each run is its own process, one after the other; which side goes first alternates with the seed.
 The first reference run of each recipe compiles with a cold Inductor cache (its end-to-end time is
-reported apart); later ones find the cache warm, as a user's second run would.
+reported apart); later ones find the cache warm, as a user's second run would. The reference runs
+torch.compile(mode=--compile), reduce-overhead on CUDA (CUDA graphs, without max-autotune's search,
+which did not finish compiling in 300 s on an H200). Where a reference run fails (a compile that
+runs out of --run-timeout), that recipe's later reference runs use --fallback-compile (eager by
+default), budget permitting; those runs are reported apart, and no ratio "at its best" counts them.
 
 Two clocks for both sides:
   GPU time   the sum of CUDA-event intervals around each training step, over the training epochs
@@ -22,7 +26,8 @@ training epoch's time over the mean of the later ones.
 
   scripts/bench/race.py --device cuda --fmnist DIR --cifar DIR --seeds 0..4 --record-seeds 0..2 --cifar-seeds 0..1 --tag h200
   scripts/bench/race.py --device cpu --seeds 0 --cifar-seeds 0 --epochs 2 --cifar-epochs 2 --target 0
-Writes DATE-MACHINE-race.md and .json into --out and prints the tables. Standard library only.
+Writes DATE-MACHINE-race.md and .json into --out after every run and prints the tables; --logs keeps
+each run's log. Standard library only.
 """
 import argparse
 import datetime
@@ -83,14 +88,14 @@ def epochs_and_target(args, recipe):
             "cifar": (args.cifar_epochs, 0.0)}[recipe]
 
 
-def gputrain_run(args, recipe, seed, workdir):
+def gputrain_run(args, recipe, seed, workdir, _compile_mode=None):
     out = os.path.join(workdir, f"gputrain-{recipe}-{seed}")
     cmd = [args.gputrain, "train", "--config", os.path.join(args.configs, CONFIG[recipe]), "--output", out,
            "--set", f"seed={seed}", "--set", f"device={args.device}",
            "--set", f"data.root={data_root(args, recipe)}"]
     epochs, target = epochs_and_target(args, recipe)
     cmd += ["--set", f"train.epochs={epochs}"] + (["--set", f"train.target_accuracy={target}"] if target else [])
-    log = os.path.join(workdir, f"gputrain-{recipe}-{seed}.log")
+    log = os.path.join(args.logs or workdir, f"gputrain-{recipe}-{seed}.log")
     rc, _, process_s = launch(cmd, log, args.timeout)
     result = {"impl": "gputrain", "recipe": recipe, "seed": seed, "command": cmd, "rc": rc, "e2e_s": process_s}
     if rc != 0:
@@ -130,17 +135,15 @@ def forward_flops(args, recipe):
     return int(found.group(1).replace(",", "")) if found else None
 
 
-def reference_run(args, recipe, seed, workdir):
+def reference_run(args, recipe, seed, workdir, compile_mode):
     cmd = [args.python, os.path.join(HERE, "reference_best.py"), recipe, "--device", args.device, "--seed", str(seed),
-           "--data", data_root(args, recipe)]
+           "--data", data_root(args, recipe), "--compile", compile_mode]
     epochs, target = epochs_and_target(args, recipe)
     cmd += ["--epochs", str(epochs)] + (["--target", str(target)] if recipe != "cifar" else [])
-    if args.compile:
-        cmd += ["--compile", args.compile]
-    log = os.path.join(workdir, f"reference-{recipe}-{seed}.log")
+    log = os.path.join(args.logs or workdir, f"reference-{recipe}-{seed}-{compile_mode}.log")
     rc, stdout, process_s = launch(cmd, log, args.timeout)
     result = {"impl": "pytorch-best", "recipe": recipe, "seed": seed, "command": cmd, "rc": rc, "e2e_s": process_s,
-              "compile": args.compile}
+              "compile": compile_mode}
     if rc != 0:
         result["error"] = tail(log)
         return result
@@ -148,7 +151,9 @@ def reference_run(args, recipe, seed, workdir):
     reached = own["target_reached"]
     seconds = [r["train_s"] for r in own["epochs"]]
     result.update({
-        "epochs": own["epochs"], "gpu": own.get("gpu"), "compile": own["compile"], "amp": own["amp"], "warmup_s": own["warmup_s"],
+        "epochs": own["epochs"], "gpu": own.get("gpu"), "compile": own["compile"], "compile_s": own.get("compile_s"),
+        "cuda_graphs": own.get("cuda_graphs"), "cudagraph_skips": own.get("cudagraph_skips"), "amp": own["amp"],
+        "warmup_s": own["warmup_s"],
         "replay_s": own["replay_s"], "load_s": own["load_s"], "test_accuracy": own["test_accuracy"],
         "target_reached": {"epoch": reached["epoch"], "accuracy": reached["accuracy"]} if reached else None,
         "step_gpu_s": reached["step_gpu_s"] if reached else own["step_gpu_s"],
@@ -166,10 +171,15 @@ def mean(values):
 FLOPS = {}  # recipe -> forward FLOPs per sample
 
 
-def summarise(runs, recipe):
+def summarise(runs, recipe, requested):
+    """gputrain's runs, the reference's at the requested compile mode (PyTorch at its best) and its fallback
+    runs apart, and the ratios against each."""
     out = {}
-    for impl in ("gputrain", "pytorch-best"):
-        mine = [r for r in runs if r["recipe"] == recipe and r["impl"] == impl and r["rc"] == 0]
+    ours = [r for r in runs if r["recipe"] == recipe and r["impl"] == "gputrain" and r["rc"] == 0]
+    theirs = [r for r in runs if r["recipe"] == recipe and r["impl"] == "pytorch-best" and r["rc"] == 0]
+    sides = {"gputrain": ours, "pytorch-best": [r for r in theirs if r["compile"] == requested],
+             "pytorch-fallback": [r for r in theirs if r["compile"] != requested]}
+    for impl, mine in sides.items():
         warm = [r for r in mine if not r.get("cold")]
         out[impl] = {"runs": len(mine), "reached": sum(1 for r in mine if r.get("target_reached")),
                      "mean_accuracy": mean([r["test_accuracy"] for r in mine]),
@@ -179,17 +189,28 @@ def summarise(runs, recipe):
                      "cold_e2e_s": mean([r["e2e_s"] for r in mine if r.get("cold")]),
                      "mean_steady_samples_per_s": mean([r["steady_samples_per_s"] for r in mine]),
                      "mean_first_over_steady": mean([r["first_over_steady"] for r in mine])}
+        if impl != "gputrain":  # the reference's mode, its cold compile, and whether it replayed CUDA graphs
+            out[impl].update({"warm_runs": len(warm), "compile": mine[0]["compile"] if mine else None,
+                              "compile_s": next((r.get("compile_s") for r in mine if r.get("cold")), None),
+                              "cuda_graphs": all(r.get("cuda_graphs") for r in mine) if mine else None})
         rate, flops = out[impl]["mean_steady_samples_per_s"], FLOPS.get(recipe)
         # training = forward + backward, about 3x the forward's FLOPs
         out[impl]["steady_tflops"] = 3 * flops * rate / 1e12 if rate and flops else None
-    g, ref = out["gputrain"], out["pytorch-best"]
+    g = out["gputrain"]
 
     def ratio(a, b):
         return a / b if a and b else None
-    out["ratios"] = {"steady_samples_per_s": ratio(g["mean_steady_samples_per_s"], ref["mean_steady_samples_per_s"]),
-                     "gpu_time": ratio(ref["mean_step_gpu_s"], g["mean_step_gpu_s"]),
-                     "e2e": ratio(ref["mean_e2e_s"], g["mean_e2e_s"]),
-                     "e2e_cold": ratio(ref["cold_e2e_s"], g["mean_e2e_s"])}
+
+    def ratios(ref):
+        return {"steady_samples_per_s": ratio(g["mean_steady_samples_per_s"], ref["mean_steady_samples_per_s"]),
+                "gpu_time": ratio(ref["mean_step_gpu_s"], g["mean_step_gpu_s"]),
+                "e2e": ratio(ref["mean_e2e_s"], g["mean_e2e_s"]),
+                "e2e_cold": ratio(ref["cold_e2e_s"], g["mean_e2e_s"])}
+    out["ratios"] = ratios(out["pytorch-best"])
+    if out["pytorch-fallback"]["runs"]:
+        out["ratios_fallback"] = ratios(out["pytorch-fallback"])
+    else:
+        del out["pytorch-fallback"]
     return out
 
 
@@ -202,6 +223,12 @@ def peak_share(tflops, runs):
     gpu = next((r["gpu"] for r in runs if r.get("gpu")), "")
     peak = next((v for k, v in BF16_PEAK.items() if k in gpu), None)
     return f" ({100 * tflops / peak:.2f}% of the bf16 peak)" if tflops and peak else ""
+
+
+def ratio_line(q, against):
+    return (f"gputrain against {against}: **{cell(q['steady_samples_per_s'], '.2f')}×** its steady samples/s, "
+            f"**{cell(q['gpu_time'], '.2f')}×** faster in GPU time, **{cell(q['e2e'], '.2f')}×** faster end to end "
+            f"({cell(q['e2e_cold'], '.2f')}× against the reference's first run).")
 
 
 def report(args, runs, summaries, machine, date, skipped):
@@ -239,7 +266,7 @@ def report(args, runs, summaries, machine, date, skipped):
         lines += ["", "| impl | runs | reached | mean accuracy % | mean GPU s | mean span s | mean e2e s (warm) | "
                   "cold e2e s | mean steady samples/s | steady TFLOP/s | first/steady |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
-        for impl in ("gputrain", "pytorch-best"):
+        for impl in [impl for impl in ("gputrain", "pytorch-best", "pytorch-fallback") if impl in s]:
             m = s[impl]
             lines.append(f"| {impl} | {m['runs']} | {m['reached']} | "
                          f"{cell(100 * m['mean_accuracy'] if m['mean_accuracy'] is not None else None, '.2f')} | "
@@ -247,10 +274,18 @@ def report(args, runs, summaries, machine, date, skipped):
                          f"{cell(m['mean_e2e_s'], '.1f')} | {cell(m['cold_e2e_s'], '.1f')} | "
                          f"{cell(m['mean_steady_samples_per_s'], '.0f')} | {cell(m['steady_tflops'], '.2f')}"
                          f"{peak_share(m['steady_tflops'], runs)} | {cell(m['mean_first_over_steady'], '.2f')} |")
-        q = s["ratios"]
-        lines += ["", f"gputrain against PyTorch at its best: **{cell(q['steady_samples_per_s'], '.2f')}×** its steady "
-                  f"samples/s, **{cell(q['gpu_time'], '.2f')}×** faster in GPU time, **{cell(q['e2e'], '.2f')}×** faster "
-                  f"end to end ({cell(q['e2e_cold'], '.2f')}× against the reference's first run).", ""]
+        best = s["pytorch-best"]
+        if best["runs"]:
+            graphs = {True: "CUDA graphs replayed", False: "CUDA graphs not used", None: ""}[best["cuda_graphs"]]
+            lines += ["", ratio_line(s["ratios"], f"PyTorch at its best (torch.compile mode {best['compile']}"
+                                     f"{', ' + graphs if graphs else ''}; cold compile "
+                                     f"{cell(best['compile_s'], '.1f')} s)"), ""]
+        else:
+            lines += ["", f"No reference run at torch.compile mode {args.compile} finished: no ratio against PyTorch "
+                      "at its best.", ""]
+        if "ratios_fallback" in s:
+            lines += [ratio_line(s["ratios_fallback"], f"the reference's fallback, mode {s['pytorch-fallback']['compile']} "
+                                 "(not PyTorch at its best)"), ""]
         for r in mine:
             if r["rc"] != 0:
                 lines += [f"- {r['impl']} seed {r['seed']} ended with {r['rc']}:", "", "```", r.get("error", ""), "```", ""]
@@ -272,7 +307,8 @@ def main():
     p.add_argument("--cifar-epochs", type=int, default=10)
     p.add_argument("--record-epochs", type=int, default=8, help="record: the recipe's train.epochs")
     p.add_argument("--record-target", type=float, default=0.94, help="record: the test accuracy to reach; 0: none")
-    p.add_argument("--compile", help="reference_best.py --compile (default: its own per device)")
+    p.add_argument("--compile", help="reference_best.py --compile: PyTorch at its best (default: reduce-overhead "
+                   "on CUDA, default on the CPU)")
     p.add_argument("--fallback-compile", default="none",
                    help="the --compile of the runs after a reference run fails; '' stops the retry")
     p.add_argument("--gputrain", default=os.path.join(ROOT, "build/release/app/gputrain"))
@@ -281,9 +317,13 @@ def main():
     p.add_argument("--run-timeout", type=float, default=600, help="seconds for one run")
     p.add_argument("--budget-s", type=float, default=0, help="start no run after this many seconds; 0: no limit")
     p.add_argument("--out", default=os.path.join(HERE, "results"))
+    p.add_argument("--logs", help="keep each run's log here (default: a temporary directory, removed)")
     p.add_argument("--tag", default="", help="appended to the machine name in the file names")
     args = p.parse_args()
     args.timeout = args.run_timeout
+    args.compile = args.compile or ("reduce-overhead" if args.device.startswith("cuda") else "default")
+    if args.logs:
+        os.makedirs(args.logs, exist_ok=True)
 
     machine = f"{platform.node()}-{args.device}{('-' + args.tag) if args.tag else ''}"
     date = datetime.date.today().isoformat()
@@ -292,13 +332,14 @@ def main():
 
     def write(runs, skipped):
         """The report so far: written after every run, so that a machine taken back mid-race keeps what ran."""
-        summaries = {recipe: summarise(runs, recipe) for recipe in RECIPES}
+        summaries = {recipe: summarise(runs, recipe, args.compile) for recipe in RECIPES}
         text = report(args, runs, summaries, machine, date, skipped)
-        with open(stem + ".md", "w") as f:
-            f.write(text)
-        with open(stem + ".json", "w") as f:
-            json.dump({"machine": machine, "args": vars(args), "runs": runs, "summaries": summaries,
-                       "skipped": skipped}, f, indent=1)
+        for suffix, content in ((".md", text), (".json", json.dumps(
+                {"machine": machine, "args": vars(args), "requested_compile": args.compile, "runs": runs,
+                 "summaries": summaries, "skipped": skipped}, indent=1))):
+            with open(stem + suffix + ".part", "w") as f:
+                f.write(content)
+            os.replace(stem + suffix + ".part", stem + suffix)
         return text
 
     seeds_by_recipe = {"fmnist": args.seeds, "record": args.record_seeds, "cifar": args.cifar_seeds}
@@ -307,28 +348,43 @@ def main():
             FLOPS[recipe] = forward_flops(args, recipe)
     started = time.perf_counter()
     runs, skipped = [], []
+
+    def budget_left(name):
+        """Whether a run may start; sets its timeout to what is left of the budget, and a little more."""
+        if not args.budget_s:
+            return True
+        if time.perf_counter() - started > args.budget_s:
+            skipped.append(name)
+            return False
+        args.timeout = min(args.run_timeout, args.budget_s + 30 - (time.perf_counter() - started))
+        return True
+
     with tempfile.TemporaryDirectory(prefix="race-") as workdir:
         for recipe, seeds in seeds_by_recipe.items():
+            mode = args.compile  # this recipe's reference mode, until a run of it fails
             for i, seed in enumerate(seeds_of(seeds) if seeds else []):
                 order = [reference_run, gputrain_run] if i % 2 == 0 else [gputrain_run, reference_run]
                 for impl in order:
                     name = f"{recipe} seed {seed} {'gputrain' if impl is gputrain_run else 'pytorch-best'}"
-                    if args.budget_s and time.perf_counter() - started > args.budget_s:
-                        skipped.append(name)
+                    if not budget_left(name):
                         continue
-                    if args.budget_s:  # the run may use what is left of the budget, and a little more
-                        args.timeout = min(args.run_timeout, args.budget_s + 30 - (time.perf_counter() - started))
-                    result = impl(args, recipe, seed, workdir)
-                    if result["rc"] != 0 and impl is reference_run and args.fallback_compile \
-                            and args.compile != args.fallback_compile:
-                        # torch.compile failed on this machine: the rest of the race runs the fallback mode
-                        result["cold"] = i == 0
-                        runs.append(result)
-                        args.compile = args.fallback_compile
-                        result = impl(args, recipe, seed, workdir)
-                    result["cold"] = impl is reference_run and i == 0
+                    result = impl(args, recipe, seed, workdir, mode)
+                    # cold: the recipe's first reference run at its mode, which compiles with Inductor's cache empty
+                    result["cold"] = impl is reference_run and not any(
+                        r["impl"] == "pytorch-best" and r["recipe"] == recipe and r["compile"] == mode for r in runs)
                     runs.append(result)
                     write(runs, skipped)
+                    if result["rc"] != 0 and impl is reference_run and args.fallback_compile \
+                            and mode != args.fallback_compile:
+                        # torch.compile failed here (a compile longer than --run-timeout): this recipe's reference
+                        # runs from now on use the fallback mode, reported apart from PyTorch at its best
+                        mode = args.fallback_compile
+                        name += f" ({mode})"
+                        if budget_left(name):
+                            result = impl(args, recipe, seed, workdir, mode)
+                            result["cold"] = True
+                            runs.append(result)
+                            write(runs, skipped)
                     print(f"race: {name}: rc {result['rc']}, e2e {result['e2e_s']:.1f} s, GPU "
                           f"{cell(result.get('step_gpu_s'), '.3f')} s", file=sys.stderr)
     print(write(runs, skipped))

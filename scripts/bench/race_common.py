@@ -16,12 +16,27 @@ def ensure_image_folder(root, train, here):
                         "20"], check=True)
 
 
-def last_json(command, what):
-    """Runs `command`; returns its last stdout line as JSON, or exits naming `what` with the end of its stderr."""
+def run_json(command, what):
+    """Runs `command`; returns its last stdout line as JSON and its stderr, or exits naming `what` with the end of its
+    stderr."""
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{what} failed (exit {done.returncode}): {done.stderr.strip()[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def last_json(command, what):
+    """Runs `command`; returns its last stdout line as JSON, or exits naming `what` with the end of its stderr."""
+    return run_json(command, what)[0]
+
+
+def commit(root):
+    """The checkout's commit, for a report; a machine without git (a bare GPU machine) says so."""
+    try:
+        return subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown (no git here)"
 
 
 def torchvision_folder(root, size):

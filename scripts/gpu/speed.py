@@ -138,6 +138,13 @@ def main():
         epochs[config] = max(3, min(args.max_epochs, need))
 
     results = {}
+
+    def write():  # after every case: a step cut at its timeout keeps the cases that ran
+        with open(args.out + ".part", "w") as f:
+            json.dump({"device": args.device, "dry_run": args.dry_run, "min_steady_s": args.min_steady_s,
+                       "cases": list(results.values())}, f, indent=1)
+        os.replace(args.out + ".part", args.out)
+
     for name, config, baseline, floor, extra in cases:
         print(f"speed: {name} ({epochs[config]} epochs) ...", file=sys.stderr, flush=True)
         r = run_case(args, name, config, extra, epochs[config])
@@ -158,12 +165,10 @@ def main():
         if not args.dry_run and r.get("window_s", 0) < args.min_steady_s and r["status"] != "failed":
             r["status"] += f" (steady window {r.get('window_s', 0):.2f} s < {args.min_steady_s} s)"
         results[name] = r
+        write()
         print(f"speed: {name}: {r['status']} {r.get('samples_per_s', 0):.0f} samples/s ratio {r.get('ratio', '-')}",
               file=sys.stderr, flush=True)
 
-    with open(args.out, "w") as f:
-        json.dump({"device": args.device, "dry_run": args.dry_run, "min_steady_s": args.min_steady_s,
-                   "cases": list(results.values())}, f, indent=1)
     print("| case | baseline | floor | steady samples/s | ratio | spread | window s | GPU busy | status |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for r in results.values():

@@ -54,6 +54,41 @@ TEST_F(Sweep, RunsEverySeedAndValueAndSummarisesThem) {
   EXPECT_EQ(record["runs"][2]["varied"][0], "optim.lr=0.1");
   EXPECT_EQ(record["runs"][3]["result"]["steps"], 4) << "each run stops at its first evaluation, epoch 1's end";
   EXPECT_EQ(record["summary"]["time_to_target_s"]["n"], 4);
+  // End to end: each run's process, timed by the sweep, holds its training (and its start before it), and the
+  // train result line counts from its process's start, which began before fit() did.
+  ASSERT_TRUE(record["summary"].contains("process_wall_s")) << record["summary"].dump();
+  EXPECT_EQ(record["summary"]["process_wall_s"]["n"], 4);
+  for (const auto& run : record["runs"]) {
+    const auto& result = run["result"];
+    ASSERT_TRUE(run["process_wall_s"].is_number()) << run.dump();
+    ASSERT_TRUE(result["process_s"].is_number()) << result.dump();
+    ASSERT_TRUE(result["time_to_target_process_s"].is_number()) << result.dump();
+    EXPECT_GT(run["process_wall_s"].get<double>(), result["elapsed_s"].get<double>()) << run.dump();
+    EXPECT_GT(result["process_s"].get<double>(), result["elapsed_s"].get<double>()) << result.dump();
+    EXPECT_GT(result["time_to_target_process_s"].get<double>(), result["time_to_target_wall_s"].get<double>())
+        << result.dump();
+  }
+}
+
+// The record is rewritten after each run: a sweep killed part-way (SIGKILL at a job's time limit, which
+// nothing can catch) still leaves the runs that ended.
+TEST_F(Sweep, RecordsEachRunAsItEnds) {
+  const std::filesystem::path runs = dir_ / "runs";
+  GputrainProcess sweep({"sweep", "--config", config_.string(), "--seeds", "0", "--vary", "train.epochs=1,1000000",
+                         "--set", "output.dir=" + runs.string(), "--set", "train.target_accuracy=0", "--set",
+                         "train.log_every=1"});
+  const std::filesystem::path second = runs / "s-sweep-2" / "metrics.jsonl";
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(second) && std::filesystem::file_size(second) > 0; }))
+      << sweep.err_so_far();
+  std::ifstream in(runs / "s-sweep.json");
+  ASSERT_TRUE(in.good()) << "run 1 ended, run 2 is training: no record yet\n" << sweep.err_so_far();
+  const auto record = nlohmann::json::parse(in);
+  ASSERT_EQ(record["runs"].size(), 1u);
+  EXPECT_EQ(record["runs"][0]["exit_code"], 0);
+  EXPECT_EQ(record["runs"][0]["result"]["epochs"], 1);
+  EXPECT_TRUE(record["runs"][0]["process_wall_s"].is_number());
+  sweep.send(SIGTERM);  // passed on to run 2, which stops: nothing outlives the test's directory
+  EXPECT_EQ(sweep.wait().exit_code, 130);
 }
 
 TEST_F(Sweep, BadSeedsOrValuesExitTwoBeforeAnyRun) {

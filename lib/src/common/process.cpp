@@ -8,8 +8,13 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 
 #include "gputrain/common/error.h"
 
@@ -91,6 +96,7 @@ ChildOutput run_child(const std::vector<std::string>& argv) {
   const sigset_t relayed = relayed_set();
   sigset_t mask;
   sigprocmask(SIG_BLOCK, &relayed, &mask);
+  const auto started = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid < 0) {
     sigprocmask(SIG_SETMASK, &mask, nullptr);
@@ -130,8 +136,29 @@ ChildOutput run_child(const std::vector<std::string>& argv) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+std::optional<double> seconds_since_process_start() {
+  std::ifstream in("/proc/self/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Field 2 (the command name) may hold spaces and parentheses: the fields
+  // after its closing parenthesis start with field 3.
+  const std::size_t name_end = stat.rfind(')');
+  if (name_end == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat.substr(name_end + 1));
+  std::string field;
+  for (int i = 3; i < 22 && fields >> field; ++i) {
+  }
+  unsigned long long start_ticks = 0;
+  const long ticks_per_s = sysconf(_SC_CLK_TCK);
+  timespec now{};
+  // Field 22, starttime: clock ticks after boot, on the clock CLOCK_BOOTTIME reads.
+  if (!(fields >> start_ticks) || ticks_per_s <= 0 || clock_gettime(CLOCK_BOOTTIME, &now) != 0) return std::nullopt;
+  const double since_boot = static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+  return since_boot - static_cast<double>(start_ticks) / static_cast<double>(ticks_per_s);
 }
 
 std::string host_name() {

@@ -187,13 +187,16 @@ nlohmann::ordered_json sweep_json(const std::vector<SweepRun>& runs) {
                            {"seed", run.point.seed},
                            {"varied", run.point.settings},
                            {"exit_code", run.exit_code},
+                           {"process_wall_s", run.wall_s},
                            {"result", run.result}});
   }
-  for (const char* key : {"test_accuracy", "time_to_target_s", "elapsed_s"}) {
-    if (const auto s = spread(column(runs, key))) {
-      out["summary"][key] = {{"n", s->n}, {"mean", s->mean}, {"std", s->std}};
-    }
-  }
+  const auto summarise = [&out](const char* key, const std::vector<double>& values) {
+    if (const auto s = spread(values)) out["summary"][key] = {{"n", s->n}, {"mean", s->mean}, {"std", s->std}};
+  };
+  for (const char* key : {"test_accuracy", "time_to_target_s", "elapsed_s"}) summarise(key, column(runs, key));
+  std::vector<double> walls;
+  for (const SweepRun& run : runs) walls.push_back(run.wall_s);
+  summarise("process_wall_s", walls);
   return out;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // A child process whose standard output the parent reads: `gputrain sweep`
 // runs `gputrain train` this way and takes its result line.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@ namespace gputrain {
 struct ChildOutput {
   int exit_code = 0;  // the child's; 128 + N when signal N ended it
   std::string out;    // all it wrote to standard output
+  double wall_s = 0;  // from just before the child was started to its exit: the run's end-to-end time
 };
 
 // Runs argv[0] (a path) with `argv`, standard error and input inherited, and
@@ -34,6 +36,12 @@ class SignalRelay {
   // checkpoint and carry on) is passed on only.
   int stop_signal() const;
 };
+
+// Seconds since this process started (the kernel's start time of the
+// process, which has a resolution of 1/100 s), so that a figure can count what
+// ran before main: loading LibTorch and the CUDA libraries. nullopt where
+// /proc/self/stat cannot be read.
+std::optional<double> seconds_since_process_start();
 
 // This machine's host name; "localhost" when it has none.
 std::string host_name();

@@ -34,6 +34,7 @@ struct SweepRun {
   SweepPoint point;
   int exit_code = 0;
   nlohmann::json result;  // the run's result line (gputrain train's JSON); null when it printed none
+  double wall_s = 0;      // the run's process from start to exit (ChildOutput::wall_s)
 };
 
 // A sample's mean and standard deviation (n - 1 in the denominator; 0 for one value).
@@ -55,6 +56,9 @@ std::string sweep_stop_message(const std::string& signal, const SweepRun& run, s
 // time, how it ended), then the mean ± standard deviation of each column
 // over the runs that have it, and how many reached the target.
 std::string format_sweep(const std::vector<SweepRun>& runs);
+// The same as one object: each run with its result line and its process's
+// wall time (`process_wall_s`, the end-to-end time of a run), then the mean
+// and standard deviation of each figure.
 nlohmann::ordered_json sweep_json(const std::vector<SweepRun>& runs);
 
 }  // namespace gputrain::report
