@@ -23,6 +23,16 @@ ConfigError config_error(const std::string& yaml, const std::vector<std::string>
   return ConfigError({}, "", "");
 }
 
+// Checks that exp.yaml's `yaml` is refused at `key` on line `line`, saying `text`; returns the error.
+ConfigError expect_refused(const std::string& yaml, const std::string& key, const std::string& text, int64_t line) {
+  const ConfigError e = config_error(yaml);
+  EXPECT_EQ(e.key(), key) << yaml;
+  EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << yaml << " -> " << e.what();
+  EXPECT_EQ(e.where().origin, "exp.yaml") << yaml;
+  EXPECT_EQ(e.where().line, line) << yaml;
+  return e;
+}
+
 TEST(ConfigLoad, ContractExampleParses) {
   const auto loaded = load_config_text(R"(
 name: cifar10-seed
@@ -166,7 +176,8 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
       {"optim: {foreach: true, fused: true}", "optim.fused", "set at most one"},
       {"optim: {name: adamw, muon: {lr: 0.2, momentum: 0}}", "optim.muon.nesterov", "needs optim.muon.momentum > 0"},
       {"optim: {muon: {lr: 0.2, momentum: 0}}", "optim.muon.nesterov", "needs optim.muon.momentum > 0"},
-      {"optim: {muon: {steps: 0}}", "optim.muon.steps", "must be >= 1 (got 0)"},
+      {"optim: {muon: {steps: 0}}", "optim.muon.steps", "must be in [1, 100] (got 0)"},
+      {"optim: {muon: {steps: 1000000}}", "optim.muon.steps", "must be in [1, 100] (got 1000000)"},
       {"optim: {lookahead: {k: -1}}", "optim.lookahead.k", "must be >= 0 (got -1)"},
       {"optim: {lookahead: {k: 5, alpha: 0}}", "optim.lookahead.alpha", "must be in (0, 1] (got 0)"},
       {"optim: {lookahead: {k: 5, alpha: 1.5}}", "optim.lookahead.alpha", "must be in (0, 1] (got 1.5)"},
@@ -189,13 +200,7 @@ TEST(ConfigLoad, OutOfRangeValuesNameKeyValueAndRule) {
       {"checkpoint: {dir: a/../../b}", "checkpoint.dir", "a relative path without '..'"},
       {"checkpoint: {dir: .}", "checkpoint.dir", "a relative path without '..'"},
   };
-  for (const auto& c : cases) {
-    const ConfigError e = config_error(c.yaml);
-    EXPECT_EQ(e.key(), c.key) << c.yaml;
-    EXPECT_NE(std::string(e.what()).find(c.text), std::string::npos) << c.yaml << " -> " << e.what();
-    EXPECT_EQ(e.where().origin, "exp.yaml") << c.yaml;
-    EXPECT_EQ(e.where().line, 1) << c.yaml;
-  }
+  for (const auto& c : cases) expect_refused(c.yaml, c.key, c.text, 1);
 }
 
 // Issue 39: Muon runs beside Adam and AdamW as beside SGD (optim/muon.h).
@@ -309,6 +314,48 @@ TEST(ConfigLoad, ImageSizeTakesOneSizeOrHeightAndWidth) {
               std::string::npos)
         << error.what();
   }
+}
+
+// torchvision's RandomResizedCrop takes a share of the area in (0, 1] and
+// ordered positive ratio bounds; anything else is refused at its key.
+TEST(ConfigLoad, RandomResizedCropBoundsAreRefusedAtTheirLine) {
+  for (const auto& [key, text] : std::vector<std::pair<std::string, std::string>>{
+           {"scale: [0.5, 1.5]", "every value must be in (0, 1] (got 1.5)"},
+           {"scale: [0, 1]", "every value must be in (0, 1] (got 0)"},
+           {"ratio: [2, 1]", "must be [low, high] with low <= high"},
+           {"ratio: [-1, 1]", "every value must be > 0 (got -1)"}}) {
+    const std::string yaml = "name: x\ndata:\n  augment:\n    random_resized_crop:\n      " + key;
+    const ConfigError e =
+        expect_refused(yaml, "data.augment.random_resized_crop." + key.substr(0, key.find(':')), text, 5);
+    EXPECT_EQ(e.where().column, 14) << yaml;  // the value's
+  }
+}
+
+// Every size an image is brought to has a range, so that no value overflows
+// a tensor's size (image_size: 2147483648 did) or asks more of each image than
+// data.max_image_pixels allows its files.
+TEST(ConfigLoad, ImageSizeKeysAreRangedAtTheirLine) {
+  struct Case {
+    std::string lines, key, text;
+  };
+  const std::vector<Case> cases{
+      {"  image_size: 2147483648", "data.image_size", "every value must be in [0, 65535] (got 2147483648)"},
+      {"  image_size: [65535, 65535]", "data.image_size",
+       "asks 4294836225 pixels of every image, more than data.max_image_pixels (89478485)"},
+      {"  resize: 100000", "data.resize", "must be in [0, 65535] (got 100000)"},
+      {"  resize: 20000", "data.resize", "asks 400000000 pixels of every image"},
+      {"  center_crop: [70000]", "data.center_crop", "every value must be in [1, 65535] (got 70000)"},
+      {"  augment:\n    random_crop: 1000000", "data.augment.random_crop", "must be in [0, 65535] (got 1000000)"},
+      {"  augment:\n    random_resized_crop:\n      size: 70000", "data.augment.random_resized_crop.size",
+       "must be in [0, 65535] (got 70000)"},
+      {"  augment:\n    random_resized_crop:\n      size: 20000", "data.augment.random_resized_crop.size",
+       "asks 400000000 pixels of every image"},
+  };
+  for (const Case& c : cases) {
+    expect_refused("name: x\ndata:\n" + c.lines, c.key, c.text, 3 + std::count(c.lines.begin(), c.lines.end(), '\n'));
+  }
+  // A bound raised on purpose lets such sizes through.
+  EXPECT_NO_THROW(load_config_text("data: {resize: 20000, max_image_pixels: 400000000}", "x"));
 }
 
 TEST(ConfigOverrides, DottedKeysOverrideTheFileInOrder) {

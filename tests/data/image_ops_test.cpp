@@ -124,6 +124,27 @@ LoaderOptions resized_crop_options(int64_t size) {
   return options;
 }
 
+// A ratio bound past twice the image's aspect ratio: torchvision's fallback
+// rounds a side to 0 (get_params gives (16, 0, 0, 32) and (0, 16, 32, 0) for
+// these on a 32x32 image, and its resize then fails); here that side is 1
+// pixel, centred as torchvision centres, and the loader makes its batch.
+TEST(RandomResizedCrop, ARatioNoBoxMeetsFallsBackToAOnePixelStripNotAnEmptyBox) {
+  SplitMix64 rng(5);
+  const auto box = [&](std::array<double, 2> ratio) {
+    const CropBox b = draw_resized_crop(rng, 32, 32, crop_of({0.08, 1.0}, ratio));
+    return std::vector<int64_t>{b.top, b.left, b.height, b.width};
+  };
+  EXPECT_EQ(box({100.0, 1000.0}), (std::vector<int64_t>{15, 0, 1, 32}));
+  EXPECT_EQ(box({0.001, 0.01}), (std::vector<int64_t>{0, 15, 32, 1}));
+  LoaderOptions options = resized_crop_options(32);
+  options.resized_crop.ratio = {100.0, 1000.0};
+  HostLoader stream(testing::image_dataset(8, 3, 32), options);
+  stream.start_epoch(0);
+  const auto batch = stream.next();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->inputs.sizes(), (std::vector<int64_t>{8, 3, 32, 32}));
+}
+
 // A sample's box depends on the seed, the epoch, the batch and its position only.
 TEST(RandomResizedCrop, BoxesDependOnSeedEpochBatchAndPosition) {
   const LoaderOptions options = resized_crop_options(16);

@@ -70,16 +70,17 @@ class Reader {
   template <typename T>
   void enforce(const char*, const T&, const Any&) {}
 
-  void enforce(const char* key, int64_t value, const Min& at_least) {
-    if (value < at_least.min) reader_.fail(key, fmt::format("must be {} (got {})", describe(at_least), value));
+  static bool within(int64_t value, const Min& range) { return value >= range.min && value <= range.max; }
+  void enforce(const char* key, int64_t value, const Min& range) {
+    if (!within(value, range)) reader_.fail(key, fmt::format("must be {} (got {})", describe(range), value));
   }
-  void enforce(const char* key, const std::optional<int64_t>& value, const Min& at_least) {
-    if (value) enforce(key, *value, at_least);
+  void enforce(const char* key, const std::optional<int64_t>& value, const Min& range) {
+    if (value) enforce(key, *value, range);
   }
-  void enforce(const char* key, const std::vector<int64_t>& values, const Min& at_least) {
+  void enforce(const char* key, const std::vector<int64_t>& values, const Min& range) {
     for (int64_t value : values) {
-      if (value < at_least.min) {
-        reader_.fail(key, fmt::format("every value must be {} (got {})", describe(at_least), value));
+      if (!within(value, range)) {
+        reader_.fail(key, fmt::format("every value must be {} (got {})", describe(range), value));
       }
     }
   }

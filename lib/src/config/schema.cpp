@@ -12,12 +12,26 @@
 
 namespace gputrain::config {
 
-std::string describe(const Min& constraint) { return fmt::format(">= {}", constraint.min); }
+std::string describe(const Min& constraint) {
+  if (constraint.max == std::numeric_limits<int64_t>::max()) return fmt::format(">= {}", constraint.min);
+  return fmt::format("in [{}, {}]", constraint.min, constraint.max);
+}
 
 std::string describe(const Range& constraint) {
   if (std::isinf(constraint.max)) return fmt::format("{} {}", constraint.min_open ? ">" : ">=", constraint.min);
   return fmt::format("in {}{}, {}{}", constraint.min_open ? "(" : "[", constraint.min, constraint.max,
                      constraint.max_open ? ")" : "]");
+}
+
+std::vector<std::pair<std::string, int64_t>> pixels_asked(const DataConfig& c) {
+  std::vector<std::pair<std::string, int64_t>> asked;
+  const auto area = [](const std::vector<int64_t>& size) { return size.front() * size.back(); };
+  if (!c.image_size.empty()) asked.emplace_back("image_size", area(c.image_size));
+  if (c.resize > 0) asked.emplace_back("resize", c.resize * c.resize);
+  if (!c.center_crop.empty()) asked.emplace_back("center_crop", area(c.center_crop));
+  const int64_t crop = c.augment.random_resized_crop.size;
+  if (crop > 0) asked.emplace_back("data.augment.random_resized_crop.size", crop * crop);
+  return asked;
 }
 
 bool is_run_name(const std::string& name) {

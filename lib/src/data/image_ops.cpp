@@ -41,6 +41,11 @@ CropBox draw_resized_crop(SplitMix64& rng, int64_t height, int64_t width, const 
   } else if (in_ratio > crop.ratio[1]) {
     w = python_round(static_cast<double>(h) * crop.ratio[1]);
   }
+  // torchvision's rounding leaves a side of 0 for a ratio bound past twice the
+  // image's aspect ratio (ratio: [100, 1000] on 32x32), a box torchvision
+  // itself then fails to resize; one pixel is the thinnest box there is.
+  h = std::max<int64_t>(h, 1);
+  w = std::max<int64_t>(w, 1);
   return {(height - h) / 2, (width - w) / 2, h, w};
 }
 

@@ -21,7 +21,8 @@ using data::CropBox;
 // `width`: up to 10 tries of an area share uniform in `crop.scale` and an
 // aspect ratio (width / height) log-uniform in `crop.ratio`, the box's sides
 // rounded half to even as Python's round(); the first that fits is placed
-// uniformly. Else the centre crop of the image clamped to the ratio bounds.
+// uniformly. Else the centre crop of the image clamped to the ratio bounds,
+// each side at least 1 pixel (where torchvision's rounding makes it 0).
 CropBox draw_resized_crop(SplitMix64& rng, int64_t height, int64_t width, const ResizedCrop& crop);
 
 // torchvision.transforms.v2's F.resized_crop(image, box..., [out_height,

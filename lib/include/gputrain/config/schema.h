@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gputrain/common/strings.h"
@@ -29,10 +30,20 @@ struct Any {};
 // When a resumed run must keep a key's value: another value would not continue
 // the same run (other weights or data), or, inside an epoch, not the same batch order.
 enum class FixedOnResume { kAlways, kMidEpoch };
-// An integer (or each integer of a list) of at least `min`.
+// An integer (or each integer of a list) of at least `min` and at most `max`.
 struct Min {
   int64_t min;
+  int64_t max = std::numeric_limits<int64_t>::max();
 };
+// The longest image side a size key takes: JPEG's largest, past any image a
+// network trains on, and far from where sizes multiplied out for a batch of
+// such images overflow (2147483648 did: "Storage size calculation overflowed").
+inline constexpr int64_t kMaxImageSide = 65535;
+constexpr Min image_side(int64_t min) { return {min, kMaxImageSide}; }
+// The pixels each of data's size keys that is set asks of every image
+// (image_size, resize's shorter side squared, center_crop,
+// augment.random_resized_crop.size squared), by key (below data.).
+std::vector<std::pair<std::string, int64_t>> pixels_asked(const DataConfig& c);
 // A real number (or each of a list) in an interval; `max` infinite: no upper bound.
 struct Range {
   double min;
@@ -107,13 +118,13 @@ inline bool is_bounds(const std::vector<double>& pair) { return pair.size() == 2
 
 template <class V>
 void visit(V& v, ResizedCropConfig& c) {
-  v.field("size", c.size, Min{0},
+  v.field("size", c.size, image_side(0),
           "torchvision's `RandomResizedCrop(size, scale, ratio)` (training only): each image's box of a random share "
           "of the area (`scale`) and aspect ratio (`ratio`, drawn log-uniform), tried 10 times and else the centre "
           "crop, resized to `size` × `size` (bilinear, antialiased). The box is taken from the image as the data "
           "set stores it (after `data.image_size`), which must be `size` × `size` too, so that the model sees one "
           "shape; 0 = off. Replaces `data.resize` and `data.center_crop` on the training split");
-  v.field("scale", c.scale, above(0), "[low, high]: the box's share of the image's area");
+  v.field("scale", c.scale, Range{0, 1, true, false}, "[low, high]: the box's share of the image's area");
   v.check("scale", is_bounds(c.scale), [] { return std::string("must be [low, high] with low <= high"); });
   v.field("ratio", c.ratio, above(0), "[low, high]: the box's width / height, drawn uniformly in log space");
   v.check("ratio", is_bounds(c.ratio), [] { return std::string("must be [low, high] with low <= high"); });
@@ -135,7 +146,7 @@ void visit(V& v, ColorJitterConfig& c) {
 
 template <class V>
 void visit(V& v, AugmentConfig& c) {
-  v.field("random_crop", c.random_crop, Min{0},
+  v.field("random_crop", c.random_crop, image_side(0),
           "zero padding in pixels, then a random crop back to size (training only); 0 = off");
   v.field("reflect", c.reflect, Any{},
           "`random_crop` pads with the image's edge mirrored (torchvision's `padding_mode=\"reflect\"`, airbench's "
@@ -173,20 +184,20 @@ void visit(V& v, DataConfig& c) {
   v.field("target_column", c.target_column, Any{}, "`csv`: the name of the target's column; empty: the last column");
   v.field("test_root", c.test_root, Any{},
           "`image_folder`: the test split's directory of class folders; empty: `root/test`");
-  v.field("image_size", c.image_size, Min{0},
+  v.field("image_size", c.image_size, image_side(0),
           "`image_folder`: every image resized (bilinear, antialiased) to `[height, width]`, or to a square of one "
           "size (`28`), as torchvision's `Resize`; `[]` or 0: kept as stored, which then must be one size "
           "throughout");
   v.check("image_size",
           c.image_size.size() <= 1 || (c.image_size.size() == 2 && c.image_size[0] > 0 && c.image_size[1] > 0),
           [] { return std::string("must be one size (a square) or [height, width], each >= 1"); });
-  v.field("resize", c.resize, Min{0},
+  v.field("resize", c.resize, image_side(0),
           "`image_folder`: torchvision's `Resize(n)`: each image's shorter side scaled to n and the other in "
           "proportion (rounded down), bilinear and antialiased, before `center_crop`. It and `center_crop` apply to "
           "the test split and `predict`, and to the training split unless `augment.random_resized_crop` is set "
           "(whose boxes come from the images as `image_size` stores them); where they apply they replace "
           "`image_size`. 0 = off");
-  v.field("center_crop", c.center_crop, Min{1},
+  v.field("center_crop", c.center_crop, image_side(1),
           "`image_folder`: torchvision's `CenterCrop`: `[size]` or `[height, width]` from the middle of each image "
           "(after `resize`), zero-padded where the image is smaller; the splits `resize` applies to; [] = off");
   v.check("center_crop", c.center_crop.size() <= 2,
@@ -258,6 +269,15 @@ void visit(V& v, DataConfig& c) {
           "with a split that does not fit is an error saying so");
   v.section("normalize", c.normalize);
   v.section("augment", c.augment);
+  // An image brought to a size is held to the bound its file is: the memory is the same.
+  for (const auto& [key, pixels] : pixels_asked(c)) {
+    v.check(key, pixels <= c.max_image_pixels, [&, pixels = pixels] {
+      return fmt::format(
+          "asks {} pixels of every image, more than data.max_image_pixels ({}); choose a smaller size, or raise "
+          "data.max_image_pixels if images this large are meant",
+          pixels, c.max_image_pixels);
+    });
+  }
   v.check("image_size",
           c.image_size.empty() || (c.resize == 0 && c.center_crop.empty()) || c.augment.random_resized_crop.size > 0,
           [] {
@@ -362,7 +382,8 @@ void visit(V& v, MuonConfig& c) {
   v.field("nesterov", c.nesterov, Any{}, "Muon with Nesterov momentum");
   v.check("nesterov", !c.nesterov || c.momentum > 0 || c.lr == 0,
           [] { return std::string("needs optim.muon.momentum > 0"); });
-  v.field("steps", c.steps, Min{1}, "Newton–Schulz iterations per step (airbench: 3)");
+  // The iteration converges in a handful (Muon's reference uses 5); a typo (1000000) would stall every step.
+  v.field("steps", c.steps, Min{1, 100}, "Newton–Schulz iterations per step (airbench: 3)");
 }
 
 template <class V>
