@@ -214,6 +214,41 @@ TEST(RunPlan, DecidesHowEachStepRunsForTheModelItTraced) {
   EXPECT_EQ(run.loaded.config.optim.fused, config::Switch::kAuto) << "the config stays as written";
 }
 
+// Issue 62 #4: train refuses up front, at data.batch_size's line, a batch
+// that would leave a batchnorm layer after a linear one 1 sample to train on,
+// rather than stopping at the end of the first epoch; a batchnorm on images
+// (many values per channel) trains on one image.
+TEST(RunPlan, ABatchOfOneForABatchnormAfterALinearLayerIsRefusedUpFront) {
+  const auto net = [](const std::string& layers, const std::vector<std::string>& overrides) {
+    return config::load_config_text(
+        "seed: 3\ndata: {dataset: synthetic, samples: 64, test_samples: 8, features: 8, "
+        "classes: 3, batch_size: 63, num_workers: 0}\nmodel: {layers: " +
+            layers + "}\n",
+        "exp.yaml", overrides);
+  };
+  const std::string linear = "[{type: linear, out_features: 8}, batchnorm, relu, linear]";
+  try {
+    resolve_run(net(linear, {}), RunRequest{});
+    ADD_FAILURE() << "a last batch of 1 sample was planned";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "data.batch_size");
+    EXPECT_EQ(e.where().line, 2) << e.what();
+    EXPECT_NE(std::string(e.what()).find("leave a last batch of 1 sample"), std::string::npos) << e.what();
+  }
+  // Shared by 2 dp replicas, a batch of 3 gives one of them 1 sample.
+  try {
+    resolve_run(net(linear, {"data.batch_size=3", "strategy=dp", "dp.replicas=2"}), RunRequest{});
+    ADD_FAILURE() << "a replica's share of 1 sample was planned";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("batches of 3 shared by 2 dp replicas give one of them 1 sample"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(resolve_run(net(linear, {"data.batch_size=32"}), RunRequest{}));
+  // Frozen and kept in eval mode (model.freeze_batchnorm: eval), the layer uses its running statistics.
+  EXPECT_NO_THROW(resolve_run(net(linear, {"model.freeze=[bn1]"}), RunRequest{}));
+}
+
 // A model that cannot be built for the data is a problem of its own, placed
 // at its key's line though the model names only the key; the batch is still resolved.
 TEST(RunPlan, CollectingListsAModelTheDataCannotFeedAtItsLine) {

@@ -129,6 +129,31 @@ train: {amp: fp16}
   EXPECT_NE(format_dry_run(p).find("5 problems that would stop train:\n  - "), std::string::npos);
 }
 
+// Issue 62 #4: a batchnorm layer after a linear one has no statistics for a
+// training batch of 1 sample; plan lists it (measuring no such step) instead
+// of crashing on it, and names a last batch of 1 that train would stop at.
+TEST_F(DryRunTest, ABatchnormBatchOfOneSampleIsAProblemNotACrash) {
+  std::string yaml = kMlp;
+  yaml.replace(yaml.find("{name: mlp, hidden: [16]}"), std::string("{name: mlp, hidden: [16]}").size(),
+               "{layers: [{type: linear, out_features: 8}, batchnorm, relu, linear]}");
+  const DryRun every = plan(yaml, {"data.batch_size=1", "train.accumulation_steps=1"});
+  ASSERT_EQ(every.problems.size(), 1u) << format_dry_run(every);
+  EXPECT_NE(every.problems[0].find("--set #2 (data.batch_size=1)"), std::string::npos) << every.problems[0];
+  EXPECT_NE(every.problems[0].find("data.batch_size: every training forward pass gets 1 sample, but batchnorm "
+                                   "layer 'bn1' normalises one value per channel of each sample"),
+            std::string::npos)
+      << every.problems[0];
+  const DryRun last = plan(yaml, {"data.samples=64", "data.batch_size=63", "train.accumulation_steps=1"});
+  ASSERT_EQ(last.problems.size(), 1u) << format_dry_run(last);
+  EXPECT_NE(last.problems[0].find("64 training samples in batches of 63 leave a last batch of 1 sample"),
+            std::string::npos)
+      << last.problems[0];
+  EXPECT_NE(last.problems[0].find("set data.drop_last: true"), std::string::npos) << last.problems[0];
+  const DryRun dropped =
+      plan(yaml, {"data.samples=64", "data.batch_size=63", "train.accumulation_steps=1", "data.drop_last=true"});
+  EXPECT_TRUE(dropped.problems.empty()) << format_dry_run(dropped);
+}
+
 // A file where a directory of output.dir should be is named as such, not as a permission problem.
 TEST_F(DryRunTest, AFileInTheOutputPathIsNamed) {
   write_text(dir_ / "taken", "a file");

@@ -3,8 +3,12 @@
 #include <torch/nn/modules/batchnorm.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <numeric>
 
 #include "gputrain/common/error.h"
+#include "gputrain/models/factory.h"
 #include "sync_batchnorm.h"
 
 namespace gputrain::models {
@@ -48,6 +52,24 @@ void train_mode(torch::nn::Module& model, config::FrozenBatchnorm frozen_batchno
                                                         [](const torch::Tensor& p) { return p.requires_grad(); });
     if (frozen) module->eval();
   }
+}
+
+std::string batchnorm_of_single_values(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape) {
+  std::vector<std::string> training;  // read before tracing, which puts the whole model back in one mode
+  for (const auto& layer : model->named_modules("", /*include_self=*/false)) {
+    if (is_batchnorm(*layer.value()) && layer.value()->is_training()) training.push_back(layer.key());
+  }
+  if (training.empty()) return "";
+  std::map<std::string, std::vector<int64_t>> shapes;  // a layer's output: a batchnorm's input shape too
+  for (const LayerRow& row : trace_layers(model, sample_shape)) shapes.emplace(row.name, row.output_shape);
+  for (const std::string& name : training) {
+    const auto shape = shapes.find(name);
+    if (shape == shapes.end() || shape->second.empty()) continue;
+    const int64_t per_channel =
+        std::accumulate(shape->second.begin() + 1, shape->second.end(), int64_t{1}, std::multiplies<>());
+    if (per_channel == 1) return name;
+  }
+  return "";
 }
 
 void mirror_training_state(const torch::nn::Module& model, torch::nn::Module& copy) {

@@ -11,7 +11,9 @@
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
+#include "gputrain/models/freeze.h"
 #include "gputrain/parallel/launcher.h"
+#include "gputrain/parallel/split.h"
 #include "gputrain/plan/data_keys.h"
 #include "gputrain/plan/decode_plan.h"
 #include "gputrain/step/amp.h"
@@ -50,7 +52,58 @@ void plan_model(RunPlan& run) {
         torch::nn::Sequential model = models::build_model(c.model, info, torch::kCPU);
         run.model = model_facts(model, info.input_shape);
         run.model_init = resolve_model_init(run.loaded, *model);
+        models::freeze(*model, c.model.freeze);  // a frozen batchnorm may stay in eval mode
+        models::train_mode(*model, c.model.freeze_batchnorm);
+        run.model.single_value_batchnorm = models::batchnorm_of_single_values(model, info.input_shape);
       });
+}
+
+// Those who share each micro-batch: ddp's ranks, or dp's replicas (1 alone).
+int64_t batch_sharers(const RunPlan& run) {
+  return run.strategy.kind == parallel::StrategyKind::kDistributed
+             ? run.launch.world_size
+             : std::max<int64_t>(1, static_cast<int64_t>(run.strategy.replicas.size()));
+}
+
+// The fewest rows a forward pass of `rows` gives one of those who share it, as split_batch shares it.
+int64_t smallest_share(const RunPlan& run, int64_t rows) {
+  int64_t smallest = rows;
+  const std::vector<std::string> sharers(static_cast<std::size_t>(batch_sharers(run)));
+  for (const parallel::ReplicaSplit& split : parallel::split_batch(rows, sharers)) {
+    smallest = std::min(smallest, split.rows());
+  }
+  return smallest;
+}
+
+// A training forward pass of one sample through a batchnorm layer that
+// normalises one value per channel has no batch statistics: LibTorch stops
+// the run there, at the end of the first epoch for a last batch of 1.
+// Refused up front, by train and `gputrain plan` alike.
+void check_batchnorm_rows(const RunPlan& run) {
+  const std::string& layer = run.model.single_value_batchnorm;
+  const BatchPlan& batch = run.batch;
+  const bool every_batch = smallest_share(run, batch.micro) == 1;
+  if (layer.empty() || (!every_batch && smallest_share(run, batch.last_micro) > 1)) return;
+  const std::string sharers =
+      count_of(batch_sharers(run), run.strategy.kind == parallel::StrategyKind::kDistributed ? "rank" : "dp replica");
+  std::string why;
+  if (every_batch) {
+    why = batch.micro == 1 ? "every training forward pass gets 1 sample"
+                           : fmt::format("batches of {} shared by {} give one of them 1 sample", batch.micro, sharers);
+  } else {
+    why = batch.last_micro == 1 ? fmt::format("{} training samples in batches of {} leave a last batch of 1 sample",
+                                              run.train_set->info().samples, batch.micro)
+                                : fmt::format("the last batch, of {}, shared by {} gives one of them 1 sample",
+                                              batch.last_micro, sharers);
+  }
+  const std::string fix = every_batch ? "set a data.batch_size that gives every forward pass at least 2 samples"
+                                      : "set data.drop_last: true (the short last batch is left out of each "
+                                        "epoch), or a data.batch_size that leaves no batch of 1";
+  throw ConfigError(run.loaded.sources.at("data.batch_size"), "data.batch_size",
+                    fmt::format("{}, but batchnorm layer '{}' normalises one value per channel of each sample (as "
+                                "after a linear layer), and the statistics of a batch of 1 are undefined (LibTorch "
+                                "stops the run: \"Expected more than 1 value per channel when training\"); {}",
+                                why, layer, fix));
 }
 
 // data.device_cache for both splits, with the memory free on the device now.
@@ -203,6 +256,8 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   }
   if (!model_known) return Reached::kBatch;
   plan_steps(run);
+  // A step that cannot run is not measured either.
+  if (!problems.attempt([&] { check_batchnorm_rows(run); })) return Reached::kBatch;
   return Reached::kComplete;
 }
 

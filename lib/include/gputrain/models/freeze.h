@@ -3,6 +3,7 @@
 // layers that keep their statistics. Which parameters is the plan's to
 // resolve (plan/model_init.h); these only apply it.
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
 
 #include <string>
 #include <vector>
@@ -27,6 +28,13 @@ std::vector<std::pair<std::string, torch::Tensor>> trainable_parameters(const to
 // running statistics and does not update them. Every place that puts the
 // model back into training mode calls this instead of train().
 void train_mode(torch::nn::Module& model, config::FrozenBatchnorm frozen_batchnorm);
+
+// The first batchnorm layer (its name) that, in `model`'s present modes (set
+// by train_mode), normalises one value per channel of a sample of
+// `sample_shape`: one after a linear layer, or on a 1x1 map. Its batch
+// statistics need 2 samples or more in every training forward pass (LibTorch:
+// "Expected more than 1 value per channel when training"). "" when none does.
+std::string batchnorm_of_single_values(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape);
 
 // Gives `copy` (a clone of `model`: a dp replica) each parameter's
 // requires_grad and each module's mode, which clone() does not keep.

@@ -55,6 +55,9 @@ struct ModelFacts {
   // multiply-adds (oneDNN runs a 1-channel convolution slowly channels-last).
   double image_conv_share = 1;
   int64_t sample_macs = 0;  // multiply-adds of one sample's forward pass
+  // A batchnorm layer training on one value per channel of a sample
+  // (models::batchnorm_of_single_values): no training forward pass may have 1 row; "" = none.
+  std::string single_value_batchnorm;
 };
 
 // `model`'s facts, traced with one zero sample of `sample_shape` on its device.

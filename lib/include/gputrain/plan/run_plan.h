@@ -110,7 +110,7 @@ enum class Reached {
   kDevices,   // devices and processes; the strategy falls back to single on the primary device
   kStrategy,  // the strategy; the data sets could not be read
   kData,      // the data sets; the batch could not be decided
-  kBatch,     // the batch; the model could not be built
+  kBatch,     // the batch; the model could not be built, or not trained in these batches
   kComplete,
 };
 
