@@ -139,5 +139,56 @@ TEST(RegressionRun, LogsAndRecordsNoAccuracy) {
   EXPECT_GT(lines, 2);
 }
 
+std::uintmax_t events_bytes(const std::filesystem::path& run) {
+  std::uintmax_t bytes = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(run)) {
+    if (entry.path().filename().string().rfind("events.", 0) == 0) bytes += entry.file_size();
+  }
+  return bytes;
+}
+
+// Issue 62 #6: past 100 classes the test records hold each class's accuracy
+// and the 20 commonest confusions, not a classes-squared matrix: 5000 classes
+// wrote 25 M cells per evaluation (a 100 MB metrics.jsonl, a 250 MB report).
+// `gputrain plan` says which form the run records.
+TEST(ManyClassesRun, RecordsItsCommonestConfusionsInBoundedFiles) {
+  TempDir dir;
+  const std::filesystem::path config = write_text(dir / "many.yaml", R"(name: many
+device: cpu
+data: {dataset: synthetic, samples: 64, test_samples: 64, features: 4, classes: 5000, batch_size: 16, num_workers: 0}
+model: {name: mlp, hidden: [8]}
+optim: {name: sgd, lr: 0.1}
+train: {epochs: 2, tensorboard: true}
+checkpoint: {every: 0}
+)");
+  const auto planned =
+      run_gputrain({"plan", "--config", config.string(), "--set", "output.dir=" + dir.path().string()});
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  EXPECT_NE(planned.out.find("by_class: each class's accuracy and the 20 commonest confusions"), std::string::npos)
+      << planned.out;
+  const auto r = run_gputrain({"train", "--config", config.string(), "--output", dir.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::filesystem::path run = dir / "many";
+  // Each test record: 5000 accuracies (null for a class without test samples) and 20 confusions.
+  EXPECT_LT(std::filesystem::file_size(run / "metrics.jsonl"), 256u << 10);
+  EXPECT_LT(std::filesystem::file_size(run / "report.html"), 256u << 10);
+  EXPECT_LT(events_bytes(run), 64u << 10);
+  std::ifstream in(run / "metrics.jsonl");
+  nlohmann::json test;
+  for (std::string line; std::getline(in, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["kind"] == "test") test = record;
+  }
+  ASSERT_FALSE(test.is_null());
+  EXPECT_FALSE(test.contains("confusion"));
+  EXPECT_EQ(test["per_class_accuracy"].size(), 5000u);
+  ASSERT_TRUE(test.contains("top_confusions"));
+  EXPECT_LE(test["top_confusions"].size(), 20u);
+  int64_t mistakes = 0;
+  for (const auto& c : test["top_confusions"]) mistakes += c["count"].get<int64_t>();
+  EXPECT_LE(mistakes, 64 - test["correct"].get<int64_t>());
+  EXPECT_NE(read_text(run / "report.html").find("the commonest confusions"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gputrain::testing

@@ -88,6 +88,8 @@ void write_two_class_run(const fs::path& dir, const std::vector<std::string>& na
   m.test.correct = 17;
   m.test.samples = 20;
   m.test.confusion = {9, 1, 2, 8};
+  m.test.class_samples = {10, 10};
+  m.test.class_correct = {9, 8};
   m.has_test = true;
   writer.on_epoch(m);
 }

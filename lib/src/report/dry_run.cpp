@@ -26,6 +26,7 @@
 #include "gputrain/plan/step_memory.h"
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_info.h"
+#include "gputrain/step/running_sums.h"
 
 namespace gputrain::report {
 
@@ -291,6 +292,9 @@ DryRun dry_run(const DryRunRequest& request) {
                     {"test_samples", run.test_set ? run.test_set->info().samples : 0},
                     {"on_disk", on_disk > 0 ? bytes_text(on_disk) : "generated in memory"},
                     {"in_memory", bytes_text(in_memory)}};
+
+  // What the test records will hold by class: the whole confusion matrix for few classes only.
+  if (run.loss.classes > 0) report["evaluation"] = {{"by_class", step::class_record_form(run.loss.classes)}};
 
   // model.init_from and model.freeze: what will be loaded, skipped and frozen.
   if (const std::vector<std::string> init = run.model_init.describe(); !init.empty()) report["model_init"] = init;

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <tuple>
 #include <vector>
 
+#include "gputrain/step/running_sums.h"
 #include "svg_chart.h"
 
 namespace gputrain::report::detail {
@@ -42,15 +45,47 @@ std::string table(const std::vector<std::string>& header, const std::vector<std:
   return out + "</tbody></table>";
 }
 
+// Past step::kDenseConfusionClasses classes: the commonest confusions and the
+// classes of lowest accuracy, a few rows whatever the classes.
+std::string bounded_classes_section(int64_t epoch, const MetricsRecord& test,
+                                    const std::function<std::string(std::size_t)>& label) {
+  std::vector<std::vector<std::string>> confused;
+  for (const step::Confusion& c : test.top_confusions) {
+    confused.push_back({label(static_cast<std::size_t>(c.truth)), label(static_cast<std::size_t>(c.predicted)),
+                        std::to_string(c.count)});
+  }
+  std::vector<std::size_t> lowest;
+  for (std::size_t c = 0; c < test.per_class_accuracy.size(); ++c) {
+    if (test.per_class_accuracy[c]) lowest.push_back(c);
+  }
+  const std::size_t shown = std::min(step::kTopConfusions, lowest.size());
+  std::partial_sort(lowest.begin(), lowest.begin() + static_cast<std::ptrdiff_t>(shown), lowest.end(),
+                    [&](std::size_t a, std::size_t b) {
+                      return std::tie(*test.per_class_accuracy[a], a) < std::tie(*test.per_class_accuracy[b], b);
+                    });
+  std::vector<std::vector<std::string>> worst;
+  for (std::size_t i = 0; i < shown; ++i)
+    worst.push_back({label(lowest[i]), percent(test.per_class_accuracy[lowest[i]])});
+  return fmt::format(
+             "<h3>Test split by class (epoch {})</h3><p>{} classes, more than the {} a whole confusion matrix is "
+             "kept for: the commonest confusions and the {} classes of lowest accuracy (metrics.jsonl holds every "
+             "class's).</p>",
+             epoch, test.per_class_accuracy.size(), step::kDenseConfusionClasses, shown) +
+         table({"true", "predicted", "count"}, confused, "numbers") + table({"class", "accuracy"}, worst, "numbers");
+}
+
 // The newest epoch's test split by class: accuracy per class, and the
-// confusion matrix (rows: true class, columns: predicted), each class by its
-// index and, where the run recorded them (run.json), its name.
+// confusion matrix (rows: true class, columns: predicted) or, for many
+// classes, its commonest confusions; each class by its index and, where the
+// run recorded them (run.json), its name.
 std::string classes_section(const std::map<int64_t, EpochRecord>& epochs, const std::vector<std::string>& names) {
-  const auto last = std::find_if(epochs.rbegin(), epochs.rend(),
-                                 [](const auto& e) { return e.second.test && !e.second.test->confusion.empty(); });
+  const auto last = std::find_if(epochs.rbegin(), epochs.rend(), [](const auto& e) {
+    return e.second.test && (!e.second.test->confusion.empty() || !e.second.test->per_class_accuracy.empty());
+  });
   if (last == epochs.rend()) return "";
   const auto& matrix = last->second.test->confusion;
   auto label = [&](std::size_t c) { return c < names.size() ? fmt::format("{} {}", c, names[c]) : std::to_string(c); };
+  if (matrix.empty()) return bounded_classes_section(last->first, *last->second.test, label);
   std::vector<std::string> header{"true \\ predicted"};
   for (std::size_t c = 0; c < matrix.size(); ++c) header.push_back(label(c));
   header.push_back("accuracy");

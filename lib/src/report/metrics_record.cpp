@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <cstddef>
 #include <stdexcept>
 
@@ -102,19 +101,18 @@ std::vector<MetricsRecord> epoch_records(const train::EpochMetrics& m) {
   test.lr = m.lr;
   test.elapsed_s = m.elapsed_s;
   test.samples = m.test.samples;
-  if (!m.test.confusion.empty()) {
-    // Rows are the true classes, columns the predicted ones.
-    const auto classes = static_cast<std::size_t>(std::lround(std::sqrt(static_cast<double>(m.test.confusion.size()))));
-    for (std::size_t c = 0; c < classes; ++c) {
-      const auto first = m.test.confusion.begin() + static_cast<std::ptrdiff_t>(c * classes);
-      const std::vector<int64_t> row(first, first + static_cast<std::ptrdiff_t>(classes));
-      int64_t total = 0;
-      for (int64_t n : row) total += n;
-      test.per_class_accuracy.push_back(total > 0 ? Figure(static_cast<double>(row[c]) / static_cast<double>(total))
-                                                  : std::nullopt);
-      test.confusion.push_back(row);
-    }
+  const std::size_t classes = m.test.class_samples.size();
+  for (std::size_t c = 0; c < classes; ++c) {
+    const int64_t total = m.test.class_samples[c];
+    test.per_class_accuracy.push_back(
+        total > 0 ? Figure(static_cast<double>(m.test.class_correct[c]) / static_cast<double>(total)) : std::nullopt);
   }
+  // Rows are the true classes, columns the predicted ones.
+  for (std::size_t c = 0; c < classes && !m.test.confusion.empty(); ++c) {
+    const auto first = m.test.confusion.begin() + static_cast<std::ptrdiff_t>(c * classes);
+    test.confusion.emplace_back(first, first + static_cast<std::ptrdiff_t>(classes));
+  }
+  test.top_confusions = m.test.top_confusions;
   return {train, test};
 }
 

@@ -53,9 +53,18 @@ struct MetricsRecord {
   std::vector<GpuRecord> gpus;                           // epoch, when monitored
   Count correct;                                         // test, classification
   std::vector<Figure> per_class_accuracy;                // test, classification
-  // The test split by true class (rows) and predicted class (columns).
+  // The test split by true class (rows) and predicted class (columns), up to
+  // step::kDenseConfusionClasses classes; past them, the commonest confusions.
   std::vector<std::vector<int64_t>> confusion;
+  std::vector<step::Confusion> top_confusions;
 };
+
+template <class V, class R, If<R, step::Confusion> = 0>
+void visit(V& v, R& c) {
+  v.field("true", c.truth);
+  v.field("predicted", c.predicted);
+  v.field("count", c.count);
+}
 
 template <class V, class R, If<R, GpuRecord> = 0>
 void visit(V& v, R& g) {
@@ -96,6 +105,7 @@ void visit(V& v, R& r) {
   v.field("gpus", r.gpus);
   v.field("per_class_accuracy", r.per_class_accuracy);
   v.field("confusion", r.confusion);
+  v.field("top_confusions", r.top_confusions);
 }
 
 // The lines a log interval and an epoch (its training, then its test pass) make.

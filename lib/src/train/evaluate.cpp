@@ -57,34 +57,22 @@ step::EvalResult evaluate(torch::nn::Sequential& model, data::BatchLoader& batch
   batches.start_epoch(0);
   const c10::DeviceType device_type = strategy.device().type();
   const bool classification = loss.classes > 0;
-  const int64_t cells = loss.classes * loss.classes;
   // The test loss is the plain cross-entropy, comparable between runs with and without train.label_smoothing.
   optim::LossSpec unsmoothed = loss;
   unsmoothed.label_smoothing = 0;
-  // Made before the loop: every rank sums it, also one that saw no rows.
-  torch::Tensor confusion =
-      classification ? torch::zeros({cells}, torch::TensorOptions().dtype(torch::kInt64).device(strategy.device()))
-                     : torch::Tensor();
+  step::ClassCounts by_class(loss.classes);
   while (auto batch = batches.next()) {
     const data::Batch& local = *batch;  // this process's rows (ddp: its rank's)
     strategy.log_share(local);
     const torch::Tensor targets = local.targets.to(strategy.device(), /*non_blocking=*/true);
     step::AutocastScope autocast(amp, device_type);
     const torch::Tensor outputs = test_time_outputs(model, strategy, local.inputs, tta);
-    // The correct count is the confusion matrix's diagonal: one argmax a batch, not two.
+    // The correct count comes from the counts by class: one argmax a batch, not two.
     sums.add(optim::loss_sum(unsmoothed, outputs, targets), torch::Tensor(), local.size());
-    if (classification && local.size() > 0) {
-      confusion += torch::bincount(targets * loss.classes + outputs.argmax(1), {}, cells);
-    }
+    if (classification) by_class.add(targets, outputs.argmax(1));
   }
   step::EvalResult result = sums.collect(classification, strategy);
-  if (classification) {
-    strategy.all_reduce_sum(confusion);
-    const torch::Tensor host = confusion.cpu();
-    result.confusion.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + cells);
-    result.correct = 0;
-    for (int64_t c = 0; c < loss.classes; ++c) result.correct += result.confusion[c * loss.classes + c];
-  }
+  if (classification) by_class.collect(result, strategy);  // every rank, also one that saw no rows
   return result;
 }
 
@@ -135,18 +123,23 @@ std::string format_test_line(const step::EvalResult& result) {
 
 std::vector<std::string> format_class_lines(const step::EvalResult& result) {
   std::vector<std::string> lines;
-  const auto classes = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(result.confusion.size()))));
-  for (int64_t c = 0; c < classes; ++c) {
-    int64_t total = 0;
-    for (int64_t p = 0; p < classes; ++p) total += result.confusion[static_cast<std::size_t>(c * classes + p)];
-    const int64_t correct = result.confusion[static_cast<std::size_t>(c * classes + c)];
-    const auto named = static_cast<std::size_t>(c) < result.class_names.size();
-    const std::string label =
-        named ? fmt::format("{} ({})", c, result.class_names[static_cast<std::size_t>(c)]) : std::to_string(c);
-    lines.push_back(total == 0 ? fmt::format("Accuracy of class {}: no test samples", label)
-                               : fmt::format("Accuracy of class {}: {:.0f}% ({}/{})", label,
+  const auto label = [&](int64_t c) {
+    const auto i = static_cast<std::size_t>(c);
+    return i < result.class_names.size() ? fmt::format("{} ({})", c, result.class_names[i]) : std::to_string(c);
+  };
+  for (std::size_t c = 0; c < result.class_samples.size(); ++c) {
+    const int64_t total = result.class_samples[c];
+    const int64_t correct = result.class_correct[c];
+    const std::string name = label(static_cast<int64_t>(c));
+    lines.push_back(total == 0 ? fmt::format("Accuracy of class {}: no test samples", name)
+                               : fmt::format("Accuracy of class {}: {:.0f}% ({}/{})", name,
                                              100.0 * static_cast<double>(correct) / static_cast<double>(total), correct,
                                              total));
+  }
+  for (const step::Confusion& c : result.top_confusions) {
+    lines.push_back(fmt::format("Confused: class {} predicted as {}: {} of its {} test samples", label(c.truth),
+                                label(c.predicted), c.count,
+                                result.class_samples.at(static_cast<std::size_t>(c.truth))));
   }
   return lines;
 }

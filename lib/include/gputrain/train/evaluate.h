@@ -61,9 +61,10 @@ step::EvalResult evaluate_saved_weights(const plan::SavedWeightsPlan& plan, cons
 // multi-GPU (DataParallel) tutorial prints it; regression prints the loss alone.
 std::string format_test_line(const step::EvalResult& result);
 
-// One line per class from the confusion matrix, as the CIFAR-10 tutorial
-// prints them: "Accuracy of class 3: 87% (870/1000)", "Accuracy of class 3
-// (cat): ..." where the class has a name; none without the matrix.
+// One line per class, as the CIFAR-10 tutorial prints them: "Accuracy of
+// class 3: 87% (870/1000)", "Accuracy of class 3 (cat): ..." where the class
+// has a name; none without classes. Past kDenseConfusionClasses classes, a
+// line per commonest confusion follows.
 std::vector<std::string> format_class_lines(const step::EvalResult& result);
 
 }  // namespace gputrain::train
