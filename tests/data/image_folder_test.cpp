@@ -1,17 +1,22 @@
 // dataset: image_folder — PNG and JPEG folders written by export_images (the
 // `datasets export --format png|jpeg` code), read back decoded at start or per
 // batch, converted, resized, and each way such a folder can be wrong.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -29,6 +34,7 @@
 #include "gputrain/data/tensor_dataset.h"
 #include "image_files.h"
 #include "image_ops.h"
+#include "jpeg_files.h"
 #include "support/temp_dir.h"
 #include "test_datasets.h"
 
@@ -336,9 +342,17 @@ TEST_F(ImageFolder, AFifoOrDanglingLinkNamedAsAnImageIsRefusedUnread) {
       << error(folder());
 }
 
-// A `side` x `side` CMYK JPEG of one colour, as Photoshop writes them: an Adobe
-// marker, and inverted values (255: no ink).
-void write_cmyk_jpeg(const fs::path& file, int side, const std::array<uint8_t, 4>& stored) {
+// How jpeg_bytes encodes: colour space (JCS_RGB input is stored as YCbCr),
+// quality, progressive scans, a restart marker every `restart_rows` MCU rows.
+struct JpegKind {
+  J_COLOR_SPACE space = JCS_RGB;
+  int quality = 90;
+  bool progressive = false;
+  int restart_rows = 0;
+};
+
+// The JPEG libjpeg writes of `side` x `side` interleaved pixels (3 bytes a pixel, 4 in CMYK).
+std::string jpeg_bytes(const std::vector<uint8_t>& pixels, int side, const JpegKind& kind) {
   jpeg_compress_struct info{};
   jpeg_error_mgr errors{};
   info.err = jpeg_std_error(&errors);
@@ -348,22 +362,111 @@ void write_cmyk_jpeg(const fs::path& file, int side, const std::array<uint8_t, 4
   jpeg_mem_dest(&info, &buffer, &size);
   info.image_width = static_cast<JDIMENSION>(side);
   info.image_height = static_cast<JDIMENSION>(side);
-  info.input_components = 4;
-  info.in_color_space = JCS_CMYK;
+  info.input_components = kind.space == JCS_CMYK ? 4 : 3;
+  info.in_color_space = kind.space;
   jpeg_set_defaults(&info);
-  jpeg_set_colorspace(&info, JCS_CMYK);
-  jpeg_set_quality(&info, 95, TRUE);
+  if (kind.space == JCS_CMYK) jpeg_set_colorspace(&info, JCS_CMYK);
+  jpeg_set_quality(&info, kind.quality, TRUE);
+  if (kind.progressive) jpeg_simple_progression(&info);
+  info.restart_in_rows = kind.restart_rows;
   jpeg_start_compress(&info, TRUE);
-  std::vector<uint8_t> row;
-  for (int x = 0; x < side; ++x) row.insert(row.end(), stored.begin(), stored.end());
+  const auto row_bytes = static_cast<std::size_t>(side * info.input_components);
   while (info.next_scanline < info.image_height) {
-    JSAMPROW rows[] = {row.data()};
+    JSAMPROW rows[] = {const_cast<uint8_t*>(pixels.data()) + row_bytes * info.next_scanline};
     jpeg_write_scanlines(&info, rows, 1);
   }
   jpeg_finish_compress(&info);
-  gputrain::testing::write_text(file, std::string(reinterpret_cast<const char*>(buffer), size));
+  std::string bytes(reinterpret_cast<const char*>(buffer), size);
   jpeg_destroy_compress(&info);
   std::free(buffer);
+  return bytes;
+}
+
+// A `side` x `side` CMYK JPEG of one colour, as Photoshop writes them: an Adobe
+// marker, and inverted values (255: no ink).
+void write_cmyk_jpeg(const fs::path& file, int side, const std::array<uint8_t, 4>& stored) {
+  std::vector<uint8_t> pixels;
+  for (int p = 0; p < side * side; ++p) pixels.insert(pixels.end(), stored.begin(), stored.end());
+  gputrain::testing::write_text(file, jpeg_bytes(pixels, side, {JCS_CMYK, 95}));
+}
+
+// Issue 62 #7: a FIFO put in an image's place after the start-up checks
+// (data.cache: none) fails the epoch's read at once, naming the sample and
+// the file, instead of waiting for a writer forever. Without the check, the
+// writer this test starts lets a blocked read end (on an empty file), so the
+// test fails rather than hangs.
+TEST_F(ImageFolder, AFifoPutInAnImagesPlaceDuringARunFailsItsReadAtOnce) {
+  write(images(6, {1, 4, 4}, 16));
+  const auto lazy = make_dataset(folder(config::ImageCache::kNone), Split::kTrain, 0);
+  const fs::path replaced = file("train/dog/2.png");  // sample 2: cat/0, cat/1, dog/2, ...
+  fs::remove(replaced);
+  ASSERT_EQ(::mkfifo(replaced.c_str(), 0600), 0);
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    while (!done.load()) {
+      const int fd = ::open(replaced.c_str(), O_WRONLY | O_NONBLOCK);  // ENXIO while no one reads
+      if (fd >= 0) ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  std::string message = "no DataError";
+  try {
+    epoch(lazy);
+  } catch (const DataError& e) {
+    message = e.what();
+  }
+  done = true;
+  writer.join();
+  EXPECT_NE(message.find("image_folder sample 2: " + replaced.string() + ": is not a regular file (a FIFO)"),
+            std::string::npos)
+      << message;
+}
+
+// A `side` x `side` RGB photo as a JPEG, progressive or with a restart marker every `restart_rows` MCU rows.
+std::string rgb_jpeg(int side, bool progressive, int restart_rows) {
+  const torch::Tensor pixels = gputrain::testing::photo(3, side, side, 3).permute({1, 2, 0}).contiguous();
+  const std::vector<uint8_t> interleaved(pixels.const_data_ptr<uint8_t>(),
+                                         pixels.const_data_ptr<uint8_t>() + pixels.numel());
+  return jpeg_bytes(interleaved, side, {JCS_RGB, 90, progressive, restart_rows});
+}
+
+// Issue 62 #13: a JPEG cut inside its scan but ending with an EOI marker
+// decodes partly grey in libjpeg, with a "premature end of data segment"
+// warning; it is an error naming the file at start, per batch and in
+// predict alike, while progressive, restart-marked and CMYK files still read.
+TEST_F(ImageFolder, AJpegCutInsideItsScanAndEndedWithItsEoiIsAnErrorEverywhere) {
+  const TensorDataset made = images(6, {3, 32, 32}, 21);
+  write(made, ImageFormat::kJpeg);
+  gputrain::testing::write_text(file("train/cat/0.jpg"), rgb_jpeg(32, /*progressive=*/true, 0));
+  gputrain::testing::write_text(file("train/cat/1.jpg"), rgb_jpeg(32, /*progressive=*/false, /*restart_rows=*/1));
+  write_cmyk_jpeg(file("train/dog/2.jpg"), 32, {255, 64, 128, 255});
+  EXPECT_EQ(make_dataset(folder(), Split::kTrain, 0)->info().samples, 6) << "valid files refused";
+
+  const fs::path cut = file("train/eel/5.jpg");
+  const std::string whole = rgb_jpeg(32, false, 0);
+  const std::size_t scan = whole.rfind("\xFF\xDA");
+  ASSERT_NE(scan, std::string::npos);
+  gputrain::testing::write_text(cut, whole.substr(0, scan + (whole.size() - scan) / 2) + "\xFF\xD9");
+  const std::string at_start = error(folder());
+  EXPECT_NE(at_start.find(cut.string() + ": the JPEG cannot be decoded (Corrupt JPEG data: premature end of data "
+                                         "segment)"),
+            std::string::npos)
+      << at_start;
+  std::string per_batch = "no DataError", predicted = "no DataError";
+  try {
+    epoch(make_dataset(folder(config::ImageCache::kNone), Split::kTrain, 0));
+  } catch (const DataError& e) {
+    per_batch = e.what();
+  }
+  EXPECT_NE(per_batch.find("image_folder sample 5: " + cut.string() + ": the JPEG cannot be decoded"),
+            std::string::npos)
+      << per_batch;
+  try {
+    read_prediction_inputs(cut.string(), folder(), made.info());
+  } catch (const DataError& e) {
+    predicted = e.what();
+  }
+  EXPECT_NE(predicted.find(cut.string() + ": the JPEG cannot be decoded"), std::string::npos) << predicted;
 }
 
 // libjpeg converts no CMYK to RGB ("Unsupported color conversion request"); the folder reader does.

@@ -8,26 +8,10 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "gputrain/common/error.h"
 
 namespace gputrain::data::detail {
-
-namespace {
-
-std::string file_bytes(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::string bytes;
-  if (in) bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (!in && !in.eof()) throw DataError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
-  return bytes;
-}
-
-}  // namespace
 
 EncodedBatch read_encoded_batch(const LoaderOptions& options, const std::vector<int64_t>& order, int64_t epoch,
                                 int64_t index, const std::vector<std::filesystem::path>& files, int64_t max_pixels) {
@@ -45,8 +29,10 @@ EncodedBatch read_encoded_batch(const LoaderOptions& options, const std::vector<
     EncodedSample sample;
     sample.row = order.at(static_cast<std::size_t>(first + position));
     const std::filesystem::path& file = files.at(static_cast<std::size_t>(sample.row));
-    sample.stored = read_image_header(file, max_pixels);
-    sample.image = {file.string(), file_bytes(file)};
+    reading_sample(sample.row, [&] {
+      sample.stored = read_image_header(file, max_pixels);
+      sample.image = {file.string(), read_image_bytes(file)};
+    });
     if (options.resized_crop.size > 0) {
       sample.box = draw_crop_box(options, epoch, index, position, sample.stored.height, sample.stored.width);
     }

@@ -1,13 +1,17 @@
 #include "image_files.h"
 
-// clang-format off: jpeglib.h needs stdio.h (FILE) first.
-#include <jerror.h>
-#include <jpeglib.h>
+// jpeglib.h needs stdio.h (FILE) first, and jerror.h jpeglib.h's configuration (which warnings it declares).
+// clang-format off
 #include <cstdio>
+#include <jpeglib.h>
+#include <jerror.h>
 // clang-format on
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <png.h>
+#include <sys/stat.h>
 #include <torch/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -15,7 +19,6 @@
 #include <cmath>
 #include <csetjmp>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,18 +46,7 @@ void require_content(const std::filesystem::path& file, const std::string& bytes
 }
 
 std::string read_bytes(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw DataError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
-  std::string bytes;
-  std::error_code unknown_size;
-  const std::uintmax_t size = std::filesystem::file_size(file, unknown_size);
-  if (!unknown_size) bytes.reserve(static_cast<std::size_t>(size));
-  // Read in blocks, not a character at a time: the loader reads every image of every epoch.
-  std::array<char, 1 << 16> block;
-  while (in.read(block.data(), block.size()) || in.gcount() > 0) {
-    bytes.append(block.data(), static_cast<std::size_t>(in.gcount()));
-  }
-  if (in.bad()) throw DataError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
+  std::string bytes = read_image_bytes(file);
   require_content(file, bytes);
   return bytes;
 }
@@ -130,16 +122,33 @@ struct JpegErrors {
   char message[JMSG_LENGTH_MAX];
 };
 
-void jpeg_fail(j_common_ptr info) {
+[[noreturn]] void jpeg_fail(j_common_ptr info) {
   auto* errors = reinterpret_cast<JpegErrors*>(info->err);
   (*info->err->format_message)(info, errors->message);
   std::longjmp(errors->jump, 1);
 }
 
-// A truncated file decodes with grey rows in libjpeg; here it is an error.
-// Other warnings (extraneous bytes before a marker and the like) are harmless and stay silent.
+// Where libjpeg meets missing or damaged entropy-coded data it warns and
+// fills the rest with grey: a file cut short, also one cut inside its scan and
+// ended with an EOI marker (JWRN_HIT_MARKER), a bad Huffman or arithmetic
+// code, a lost restart marker. Here each is an error. Other warnings
+// (extraneous bytes before a marker, an unknown JFIF version or Adobe
+// transform, a bad ICC profile, unusual scan parameters) are silent: files
+// that raise them decode whole.
 void jpeg_warn(j_common_ptr info, int level) {
-  if (level == -1 && info->err->msg_code == JWRN_JPEG_EOF) jpeg_fail(info);
+  if (level != -1) return;  // trace messages, not warnings
+  switch (info->err->msg_code) {
+    case JWRN_JPEG_EOF:
+    case JWRN_HIT_MARKER:
+    case JWRN_HUFF_BAD_CODE:
+#if JPEG_LIB_VERSION >= 70 || defined(C_ARITH_CODING_SUPPORTED) || defined(D_ARITH_CODING_SUPPORTED)
+    case JWRN_ARITH_BAD_CODE:  // declared where jerror.h declares it
+#endif
+    case JWRN_MUST_RESYNC:
+      jpeg_fail(info);
+    default:
+      return;
+  }
 }
 
 // The largest of libjpeg's fast DCT scalings (1/8, 1/4, 1/2) whose output still covers `at_least`;
@@ -300,6 +309,41 @@ void decode_jpeg(const std::filesystem::path& file, const std::string& bytes, in
 
 }  // namespace
 
+std::string read_image_bytes(const std::filesystem::path& file, std::size_t limit) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) throw DataError(fmt::format("{}: cannot open: {}", file.string(), std::strerror(errno)));
+  struct Closing {
+    int fd;
+    ~Closing() { ::close(fd); }
+  } closing{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) throw DataError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
+  if (!S_ISREG(info.st_mode)) {
+    const char* kind = S_ISDIR(info.st_mode)    ? "a directory"
+                       : S_ISFIFO(info.st_mode) ? "a FIFO"
+                       : S_ISSOCK(info.st_mode) ? "a socket"
+                                                : "a device";
+    throw DataError(fmt::format(
+        "{}: is not a regular file ({}); it was one when the run started, so something replaced it. Images must "
+        "stay regular files while the run reads them",
+        file.string(), kind));
+  }
+  const auto size = static_cast<std::size_t>(info.st_size);
+  std::string bytes;
+  bytes.reserve(limit > 0 ? std::min(limit, size) : size);
+  // Read in blocks, not a character at a time: the loader reads every image of every epoch.
+  std::array<char, 1 << 16> block;
+  while (limit == 0 || bytes.size() < limit) {
+    const std::size_t want = limit == 0 ? block.size() : std::min(block.size(), limit - bytes.size());
+    const ssize_t got = ::read(fd, block.data(), want);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw DataError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
+    if (got == 0) break;
+    bytes.append(block.data(), static_cast<std::size_t>(got));
+  }
+  return bytes;
+}
+
 bool is_image_file(const std::filesystem::path& file) {
   const std::string extension = lower_extension(file);
   return extension == ".png" || extension == ".jpg" || extension == ".jpeg";
@@ -308,11 +352,8 @@ bool is_image_file(const std::filesystem::path& file) {
 ImageShape read_image_header(const std::filesystem::path& file, int64_t max_pixels) {
   // The size is usually within the first bytes; when metadata before it is
   // larger (a PNG's ICC profile or text chunks, a JPEG's EXIF), the whole file is read.
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw DataError(fmt::format("{}: cannot open: {}", file.string(), std::strerror(errno)));
-  std::string bytes(64 * 1024, '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  bytes.resize(static_cast<std::size_t>(in.gcount()));
+  constexpr std::size_t kFirst = 64 * 1024;
+  const std::string bytes = read_image_bytes(file, kFirst);
   require_content(file, bytes);
   const auto header = [&](const std::string& some) {
     return is_png(file) ? png_header(file, some) : jpeg_header(file, some);
@@ -321,7 +362,7 @@ ImageShape read_image_header(const std::filesystem::path& file, int64_t max_pixe
   try {
     shape = header(bytes);
   } catch (const DataError&) {
-    if (in.eof()) throw;
+    if (bytes.size() < kFirst) throw;  // the whole file was read
     shape = header(read_bytes(file));
   }
   require_pixels(file, shape.height, shape.width, max_pixels);

@@ -1,11 +1,15 @@
 #pragma once
 // PNG and JPEG files: read with libpng and libjpeg-turbo into uint8
 // [C, H, W] pixels, and written from them (`gputrain datasets export`).
+#include <fmt/format.h>
+
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
 
+#include "gputrain/common/error.h"
 #include "gputrain/data/dataset.h"
 
 namespace gputrain::data::detail {
@@ -14,6 +18,22 @@ struct ImageShape {
   int64_t channels = 0, height = 0, width = 0;
   int64_t bytes() const { return channels * height * width; }
 };
+
+// The bytes of `file`, at most `limit` of them (0: all). Opened without
+// blocking and refused unless a regular file: a FIFO or a device put in an
+// image's place during a run would hold the loader, and the stop signals that
+// wait on it, forever. Throws DataError naming the file.
+std::string read_image_bytes(const std::filesystem::path& file, std::size_t limit = 0);
+
+// read() for image_folder's sample `index`: a DataError it throws names the sample too.
+template <class Read>
+decltype(auto) reading_sample(int64_t index, Read&& read) {
+  try {
+    return read();
+  } catch (const DataError& e) {
+    throw DataError(fmt::format("image_folder sample {}: {}", index, e.what()));
+  }
+}
 
 // Whether `file` is named as an image gputrain reads: .png, .jpg or .jpeg, in any case.
 bool is_image_file(const std::filesystem::path& file);

@@ -185,14 +185,16 @@ class ImageFolderDataset final : public Dataset {
     if (resident()) return Dataset::read_image(index, out);
     const std::vector<int64_t>& s = info_.input_shape;
     const fs::path& file = files_.at(static_cast<std::size_t>(index));
-    log_->note(decode_image(file, {s[0], s[1], s[2]}, fit_, max_pixels_, out), file);
+    reading_sample(index, [&] { log_->note(decode_image(file, {s[0], s[1], s[2]}, fit_, max_pixels_, out), file); });
   }
 
   void read_resized_crop(int64_t index, const DrawCropBox& draw_box, uint8_t* out) const override {
     if (resident()) return Dataset::read_resized_crop(index, draw_box, out);
     const std::vector<int64_t>& s = info_.input_shape;
     const fs::path& file = files_.at(static_cast<std::size_t>(index));
-    log_->note(decode_resized_crop(file, {s[0], s[1], s[2]}, draw_box, max_pixels_, out), file);
+    reading_sample(index, [&] {
+      log_->note(decode_resized_crop(file, {s[0], s[1], s[2]}, draw_box, max_pixels_, out), file);
+    });
   }
 
   const fs::path* sample_file(int64_t index) const override {
