@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
+#include <limits>
+
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
@@ -91,6 +95,71 @@ TEST_F(ModelInit, StrictRefusesATensorThatDoesNotFit) {
 TEST_F(ModelInit, AFileOfAnotherModelIsRefused) {
   const std::string what = refusal(config_of({"model.init_from=" + weights_.string(), "model.layers=[linear]"}));
   EXPECT_NE(what.find(weights_.string() + ": none of its 9 tensors fits this model"), std::string::npos) << what;
+}
+
+// Issue 62 #9: weights holding NaN or infinity are refused at load, each
+// tensor named, at model.init_from's key; they would make the loss non-finite
+// in the first steps, blamed on optim.lr.
+TEST_F(ModelInit, AFileHoldingNaNOrInfinityIsRefusedNamingTheTensors) {
+  const config::LoadedConfig five = config_of({"data.classes=5"});
+  torch::nn::Sequential diverged = models::build_model(five.config.model, info_of(five), torch::Device(torch::kCPU));
+  {
+    torch::NoGradGuard no_grad;
+    diverged->named_parameters()["fc1.weight"][0][1] = std::nan("");
+    diverged->named_buffers()["bn1.running_var"][2] = std::numeric_limits<float>::infinity();
+  }
+  const std::filesystem::path file = dir_ / "diverged.pt";
+  checkpoint::save_weights(diverged, file.string());
+  try {
+    resolve_model_init(config_of({"model.init_from=" + file.string()}), *cpu_model(config_of({})));
+    ADD_FAILURE() << "non-finite weights loaded";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.key(), "model.init_from");
+    EXPECT_TRUE(e.where().known()) << what;
+    EXPECT_NE(what.find(file.string() + ": 2 tensors hold NaN or infinite values: fc1.weight (1 of its 48 values); "
+                                        "bn1.running_var (1 of its 8 values)"),
+              std::string::npos)
+        << what;
+  }
+}
+
+// Issue 62, weak: a file that is not weights is refused at model.init_from's
+// key and line, judged by its first bytes without reading the rest.
+TEST_F(ModelInit, AFileThatIsNotWeightsIsRefusedAtTheKeyUnread) {
+  const std::filesystem::path recording = dir_ / "recording.wav";
+  testing::write_text(recording, "RIFF\x24\x08\x01\x01WAVEfmt and the rest of a recording");
+  std::filesystem::resize_file(recording, 64 << 20);
+  const auto bytes_read = [] {
+    std::ifstream io("/proc/self/io");
+    std::string key;
+    int64_t value = -1;
+    while (io >> key >> value && key != "rchar:") {
+    }
+    return key == "rchar:" ? value : int64_t{-1};
+  };
+  const int64_t before = bytes_read();
+  if (before < 0) GTEST_SKIP() << "no /proc/self/io on this kernel";
+  const std::string what = refusal(config_of({"model.init_from=" + recording.string()}));
+  EXPECT_LT(bytes_read() - before, 1 << 20) << "the file was read whole before it was refused";
+  EXPECT_NE(what.find("model.init_from: " + recording.string() + ": is not a weights file gputrain reads"),
+            std::string::npos)
+      << what;
+}
+
+// Issue 62, weak: a state dict saved from a model wrapped in PyTorch's
+// DistributedDataParallel names every tensor "module.<name>"; it loads
+// without the prefix, as torch's consume_prefix_in_state_dict_if_present would.
+TEST_F(ModelInit, AStateDictOfAWrappedModelLoadsWithoutItsModulePrefix) {
+  const config::LoadedConfig five = config_of({"data.classes=5"});
+  torch::nn::Module wrapper;  // as DistributedDataParallel holds the model: its child "module"
+  wrapper.register_module("module", models::build_model(five.config.model, info_of(five), torch::Device(torch::kCPU)));
+  const std::filesystem::path file = dir_ / "ddp.pt";
+  testing::write_text(file, checkpoint::state_dict_bytes(wrapper));
+  const config::LoadedConfig loaded = config_of({"model.init_from=" + file.string()});
+  const ModelInitPlan plan = resolve_model_init(loaded, *cpu_model(loaded));
+  ASSERT_EQ(plan.loaded.size(), 7u);
+  EXPECT_EQ(plan.loaded.front().first, "fc1.weight");
 }
 
 TEST_F(ModelInit, AFreezePrefixMatchingNothingListsTheLayers) {

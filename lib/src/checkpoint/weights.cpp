@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize/input-archive.h>
 
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -43,16 +44,34 @@ constexpr const char* kWeightsFiles =
     "a gputrain checkpoint, a model.pt, a state dict written by `gputrain export` or by PyTorch's "
     "torch.save(model.state_dict(), path), or a .safetensors file";
 
+[[noreturn]] void not_weights(const std::string& path) {
+  throw CheckpointError(
+      fmt::format("{}: is not a weights file gputrain reads (not a zip archive as PyTorch writes, "
+                  "a safetensors file or a gputrain checkpoint); give {}",
+                  path, kWeightsFiles));
+}
+
+// The bytes of a weights file of any kind (model.init_from's), whose first
+// bytes are judged before the rest is read: another kind of file (a video
+// given by mistake) is refused without reading its gigabytes.
+std::string weights_file_bytes(const std::string& path) {
+  if (const std::string problem = not_a_regular_file(path); !problem.empty()) {
+    throw CheckpointError(fmt::format("{}: {}", path, problem));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string start(16, '\0');
+  in.read(start.data(), static_cast<std::streamsize>(start.size()));
+  start.resize(static_cast<std::size_t>(in.gcount()));
+  // Shorter files are read whole, and their errors say what they lack (a checkpoint cut inside its header).
+  if (start.size() == 16 && !is_sealed(start) && !is_weights_archive(path)) not_weights(path);
+  return detail::read_file(path);
+}
+
 // The tensors of a weights file that is not a checkpoint: a .safetensors
 // file, a model.pt, or a state dict (torch.save's zip of a pickled dict).
 detail::NamedTensors weights_file_tensors(const std::string& bytes, const std::string& path) {
   if (looks_like_safetensors(bytes)) return parse_safetensors(bytes, path).tensors;
-  if (bytes.rfind("PK\x03\x04", 0) != 0) {
-    throw CheckpointError(
-        fmt::format("{}: is not a weights file gputrain reads (not a zip archive as PyTorch writes, "
-                    "a safetensors file or a gputrain checkpoint); give {}",
-                    path, kWeightsFiles));
-  }
+  if (bytes.rfind("PK\x03\x04", 0) != 0) not_weights(path);
   // A zip is a TorchScript module archive (model.pt: it has constants.pkl)
   // or torch.save's pickle of a dict.
   std::istringstream in(bytes);
@@ -199,7 +218,7 @@ std::string load_weights(torch::nn::Sequential& model, const std::string& path, 
 }
 
 NamedWeights read_weights(const std::string& path) {
-  const std::string bytes = detail::read_file(path);
+  const std::string bytes = weights_file_bytes(path);
   if (!is_sealed(bytes)) return {weights_file_tensors(bytes, path), "a weights file: one set, those it was saved with"};
   const Checkpoint checkpoint = Checkpoint::parse(bytes, path);
   const std::vector<torch::Tensor>& average = checkpoint.state().ema;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
@@ -37,10 +38,57 @@ std::vector<std::pair<std::string, torch::Tensor>> model_tensors(const torch::nn
   return out;
 }
 
+// PyTorch's DistributedDataParallel and DataParallel save their wrapped
+// model's tensors as "module.<name>".
+constexpr std::string_view kWrapperPrefix = "module.";
+
+// A state dict saved from a model wrapped for data parallelism: every name
+// under "module.", which no model gputrain builds has. Read without the
+// prefix, as torch.nn.modules.utils.consume_prefix_in_state_dict_if_present
+// would: the weights are the model's own, and refusing them would only send
+// the user to Python to strip it.
+void strip_wrapper_prefix(checkpoint::NamedWeights& file, const torch::nn::Module& model, const std::string& path) {
+  const auto wrapped = [](const auto& named) { return named.first.rfind(kWrapperPrefix, 0) == 0; };
+  const auto children = model.named_children();
+  if (file.tensors.empty() || !std::all_of(file.tensors.begin(), file.tensors.end(), wrapped) ||
+      children.contains(std::string(kWrapperPrefix.substr(0, kWrapperPrefix.size() - 1)))) {
+    return;
+  }
+  for (auto& [name, tensor] : file.tensors) name.erase(0, kWrapperPrefix.size());
+  spdlog::info(
+      "model.init_from: {}: every tensor's name starts with '{}', as PyTorch's DistributedDataParallel and "
+      "DataParallel save a wrapped model; read without that prefix",
+      path, kWrapperPrefix);
+}
+
+// A tensor that fits, holding NaN or infinity: weights saved after training
+// diverged, which would make the first steps' loss non-finite.
+void refuse_non_finite(const ModelInitPlan& plan, const SourceMark& at) {
+  std::vector<std::string> bad;
+  for (const auto& [name, tensor] : plan.loaded) {
+    if (!tensor.is_floating_point()) continue;
+    const int64_t non_finite = tensor.numel() - torch::isfinite(tensor).sum().item<int64_t>();
+    if (non_finite > 0) bad.push_back(fmt::format("{} ({} of its {} values)", name, non_finite, tensor.numel()));
+  }
+  if (bad.empty()) return;
+  throw ConfigError(
+      at, "model.init_from",
+      fmt::format("{}: {} NaN or infinite values: {}. These weights were saved after training "
+                  "diverged; give an earlier checkpoint of that run, or remove model.init_from",
+                  plan.file, bad.size() == 1 ? "a tensor holds" : fmt::format("{} tensors hold", bad.size()),
+                  some_of(bad)));
+}
+
 void match_file(ModelInitPlan& plan, const torch::nn::Module& model, const config::LoadedConfig& loaded) {
   const config::ModelConfig& c = loaded.config.model;
   const SourceMark at = loaded.sources.at("model.init_from");
-  checkpoint::NamedWeights file = checkpoint::read_weights(c.init_from);
+  checkpoint::NamedWeights file;
+  try {
+    file = checkpoint::read_weights(c.init_from);
+  } catch (const CheckpointError& e) {
+    throw ConfigError(at, "model.init_from", e.what());  // the file's problem, at the key that names it
+  }
+  strip_wrapper_prefix(file, model, c.init_from);
   plan.file = c.init_from;
   plan.weights = file.what;
   std::map<std::string, torch::Tensor> stored(file.tensors.begin(), file.tensors.end());
@@ -70,6 +118,7 @@ void match_file(ModelInitPlan& plan, const torch::nn::Module& model, const confi
                     "model.* says, or remove model.init_from",
                     c.init_from, count_of(static_cast<int64_t>(file.tensors.size()), "tensor"), some_of(plan.skipped)));
   }
+  refuse_non_finite(plan, at);
   if (c.init_strict && !plan.skipped.empty()) {
     throw ConfigError(
         loaded.sources.at("model.init_strict"), "model.init_strict",

@@ -37,7 +37,10 @@ struct ModelInitPlan {
 // file, the tensors and the fix: under model.init_strict a tensor that does not
 // fit; a file of which no tensor fits (another model's, or not weights); a
 // freeze prefix that matches nothing (listing the model's top-level names); a
-// freeze that leaves nothing to train. CheckpointError for a file that cannot be read.
+// freeze that leaves nothing to train; a file that cannot be read (its
+// CheckpointError's message); a tensor that fits but holds NaN or infinity.
+// A state dict whose every name starts with "module." (saved from PyTorch's
+// DistributedDataParallel or DataParallel) is read without it, as logged.
 ModelInitPlan resolve_model_init(const config::LoadedConfig& loaded, const torch::nn::Module& model);
 
 }  // namespace gputrain::plan
