@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <csignal>
 #include <filesystem>
 #include <iostream>
 
@@ -36,11 +35,6 @@ nlohmann::json result_line(const std::string& out) {
     end = begin;
   }
   return nullptr;
-}
-
-// The exit code `train` gives for a stop signal: 75 for a preemption notice, 130 otherwise.
-int exit_code_for(int signal) {
-  return static_cast<int>(signal == SIGUSR1 ? ExitCode::kPreempted : ExitCode::kInterrupted);
 }
 
 }  // namespace
@@ -87,7 +81,7 @@ int run_sweep(const SweepArgs& args) {
       spdlog::warn("{}",
                    report::sweep_stop_message(signal_name(relay.stop_signal()), {point, 0, nullptr}, points.size(),
                                               /*started=*/false, rerun));
-      worst = exit_code_for(relay.stop_signal());
+      worst = stop_exit_code(relay.stop_signal());
       break;
     }
     spdlog::info("sweep run {} of {}: seed {}{}{} -> {}/{}", point.index, points.size(), point.seed,
@@ -100,7 +94,7 @@ int run_sweep(const SweepArgs& args) {
     if (relay.stop_signal() != 0) {
       spdlog::warn("{}", report::sweep_stop_message(signal_name(relay.stop_signal()), runs.back(), points.size(),
                                                     /*started=*/true, rerun));
-      worst = exit_code_for(relay.stop_signal());
+      worst = stop_exit_code(relay.stop_signal());
       break;
     }
     if (child.exit_code == 0) continue;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include "gputrain/parallel/launcher.h"
 #include "support/temp_dir.h"
@@ -54,6 +55,25 @@ TEST(Launcher, ForwardsSignalsToEveryWorkerWithItsRankVariables) {
   sender.join();
   EXPECT_EQ(read(dir / "got.0"), "0 0 2 127.0.0.1 23456");
   EXPECT_EQ(read(dir / "got.1"), "1 1 2 127.0.0.1 23456");
+}
+
+// Issue 62 #14: a worker that a passed-on preemption notice kills before it
+// has a handler (gputrain's first ~30 ms; a shell without a trap here) had
+// nothing to save: the launcher ends with 75, as after the worker's own
+// checkpoint, so that the batch script requeues the job. SIGTERM's stays 130.
+TEST(Launcher, ANoticeThatKillsAWorkerBeforeItsHandlersEndsAsPreempted) {
+  for (const auto& [signal, code] : {std::pair{SIGUSR1, 75}, std::pair{SIGTERM, 130}}) {
+    testing::TempDir dir;
+    const std::string d = dir.path().string();
+    std::thread sender([&, signal = signal] {
+      while (!std::filesystem::exists(dir / "ready.0") || !std::filesystem::exists(dir / "ready.1")) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      kill(getpid(), signal);
+    });
+    EXPECT_EQ(run_local_workers(shell_workers("touch " + d + "/ready.$RANK; exec sleep 30")), code) << signal;
+    sender.join();
+  }
 }
 
 std::string lines_of(const std::filesystem::path& path) {

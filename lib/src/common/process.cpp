@@ -59,6 +59,10 @@ void prepare_relayed_child(pid_t parent) {
 
 }  // namespace
 
+int stop_exit_code(int signal) {
+  return static_cast<int>(signal == SIGUSR1 ? ExitCode::kPreempted : ExitCode::kInterrupted);
+}
+
 SignalRelay::SignalRelay() {
   const bool already = g_relaying.exchange(true);
   if (already) throw Error(ExitCode::kRuntime, "internal error: only one signal relay runs at a time");
@@ -137,7 +141,13 @@ ChildOutput run_child(const std::vector<std::string>& argv) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (relaying && WTERMSIG(status) == g_stop_signal.load()) {
+    result.exit_code = stop_exit_code(WTERMSIG(status));
+  } else {
+    result.exit_code = 128 + WTERMSIG(status);
+  }
   return result;
 }
 

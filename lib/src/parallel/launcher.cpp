@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "gputrain/common/error.h"
+#include "gputrain/common/process.h"
 #include "gputrain/parallel/strategy.h"
 
 namespace gputrain::parallel {
@@ -295,7 +296,8 @@ GroupEnd run_group(const LauncherOptions& options, SignalPipe& signals, int64_t 
   if (!failed) return {};
   const Worker& w = workers[*failed];
   if (stopped_by(w.status, forwarded)) {
-    return {WIFEXITED(w.status) ? WEXITSTATUS(w.status) : static_cast<int>(ExitCode::kInterrupted), false};
+    // Killed by it: the worker had not installed its handlers yet, nor anything to save; it ends as it would have.
+    return {WIFEXITED(w.status) ? WEXITSTATUS(w.status) : stop_exit_code(forwarded), false};
   }
   if (WIFEXITED(w.status)) {
     const int code = WEXITSTATUS(w.status);

@@ -8,10 +8,18 @@
 namespace gputrain {
 
 struct ChildOutput {
-  int exit_code = 0;  // the child's; 128 + N when signal N ended it
+  // The child's; 128 + N when signal N ended it, except a stop signal a
+  // SignalRelay passed on: that one's stop_exit_code.
+  int exit_code = 0;
   std::string out;    // all it wrote to standard output
   double wall_s = 0;  // from just before the child was started to its exit: the run's end-to-end time
 };
+
+// The exit code of a run a stop signal ended: 75 (requeue me) for a
+// preemption notice (SIGUSR1), 130 for the others. A child that the signal
+// passed on to it kills before it can handle one (in its first milliseconds,
+// while its libraries load) had nothing to save, and ends with it too.
+int stop_exit_code(int signal);
 
 // Runs argv[0] (a path) with `argv`, standard error and input inherited, and
 // waits for it. Throws Error (runtime) when it cannot be started. While a
