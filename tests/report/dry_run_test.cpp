@@ -152,6 +152,10 @@ TEST_F(DryRunTest, ABatchnormBatchOfOneSampleIsAProblemNotACrash) {
   const DryRun dropped =
       plan(yaml, {"data.samples=64", "data.batch_size=63", "train.accumulation_steps=1", "data.drop_last=true"});
   EXPECT_TRUE(dropped.problems.empty()) << format_dry_run(dropped);
+  // data.batch_size: auto measures its smallest micro-batch, of 1, first: on 2 rows here.
+  const DryRun solved = plan(yaml, {"data.batch_size=auto", "train.target_batch=8", "train.accumulation_steps=1"});
+  EXPECT_TRUE(solved.problems.empty()) << format_dry_run(solved);
+  EXPECT_EQ(solved.report["batch"]["per_optimizer_step"], 8) << format_dry_run(solved);
 }
 
 // A file where a directory of output.dir should be is named as such, not as a permission problem.

@@ -4,6 +4,8 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
+
 #include "gputrain/data/host_loader.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
@@ -87,6 +89,7 @@ struct StepProbe::Parts {
   FastPaths fast;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   optim::LossSpec loss;
+  int64_t fewest_rows = 1;  // a training step's
 };
 
 StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const data::Dataset> train_set,
@@ -100,6 +103,8 @@ StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const d
   const data::DatasetInfo& data = p.train_set->info();
   p.model = models::build_model(c.model, data, p.device);
   models::freeze(*p.model, c.model.freeze);  // frozen parameters hold no gradient or optimizer state
+  // The step below runs every layer in training mode (model->train()), frozen batchnorm layers too.
+  if (!models::batchnorm_of_single_values(p.model, data.input_shape).empty()) p.fewest_rows = 2;
   p.fast =
       plan_fast_paths(c, run_facts(model_facts(p.model, data.input_shape), strategy, micro_batch, accumulation, amp));
   if (p.fast.channels_last) step::to_channels_last(p.model);
@@ -114,7 +119,8 @@ StepProbe::~StepProbe() = default;
 StepMemory StepProbe::measure(int64_t rows) {
   Parts& p = *parts_;
   const config::ExperimentConfig& c = p.loaded.config;
-  data::LoaderOptions options = data::loader_options(c.data, data::Split::kTrain, rows, c.seed);
+  data::LoaderOptions options =
+      data::loader_options(c.data, data::Split::kTrain, std::max(rows, p.fewest_rows), c.seed);
   options.num_workers = 0;
   options.pin_memory = false;
   data::HostLoader loader(p.train_set, options);

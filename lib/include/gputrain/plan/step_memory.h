@@ -43,7 +43,10 @@ class StepProbe {
   StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const data::Dataset> train_set,
             const parallel::StrategyPlan& strategy, config::AmpMode amp, int64_t micro_batch, int64_t accumulation);
   ~StepProbe();
-  // One measured step on the first `rows` samples of an epoch.
+  // One measured step on the first `rows` samples of an epoch; on 2 where
+  // `rows` is 1 and a batchnorm layer normalises one value per channel, whose
+  // training step cannot run on 1 (the plan refuses such batches:
+  // data.batch_size: auto measures its smallest micro-batch, of 1, first).
   StepMemory measure(int64_t rows);
 
  private:
