@@ -541,7 +541,8 @@ void visit(V& v, TrainConfig& c) {
   v.field("target_accuracy", c.target_accuracy, Range{0, 1, false, false},
           "stop as soon as an evaluation reaches this test accuracy (a fraction: 0.93 for 93%); the summary line, "
           "run.json and the report give `time_to_target_s` (training time, evaluations left out) and "
-          "`time_to_target_wall_s`. 0 = off; classification only");
+          "`time_to_target_wall_s`, and the result line `time_to_target_process_s` (from the process's start: "
+          "loading LibTorch, CUDA's start and the data counted). 0 = off; classification only");
   v.section("early_stopping", c.early_stopping);
   v.section("ema", c.ema);
   v.section("tta", c.tta);
