@@ -84,6 +84,15 @@ std::string first_word(int argc, char** argv) {
   return "";
 }
 
+// test's and predict's --tta: both score images the same way by default.
+void add_tta_option(CLI::App* command, std::string& tta) {
+  command
+      ->add_option("--tta", tta,
+                   "run: average the run's test-time views of each image (train.tta), as its evaluations did "
+                   "(default); off: each image alone, as an exported model scores it")
+      ->check(CLI::IsMember({"run", "off"}));
+}
+
 }  // namespace
 
 CLI::Validator gputrain::app::whole_number(int64_t minimum, int64_t maximum) {
@@ -181,6 +190,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
                    "weights written by train: a checkpoint file (which holds its config: --config is then "
                    "optional) or <run dir>/model.pt (with --config)")
       ->required();
+  add_tta_option(test, test_args.tta);
 
   PredictArgs predict_args;
   predict_args.env = env;
@@ -195,6 +205,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
       ->required();
   predict->add_option("--out", predict_args.out, "the CSV file to write (default: standard output)");
   predict->add_flag("--force", predict_args.force, "replace an existing --out file");
+  add_tta_option(predict, predict_args.tta);
 
   ExportArgs export_args;
   auto* export_command = app.add_subcommand(

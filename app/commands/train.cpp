@@ -15,6 +15,7 @@
 #include "gputrain/common/strings.h"
 #include "gputrain/config/load.h"
 #include "gputrain/config/output_paths.h"
+#include "gputrain/data/description.h"
 #include "gputrain/device/probe.h"
 #include "gputrain/device/versions.h"
 #include "gputrain/parallel/launcher.h"
@@ -194,7 +195,10 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
   train::TrainSummary summary;
   try {
     summary = trainer.fit(dir.observer(), options);
-    if (plan.primary && !summary.stopped) checkpoint::save_weights(trainer.model(), dir.paths.weights.string());
+    if (plan.primary && !summary.stopped) {
+      checkpoint::save_weights(trainer.model(), dir.paths.weights.string(),
+                               data::model_description(plan.run.train_set->info()));
+    }
   } catch (const std::exception& e) {
     if (dir.recorder) dir.recorder->fail(e);  // the report of what the run got through
     throw;

@@ -343,7 +343,7 @@ TEST_F(ModelExport, EachFashionMnistConfigsNetworkMatchesPredictOnTheRealTestSpl
     ASSERT_EQ(images.sizes(), (std::vector<int64_t>{1000, 1, 28, 28})) << name;
     const auto predicted = [&](const std::string& file, const torch::Tensor& samples) {
       data::write_npy(at / file, samples.contiguous());
-      const auto read = data::read_prediction_inputs((at / file).string(), loaded.config.data, plan.data->info());
+      const auto read = data::read_prediction_inputs((at / file).string(), loaded.config.data, plan.trained);
       return predict_outputs(plan, (at / "saved.pt").string(), read).contiguous();
     };
     data::write_npy(at / "input.npy", (images.to(torch::kFloat32) / 255.0).contiguous());

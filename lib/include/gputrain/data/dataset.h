@@ -33,6 +33,7 @@ struct DatasetInfo {
   std::vector<std::string> class_names;  // kClasses: index -> name (csv, folders, published); else empty
   int64_t targets = 0;                   // kValues only: values per sample
   bool images = false;                   // uint8 pixels (normalize/augment apply)
+  std::vector<std::string> columns;      // csv: the training table's header, the target's column included
   // Files left out as unreadable (image_folder with data.skip_bad_images); not in `samples`.
   std::vector<std::string> skipped;
 };
