@@ -18,6 +18,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/device/versions.h"
 #include "logging_setup.h"
+#include "standard_output.h"
 
 namespace {
 
@@ -127,6 +128,7 @@ void gputrain::app::add_config_options(CLI::App* command, std::string& config, s
 }
 
 int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_write_hooks) {
+  CheckedStandardOutput standard_output;
   CLI::App app{"gputrain: train neural networks on CPUs and GPUs from YAML experiment files"};
   app.set_version_flag("-V,--version", gputrain::device::version_line(), "print gputrain, LibTorch and CUDA versions");
   app.require_subcommand(1);
@@ -271,7 +273,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
 
   install_console_logging(log_level);
   train_args.log_level = log_level;
-  try {
+  const auto run_command = [&]() -> int {
     if (train->parsed()) {
       // An empty --resume (an unset shell variable) must not mean "start afresh".
       if (train->count("--resume") > 0 && train_args.resume.empty()) {
@@ -300,6 +302,12 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
       sweep_args.log_level = log_level;
       return run_sweep(sweep_args);
     }
+    return 0;
+  };
+  try {
+    const int code = run_command();
+    if (code == 0) standard_output.finish();
+    return code;
   } catch (const Error& e) {
     report_failure(spdlog::level::err, e.what());
     return static_cast<int>(e.code());
@@ -310,5 +318,4 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
     report_failure(spdlog::level::critical, fmt::format("internal error: {}", e.what()));
     return static_cast<int>(ExitCode::kRuntime);
   }
-  return 0;
 }
