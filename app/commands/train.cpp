@@ -166,6 +166,8 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
     if (!resumed) checkpoint::check_checkpoint_dir(config::checkpoint_directory(loaded.config));
     dir.paths = report::prepare_run_dir(run_dir);
     add_log_file(dir.paths.log.string());
+  } else {
+    drop_early_log();
   }
   spdlog::info("{}", device::version_line());
   spdlog::info("run '{}' from {} writes to {}", loaded.config.name, resumed ? resumed->name() : args.config,
@@ -278,8 +280,10 @@ int run_train(const TrainArgs& args) {
   install_setup_signal_handlers();
   // The launcher (--nproc) trains nothing: its own handlers forward signals to the workers.
   if (!args.nproc) route_training_signals();
+  keep_early_log();  // for train.log, which the run directory holds once it is prepared
   TrainPlan plan = plan_train(args);
   if (plan.run.processes.workers > 0) {
+    drop_early_log();                             // the workers write train.log
     if (!args.nproc) hand_signals_to_launcher();  // routed above, before the devices were known
     return launch_workers(args, plan.launch, std::move(plan.run));
   }
