@@ -233,6 +233,30 @@ TEST_F(Predict, AModelPredictsTestsAndExportsWithoutItsTrainingData) {
       << wide.err;
 }
 
+// Issue 62 #2 for images: a model tests on another folder of test images
+// alone, its classes and image size those it was trained on.
+TEST_F(Predict, AnImageModelTestsOnAnotherFolderWithoutItsTrainingImages) {
+  const std::string images = make_image_folder(dir_.path(), "png", 40, 10).string();
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const std::string checkpoint = train("{dataset: image_folder, root: " + images + ", batch_size: 10, num_workers: 0}");
+  std::filesystem::create_directories(dir_ / "other");
+  std::filesystem::rename(dir_ / "images" / "test", dir_ / "other" / "test");
+  std::filesystem::remove_all(dir_ / "images");
+  const ProcessResult tested =
+      run_gputrain({"test", "--checkpoint", checkpoint, "--set", "data.root=" + (dir_ / "other").string()});
+  ASSERT_EQ(tested.exit_code, 0) << tested.err;
+  EXPECT_NE(tested.out.find("Accuracy: "), std::string::npos) << tested.out;
+  std::filesystem::create_directories(dir_ / "other" / "test" / "unknown");
+  std::filesystem::copy_file(*std::filesystem::directory_iterator(dir_ / "other" / "test" / "3"),
+                             dir_ / "other" / "test" / "unknown" / "x.png");
+  const ProcessResult unknown =
+      run_gputrain({"test", "--checkpoint", checkpoint, "--set", "data.root=" + (dir_ / "other").string()});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("unknown is a class the model was not trained on; its classes: 0, 1, 2"),
+            std::string::npos)
+      << unknown.err;
+}
+
 // Issue 62 #2 for a table: its columns and class names travel with the model too.
 TEST_F(Predict, ATableModelKeepsItsColumnsAndClassNamesWithoutItsTable) {
   std::filesystem::create_directories(dir_ / "table");

@@ -51,7 +51,7 @@ SavedWeightsPlan resolve_saved_weights(config::LoadedConfig loaded, const device
                 : fmt::format("data set '{}' has no labels: its model predicts nothing to report", plan.trained.name));
   }
   if (testing) {
-    plan.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
+    plan.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed, stored.empty() ? nullptr : &plan.trained);
     const data::DatasetInfo& info = plan.test_set->info();
     if (const std::string mismatch = data::description_mismatch(plan.trained, info); !mismatch.empty()) {
       throw DataError(fmt::format("the test split {} {} ({}); test the model on data like its training data",

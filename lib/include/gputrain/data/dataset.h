@@ -76,9 +76,12 @@ class Dataset {
 
 // Builds the dataset `config.dataset` for `split`, reading files under
 // `config.root`. Generated sets (random, synthetic) derive their contents from
-// `seed` (the test split differs from the train split). Throws DataError
-// naming the file and what is wrong.
-std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed);
+// `seed` (the test split differs from the train split). `trained` (a test
+// split's): what a model was trained on, for a test split whose training split
+// is gone (image_folder takes its classes and image size from it). Throws
+// DataError naming the file and what is wrong.
+std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed,
+                                            const DatasetInfo* trained = nullptr);
 
 // `config` for a caller that needs the samples' description (DatasetInfo),
 // not their pixels: image_folder then decodes nothing up front (data.cache: none).
