@@ -18,6 +18,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/device/versions.h"
 #include "logging_setup.h"
+#include "standard_output.h"
 
 namespace {
 
@@ -84,6 +85,15 @@ std::string first_word(int argc, char** argv) {
   return "";
 }
 
+// test's and predict's --tta: both score images the same way by default.
+void add_tta_option(CLI::App* command, std::string& tta) {
+  command
+      ->add_option("--tta", tta,
+                   "run: average the run's test-time views of each image (train.tta), as its evaluations did "
+                   "(default); off: each image alone, as an exported model scores it")
+      ->check(CLI::IsMember({"run", "off"}));
+}
+
 }  // namespace
 
 CLI::Validator gputrain::app::whole_number(int64_t minimum, int64_t maximum) {
@@ -118,6 +128,7 @@ void gputrain::app::add_config_options(CLI::App* command, std::string& config, s
 }
 
 int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_write_hooks) {
+  CheckedStandardOutput standard_output;
   CLI::App app{"gputrain: train neural networks on CPUs and GPUs from YAML experiment files"};
   app.set_version_flag("-V,--version", gputrain::device::version_line(), "print gputrain, LibTorch and CUDA versions");
   app.require_subcommand(1);
@@ -181,6 +192,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
                    "weights written by train: a checkpoint file (which holds its config: --config is then "
                    "optional) or <run dir>/model.pt (with --config)")
       ->required();
+  add_tta_option(test, test_args.tta);
 
   PredictArgs predict_args;
   predict_args.env = env;
@@ -195,6 +207,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
       ->required();
   predict->add_option("--out", predict_args.out, "the CSV file to write (default: standard output)");
   predict->add_flag("--force", predict_args.force, "replace an existing --out file");
+  add_tta_option(predict, predict_args.tta);
 
   ExportArgs export_args;
   auto* export_command = app.add_subcommand(
@@ -260,7 +273,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
 
   install_console_logging(log_level);
   train_args.log_level = log_level;
-  try {
+  const auto run_command = [&]() -> int {
     if (train->parsed()) {
       // An empty --resume (an unset shell variable) must not mean "start afresh".
       if (train->count("--resume") > 0 && train_args.resume.empty()) {
@@ -289,6 +302,12 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
       sweep_args.log_level = log_level;
       return run_sweep(sweep_args);
     }
+    return 0;
+  };
+  try {
+    const int code = run_command();
+    if (code == 0) standard_output.finish();
+    return code;
   } catch (const Error& e) {
     report_failure(spdlog::level::err, e.what());
     return static_cast<int>(e.code());
@@ -299,5 +318,4 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
     report_failure(spdlog::level::critical, fmt::format("internal error: {}", e.what()));
     return static_cast<int>(ExitCode::kRuntime);
   }
-  return 0;
 }

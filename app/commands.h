@@ -155,6 +155,7 @@ struct TestArgs {
   std::string config;
   std::string checkpoint;
   std::vector<std::string> overrides;
+  std::string tta = "run";  // "run": train.tta's views of each image, averaged; "off": the image alone
   Environment env;
 };
 int run_test(const TestArgs& args);
@@ -170,6 +171,7 @@ struct PredictArgs {
   std::string out;     // empty: stdout
   bool force = false;  // replace an existing --out
   std::vector<std::string> overrides;
+  std::string tta = "run";  // as TestArgs::tta
   Environment env;
 };
 int run_predict(const PredictArgs& args);

@@ -16,9 +16,10 @@ int export_model(const ExportArgs& args, checkpoint::ExportedWeights weights) {
   options.format = args.format == "onnx" ? train::ModelFormat::kOnnx : train::ModelFormat::kPytorch;
   options.weights = weights;
   options.force = args.force;
+  options.config_file = args.config;
   options.inputs = args.normalize_inputs ? train::ModelInputs::kUnitImages : train::ModelInputs::kNormalized;
   const plan::SavedWeightsPlan plan = plan::resolve_saved_weights(
-      weights_config(args.config, args.checkpoint, args.overrides), {}, plan::WeightsUse::kExport);
+      weights_config(args.config, args.checkpoint, args.overrides), {}, plan::WeightsUse::kExport, {args.checkpoint});
   const train::ModelExportSummary summary = train::export_model(plan, args.checkpoint, args.out, options);
   spdlog::info("wrote {} ({} parameters), {}, from {}; its input: {}", fmt::join(summary.files, " and "),
                summary.parameters, summary.weights, args.checkpoint, summary.input);

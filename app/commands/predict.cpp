@@ -18,11 +18,11 @@ int run_predict(const PredictArgs& args) {
   }
   const plan::SavedWeightsPlan plan =
       plan::resolve_saved_weights(weights_config(args.config, args.checkpoint, args.overrides),
-                                  device::probe_devices(args.env.cuda_visible_devices), plan::WeightsUse::kPredict);
+                                  device::probe_devices(args.env.cuda_visible_devices), plan::WeightsUse::kPredict,
+                                  {args.checkpoint, args.tta == "run"});
   spdlog::info("device: {} ({})", plan.devices.primary().str(), plan.devices.reason);
   if (args.out.empty()) {
     train::predict(plan, args.checkpoint, args.input, std::cout);
-    std::cout.flush();
     return 0;
   }
   // Whole or not at all: an earlier predictions file survives a failure.

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "gputrain/common/error.h"
+#include "gputrain/common/output_file.h"
 #include "gputrain/report/html_report.h"
 #include "gputrain/report/run_dir.h"
 
@@ -16,7 +17,12 @@ int run_report(const ReportArgs& args) {
     throw UserError(
         fmt::format("{}: no such run directory; `gputrain train` writes <output.dir>/<name>/", args.run_dir));
   }
-  const fs::path out = args.out.empty() ? report::run_paths(fs::path(args.run_dir)).report : fs::path(args.out);
+  const fs::path own = report::run_paths(fs::path(args.run_dir)).report;
+  const fs::path out = args.out.empty() ? own : fs::path(args.out);
+  // The run's report.html is the one file of the run this command writes; any
+  // other (its metrics, config, weights) is what the report is made from.
+  std::error_code error;
+  if (!fs::equivalent(out, own, error)) check_output_file(out, {{"the run directory", args.run_dir}}, /*force=*/true);
   if (out.has_parent_path() && !fs::is_directory(out.parent_path())) {
     throw UserError(fmt::format("{}: the directory for --out does not exist", out.string()));
   }

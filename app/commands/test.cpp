@@ -29,12 +29,12 @@ config::LoadedConfig weights_config(const std::string& config, const std::string
 int run_test(const TestArgs& args) {
   const plan::SavedWeightsPlan plan =
       plan::resolve_saved_weights(weights_config(args.config, args.checkpoint, args.overrides),
-                                  device::probe_devices(args.env.cuda_visible_devices), plan::WeightsUse::kTest);
+                                  device::probe_devices(args.env.cuda_visible_devices), plan::WeightsUse::kTest,
+                                  {args.checkpoint, args.tta == "run"});
   spdlog::info("device: {} ({})", plan.devices.primary().str(), plan.devices.reason);
   const step::EvalResult result = train::evaluate_saved_weights(plan, args.checkpoint);
   std::cout << train::format_test_line(result) << "\n";
   for (const auto& line : train::format_class_lines(result)) std::cout << line << "\n";
-  std::cout.flush();
   return 0;
 }
 

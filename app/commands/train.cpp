@@ -16,6 +16,7 @@
 #include "gputrain/common/strings.h"
 #include "gputrain/config/load.h"
 #include "gputrain/config/output_paths.h"
+#include "gputrain/data/description.h"
 #include "gputrain/device/probe.h"
 #include "gputrain/device/versions.h"
 #include "gputrain/parallel/launcher.h"
@@ -166,6 +167,8 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
     if (!resumed) checkpoint::check_checkpoint_dir(config::checkpoint_directory(loaded.config));
     dir.paths = report::prepare_run_dir(run_dir);
     add_log_file(dir.paths.log.string());
+  } else {
+    drop_early_log();
   }
   spdlog::info("{}", device::version_line());
   spdlog::info("run '{}' from {} writes to {}", loaded.config.name, resumed ? resumed->name() : args.config,
@@ -197,7 +200,10 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
   try {
     summary = trainer.fit(dir.observer(), options);
     process_s = seconds_since_process_start();
-    if (plan.primary && !summary.stopped) checkpoint::save_weights(trainer.model(), dir.paths.weights.string());
+    if (plan.primary && !summary.stopped) {
+      checkpoint::save_weights(trainer.model(), dir.paths.weights.string(),
+                               data::model_description(plan.run.train_set->info()));
+    }
   } catch (const std::exception& e) {
     if (dir.recorder) dir.recorder->fail(e);  // the report of what the run got through
     throw;
@@ -283,8 +289,10 @@ int run_train(const TrainArgs& args) {
   install_setup_signal_handlers();
   // The launcher (--nproc) trains nothing: its own handlers forward signals to the workers.
   if (!args.nproc) route_training_signals();
+  keep_early_log();  // for train.log, which the run directory holds once it is prepared
   TrainPlan plan = plan_train(args);
   if (plan.run.processes.workers > 0) {
+    drop_early_log();                             // the workers write train.log
     if (!args.nproc) hand_signals_to_launcher();  // routed above, before the devices were known
     return launch_workers(args, plan.launch, std::move(plan.run));
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -94,6 +95,26 @@ TEST(WriteAtomically, ADeviceIsRefusedNotReplaced) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("is not a regular file (a device)"), std::string::npos) << e.what();
   }
+}
+
+// Issue 62: a write killed part-way (a large export) leaves its temporary
+// file; the next write of the same file removes it once its process has ended,
+// and leaves those of running writers and of other files.
+TEST(WriteAtomically, RemovesTheTemporariesOfWritesWhoseProcessEnded) {
+  TempDir dir;
+  const pid_t ended = ::fork();
+  if (ended == 0) ::_exit(0);
+  ASSERT_GT(ended, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(ended, &status, 0), ended);  // reaped: no process has that pid now
+  const std::string dead = std::to_string(ended), alive = std::to_string(::getppid());
+  for (const std::string& name : {".m.onnx.tmp-" + dead + "-0", ".m.onnx.tmp-" + alive + "-3",
+                                  ".other.onnx.tmp-" + dead + "-0", std::string(".m.onnx.tmp-notapid-0")}) {
+    testing::write_text(dir / name, "half a model");
+  }
+  write_atomically(dir / "m.onnx", "a whole model");
+  EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{".m.onnx.tmp-" + alive + "-3", ".m.onnx.tmp-notapid-0",
+                                                            ".other.onnx.tmp-" + dead + "-0", "m.onnx"}));
 }
 
 TEST(CheckpointStore, NamesSortLikePositions) {

@@ -13,6 +13,32 @@
 namespace gputrain::testing {
 namespace {
 
+// Issue 62: train.log holds the whole run's log, the decisions logged before
+// the run directory existed (the resume choice, the processes, the data, the
+// batch, the fast paths) included: every line the console got.
+TEST(TrainLog, HoldsEveryLineOfTheConsoleFromTheRunsStart) {
+  TempDir dir;
+  const auto config = write_text(dir / "t.yaml", R"(
+name: t
+device: cpu
+data: {dataset: synthetic, samples: 32, test_samples: 16, features: 4, classes: 2, batch_size: 16, num_workers: 0}
+model: {name: mlp, hidden: [8]}
+train: {epochs: 1, tensorboard: false}
+)");
+  const auto r = run_gputrain({"train", "--config", config.string(), "--output", (dir / "runs").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string log = read_text(dir / "runs" / "t" / "train.log");
+  std::istringstream console(r.err);
+  int lines = 0;
+  for (std::string line; std::getline(console, line); ++lines) {
+    const std::size_t message = line.find("] ", line.find("] ") + 2);  // after "[time] [level] "
+    ASSERT_NE(message, std::string::npos) << line;
+    EXPECT_NE(log.find(line.substr(message + 2)), std::string::npos) << line;
+  }
+  EXPECT_GT(lines, 5) << r.err;
+  EXPECT_NE(log.find("processes: "), std::string::npos) << log;
+}
+
 class TrainProcess : public ::testing::Test {
  protected:
   void SetUp() override {

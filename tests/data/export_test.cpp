@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <tuple>
 
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -117,6 +118,39 @@ TEST(DatasetsExport, AnExistingSetIsReplacedOnlyWithForceAndAnEmptyOutIsRefused)
   EXPECT_EQ(empty.exit_code, 2) << empty.err;
   EXPECT_NE(empty.err.find("--out is empty"), std::string::npos) << empty.err;
   EXPECT_FALSE(std::filesystem::exists(dir / "train_inputs.npy"));
+}
+
+// Issue 62 #12: an export never writes a second data set beside another kind
+// in --out (an npy set, an image folder, IDX files), --force or not.
+TEST(DatasetsExport, NeverWritesASecondSetBesideAnotherKind) {
+  TempDir dir;
+  const std::string idx = (dir / "idx").string();
+  ASSERT_EQ(
+      gputrain::testing::run_gputrain({"datasets", "make-idx", "--out", idx, "--train", "10", "--test", "5"}).exit_code,
+      0);
+  const auto yaml = gputrain::testing::write_text(dir / "i.yaml", "data: {dataset: mnist, root: " + idx + "}\n");
+  const auto run = [&](const std::string& out, const std::string& format, bool force) {
+    std::vector<std::string> args{"datasets", "export", "--config", yaml.string(), "--out", out, "--format", format};
+    if (force) args.push_back("--force");
+    return gputrain::testing::run_gputrain(args);
+  };
+  const std::string npy = (dir / "npy").string(), png = (dir / "png").string();
+  ASSERT_EQ(run(npy, "npy", false).exit_code, 0);
+  ASSERT_EQ(run(png, "png", false).exit_code, 0);
+  for (const auto& [out, format, there] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {npy, "png", ".npy arrays: train_inputs.npy"},
+           {png, "npy", "an image folder: train"},
+           {idx, "png", "IDX files: train-images-idx3-ubyte"},
+           {idx, "npy", "IDX files: train-images-idx3-ubyte"}}) {
+    for (const bool force : {false, true}) {
+      const auto r = run(out, format, force);
+      EXPECT_EQ(r.exit_code, 2) << out << " " << format << r.err;
+      EXPECT_NE(r.err.find(out + ": holds another data set (" + there + "); the export"), std::string::npos) << r.err;
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "npy" / "train")) << "an image folder beside the arrays";
+  EXPECT_FALSE(std::filesystem::exists(dir / "png" / "train_inputs.npy")) << "arrays beside the image folder";
+  EXPECT_FALSE(std::filesystem::exists(dir / "idx" / "train"));
 }
 
 // The exported arrays train as `dataset: npy` to the very run the generated set gives.

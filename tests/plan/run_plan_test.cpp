@@ -10,9 +10,12 @@
 #include <chrono>
 
 #include <fmt/format.h>
+#include <torch/nn/modules/linear.h>
 
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
+#include "gputrain/data/description.h"
 #include "gputrain/data/export.h"
 #include "gputrain/data/tensor_dataset.h"
 #include "gputrain/device/cpu_share.h"
@@ -374,10 +377,10 @@ TEST(SavedWeights, TestingReadsTheTestSplitInTestBatchesAndPredictingOnlyDescrib
   const SavedWeightsPlan testing =
       resolve_saved_weights(run_config({"data.test_batch_size=10"}), {}, WeightsUse::kTest);
   EXPECT_EQ(testing.devices.primary(), torch::Device("cpu"));
-  EXPECT_EQ(testing.data->info().samples, 20);
+  EXPECT_EQ(testing.test_set->info().samples, 20);
   EXPECT_EQ(testing.batches.batch_size, 10);
   const SavedWeightsPlan predicting = resolve_saved_weights(run_config(), {}, WeightsUse::kPredict);
-  EXPECT_EQ(predicting.data->info().samples, 100);
+  EXPECT_EQ(predicting.trained.samples, 100);
   EXPECT_EQ(predicting.batches.batch_size, 32);
   // The stated batch of one process, or data.batch_size: auto's target.
   EXPECT_EQ(resolve_saved_weights(
@@ -388,6 +391,66 @@ TEST(SavedWeights, TestingReadsTheTestSplitInTestBatchesAndPredictingOnlyDescrib
   EXPECT_EQ(resolve_saved_weights(run_config({"data.batch_size=auto", "train.target_batch=40"}), {}, WeightsUse::kTest)
                 .batches.batch_size,
             40);
+}
+
+// Issue 62 #2: weights that describe their training data need none of it; the
+// description agrees with the data it was taken from; older weights (without
+// one) still describe the training split from data.root, as before.
+TEST(SavedWeights, WeightsThatDescribeTheirTrainingDataNeedNoneOfIt) {
+  gputrain::testing::TempDir dir;
+  const std::filesystem::path root = dir / "arrays";
+  std::filesystem::create_directories(root);
+  for (const std::string split : {"train", "test"}) {
+    data::write_npy(root / (split + "_inputs.npy"), torch::rand({6, 1, 4, 4}).mul(255).to(torch::kUInt8));
+    data::write_npy(root / (split + "_targets.npy"), torch::arange(6, torch::kInt64).remainder(3));
+  }
+  const config::LoadedConfig loaded =
+      config::load_config_text("data: {dataset: npy, root: " + root.string() + ", num_workers: 0}\n", "exp.yaml", {});
+  const data::DatasetInfo read =
+      resolve_saved_weights(loaded, {}, WeightsUse::kPredict).trained;  // no weights: the data, as before
+  torch::nn::Sequential model(torch::nn::Flatten(), torch::nn::Linear(16, 3));
+  const std::string described = (dir / "described.pt").string(), older = (dir / "older.pt").string();
+  checkpoint::save_weights(model, described, data::model_description(read));
+  checkpoint::save_weights(model, older);
+
+  const SavedWeightsPlan from_weights = resolve_saved_weights(loaded, {}, WeightsUse::kPredict, {described});
+  EXPECT_EQ(from_weights.trained_from, "as " + described + " describes it");
+  const data::DatasetInfo& stored = from_weights.trained;
+  EXPECT_EQ(stored.name, read.name);
+  EXPECT_EQ(stored.input_shape, read.input_shape);
+  EXPECT_EQ(stored.images, read.images);
+  EXPECT_EQ(stored.target_kind, read.target_kind);
+  EXPECT_EQ(stored.classes, read.classes);
+  EXPECT_EQ(stored.class_names, read.class_names);
+  EXPECT_EQ(stored.targets, read.targets);
+  EXPECT_EQ(data::description_mismatch(stored, read), "");
+  EXPECT_EQ(resolve_saved_weights(loaded, {}, WeightsUse::kPredict, {older}).trained_from,
+            "from the data set (" + root.string() + ")");
+
+  std::filesystem::remove_all(root);
+  EXPECT_EQ(resolve_saved_weights(loaded, {}, WeightsUse::kExport, {described}).trained.classes, 3);
+  EXPECT_THROW(resolve_saved_weights(loaded, {}, WeightsUse::kPredict, {older}), DataError);
+}
+
+TEST(SavedWeights, ADamagedDescriptionIsACheckpointErrorNamingTheFile) {
+  data::DatasetInfo info;
+  info.name = "npy";
+  info.input_shape = {5};
+  info.classes = 2;
+  const std::string text = data::model_description(info);
+  EXPECT_EQ(data::read_model_description(text, "m.pt").input_shape, info.input_shape);
+  for (const std::string& damaged :
+       {std::string("{"), text.substr(0, text.size() / 2), std::string(R"({"version": 1})"),
+        std::string(R"({"version":1,"name":"x","input_shape":[0],"images":false,"target_kind":"classes",)"
+                    R"("classes":2,"class_names":[],"targets":0,"columns":[]})"),
+        std::string(R"({"version": 7})")}) {
+    try {
+      (void)data::read_model_description(damaged, "m.pt");
+      ADD_FAILURE() << damaged;
+    } catch (const CheckpointError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("m.pt: ", 0), 0u) << e.what();
+    }
+  }
 }
 
 TEST(SavedWeights, RefusesWhatTestingCannotUse) {

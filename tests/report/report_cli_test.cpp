@@ -172,6 +172,30 @@ TEST(ReportCommand, BadRunDirectoriesExitTwo) {
   EXPECT_TRUE(has(bad_out.err, "the directory for --out does not exist")) << bad_out.err;
 }
 
+// Issue 62 #1: --out never names a file of the run the report is made from
+// (its metrics, config, weights, checkpoints): exit 2 naming it, the file
+// untouched. The run's own report.html is the one file of it report writes.
+TEST(ReportCommand, NeverWritesOverAFileOfItsRun) {
+  TempDir dir;
+  const fs::path run = dir / "run";
+  testing::write_finished_run(run);
+  testing::write_text(run / "model.pt", "the weights");
+  testing::write_text(run / "checkpoints" / "last.ckpt", "a checkpoint");
+  for (const fs::path& file : {run / "metrics.jsonl", run / "config.yaml", run / "model.pt",
+                               run / "checkpoints" / "last.ckpt", dir / "link-to-metrics"}) {
+    if (file.filename() == "link-to-metrics") fs::create_symlink(run / "metrics.jsonl", file);
+    const std::string before = testing::read_text(file);
+    const auto r = run_gputrain({"report", run.string(), "--out", file.string()});
+    EXPECT_EQ(r.exit_code, 2) << file << r.err;
+    EXPECT_TRUE(has(r.err, "--out " + file.string() + ": lies inside " + run.string() +
+                               " (the run directory), whose files this command reads"))
+        << r.err;
+    EXPECT_EQ(testing::read_text(file), before) << file;
+  }
+  EXPECT_EQ(run_gputrain({"report", run.string(), "--out", (run / "report.html").string()}).exit_code, 0);
+  EXPECT_EQ(run_gputrain({"report", run.string()}).exit_code, 0) << "again, over its own report";
+}
+
 // Issue 17 #14: as for train, a device, a path under a file or a full disk is
 // the user's to fix (exit 2), and no partial report is left.
 TEST(ReportCommand, UnwritableOutExitsTwoAndLeavesNothing) {

@@ -316,8 +316,8 @@ TEST_F(ModelExport, EveryShippedConfigsNetworkMatchesInOnnxRuntimeAndPytorch) {
 
 // Issue 40: the network of each shipped Fashion-MNIST config, with drawn
 // weights, exported and run on the real test split's first 1,000 images
-// (pixel / 255), gives the logits `gputrain predict` computes for them
-// (predict_outputs, from a .npy of the images): ONNX Runtime to 1e-4, the
+// (pixel / 255), gives the logits `gputrain predict --tta off` computes for
+// them (predict_outputs, from a .npy of the images): ONNX Runtime to 1e-4, the
 // PyTorch module to 1e-5. fashion_mnist_finetune's model.init_from is read
 // by training only. No real CIFAR-10 set is installed: the CIFAR-10 configs'
 // networks are checked on generated images above.
@@ -337,13 +337,15 @@ TEST_F(ModelExport, EachFashionMnistConfigsNetworkMatchesPredictOnTheRealTestSpl
     checkpoint::save_weights(drawn_model(loaded), (at / "saved.pt").string());
     write_exports(name, loaded, at / "saved.pt", checkpoint::ExportedWeights::kEvaluated);
 
-    const plan::SavedWeightsPlan plan = plan::resolve_saved_weights(loaded, {}, plan::WeightsUse::kPredict);
+    // As `predict --tta off`: the exported network scores each image alone, not train.tta's views.
+    const plan::SavedWeightsPlan plan =
+        plan::resolve_saved_weights(loaded, {}, plan::WeightsUse::kPredict, {/*weights=*/"", /*run_views=*/false});
     const torch::Tensor images =
         data::make_dataset(loaded.config.data, data::Split::kTest, loaded.config.seed)->inputs().slice(0, 0, 1000);
     ASSERT_EQ(images.sizes(), (std::vector<int64_t>{1000, 1, 28, 28})) << name;
     const auto predicted = [&](const std::string& file, const torch::Tensor& samples) {
       data::write_npy(at / file, samples.contiguous());
-      const auto read = data::read_prediction_inputs((at / file).string(), loaded.config.data, plan.data->info());
+      const auto read = data::read_prediction_inputs((at / file).string(), loaded.config.data, plan.trained);
       return predict_outputs(plan, (at / "saved.pt").string(), read).contiguous();
     };
     data::write_npy(at / "input.npy", (images.to(torch::kFloat32) / 255.0).contiguous());

@@ -143,6 +143,8 @@ TrainingState read_state(InputArchive& archive, const std::string& name) {
                          s.batch->global, s.batch->accumulation, s.batch->test));
     }
   }
+  c10::IValue data;
+  if (archive.try_read("training_data", data)) s.data = r.text("training_data");
   s.config = r.text("config");
   s.torch_version = r.text("torch_version");
   s.gputrain_version = r.text("gputrain_version");
@@ -215,6 +217,7 @@ std::string encode(const TrainingState& state, const torch::nn::Module& model,
     root.write("batch_accumulation", state.batch->accumulation);
     root.write("batch_test", state.batch->test);
   }
+  if (!state.data.empty()) root.write("training_data", state.data);
   root.write("config", state.config);
   root.write("torch_version", device::torch_version());
   root.write("gputrain_version", device::version());

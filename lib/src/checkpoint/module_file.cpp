@@ -76,7 +76,7 @@ std::string literal(std::string_view s) {
 
 class ModuleFileWriter {
  public:
-  std::string write(const torch::nn::Module& model) {
+  std::string write(const torch::nn::Module& model, std::string_view training_data) {
     std::string file;
     caffe2::serialize::PyTorchStreamWriter zip([&file](const void* data, std::size_t size) {
       file.append(static_cast<const char*>(data), size);
@@ -99,6 +99,7 @@ class ModuleFileWriter {
     constants_pickle.empty_tuple();
     constants_pickle.stop();
     zip.writeRecord("constants.pkl", constants.data(), constants.size());
+    if (!training_data.empty()) zip.writeRecord(kTrainingDataRecord, training_data.data(), training_data.size());
     zip.writeEndOfFile();
     return file;
   }
@@ -220,6 +221,8 @@ class ModuleFileWriter {
 
 }  // namespace
 
-std::string module_file_bytes(const torch::nn::Module& model) { return ModuleFileWriter().write(model); }
+std::string module_file_bytes(const torch::nn::Module& model, std::string_view training_data) {
+  return ModuleFileWriter().write(model, training_data);
+}
 
 }  // namespace gputrain::checkpoint::detail

@@ -176,14 +176,29 @@ std::string weights_file_text(ExportedWeights weights, const std::string& path) 
 
 }  // namespace
 
-void save_weights(const torch::nn::Sequential& model, const std::string& path) {
+void save_weights(const torch::nn::Sequential& model, const std::string& path, std::string_view training_data) {
   std::string bytes;
   try {
-    bytes = detail::module_file_bytes(*model);
+    bytes = detail::module_file_bytes(*model, training_data);
   } catch (const c10::Error& e) {
     throw Error(ExitCode::kRuntime, fmt::format("{}: cannot write the weights: {}", path, detail::torch_message(e)));
   }
   write_atomically(path, bytes);
+}
+
+std::string stored_training_data(const std::string& path) {
+  const std::string bytes = detail::read_file(path);
+  if (is_sealed(bytes)) return Checkpoint::parse(bytes, path).state().data;
+  if (bytes.rfind("PK\x03\x04", 0) != 0) return "";  // safetensors, or a file read_weights refuses
+  std::istringstream in(bytes);
+  try {
+    caffe2::serialize::PyTorchStreamReader zip(&in);
+    if (!zip.hasRecord(detail::kTrainingDataRecord)) return "";
+    const auto [data, size] = zip.getRecord(detail::kTrainingDataRecord);
+    return std::string(static_cast<const char*>(data.get()), size);
+  } catch (const c10::Error& e) {
+    throw detail::unreadable_zip(path, e);
+  }
 }
 
 std::string load_weights(torch::nn::Sequential& model, const std::string& path, ExportedWeights weights) {

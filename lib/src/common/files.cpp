@@ -7,9 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <thread>
 
@@ -47,6 +50,35 @@ void sync_directory(const fs::path& dir) {
   if (fd >= 0) ::close(fd);
 }
 
+// Whether process `pid` runs on this machine (signal 0 checks without sending).
+bool running(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+// Removes the temporary files of `path` that writes killed part-way left
+// beside it (".<name>.tmp-<pid>-<n>" of a process that has ended): a killed
+// export of a large model leaves one as large as the model. Those of running
+// processes, this one's included, are writes still under way.
+void remove_stale_temporaries(const fs::path& dir, const fs::path& path) {
+  const std::string prefix = "." + path.filename().string() + kAtomicTemporaryMark;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());  // "<pid>-<n>"
+    const std::size_t dash = rest.find('-');
+    const auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+    if (dash == 0 || dash > 9 || !std::all_of(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(dash), digit)) {
+      continue;  // not a pid: not ours
+    }
+    const auto pid = static_cast<pid_t>(std::stoll(rest.substr(0, dash)));
+    if (pid == ::getpid() || running(pid)) continue;
+    std::error_code removed;
+    if (fs::remove(entry.path(), removed)) {
+      spdlog::info("removed {}, left by a write of {} that did not finish (process {} has ended)",
+                   entry.path().string(), path.string(), pid);
+    }
+  }
+}
+
 }  // namespace
 
 ExitCode write_error_code(int error) {
@@ -77,6 +109,7 @@ void write_atomically_in_pieces(const fs::path& path, const std::function<void(c
   }
   static std::atomic<int> counter{0};
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  remove_stale_temporaries(dir, path);
   const fs::path temporary =
       dir / fmt::format(".{}{}{}-{}", path.filename().string(), kAtomicTemporaryMark, ::getpid(), counter++);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -128,14 +161,35 @@ std::string not_a_regular_file(const fs::path& path) {
   return fmt::format("is not a regular file ({})", kind);
 }
 
+namespace {
+
+// Whether `path` lies inside the folder `dir`, symbolic links resolved in both.
+bool inside(const fs::path& path, const fs::path& dir) {
+  std::error_code error;
+  const fs::path folder = fs::canonical(dir, error);
+  if (error) return false;
+  const fs::path file = fs::weakly_canonical(fs::absolute(path, error), error);
+  if (error) return false;
+  return std::mismatch(folder.begin(), folder.end(), file.begin(), file.end()).first == folder.end();
+}
+
+}  // namespace
+
 void check_output_file(const fs::path& out, const std::vector<NamedPath>& inputs, bool force, std::string_view option) {
   if (out.empty()) throw UserError(fmt::format("{}: is empty; name the file to write", option));
   std::error_code error;
   for (const auto& [input_option, input] : inputs) {
-    if (!input.empty() && fs::equivalent(out, input, error)) {
+    if (input.empty()) continue;
+    if (fs::equivalent(out, input, error)) {
       throw UserError(
           fmt::format("{} {}: is the {} file itself ({}), which writing it would destroy; write to another file",
                       option, out.string(), input_option, input.string()));
+    }
+    if (fs::is_directory(input, error) && fs::exists(out, error) && inside(out, input)) {
+      throw UserError(
+          fmt::format("{} {}: lies inside {} ({}), whose files this command reads; an input is never an output, "
+                      "--force or not: write to a file outside {}",
+                      option, out.string(), input.string(), input_option, input.string()));
     }
   }
   if (!force && fs::exists(out, error)) {

@@ -333,6 +333,7 @@ std::shared_ptr<const Dataset> read_csv(const std::string& root, const std::stri
   info.samples = samples;
   torch::Tensor inputs = features(*table, target);
   info.input_shape = {inputs.size(1)};
+  info.columns = table->header;
   torch::Tensor labels;
   const std::string column = table->header[target];
   switch (target_text(tables, targets)) {
@@ -400,24 +401,19 @@ std::shared_ptr<const Dataset> read_csv(const std::string& root, const std::stri
                                          std::vector<TensorDataset::Part>{{file.string(), samples}});
 }
 
-torch::Tensor read_csv_features(const std::string& file, const std::string& root, const std::string& target_column) {
-  const fs::path train_file = fs::path(root) / "train.csv";
-  const std::optional<CsvTable> train = read_table(train_file);
-  if (!train)
-    throw DataError(
-        fmt::format("{}: {} does not exist: the training table names the columns", kName, train_file.string()));
+torch::Tensor read_csv_features(const std::string& file, const std::vector<std::string>& train_columns,
+                                const std::string& target_column) {
   const std::optional<CsvTable> table = read_table(file);
   if (!table) throw DataError(fmt::format("{}: {} does not exist", kName, file));
-  const std::size_t target = target_index(*train, target_column);
-  if (table->header == train->header) return features(*table, target);
-  std::vector<std::string> columns = train->header;
+  const std::size_t target = target_index(CsvTable{"the training table", train_columns, {}, {}, false}, target_column);
+  if (table->header == train_columns) return features(*table, target);
+  std::vector<std::string> columns = train_columns;
   columns.erase(columns.begin() + static_cast<std::ptrdiff_t>(target));
   if (table->header != columns) {
     throw DataError(
-        fmt::format("{}: {} has the columns {}, but the model was trained on {} ({} and the target "
-                    "'{}'); give the same columns, the target's may be left out",
-                    kName, file, fmt::join(table->header, ", "), train_file.string(), fmt::join(columns, ", "),
-                    train->header[target]));
+        fmt::format("{}: {} has the columns {}, but the model was trained on {} and the target '{}'; give the same "
+                    "columns, the target's may be left out",
+                    kName, file, fmt::join(table->header, ", "), fmt::join(columns, ", "), train_columns[target]));
   }
   // No target column: every column is a feature.
   return features(*table, table->header.size());

@@ -146,7 +146,8 @@ std::shared_ptr<const Dataset> keep_classes(std::shared_ptr<const Dataset> datas
 
 }  // namespace
 
-std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed) {
+std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed,
+                                            const DatasetInfo* trained) {
   const std::string root = config.root.empty() ? config::default_data_root(config.dataset) : config.root;
   const bool train = split == Split::kTrain;
   const bool generated =
@@ -168,7 +169,7 @@ std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Sp
           case config::DatasetName::kCsv:
             return detail::read_csv(root, config.target_column, split);
           case config::DatasetName::kImageFolder:
-            return detail::read_image_folder(config, split);
+            return detail::read_image_folder(config, split, trained);
           case config::DatasetName::kRandom:
             return detail::make_random(config, split, seed);
           case config::DatasetName::kSynthetic:

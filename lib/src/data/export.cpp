@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "formats.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
 #include "image_files.h"
@@ -60,14 +61,46 @@ void write_npy(const std::filesystem::path& file, const torch::Tensor& tensor) {
   });
 }
 
+namespace {
+
+// A data set's files as the readers name them, and what to call that kind.
+struct SetKind {
+  const char* what;
+  std::vector<std::string> files;  // any one of them shows the kind
+};
+
+std::vector<SetKind> set_kinds() {
+  std::vector<std::string> cifar(detail::kCifarTrainFiles.begin(), detail::kCifarTrainFiles.end());
+  cifar.emplace_back(detail::kCifarTestFile);
+  std::vector<std::string> idx;
+  for (const Split split : {Split::kTrain, Split::kTest}) {
+    for (const char* name : {detail::idx_names(split).images, detail::idx_names(split).labels}) {
+      idx.insert(idx.end(), {name, std::string(name) + ".gz"});
+    }
+  }
+  return {{".npy arrays", {"train_inputs.npy", "train_targets.npy", "test_inputs.npy", "test_targets.npy"}},
+          {"an image folder", {"train", "test"}},
+          {"IDX files", idx},
+          {"CIFAR-10 binary files", cifar},
+          {"csv tables", {"train.csv", "test.csv"}}};
+}
+
+}  // namespace
+
 void check_export_out(const std::filesystem::path& dir, bool images, bool overwrite) {
   if (dir.empty()) throw UserError("datasets export: --out is empty; name the directory to write");
-  if (overwrite) return;
-  for (const std::string split : {"train", "test"}) {
-    for (const std::string& name : images ? std::vector<std::string>{split}
-                                          : std::vector<std::string>{split + "_inputs.npy", split + "_targets.npy"}) {
+  const std::string written = images ? "an image folder" : ".npy arrays";
+  for (const SetKind& kind : set_kinds()) {
+    for (const std::string& name : kind.files) {
       std::error_code error;
-      if (std::filesystem::exists(dir / name, error)) {
+      if (!std::filesystem::exists(dir / name, error)) continue;
+      if (kind.what != written) {
+        throw UserError(
+            fmt::format("datasets export: {}: holds another data set ({}: {}); the export ({}) would be a second "
+                        "set beside it, --force or not: choose another --out",
+                        dir.string(), kind.what, name, written));
+      }
+      if (!overwrite) {
         throw UserError(fmt::format(
             "datasets export: {}: holds a data set already ({}); add --force to overwrite it, or choose another --out",
             dir.string(), name));

@@ -373,7 +373,8 @@ torch::Tensor decode_images(const std::vector<fs::path>& files, const std::vecto
   return decode_all(files, {shape.at(0), shape.at(1), shape.at(2)}, fit, max_pixels, log);
 }
 
-std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& config, Split split) {
+std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& config, Split split,
+                                                 const DatasetInfo* trained) {
   const bool train = split == Split::kTrain;
   if (config.root.empty()) {
     throw DataError(
@@ -392,8 +393,15 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
         "not how it does on new ones; point it at held-out images",
         kName, dir.string());
   }
-  const std::vector<ClassFolder> train_classes = class_folders(train_dir);
-  std::vector<std::string> names;
+  // A test split without its training folder (a model tested after its
+  // training images are gone) takes the classes and the size the model was trained on.
+  std::error_code absent;
+  const bool described = !train && trained != nullptr && !fs::exists(train_dir, absent);
+  const std::string unknown_class = described
+                                        ? "the model was not trained on"
+                                        : fmt::format("the training split ({}) does not have", train_dir.string());
+  const std::vector<ClassFolder> train_classes = described ? std::vector<ClassFolder>{} : class_folders(train_dir);
+  std::vector<std::string> names = described ? trained->class_names : std::vector<std::string>{};
   for (const ClassFolder& folder : train_classes) names.push_back(folder.name);
   std::map<std::string, int64_t> index;
   for (const std::string& name : names) index.emplace(name, static_cast<int64_t>(index.size()));
@@ -403,8 +411,8 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
   for (const ClassFolder& folder : train ? train_classes : class_folders(dir)) {
     const auto known = index.find(folder.name);
     if (known == index.end()) {
-      throw DataError(fmt::format("{}: {} is a class the training split ({}) does not have; its classes: {}", kName,
-                                  folder.dir.string(), train_dir.string(), fmt::join(names, ", ")));
+      throw DataError(fmt::format("{}: {} is a class {}; its classes: {}", kName, folder.dir.string(), unknown_class,
+                                  fmt::join(names, ", ")));
     }
     const std::vector<fs::path> images = list_images(folder.dir);
     if (images.empty()) {
@@ -415,14 +423,20 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
     labels.insert(labels.end(), images.size(), known->second);
   }
   // The first training image (under data.skip_bad_images the first whose header reads): data.channels and
-  // data.image_size 0 follow it.
-  const std::vector<fs::path> firsts = train ? files : list_images(train_classes.front().dir);
-  std::size_t first = 0;
-  while (config.skip_bad_images && first + 1 < firsts.size() && !has_header(firsts[first], config.max_image_pixels)) {
-    ++first;
+  // data.image_size 0 follow it, or the model's images when its training folder is gone.
+  fs::path reference("the model's training images");
+  ImageShape stored;
+  if (described) {
+    stored = {trained->input_shape.at(0), trained->input_shape.at(1), trained->input_shape.at(2)};
+  } else {
+    const std::vector<fs::path> firsts = train ? files : list_images(train_classes.front().dir);
+    std::size_t first = 0;
+    while (config.skip_bad_images && first + 1 < firsts.size() && !has_header(firsts[first], config.max_image_pixels)) {
+      ++first;
+    }
+    reference = firsts.at(first);
+    stored = read_image_header(reference, config.max_image_pixels);
   }
-  const fs::path reference = firsts.at(first);
-  const ImageShape stored = read_image_header(reference, config.max_image_pixels);
   const ImageFit fit = image_fit(config, split);
   // The split's size: the centre crop's, data.image_size's, or the first training image's (after data.resize).
   ImageShape shape{config.channels > 0 ? config.channels : stored.channels, 0, 0};

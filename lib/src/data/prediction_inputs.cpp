@@ -51,7 +51,7 @@ PredictionInputs read_prediction_inputs(const std::string& path, const config::D
                       "inputs)",
                       path, config::word(config.dataset)));
     }
-    inputs = detail::read_csv_features(path, config.root, config.target_column);
+    inputs = detail::read_csv_features(path, train.columns, config.target_column);
   } else {
     throw DataError(
         fmt::format("predict: {}: give an image (.png, .jpg, .jpeg) or a folder of them, a .npy of inputs "

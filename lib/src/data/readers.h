@@ -27,12 +27,15 @@ torch::Tensor as_samples(torch::Tensor inputs, bool& images);
 torch::Tensor read_npy_file(const std::string& file);
 // data.root: a directory of train.csv and test.csv; `target_column` empty: the last column.
 std::shared_ptr<const Dataset> read_csv(const std::string& root, const std::string& target_column, Split split);
-// The features of `file`, a table with the training table's columns (data.root's train.csv),
+// The features of `file`, a table with the training table's columns (DatasetInfo::columns),
 // the target's column left out or kept (then ignored); float32 [N, F].
-torch::Tensor read_csv_features(const std::string& file, const std::string& root, const std::string& target_column);
+torch::Tensor read_csv_features(const std::string& file, const std::vector<std::string>& train_columns,
+                                const std::string& target_column);
 // data.root: train/<class>/*.png|jpg|jpeg and test/<class>/... (or data.test_root), decoded per data.image_size,
-// data.channels and data.cache.
-std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& config, Split split);
+// data.channels and data.cache. The test split takes its classes and the size of data.image_size 0 from the
+// training folder, or without one from `trained` when given (make_dataset's).
+std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& config, Split split,
+                                                 const DatasetInfo* trained);
 // data.image_size as [height, width]; empty when the images keep their stored size ([] or [0]).
 std::vector<int64_t> image_resize(const config::DataConfig& config);
 // The image files under `dir` and its folders, sorted by path.

@@ -1,6 +1,7 @@
 #include "gputrain/train/evaluate.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <torch/nn/functional/padding.h>
 
 #include <cmath>
@@ -18,6 +19,16 @@ namespace gputrain::train {
 
 TestTimeAugmentation test_time_augmentation(const config::TtaConfig& config) {
   return {config.hflip, config.translate};
+}
+
+std::string describe_views(const TestTimeAugmentation& tta) {
+  if (!tta.enabled()) return "none, each image alone";
+  std::string views = "the image";
+  if (const int64_t t = tta.translate; t > 0) {
+    views += fmt::format(", shifted {} pixel{} up, down, left and right", t, t == 1 ? "" : "s");
+  }
+  if (tta.hflip) views += tta.translate > 0 ? ", and each of those mirrored" : " and its mirror image";
+  return fmt::format("{} per image, their outputs averaged (train.tta: {})", tta.views(), views);
 }
 
 std::vector<torch::Tensor> tta_views(const torch::Tensor& images, const TestTimeAugmentation& tta) {
@@ -104,12 +115,14 @@ SavedModel load_saved_model(const config::ModelConfig& config, const data::Datas
 // threads says which keys to lower.
 step::EvalResult evaluate_saved_weights(const plan::SavedWeightsPlan& plan, const std::string& weights_path) try {
   const config::ExperimentConfig& c = plan.loaded.config;
-  const data::DatasetInfo& info = plan.data->info();
-  auto [strategy, model] = load_saved_model(c.model, info, plan.devices, weights_path, "testing saved weights");
-  const optim::LossSpec loss = plan::build_loss(plan.loaded, info, strategy->device());
-  data::HostLoader batches(plan.data, plan.batches);
-  step::EvalResult result = evaluate(model, batches, *strategy, loss, c.train.amp, test_time_augmentation(c.train.tta));
-  result.class_names = info.class_names;
+  const data::DatasetInfo& trained = plan.trained;
+  auto [strategy, model] = load_saved_model(c.model, trained, plan.devices, weights_path, "testing saved weights");
+  const optim::LossSpec loss = plan::build_loss(plan.loaded, trained, strategy->device());
+  const TestTimeAugmentation tta = test_time_augmentation(plan.tta);
+  if (trained.images) spdlog::info("test-time views: {}", describe_views(tta));
+  data::HostLoader batches(plan.test_set, plan.batches);
+  step::EvalResult result = evaluate(model, batches, *strategy, loss, c.train.amp, tta);
+  result.class_names = trained.class_names;
   return result;
 } catch (const std::exception&) {
   rethrow_host_exhaustion_testing(plan);

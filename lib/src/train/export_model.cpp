@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,7 @@
 #include "gputrain/models/factory.h"
 #include "gputrain/models/onnx_layers.h"
 #include "gputrain/models/pytorch_layers.h"
+#include "gputrain/train/evaluate.h"
 
 namespace gputrain::train {
 
@@ -83,6 +85,16 @@ void check_python_module_name(const std::string& out_path) {
   }
 }
 
+// What an export leaves out of a run with train.tta: "" without it.
+std::string left_out_views(const config::TtaConfig& views) {
+  const TestTimeAugmentation tta = test_time_augmentation(views);
+  if (!tta.enabled()) return "";
+  return fmt::format(
+      "test-time views are not inside the exported network: it scores each image alone, as `gputrain predict --tta "
+      "off` does, while the run's evaluations, `gputrain test` and `gputrain predict` average {}",
+      describe_views(tta));
+}
+
 }  // namespace
 
 onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, const data::DatasetInfo& info,
@@ -117,7 +129,7 @@ onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, co
 
 std::string pytorch_module(const torch::nn::Sequential& model, const std::string& name, const data::DatasetInfo& info,
                            const std::vector<double>& mean, const std::vector<double>& std, ModelInputs inputs,
-                           const std::string& state_dict) {
+                           const std::string& state_dict, const std::string& left_out_views) {
   const bool normalized = normalizes(info, mean, inputs);
   const bool classes = info.target_kind == data::TargetKind::kClasses;
   const std::string layers = models::pytorch_layers(model, 8);
@@ -158,7 +170,7 @@ INPUT = {input}
 NORMALIZE_MEAN = {mean}  # data.normalize: {normalize}
 NORMALIZE_STD = {std}
 CLASS_NAMES = {class_names}
-{pixel_map}
+{views}{pixel_map}
 )",
       fmt::arg("name", name), fmt::arg("dataset", info.name),
       fmt::arg("outputs", classes ? "logits per class" : "regression values"), fmt::arg("version", device::version()),
@@ -169,7 +181,11 @@ CLASS_NAMES = {class_names}
       fmt::arg("normalize", normalized     ? "Model normalises its input with these"
                             : mean.empty() ? "none"
                                            : "the caller normalises the input with these"),
-      fmt::arg("class_names", nlohmann::json(info.class_names).dump()), fmt::arg("pixel_map", pixel_map));
+      fmt::arg("class_names", nlohmann::json(info.class_names).dump()),
+      fmt::arg("views", left_out_views.empty()
+                            ? ""
+                            : fmt::format("TEST_TIME_VIEWS = {}\n", nlohmann::json(left_out_views).dump())),
+      fmt::arg("pixel_map", pixel_map));
   // Only the layer kinds the model has: a residual is a class of its own.
   if (layers.find("Residual(") != std::string::npos) source += fmt::format("\n{}\n", models::kPythonResidual);
   source += fmt::format(R"(
@@ -200,14 +216,14 @@ std::string pytorch_state_dict_path(const std::string& py_path) {
 
 ModelExportSummary export_model(const plan::SavedWeightsPlan& plan, const std::string& weights_path,
                                 const std::string& out_path, const ModelExportOptions& options) {
-  const std::vector<NamedPath> inputs{{"--checkpoint", weights_path}};
+  const std::vector<NamedPath> inputs{{"--checkpoint", weights_path}, {"--config", options.config_file}};
   check_output_file(out_path, inputs, options.force);
   const bool pytorch = options.format == ModelFormat::kPytorch;
   const std::string state_dict = pytorch ? pytorch_state_dict_path(out_path) : "";
   if (pytorch) check_python_module_name(out_path);
   if (pytorch) check_output_file(state_dict, inputs, options.force, "--out's state dict");
   const config::ExperimentConfig& c = plan.loaded.config;
-  const data::DatasetInfo& info = plan.data->info();
+  const data::DatasetInfo& info = plan.trained;
   torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
   ModelExportSummary summary;
   summary.weights = checkpoint::load_weights(model, weights_path, options.weights);
@@ -215,12 +231,17 @@ ModelExportSummary export_model(const plan::SavedWeightsPlan& plan, const std::s
   summary.input = input_text(info, loader.mean, options.inputs, options.format);
   summary.parameters = models::parameter_count(*model);
   summary.files = {out_path};
+  // The run's evaluations averaged views of each image; the network scores one.
+  const std::string views = left_out_views(plan.tta);
+  if (!views.empty()) spdlog::info("{}", views);
   if (!pytorch) {
-    const onnx::Graph graph = onnx_graph(model, c.name, info, loader.mean, loader.std, options.inputs);
+    onnx::Graph graph = onnx_graph(model, c.name, info, loader.mean, loader.std, options.inputs);
+    if (!views.empty()) graph.metadata.emplace_back("test_time_views", views);
     write_atomically(out_path, onnx::serialize(graph, device::version()));
     return summary;
   }
-  const std::string source = pytorch_module(model, c.name, info, loader.mean, loader.std, options.inputs, state_dict);
+  const std::string source =
+      pytorch_module(model, c.name, info, loader.mean, loader.std, options.inputs, state_dict, views);
   write_atomically(out_path, source);
   try {
     write_atomically(state_dict, checkpoint::state_dict_bytes(*model));

@@ -1,6 +1,7 @@
 #include "gputrain/train/predict.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "gputrain/data/host_loader.h"
 #include "gputrain/data/prediction_inputs.h"
@@ -28,14 +29,16 @@ std::string field(const std::string& text) {
 torch::Tensor predict_outputs(const plan::SavedWeightsPlan& plan, const std::string& weights_path,
                               const data::PredictionInputs& inputs) {
   auto [strategy, model] =
-      load_saved_model(plan.loaded.config.model, plan.data->info(), plan.devices, weights_path, "predicting");
+      load_saved_model(plan.loaded.config.model, plan.trained, plan.devices, weights_path, "predicting");
   model->eval();
   torch::NoGradGuard no_grad;
+  const TestTimeAugmentation tta = test_time_augmentation(plan.tta);
+  if (plan.trained.images) spdlog::info("test-time views: {}", describe_views(tta));
   data::HostLoader batches(inputs.dataset, plan.batches);
   batches.start_epoch(0);
   std::vector<torch::Tensor> outputs;
   while (auto batch = batches.next()) {
-    outputs.push_back(strategy->forward(model, batch->inputs).to(torch::kCPU, torch::kFloat32));
+    outputs.push_back(test_time_outputs(model, *strategy, batch->inputs, tta).to(torch::kCPU, torch::kFloat32));
   }
   return torch::cat(outputs);
 }
@@ -43,7 +46,7 @@ torch::Tensor predict_outputs(const plan::SavedWeightsPlan& plan, const std::str
 void predict(const plan::SavedWeightsPlan& plan, const std::string& weights_path, const std::string& input_path,
              std::ostream& out) {
   const config::ExperimentConfig& c = plan.loaded.config;
-  const data::DatasetInfo& info = plan.data->info();
+  const data::DatasetInfo& info = plan.trained;
   const data::PredictionInputs inputs = data::read_prediction_inputs(input_path, c.data, info);
   torch::Tensor outputs = predict_outputs(plan, weights_path, inputs);
 

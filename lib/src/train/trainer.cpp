@@ -5,6 +5,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
+#include "gputrain/data/description.h"
 #include "gputrain/models/freeze.h"
 #include "gputrain/train/evaluate.h"
 #include "trainer_state.h"
@@ -123,6 +124,7 @@ void Trainer::State::save_checkpoint(bool regular, bool best) {
   state.scaler = run.scaler->state_dict();
   state.rng = checkpoint::capture_rng();
   state.batch = run.batch.sizes();
+  state.data = data::model_description(run.train_set->info());
   state.config = config::dump_config(config);
   checkpointer->write(state, *run.model, *run.optimizer, regular, best);
 }

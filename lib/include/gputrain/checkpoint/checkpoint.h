@@ -9,6 +9,7 @@
 //   rng/cpu, rng/cuda/N the generators' states
 //   best_score, skipped_steps
 //   batch_{global,accumulation,test}  the batch the run resolved (absent before 2026-11-28)
+//   training_data       what the model knows of its training data (data::model_description; absent in older files)
 //   config, torch_version, gputrain_version
 // The learning-rate schedule is a function of the step and the config, and the
 // data order of the seed and the epoch, so both are restored by those.
@@ -98,6 +99,9 @@ struct TrainingState {
   int64_t evaluated_step = 0;  // the step of the last evaluation; 0: none
   // Absent in checkpoints written before 2026-11-28, whose config holds the resolved numbers instead.
   std::optional<ResolvedBatch> batch;
+  // The training data as the model knows it (data::model_description's JSON),
+  // for predict, test and export without that data; empty in older checkpoints.
+  std::string data;
   std::string config;         // config::dump_config of the run's config, as written
   std::string torch_version;  // of the writer; encode() fills both
   std::string gputrain_version;

@@ -4,14 +4,22 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace gputrain::checkpoint {
 
 // Writes the model's weights atomically (see write_atomically), in LibTorch's
-// archive format (Module::save).
-void save_weights(const torch::nn::Sequential& model, const std::string& path);
+// archive format (Module::save), with `training_data` (data::model_description's
+// text) beside them when it is not empty.
+void save_weights(const torch::nn::Sequential& model, const std::string& path, std::string_view training_data = {});
+
+// The description of the training data that `path` (a checkpoint or a
+// model.pt) carries, as data::model_description wrote it; "" for a file
+// without one: written before gputrain kept it, a state dict or a
+// .safetensors file. Throws CheckpointError as read_weights does.
+std::string stored_training_data(const std::string& path);
 
 // Which of a checkpoint's weights an export writes (`export --weights`).
 enum class ExportedWeights {

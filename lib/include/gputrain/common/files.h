@@ -14,7 +14,8 @@
 namespace gputrain {
 
 // Marks the temporary files write_atomically leaves when killed mid-write:
-// ".<name>.tmp-<pid>-<n>" beside the target.
+// ".<name>.tmp-<pid>-<n>" beside the target. The next write of that target
+// removes those whose process has ended.
 inline constexpr const char* kAtomicTemporaryMark = ".tmp-";
 
 // Test hooks for writes; the defaults write normally.

@@ -33,6 +33,7 @@ struct DatasetInfo {
   std::vector<std::string> class_names;  // kClasses: index -> name (csv, folders, published); else empty
   int64_t targets = 0;                   // kValues only: values per sample
   bool images = false;                   // uint8 pixels (normalize/augment apply)
+  std::vector<std::string> columns;      // csv: the training table's header, the target's column included
   // Files left out as unreadable (image_folder with data.skip_bad_images); not in `samples`.
   std::vector<std::string> skipped;
 };
@@ -75,9 +76,12 @@ class Dataset {
 
 // Builds the dataset `config.dataset` for `split`, reading files under
 // `config.root`. Generated sets (random, synthetic) derive their contents from
-// `seed` (the test split differs from the train split). Throws DataError
-// naming the file and what is wrong.
-std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed);
+// `seed` (the test split differs from the train split). `trained` (a test
+// split's): what a model was trained on, for a test split whose training split
+// is gone (image_folder takes its classes and image size from it). Throws
+// DataError naming the file and what is wrong.
+std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& config, Split split, uint64_t seed,
+                                            const DatasetInfo* trained = nullptr);
 
 // `config` for a caller that needs the samples' description (DatasetInfo),
 // not their pixels: image_folder then decodes nothing up front (data.cache: none).

@@ -16,7 +16,9 @@ namespace gputrain::data {
 void write_npy(const std::filesystem::path& file, const torch::Tensor& tensor);
 
 // Checks `--out` before either split is written: refuses (UserError) an empty
-// `dir` and, unless `overwrite`, one that holds an exported split already
+// `dir`, one that holds a data set of another kind than the export's (.npy
+// arrays, an image folder, IDX, CIFAR-10 or csv files: two sets in one folder),
+// and, unless `overwrite`, one that holds an exported split already
 // ({train,test}_{inputs,targets}.npy, or with `images` the {train,test} folders).
 void check_export_out(const std::filesystem::path& dir, bool images, bool overwrite);
 

@@ -22,8 +22,13 @@ struct TestTimeAugmentation {
   bool hflip = false;
   int64_t translate = 0;  // pixels
   bool enabled() const { return hflip || translate > 0; }
+  int64_t views() const { return (translate > 0 ? 5 : 1) * (hflip ? 2 : 1); }
 };
 TestTimeAugmentation test_time_augmentation(const config::TtaConfig& config);
+
+// Which views of an image are scored, for the log: "none, each image alone",
+// "10 per image, their outputs averaged (train.tta: the image, shifted ...)".
+std::string describe_views(const TestTimeAugmentation& tta);
 
 // The views of images [N, C, H, W]: the images, shifted by `translate` pixels
 // up, down, left and right (the edge mirrored in, as airbench's reflect
@@ -52,8 +57,9 @@ struct SavedModel {
 SavedModel load_saved_model(const config::ModelConfig& config, const data::DatasetInfo& info,
                             const device::DevicePlan& devices, const std::string& weights_path, const char* purpose);
 
-// `gputrain test`: builds the model, loads `weights_path` (a model.pt or a
-// checkpoint) into it and evaluates it on the plan's test split. Throws
+// `gputrain test`: builds the model the plan says it was trained on, loads
+// `weights_path` (a model.pt or a checkpoint) into it and evaluates it on the
+// plan's test split with the plan's test-time views, which it logs. Throws
 // CheckpointError for weights that do not fit.
 step::EvalResult evaluate_saved_weights(const plan::SavedWeightsPlan& plan, const std::string& weights_path);
 

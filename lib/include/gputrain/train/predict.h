@@ -13,7 +13,9 @@ namespace gputrain::train {
 // where the data set names its classes (DatasetInfo::class_names) and
 // `p_<class>` per class (its name, or its index); for regression the predicted
 // values (`value` or `value_0`, `value_1`, ...). The inputs pass through the
-// test split's loader: the same normalisation as training and testing.
+// test split's loader: the same normalisation as training and testing; and
+// images are scored as `gputrain test` scores them, by the mean of the plan's
+// test-time views (train.tta, unless --tta off), which it logs.
 void predict(const plan::SavedWeightsPlan& plan, const std::string& weights_path, const std::string& input_path,
              std::ostream& out);
 
