@@ -124,20 +124,47 @@ TEST_F(ImageFolder, PngFoldersHoldTheExactPixelsWithClassesInSortedOrder) {
   EXPECT_TRUE(torch::equal(make_dataset(folder(), Split::kTest, 0)->inputs(), made.inputs()));
 }
 
+std::string big_endian(uint32_t value) {
+  return std::string{static_cast<char>(value >> 24), static_cast<char>(value >> 16), static_cast<char>(value >> 8),
+                     static_cast<char>(value)};
+}
+
+// A PNG chunk: its length, `type_and_data` and their CRC.
+std::string png_chunk(const std::string& type_and_data) {
+  const auto crc = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(type_and_data.data()), static_cast<uInt>(type_and_data.size())));
+  return big_endian(static_cast<uint32_t>(type_and_data.size() - 4)) + type_and_data + big_endian(crc);
+}
+
 // Inserts a tEXt chunk of `bytes` characters after `png`'s IHDR, as large metadata (an ICC profile,
 // text) can sit between the size and the pixels.
 void add_text_chunk(const fs::path& png, std::size_t bytes) {
-  const auto big_endian = [](uint32_t value) {
-    return std::string{static_cast<char>(value >> 24), static_cast<char>(value >> 16), static_cast<char>(value >> 8),
-                       static_cast<char>(value)};
-  };
-  std::string chunk = std::string("tEXtComment") + '\0' + std::string(bytes, 'x');
-  const auto crc =
-      static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(chunk.data()), static_cast<uInt>(chunk.size())));
   std::string file = gputrain::testing::read_text(png);
   const std::size_t after_header = 8 + 4 + 4 + 13 + 4;  // signature, IHDR's length, type, data and CRC
-  file.insert(after_header, big_endian(static_cast<uint32_t>(chunk.size() - 4)) + chunk + big_endian(crc));
+  file.insert(after_header, png_chunk(std::string("tEXtComment") + '\0' + std::string(bytes, 'x')));
   gputrain::testing::write_text(png, file);
+}
+
+// A 16-bit grey PNG of `values` ([H, W], int32) with no gAMA or sRGB chunk, as most tools write one.
+void write_grey16_png(const fs::path& png, const torch::Tensor& values) {
+  const auto height = static_cast<uint32_t>(values.size(0)), width = static_cast<uint32_t>(values.size(1));
+  std::string rows;
+  for (uint32_t y = 0; y < height; ++y) {
+    rows += '\0';  // filter: none
+    for (uint32_t x = 0; x < width; ++x) {
+      const int value = values[y][x].item<int>();
+      rows += {static_cast<char>(value >> 8), static_cast<char>(value & 0xff)};
+    }
+  }
+  std::string packed(compressBound(static_cast<uLong>(rows.size())), '\0');
+  uLongf size = packed.size();
+  ASSERT_EQ(compress(reinterpret_cast<Bytef*>(packed.data()), &size, reinterpret_cast<const Bytef*>(rows.data()),
+                     static_cast<uLong>(rows.size())),
+            Z_OK);
+  packed.resize(size);
+  const std::string header = "IHDR" + big_endian(width) + big_endian(height) + std::string{16, 0, 0, 0, 0};
+  gputrain::testing::write_text(
+      png, std::string("\x89PNG\r\n\x1a\n") + png_chunk(header) + png_chunk("IDAT" + packed) + png_chunk("IEND"));
 }
 
 TEST_F(ImageFolder, MetadataBeforeThePixelsIsReadPast) {
@@ -148,6 +175,20 @@ TEST_F(ImageFolder, MetadataBeforeThePixelsIsReadPast) {
   EXPECT_TRUE(torch::equal(make_dataset(folder(), Split::kTrain, 0)->inputs(), made.inputs()));
   const auto lazy = make_dataset(folder(config::ImageCache::kNone), Split::kTrain, 0);  // every header read first
   EXPECT_EQ(lazy->info().input_shape, (std::vector<int64_t>{1, 4, 4}));
+}
+
+// A 16-bit PNG holds sRGB values like an 8-bit one: 257 x v reads as v, as PIL and torchvision read it (libpng
+// took such a file as linear light and brightened it: 162 became 207).
+TEST_F(ImageFolder, SixteenBitPngsReadAsTheirValueOver257) {
+  const TensorDataset made = images(6, {1, 4, 4}, 21);
+  write(made);
+  write_grey16_png(file("train/cat/0.png"), made.inputs()[0][0].to(torch::kInt32) * 257);
+  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+    const auto train = make_dataset(folder(cache), Split::kTrain, 0);
+    std::vector<uint8_t> pixels(16);
+    train->read_image(0, pixels.data());
+    EXPECT_TRUE(torch::equal(torch::from_blob(pixels.data(), {1, 4, 4}, torch::kUInt8), made.inputs()[0]));
+  }
 }
 
 TEST_F(ImageFolder, DecodingPerBatchGivesTheSameBatchesAsDecodingAtStart) {

@@ -98,6 +98,10 @@ Decoded decode_png(const std::filesystem::path& file, const std::string& bytes, 
   }
   const bool grey = (image.format & PNG_FORMAT_FLAG_COLOR) == 0;
   image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  // A 16-bit file without a gAMA or sRGB chunk holds sRGB values, as the files of every tool that writes them
+  // do; libpng would take them as linear light and brighten them into sRGB (a 16-bit 162 x 257 became 207, not
+  // 162). With this flag 16 bits become 8 by value / 257, as PIL and torchvision read them.
+  image.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;
   Decoded decoded;
   if (grey != (channels == 1)) decoded.colour = grey ? StoredColour::kGrey : StoredColour::kColour;
   decoded.height = image.height;
