@@ -210,6 +210,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   add_tta_option(predict, predict_args.tta);
 
   ExportArgs export_args;
+  export_args.write_hooks = checkpoint_write_hooks;  // an export is paused as a checkpoint write is
   auto* export_command = app.add_subcommand(
       "export",
       "write a checkpoint's weights as a state_dict that Python's torch.load reads or as safetensors, or the model "

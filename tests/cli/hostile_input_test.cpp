@@ -1,0 +1,133 @@
+// Round 4 of hostile input (issue 56 #4), through the real binary: exports onto
+// odd names and full disks or killed part-way, weights files that are symbolic
+// link loops, signals, sweeps run again. Each must end in one clean message and
+// lose nothing that was there before.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace gputrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every child runs its tiny ops on one thread: OpenMP's spinning workers slow them tenfold on a busy machine.
+const std::map<std::string, std::string> kEnv{{"OMP_NUM_THREADS", "1"}};
+
+bool has_temporary(const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().find(".tmp-") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// One seed_mlp run (1,474 parameters) for the whole suite: its best checkpoint is what each test exports.
+class HostileExport : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    runs_ = new TempDir("hostile-export");
+    const ProcessResult r =
+        run_gputrain({"--log-level", "warn", "train", "--config", "configs/seed_mlp.yaml", "--output",
+                      runs_->path().string(), "--set", "device=cpu", "--set", "train.epochs=1"},
+                     kEnv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    delete runs_;
+    runs_ = nullptr;
+  }
+  static std::string checkpoint() { return (runs_->path() / "seed-mlp" / "checkpoints" / "best.ckpt").string(); }
+  static ProcessResult run_export(const std::string& format, const fs::path& out, std::vector<std::string> more = {},
+                                  const ChildSetup& setup = {}) {
+    std::vector<std::string> args{"--log-level", "warn", "export", "--checkpoint", checkpoint(),
+                                  "--format",    format, "--out",  out.string()};
+    args.insert(args.end(), more.begin(), more.end());
+    return run_gputrain(args, kEnv, kSourceDir, setup);
+  }
+
+  static TempDir* runs_;
+  TempDir dir_{"hostile-export-out"};
+};
+TempDir* HostileExport::runs_ = nullptr;
+
+// A name of 255 bytes, the most a file name may have: its temporary's name
+// (".<name>.tmp-<pid>-<n>") was longer, and the export failed with "File name too long".
+TEST_F(HostileExport, AFileNameOfTheLongestLengthIsWritten) {
+  for (const std::string format : {"onnx", "safetensors"}) {
+    const std::string extension = "." + format;
+    const fs::path out = dir_ / (std::string(255 - extension.size(), 'm') + extension);
+    const ProcessResult r = run_export(format, out);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(fs::is_regular_file(out)) << format;
+  }
+  EXPECT_FALSE(has_temporary(dir_.path()));
+}
+
+// --format pytorch writes a module and its weights. Where the weights do not
+// fit (a full disk), an earlier export's pair stays whole: the module was
+// replaced, then removed when its weights failed, leaving the weights alone.
+TEST_F(HostileExport, APytorchExportThatDoesNotFitLeavesTheEarlierPairWhole) {
+  const fs::path module = dir_ / "model.py", weights = dir_ / "model.pt";
+  ASSERT_EQ(run_export("pytorch", module).exit_code, 0);
+  const std::string module_text = read_text(module), weights_bytes = read_text(weights);
+  ASSERT_LT(module_text.size(), 4096u);
+  ASSERT_GT(weights_bytes.size(), 4096u);
+  // 4 KiB holds the module but not its weights.
+  const ProcessResult r = run_export("pytorch", module, {"--force"}, file_size_limit(4096));
+  if (r.exit_code == kSetupFailed) GTEST_SKIP() << "cannot limit file sizes here (setrlimit refused)";
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("model.pt: cannot write: File too large"), std::string::npos) << r.err;
+  ASSERT_TRUE(fs::exists(module)) << "the earlier export's module is gone";
+  EXPECT_EQ(read_text(module), module_text);
+  EXPECT_EQ(read_text(weights), weights_bytes);
+  EXPECT_FALSE(has_temporary(dir_.path()));
+}
+
+// A pytorch export killed part-way (kill -9) must not leave a module without
+// its weights, which looks like a finished export, and which the next export
+// then refused as existing: the weights are written first, the module last.
+TEST_F(HostileExport, AKilledPytorchExportLeavesNoModuleWithoutItsWeights) {
+  const fs::path module = dir_ / "model.py";
+  // gputrain whose every write pauses a minute half-way (paused_writes_main.cpp).
+  GputrainProcess child({"export", "--checkpoint", checkpoint(), "--format", "pytorch", "--out", module.string()}, kEnv,
+                        kSourceDir, {}, kPausedWritesBinary);
+  ASSERT_TRUE(wait_until([&] { return child.err_so_far().find("test hook: pausing") != std::string::npos; }))
+      << child.err_so_far();
+  // The first file written is the weights, so that whenever the module is in place, they are whole.
+  EXPECT_NE(child.err_so_far().find("in the middle of writing " + (dir_ / "model.pt").string()), std::string::npos)
+      << child.err_so_far();
+  child.send(SIGKILL);
+  child.wait();
+  EXPECT_FALSE(fs::exists(module));
+  EXPECT_FALSE(fs::exists(dir_ / "model.pt"));
+  // The next export to the same place is whole, and leaves no temporary of the killed one behind.
+  const ProcessResult again = run_export("pytorch", module);
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(fs::is_regular_file(module));
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "model.pt"));
+  EXPECT_FALSE(has_temporary(dir_.path()));
+}
+
+// The module is imported by its file's name: a keyword does not parse
+// (`from import import Model`), and torch.py would be imported for torch itself.
+TEST_F(HostileExport, AModuleNamePythonCannotImportIsRefused) {
+  for (const std::string stem : {"import", "class", "torch"}) {
+    const ProcessResult r = run_export("pytorch", dir_ / (stem + ".py"));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("'" + stem + "' cannot name the Python module"), std::string::npos) << r.err;
+  }
+  EXPECT_TRUE(fs::is_empty(dir_.path()));
+}
+
+}  // namespace
+}  // namespace gputrain::testing
