@@ -129,5 +129,25 @@ TEST_F(HostileExport, AModuleNamePythonCannotImportIsRefused) {
   EXPECT_TRUE(fs::is_empty(dir_.path()));
 }
 
+// A weights file that is a symbolic link loop is named as one (it was an
+// internal error, exit 1, in test, predict and export).
+TEST_F(HostileExport, ASymbolicLinkLoopForWeightsIsNamed) {
+  const fs::path loop = dir_ / "loop.ckpt";
+  fs::create_symlink(dir_ / "other.ckpt", loop);
+  fs::create_symlink(loop, dir_ / "other.ckpt");
+  const fs::path input = dir_ / "x.csv";
+  write_text(input, "1,2\n");
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"test", "--checkpoint", loop.string()},
+        std::vector<std::string>{"predict", "--checkpoint", loop.string(), "--input", input.string()},
+        std::vector<std::string>{"export", "--checkpoint", loop.string(), "--format", "onnx", "--out",
+                                 (dir_ / "m.onnx").string()}}) {
+    const ProcessResult r = run_gputrain(command, kEnv);
+    EXPECT_EQ(r.exit_code, 2) << command[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("loop.ckpt: is a symbolic link loop"), std::string::npos) << command[0] << ": " << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << command[0] << ": " << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace gputrain::testing
