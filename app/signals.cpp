@@ -120,7 +120,7 @@ void install(int signal, void (*handler)(int)) {
 
 }  // namespace
 
-void install_setup_signal_handlers() {
+void install_setup_signal_handlers(bool checkpoint_requests) {
   for (int signal : kHandled) {  // as the process started: SIGINT may be ignored (install keeps that)
     struct sigaction current {};
     sigaction(signal, nullptr, &current);
@@ -129,6 +129,7 @@ void install_setup_signal_handlers() {
   install(SIGINT, on_setup_signal);
   install(SIGTERM, on_setup_signal);
   install(SIGUSR1, on_setup_preemption);
+  if (checkpoint_requests) install(SIGHUP, on_checkpoint_signal);
 }
 
 void install_first_signal_handlers() {

@@ -25,8 +25,11 @@ namespace gputrain::app {
 
 // While a command sets up (loads the config and data, builds the model), SIGINT
 // and SIGTERM exit with 130 and "stopped by a signal before training started",
-// SIGUSR1 with 75 ("preempted ... before training started").
-void install_setup_signal_handlers();
+// SIGUSR1 with 75 ("preempted ... before training started"). `train` passes
+// `checkpoint_requests`: SIGHUP then asks for a checkpoint at the first step
+// boundary, as it does while training (its default action ended a run still
+// setting up with 129 and nothing said, and a sweep's current run with it).
+void install_setup_signal_handlers(bool checkpoint_requests = false);
 
 // The program's first act (app/main.cpp, before LibTorch's initialisers):
 // install_setup_signal_handlers, and unblock those signals where the parent

@@ -149,5 +149,29 @@ TEST_F(HostileExport, ASymbolicLinkLoopForWeightsIsNamed) {
   }
 }
 
+// SIGHUP asks `train` for a checkpoint and carries on (app/signals.h), also
+// while the run still sets up: there its default action ended the run with 129
+// and nothing said (and, relayed by `sweep`, the sweep's current run). The
+// config comes through a FIFO: once this test's open for writing returns, the
+// child is reading it, so it is in its setup.
+TEST(HostileSignals, AHangupWhileTrainSetsUpCheckpointsAtTheFirstStepAndCarriesOn) {
+  TempDir dir("hostile-hangup");
+  const fs::path fifo = dir / "config.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  GputrainProcess child({"train", "--config", fifo.string(), "--output", dir.path().string(), "--set", "device=cpu",
+                         "--set", "train.epochs=1"},
+                        kEnv);
+  const int fd = ::open(fifo.c_str(), O_WRONLY);  // blocks until the child opens it
+  ASSERT_GE(fd, 0);
+  child.send(SIGHUP);
+  const std::string config = read_text(fs::path(kSourceDir) / "configs" / "seed_mlp.yaml");
+  ASSERT_EQ(::write(fd, config.data(), config.size()), static_cast<ssize_t>(config.size()));
+  ::close(fd);
+  const ProcessResult r = child.wait();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_regular_file(dir / "seed-mlp" / "checkpoints" / "ckpt-s00000001-e0000-b000001.ckpt")) << r.err;
+  EXPECT_TRUE(fs::is_regular_file(dir / "seed-mlp" / "model.pt")) << r.err;
+}
+
 }  // namespace
 }  // namespace gputrain::testing
