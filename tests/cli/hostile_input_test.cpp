@@ -11,8 +11,10 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "gputrain/data/export.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -171,6 +173,75 @@ TEST(HostileSignals, AHangupWhileTrainSetsUpCheckpointsAtTheFirstStepAndCarriesO
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::is_regular_file(dir / "seed-mlp" / "checkpoints" / "ckpt-s00000001-e0000-b000001.ckpt")) << r.err;
   EXPECT_TRUE(fs::is_regular_file(dir / "seed-mlp" / "model.pt")) << r.err;
+}
+
+// `gputrain plan` and `train` on `config` (a YAML text written to dir/config.yaml), each to its end.
+std::vector<ProcessResult> plan_and_train(const fs::path& dir, const std::string& config) {
+  const fs::path file = write_text(dir / "config.yaml", config);
+  std::vector<ProcessResult> results;
+  for (const std::string command : {"plan", "train"}) {
+    results.push_back(run_gputrain(
+        {"--log-level", "warn", command, "--config", file.string(), "--set", "output.dir=" + (dir / "runs").string()},
+        kEnv));
+  }
+  return results;
+}
+
+// With augment.random_resized_crop the training images are sized apart from
+// the test split's (data.resize, data.center_crop), and the model sees one
+// shape: a test split of another size stopped the run at its first evaluation
+// with LibTorch's "mat1 and mat2 shapes cannot be multiplied" (exit 1), while
+// `plan` said "no problems".
+TEST(HostilePlan, ATestSplitSizedApartFromTheRandomResizedCropIsRefusedAtItsKey) {
+  TempDir dir("hostile-crop");
+  const fs::path images = make_image_folder(dir.path(), "png", 32, 16);  // 28 x 28 grey
+  const std::string head =
+      "name: crop\nseed: 0\ndevice: cpu\ndata:\n  dataset: image_folder\n  root: " + images.string() +
+      "\n  batch_size: 16\n  augment: {random_resized_crop: {size: 28}}\n";
+  const std::string model = "model: {layers: [flatten, {type: linear}]}\ntrain: {epochs: 1}\n";
+  for (const auto& [sizing, key, shape] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"  resize: 32\n", "data.resize", "1x32x32"}, {"  center_crop: [20]\n", "data.center_crop", "1x20x20"}}) {
+    for (const ProcessResult& r : plan_and_train(dir.path(), head + sizing + model)) {
+      EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
+      EXPECT_NE((r.err + r.out)
+                    .find("config.yaml:9:" + std::string(key == "data.resize" ? "11" : "16") + ": " + key +
+                          ": gives the test split " + shape + " images, but the training split's are 1x28x28"),
+                std::string::npos)
+          << r.err << r.out;
+      EXPECT_NE((r.err + r.out).find("set data.center_crop: [28, 28]"), std::string::npos) << r.err << r.out;
+    }
+  }
+  // Resized, then cut to the crop's size: torchvision's recipe, which runs.
+  const std::vector<ProcessResult> recipe =
+      plan_and_train(dir.path(), head + "  resize: 32\n  center_crop: [28]\n" + model);
+  EXPECT_EQ(recipe[0].exit_code, 0) << recipe[0].err << recipe[0].out;
+  EXPECT_EQ(recipe[1].exit_code, 0) << recipe[1].err;
+}
+
+// A whitening first layer reads the training images' pixel bytes; float
+// samples (npy float32 [N, 1, 8, 8]) have none: that was an internal error at
+// run start (exit 1), and `plan` said "no problems".
+TEST(HostilePlan, WhiteningFloatSamplesIsRefusedAtTheLayer) {
+  TempDir dir("hostile-whiten");
+  const fs::path root = dir / "npy";
+  fs::create_directories(root);
+  data::write_npy(root / "train_inputs.npy", torch::rand({32, 1, 8, 8}));
+  data::write_npy(root / "train_targets.npy", torch::randint(0, 2, {32}, torch::kInt64));
+  data::write_npy(root / "test_inputs.npy", torch::rand({8, 1, 8, 8}));
+  data::write_npy(root / "test_targets.npy", torch::randint(0, 2, {8}, torch::kInt64));
+  const std::string config = "name: whiten\nseed: 0\ndevice: cpu\ndata: {dataset: npy, root: " + root.string() +
+                             ", batch_size: 8}\nmodel:\n  layers:\n"
+                             "    - {type: conv2d, out_channels: 18, kernel: 3, whiten: 16}\n"
+                             "    - flatten\n    - {type: linear}\ntrain: {epochs: 1}\n";
+  for (const ProcessResult& r : plan_and_train(dir.path(), config)) {
+    EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
+    EXPECT_NE((r.err + r.out)
+                  .find("config.yaml:7:7: model.layers[0] (conv2d): `whiten` computes its filters from the "
+                        "training images' pixels, and data set 'npy' holds no images"),
+              std::string::npos)
+        << r.err << r.out;
+    EXPECT_EQ((r.err + r.out).find("internal error"), std::string::npos) << r.err << r.out;
+  }
 }
 
 }  // namespace
