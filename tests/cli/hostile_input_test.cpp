@@ -4,10 +4,12 @@
 // lose nothing that was there before.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -241,6 +243,38 @@ TEST(HostilePlan, WhiteningFloatSamplesIsRefusedAtTheLayer) {
               std::string::npos)
         << r.err << r.out;
     EXPECT_EQ((r.err + r.out).find("internal error"), std::string::npos) << r.err << r.out;
+  }
+}
+
+// A weights file is judged without being read whole: 8 GB (a sparse file) behind a valid safetensors header
+// or a zip's magic were read into memory before they were refused, and the kernel ended the process for memory
+// (exit 137; under a data limit, "out of memory ... make the model smaller").
+TEST(HostileInitFrom, AHugeFileIsJudgedWithoutReadingItWhole) {
+  TempDir dir("hostile-huge");
+  const std::string header = R"({"fc1.weight":{"dtype":"F32","shape":[64,20],"data_offsets":[0,5120]}})";
+  std::string safetensors(8, '\0');
+  for (std::size_t i = 0; i < 8; ++i) safetensors[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  safetensors += header + std::string(5120, '\0');
+  const std::map<std::string, std::pair<std::string, std::string>> files{
+      {"huge.safetensors", {safetensors, "bytes after its last tensor belong to no tensor"}},
+      {"huge.pt", {"PK\x03\x04", "failed finding central directory"}}};
+  // Heap and other writable memory of at most 2 GB: a file mapped to be read is not counted.
+  const ChildSetup two_gigabytes = [] {
+    const rlimit limit{std::size_t{2} << 30, std::size_t{2} << 30};
+    if (setrlimit(RLIMIT_DATA, &limit) != 0) _exit(kSetupFailed);
+  };
+  for (const auto& [name, content] : files) {
+    const fs::path file = write_text(dir / name, content.first);
+    fs::resize_file(file, std::uintmax_t{8} << 30);  // sparse: no disk space taken
+    const ProcessResult r =
+        run_gputrain({"plan", "--config", "configs/seed_mlp.yaml", "--set", "device=cpu", "--set",
+                      "output.dir=" + (dir / "runs").string(), "--set", "model.init_from=" + file.string()},
+                     kEnv, kSourceDir, two_gigabytes);
+    if (r.exit_code == kSetupFailed) GTEST_SKIP() << "cannot limit the data segment here";
+    EXPECT_EQ(r.exit_code, 2) << r.err << r.out;
+    EXPECT_NE(r.out.find("model.init_from: " + file.string() + ": "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(content.second), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("out of memory"), std::string::npos) << r.out;
   }
 }
 

@@ -201,7 +201,7 @@ const Dtype& dtype_of(const std::string& name, const torch::Tensor& tensor) {
 Safetensors parse_safetensors(std::string_view bytes, const std::string& name) { return Parser(bytes, name).parse(); }
 
 Safetensors read_safetensors(const std::filesystem::path& path) {
-  return parse_safetensors(detail::read_file(path), path.string());
+  return parse_safetensors(detail::MappedFile(path).bytes(), path.string());
 }
 
 bool looks_like_safetensors(std::string_view bytes) {
