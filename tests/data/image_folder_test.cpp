@@ -695,6 +695,32 @@ TEST_F(ImageFolder, SkipBadImagesLeavesOutUnreadableFilesAndNamesThem) {
   }
 }
 
+// Every image left out by data.skip_bad_images (here each over data.max_image_pixels) is said as such, not as
+// the last file's own error, which read as if the key had not been set.
+TEST_F(ImageFolder, SkipBadImagesWithEveryImageUnreadableSaysNoneCanBeRead) {
+  write(images(6, {1, 8, 8}, 34));
+  config::DataConfig skipping = folder();
+  skipping.skip_bad_images = true;
+  skipping.max_image_pixels = 63;
+  const std::string what = error(skipping);
+  EXPECT_NE(what.find("none of the 6 images in " + file("train").string() +
+                      " can be read (data.skip_bad_images left every one out); the first: " +
+                      file("train/cat/0.png").string() + ": the image is 8x8, 64 pixels, more than"),
+            std::string::npos)
+      << what;
+}
+
+// The test split takes its size from the training split's first class folder: that folder emptied (its images
+// moved away) is named, not an internal error (std::out_of_range) from the empty list.
+TEST_F(ImageFolder, ATestSplitWhoseFirstTrainingClassFolderIsEmptyNamesIt) {
+  write(images(6, {1, 8, 8}, 35));
+  for (const auto& entry : fs::directory_iterator(file("train/cat"))) fs::remove(entry.path());
+  const std::string what = error(folder(), Split::kTest);
+  EXPECT_NE(what.find("the class folder " + file("train/cat").string() + " holds no .png, .jpg or .jpeg images"),
+            std::string::npos)
+      << what;
+}
+
 // Issue 41: data.resize and data.center_crop (torchvision's Resize(n), then
 // CenterCrop) bring images of any size to the crop's, on the test split and on
 // the training split unless data.augment.random_resized_crop is set: that

@@ -242,6 +242,11 @@ void require_one_size(const std::vector<fs::path>& files, const fs::path& refere
 }
 
 // Whether `file`'s header reads within `max_pixels` (data.skip_bad_images looks for a first readable image).
+DataError no_images(const fs::path& class_folder) {
+  return DataError(
+      fmt::format("{}: the class folder {} holds no .png, .jpg or .jpeg images", kName, class_folder.string()));
+}
+
 bool has_header(const fs::path& file, int64_t max_pixels) {
   try {
     read_image_header(file, max_pixels);
@@ -415,10 +420,7 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
                                   fmt::join(names, ", ")));
     }
     const std::vector<fs::path> images = list_images(folder.dir);
-    if (images.empty()) {
-      throw DataError(
-          fmt::format("{}: the class folder {} holds no .png, .jpg or .jpeg images", kName, folder.dir.string()));
-    }
+    if (images.empty()) throw no_images(folder.dir);
     files.insert(files.end(), images.begin(), images.end());
     labels.insert(labels.end(), images.size(), known->second);
   }
@@ -429,10 +431,22 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
   if (described) {
     stored = {trained->input_shape.at(0), trained->input_shape.at(1), trained->input_shape.at(2)};
   } else {
-    const std::vector<fs::path> firsts = train ? files : list_images(train_classes.front().dir);
+    const fs::path from = train ? train_dir : train_classes.front().dir;
+    const std::vector<fs::path> firsts = train ? files : list_images(from);
+    if (firsts.empty()) throw no_images(from);
     std::size_t first = 0;
-    while (config.skip_bad_images && first + 1 < firsts.size() && !has_header(firsts[first], config.max_image_pixels)) {
+    while (config.skip_bad_images && first < firsts.size() && !has_header(firsts[first], config.max_image_pixels)) {
       ++first;
+    }
+    if (first == firsts.size()) {  // all left out: said as leave_out_unreadable says it, not as the last one's error
+      try {
+        read_image_header(firsts.front(), config.max_image_pixels);
+      } catch (const DataError& e) {
+        throw DataError(
+            fmt::format("{}: none of the {} in {} can be read (data.skip_bad_images left every one out); the first: {}",
+                        kName, count_of(static_cast<int64_t>(firsts.size()), "image"), from.string(), e.what()));
+      }
+      first = 0;  // it reads now: it changed since it was tried
     }
     reference = firsts.at(first);
     stored = read_image_header(reference, config.max_image_pixels);
