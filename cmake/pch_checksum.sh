@@ -21,10 +21,24 @@ done
 [[ "$out" == *.pch && -n "$depfile" ]] || exec "$@"
 rm -f "$out.sum"
 "$@"
+
+# "<path> <digest>" for each file named on stdin. Files of the checkout (and its build
+# directory) are named, and read, without its path: the generated header includes
+# torch_pch.h by its absolute path.
+file_digests() {
+  local inside=() outside=() file
+  while read -r file; do
+    if [[ "$file" == /* && "$file" != "$root"/* ]]; then outside+=("$file"); else inside+=("$file"); fi
+  done
+  if ((${#outside[@]})); then sha256sum "${outside[@]}" | awk '{ print $2, $1 }'; fi
+  for file in "${inside[@]}"; do
+    echo "${file/#"$root"/@} $(sed "s|$root|@|g" "$file" | sha256sum | cut -d' ' -f1)"
+  done
+}
+
 {
   "$1" --version
-  printf '%s\n' "${@:2}"
+  printf '%s\n' "${@:2}" | sed "s|$root|@|g"
   # "target: dep dep \" lines; ninja removes the depfile only once this command ends.
-  sed -e 's/^[^:]*://' -e 's/\\$//' "$depfile" | tr -s ' ' '\n' | sed '/^$/d' | sort -u |
-    xargs -d '\n' sha256sum
-} | sed "s|$root|@|g" | sha256sum >"$out.sum"
+  sed -e 's/^[^:]*://' -e 's/\\$//' "$depfile" | tr -s ' ' '\n' | sed '/^$/d' | sort -u | file_digests | sort
+} | sha256sum >"$out.sum"
