@@ -8,7 +8,8 @@
 #   3. every library the installed program needs resolves inside the wheel, the torch package
 #      or the system's C and C++ runtime, nothing from the build tree or /usr/local/cuda and
 #      nothing "not found" (ldd);
-#   4. the program runs (--version, info and one epoch) with the system's library folder
+#   4. the program runs (--version, info, one epoch, and datasets download from a local server through
+#      the bundled libcurl) with the system's library folder
 #      replaced by one holding only that runtime (a private mount namespace; needs root,
 #      skipped without it): as on a machine without any of the Debian packages gputrain builds with.
 # Exit 0 when all pass. CTest runs it under the label `release` (tests/cli/CMakeLists.txt).
@@ -95,7 +96,19 @@ EOF
     bare "$program" --log-level warn train --config fashion_mnist.yaml --set "data.root=$data_root" --set device=cpu \
       --set train.epochs=1 --set name=bare >>"$work/bare" 2>&1 ||
       { tail -20 "$work/bare"; fail "training without the system's libraries"; }
-    step "ran --version, info and one epoch with only $(ls "$work/runtime" | tr '\n' ' ')in $libdir"
+    # datasets download through the bundled libcurl, from the tests' local server.
+    if [ -f "$data_root/train-images-idx3-ubyte.gz" ]; then
+      mkdir -p "$work/served/fashion_mnist"
+      ln -s "$data_root"/*.gz "$work/served/fashion_mnist/"
+      "$GPUTRAIN_PYTHON" "$GPUTRAIN_ROOT/tests/data/download_server.py" serve "$work/served" "$work/port" \
+        "$work/requests" good &
+      server=$!
+      for _ in $(seq 100); do [ -f "$work/port" ] && break; sleep 0.1; done
+      GPUTRAIN_DATASETS_MIRROR="http://127.0.0.1:$(cat "$work/port")" bare "$program" datasets download fashion_mnist \
+        --root "$work/downloaded" >>"$work/bare" 2>&1 || { kill "$server"; tail -5 "$work/bare"; fail "datasets download"; }
+      kill "$server"
+    fi
+    step "ran --version, info, one epoch and datasets download with only $(ls "$work/runtime" | tr '\n' ' ')in $libdir"
   else
     cat "$work/bare"
     fail "the program does not start without the system's libraries"
