@@ -11,6 +11,7 @@
 # the exit status is 1 when any failed.
 # Extra arguments go to every ctest run, e.g. scripts/test.sh -L unit
 # GPUTRAIN_ASAN=0 skips the sanitizer build and its run (a second full build).
+# GPUTRAIN_RELEASE=1 adds the wheel's build and check (scripts/package.sh, scripts/check_wheel.sh).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$GPUTRAIN_ROOT"
@@ -51,6 +52,8 @@ if step setup scripts/setup.sh; then
       if [ "$preset" = release ]; then
         step "crossproc $preset, children on $isa" \
           env GPUTRAIN_TEST_CHILD_ONEDNN_ISA="$isa" OMP_NUM_THREADS=2 ctest --preset "$preset" -L crossproc "$@"
+        # The wheel, built and checked as a user meets it (CTest label release).
+        [ "${GPUTRAIN_RELEASE:-0}" = 1 ] && step "wheel" ctest --preset wheel
       fi
     else
       not_run "suite $preset" "its build failed"
