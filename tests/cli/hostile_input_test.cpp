@@ -177,6 +177,35 @@ TEST(HostileSignals, AHangupWhileTrainSetsUpCheckpointsAtTheFirstStepAndCarriesO
   EXPECT_TRUE(fs::is_regular_file(dir / "seed-mlp" / "model.pt")) << r.err;
 }
 
+// Whether `pid` has a handler for `signal` (its SigCgt mask in /proc).
+bool catches(pid_t pid, int signal) {
+  const std::string status = read_text(fs::path("/proc") / std::to_string(pid) / "status");
+  const std::size_t at = status.find("SigCgt:");
+  if (at == std::string::npos) return false;
+  return ((std::stoull(status.substr(at + 7), nullptr, 16) >> (signal - 1)) & 1) != 0;
+}
+
+// The same while gputrain loads, before `train` sets up: LibTorch's
+// initialisers take about a second after the first handlers go in (SIGUSR1's,
+// app/main.cpp), and there SIGHUP's default action ended the run with 129 and
+// nothing said. A command with nothing to checkpoint still ends on it.
+TEST(HostileSignals, AHangupWhileGputrainLoadsCheckpointsAtTheFirstStepAndCarriesOn) {
+  TempDir dir("hostile-hangup-load");
+  GputrainProcess child({"train", "--config", (fs::path(kSourceDir) / "configs" / "seed_mlp.yaml").string(), "--output",
+                         dir.path().string(), "--set", "device=cpu", "--set", "train.epochs=1"},
+                        kEnv);
+  ASSERT_TRUE(wait_until([&] { return catches(child.pid(), SIGUSR1); }));
+  child.send(SIGHUP);
+  const ProcessResult r = child.wait();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_regular_file(dir / "seed-mlp" / "checkpoints" / "ckpt-s00000001-e0000-b000001.ckpt")) << r.err;
+
+  GputrainProcess listing({"configs"}, kEnv);
+  ASSERT_TRUE(wait_until([&] { return catches(listing.pid(), SIGUSR1); }));
+  listing.send(SIGHUP);
+  EXPECT_EQ(listing.wait().exit_code, 128 + SIGHUP);
+}
+
 // `gputrain plan` and `train` on `config` (a YAML text written to dir/config.yaml), each to its end.
 std::vector<ProcessResult> plan_and_train(const fs::path& dir, const std::string& config) {
   const fs::path file = write_text(dir / "config.yaml", config);
