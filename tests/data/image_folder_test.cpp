@@ -710,6 +710,44 @@ TEST_F(ImageFolder, SkipBadImagesWithEveryImageUnreadableSaysNoneCanBeRead) {
       << what;
 }
 
+// An image that cannot be read stops the split with the way on: replace or remove it, or set
+// data.skip_bad_images; read per batch (data.cache: none), then continue the run. A 12-bit JPEG, which
+// libjpeg-turbo's 8-bit build cannot read, says so and how to convert it.
+TEST_F(ImageFolder, AnImageThatCannotBeReadSaysHowToGoOn) {
+  write(images(6, {1, 8, 8}, 36), ImageFormat::kJpeg);
+  std::string bytes = gputrain::testing::read_text(file("train/dog/2.jpg"));
+  const std::size_t frame = bytes.find("\xFF\xC0");  // the frame header: length (2 bytes), then the precision
+  ASSERT_NE(frame, std::string::npos);
+  bytes[frame + 4] = 12;
+  std::ofstream(file("train/dog/2.jpg"), std::ios::binary) << bytes;
+  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+    const std::string what = error(folder(cache));
+    EXPECT_NE(what.find(file("train/dog/2.jpg").string()), std::string::npos) << what;
+    EXPECT_NE(what.find("(Unsupported JPEG data precision 12: a 12-bit JPEG, and gputrain reads 8-bit ones; convert "
+                        "it to 8 bits or to PNG"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("; replace or remove the file, or set data.skip_bad_images: true to leave out the images that "
+                        "cannot be read"),
+              std::string::npos)
+        << what;
+  }
+  fs::remove(file("train/dog/2.jpg"));
+  const auto train = make_dataset(folder(config::ImageCache::kNone), Split::kTrain, 0);
+  fs::remove(file("train/eel/5.jpg"));  // after the split was opened
+  std::vector<uint8_t> pixels(8 * 8);
+  try {
+    train->read_image(4, pixels.data());
+    ADD_FAILURE() << "read";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("image_folder sample 4: " + file("train/eel/5.jpg").string() +
+                                         ": cannot open: No such file or directory; replace or remove the file"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("then continue the run with --resume auto"), std::string::npos) << e.what();
+  }
+}
+
 // The test split takes its size from the training split's first class folder: that folder emptied (its images
 // moved away) is named, not an internal error (std::out_of_range) from the empty list.
 TEST_F(ImageFolder, ATestSplitWhoseFirstTrainingClassFolderIsEmptyNamesIt) {

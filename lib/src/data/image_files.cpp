@@ -291,11 +291,20 @@ bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, cons
   return true;
 }
 
+// libjpeg's message, and what to do where libjpeg-turbo's 8-bit build cannot read the file at all.
+std::string jpeg_problem(const JpegErrors& errors) {
+  const std::string message = errors.message;
+  if (message.find("Unsupported JPEG data precision 12") == std::string::npos) return message;
+  return message +
+         ": a 12-bit JPEG, and gputrain reads 8-bit ones; convert it to 8 bits or to PNG (e.g. ImageMagick's "
+         "`convert FILE -depth 8 FILE.png`)";
+}
+
 ImageShape jpeg_header(const std::filesystem::path& file, const std::string& bytes) {
   Decoded header;
   JpegErrors errors{};
   if (!run_jpeg(bytes, 0, true, {}, header, errors)) {
-    throw DataError(fmt::format("{}: not a readable JPEG ({})", file.string(), errors.message));
+    throw DataError(fmt::format("{}: not a readable JPEG ({})", file.string(), jpeg_problem(errors)));
   }
   return {header.channels, header.height, header.width};
 }
@@ -305,7 +314,7 @@ void decode_jpeg(const std::filesystem::path& file, const std::string& bytes, in
                  const JpegRequest& request, int64_t max_pixels, Decoded& decoded) {
   JpegErrors errors{};
   if (!run_jpeg(bytes, channels, false, request, decoded, errors, max_pixels)) {
-    throw DataError(fmt::format("{}: the JPEG cannot be decoded ({})", file.string(), errors.message));
+    throw DataError(fmt::format("{}: the JPEG cannot be decoded ({})", file.string(), jpeg_problem(errors)));
   }
   // Over the limit, run_jpeg stopped after the header and left the stated size here.
   require_pixels(file, decoded.height, decoded.width, max_pixels);

@@ -151,7 +151,7 @@ torch::Tensor decode_all(const std::vector<fs::path>& files, ImageShape image, c
     try {
       log.note(decode_image(file, image, fit, max_pixels, keep ? out + i * image.bytes() : scratch.data()), file);
     } catch (const DataError& e) {
-      if (errors == nullptr) throw;
+      if (errors == nullptr) throw DataError(fmt::format("{}; {}", e.what(), kUnreadableImageFix));
       (*errors)[static_cast<std::size_t>(i)] = e.what();
     }
   });
@@ -223,13 +223,22 @@ std::pair<bool, std::string> choose_cache(config::ImageCache cache, int64_t byte
                             static_cast<double>(available) / gib)};
 }
 
+// read_image_header, its refusal with kUnreadableImageFix.
+ImageShape readable_header(const fs::path& file, int64_t max_pixels) {
+  try {
+    return read_image_header(file, max_pixels);
+  } catch (const DataError& e) {
+    throw DataError(fmt::format("{}; {}", e.what(), kUnreadableImageFix));
+  }
+}
+
 // Every image of `files` brought by `fit` to `reference`'s size `size`, checked
 // before the first batch (as stored or after data.resize alone, when nothing
 // decodes them all at start).
 void require_one_size(const std::vector<fs::path>& files, const fs::path& reference, ImageShape size,
                       const ImageFit& fit, int64_t max_pixels) {
   parallel_for(static_cast<int64_t>(files.size()), [&](int64_t i) {
-    const ImageShape stored = read_image_header(files[static_cast<std::size_t>(i)], max_pixels);
+    const ImageShape stored = readable_header(files[static_cast<std::size_t>(i)], max_pixels);
     const auto [height, width] = fitted_size(stored, fit, size);
     if (height != size.height || width != size.width) {
       throw DataError(fmt::format(
@@ -449,7 +458,7 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
       first = 0;  // it reads now: it changed since it was tried
     }
     reference = firsts.at(first);
-    stored = read_image_header(reference, config.max_image_pixels);
+    stored = readable_header(reference, config.max_image_pixels);
   }
   const ImageFit fit = image_fit(config, split);
   // The split's size: the centre crop's, data.image_size's, or the first training image's (after data.resize).
