@@ -15,6 +15,7 @@
 #include "gputrain/models/factory.h"
 #include "gputrain/models/freeze.h"
 #include "gputrain/models/whiten.h"
+#include "gputrain/optim/optimizer.h"
 #include "gputrain/parallel/launcher.h"
 #include "gputrain/parallel/split.h"
 #include "gputrain/plan/data_keys.h"
@@ -67,6 +68,20 @@ void check_test_shape(const config::LoadedConfig& loaded, const data::DatasetInf
                   train.input_shape.at(2)));
 }
 
+// optim.muon.lr trains the 4-D convolution weights that train: on a model with
+// none (an MLP, or every convolution frozen) it did nothing, and plan and the
+// run said "no problems".
+void check_muon_weights(const config::LoadedConfig& loaded, const torch::nn::Module& model) {
+  const config::OptimConfig& optim = loaded.config.optim;
+  if (optim.muon.lr <= 0) return;
+  const std::vector<optim::ParamGroup> groups = optim::param_groups(optim, model.named_parameters());
+  if (std::any_of(groups.begin(), groups.end(), [](const optim::ParamGroup& g) { return g.muon; })) return;
+  throw ConfigError(loaded.sources.at("optim.muon.lr"), "optim.muon.lr",
+                    "Muon trains 4-D convolution weights, and this model has none that train (no conv2d layer, or "
+                    "model.freeze holds them all), so it would do nothing: set optim.muon.lr: 0, or train a "
+                    "conv2d layer");
+}
+
 void plan_model(RunPlan& run) {
   const config::ExperimentConfig& c = run.loaded.config;
   const data::DatasetInfo& info = run.train_set->info();
@@ -78,6 +93,7 @@ void plan_model(RunPlan& run) {
         run.model = model_facts(model, info.input_shape);
         run.model_init = resolve_model_init(run.loaded, *model);
         models::freeze(*model, c.model.freeze);  // a frozen batchnorm may stay in eval mode
+        check_muon_weights(run.loaded, *model);
         models::train_mode(*model, c.model.freeze_batchnorm);
         run.model.single_value_batchnorm = models::batchnorm_of_single_values(model, info.input_shape);
       });
