@@ -95,7 +95,10 @@ class Parser {
 
  private:
   [[noreturn]] void bad(const std::string& problem) const {
-    throw CheckpointError(fmt::format("{}: not a valid safetensors file: {}", name_, problem));
+    throw CheckpointError(fmt::format(
+        "{}: not a valid safetensors file: {}; it was cut short, damaged or written by something else: write it "
+        "again (safetensors.torch.save_file, or gputrain export --format safetensors)",
+        name_, problem));
   }
 
   std::map<std::string, std::string> metadata(const nlohmann::json& value) const {
