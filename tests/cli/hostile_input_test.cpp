@@ -77,6 +77,19 @@ TEST_F(HostileExport, AFileNameOfTheLongestLengthIsWritten) {
   EXPECT_FALSE(has_temporary(dir_.path()));
 }
 
+// An --out that is a directory was "exists; add --force to replace it", and
+// with --force "is a directory, not a file": said at once now.
+TEST_F(HostileExport, AnOutThatIsADirectoryIsSaidAtOnce) {
+  for (const std::string format : {"safetensors", "onnx"}) {
+    const ProcessResult r = run_export(format, dir_.path());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--out " + dir_.path().string() + ": is a directory, not a file; give the path of a file"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("add --force"), std::string::npos) << r.err;
+  }
+}
+
 // --format pytorch writes a module and its weights. Where the weights do not
 // fit (a full disk), an earlier export's pair stays whole: the module was
 // replaced, then removed when its weights failed, leaving the weights alone.

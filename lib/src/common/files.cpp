@@ -238,6 +238,11 @@ void check_output_file(const fs::path& out, const std::vector<NamedPath>& inputs
                       option, out.string(), input.string(), input_option, input.string()));
     }
   }
+  // A directory or a device is never replaced: "add --force" would only lead to this refusal.
+  if (fs::exists(out, error) && !fs::is_regular_file(out, error)) {
+    throw UserError(
+        fmt::format("{} {}: {}; give the path of a file to write", option, out.string(), not_a_regular_file(out)));
+  }
   if (!force && fs::exists(out, error)) {
     throw UserError(
         fmt::format("{} {}: exists; add --force to replace it, or choose another {}", option, out.string(), option));
