@@ -28,13 +28,6 @@ namespace fs = std::filesystem;
 // Every child runs its tiny ops on one thread: OpenMP's spinning workers slow them tenfold on a busy machine.
 const std::map<std::string, std::string> kEnv{{"OMP_NUM_THREADS", "1"}};
 
-bool has_temporary(const fs::path& dir) {
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().filename().string().find(".tmp-") != std::string::npos) return true;
-  }
-  return false;
-}
-
 // One seed_mlp run (1,474 parameters) for the whole suite: its best checkpoint is what each test exports.
 class HostileExport : public ::testing::Test {
  protected:
