@@ -3,9 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "gputrain/config/load.h"
-#include "gputrain/device/probe.h"
-#include "gputrain/plan/run_plan.h"
+#include "gputrain/plan/start.h"
 #include "gputrain/train/bench.h"
 
 namespace gputrain::app {
@@ -47,12 +45,14 @@ int print_loader_bench(const train::LoaderBenchReport& r, bool json) {
 }  // namespace
 
 int run_bench(const BenchArgs& args) {
-  const config::LoadedConfig loaded = config::load_config(args.config, args.overrides);
-  plan::RunRequest request;
-  request.inventory = device::probe_devices(args.env.cuda_visible_devices);
-  request.one_process = true;
+  plan::StartRequest request;
+  request.purpose = plan::Purpose::kBench;
+  request.command = "bench";
+  request.config_file = args.config;
+  request.overrides = args.overrides;
+  request.cuda_visible_devices = args.env.cuda_visible_devices;
   request.kernel_cache_env = args.env.kernel_caches;
-  const plan::RunPlan plan = plan::resolve_run(loaded, request);
+  const plan::RunPlan plan = plan::start_run(request).run;
   if (args.loader_only) return print_loader_bench(train::run_loader_bench(plan, {args.steps, args.warmup}), args.json);
   const train::BenchReport r = train::run_bench(plan, {args.steps, args.warmup});
   if (!args.json) {

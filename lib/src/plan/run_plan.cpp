@@ -167,9 +167,9 @@ void plan_steps(RunPlan& run) {
 
 // Everything after the devices; `run` holds the config and the devices.
 Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& problems) {
-  run.processes = request.one_process ? parallel::ProcessPlan{0, "one process"}
-                                      : parallel::plan_processes(run.loaded.config.strategy, run.devices,
-                                                                 request.launch, request.nproc);
+  run.processes = request.purpose == Purpose::kBench ? parallel::ProcessPlan{0, "one process"}
+                                                     : parallel::plan_processes(run.loaded.config.strategy, run.devices,
+                                                                                request.launch, request.nproc);
   run.launch = request.launch;
   const int64_t workers = run.processes.workers;
   if (workers > 0) {  // what each worker will resolve for itself; this process stands for rank 0
@@ -288,7 +288,7 @@ RunPlan resolve_run(config::LoadedConfig loaded, const device::DevicePlan& devic
   RunRequest request;
   request.launch = launch;
   request.meminfo = meminfo;
-  request.one_process = true;
+  request.purpose = Purpose::kBench;
   Problems strict(nullptr, run.loaded.sources);
   resolve_on_devices(run, request, strict);
   return run;

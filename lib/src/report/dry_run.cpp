@@ -12,14 +12,12 @@
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/config/config_errors.h"
-#include "gputrain/config/load.h"
 #include "gputrain/config/output_paths.h"
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/data/dataset.h"
 #include "gputrain/data/host_loader.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
-#include "gputrain/device/probe.h"
 #include "gputrain/plan/batch_plan.h"
 #include "gputrain/plan/fast_paths.h"
 #include "gputrain/plan/run_plan.h"
@@ -231,24 +229,17 @@ void render(std::string& out, const json& value, int indent) {
 
 }  // namespace
 
-DryRun dry_run(const DryRunRequest& request) {
+DryRun dry_run(const plan::StartRequest& request) {
   DryRun dry;
   json& report = dry.report;
-  config::LoadedConfig loaded;
-  if (!config::collect_refusal(dry.problems, [&] { loaded = config::load_config(request.config, request.overrides); }))
-    return dry;
-  report["config"] = {{"file", request.config}, {"name", loaded.config.name}};
-
-  plan::RunRequest run_request;
-  run_request.inventory = device::probe_devices(request.cuda_visible_devices);
-  run_request.launch = request.launch;
-  run_request.nproc = request.nproc;
-  run_request.meminfo = request.meminfo;
-  report["devices"] = visible_devices(run_request.inventory);
-  plan::CollectedRun collected = plan::collect_run(std::move(loaded), run_request);
-  dry.problems = std::move(collected.problems);
-  const plan::RunPlan& run = collected.plan;
+  const plan::CollectedStart start = plan::collect_start(request);
+  dry.problems = start.run.problems;
+  if (!start.configured) return dry;
+  const plan::RunPlan& run = start.run.plan;
   const config::ExperimentConfig& c = run.loaded.config;
+  report["config"] = {{"file", request.config_file.empty() ? request.resume : request.config_file}, {"name", c.name}};
+  report["devices"] = visible_devices(start.inventory);
+  const plan::CollectedRun& collected = start.run;
 
   json selected = json::array();
   for (const torch::Device& device : run.devices.devices()) selected.push_back(device.str());
@@ -265,7 +256,7 @@ DryRun dry_run(const DryRunRequest& request) {
     report["strategy"]["ranks"] = ranks;
   }
 
-  const json outputs = outputs_section(dry, c, request.resume);
+  const json outputs = outputs_section(dry, c, start.resuming);
   if (collected.reached < plan::Reached::kBatch) {
     report["outputs"] = outputs;
     return dry;

@@ -29,12 +29,19 @@
 
 namespace gputrain::plan {
 
-// What a command knows before it resolves a run.
+// What a command resolves a run for.
+enum class Purpose {
+  kTrain,     // train and `gputrain plan`: every part of the run
+  kBench,     // bench: the training run's step in this one process, however many GPUs there are
+  kDescribe,  // model and config: the configured network and its data described, nothing run
+};
+
+// What a command knows before it resolves a run (plan/start.h makes it).
 struct RunRequest {
+  Purpose purpose = Purpose::kTrain;
   device::DeviceInventory inventory;      // the GPUs this process can see
   parallel::LaunchInfo launch;            // what a launcher (torchrun, srun) told this process
   std::optional<int64_t> nproc;           // train --nproc N: start N local workers
-  bool one_process = false;               // bench: this process runs the step, however many GPUs there are
   std::string meminfo = "/proc/meminfo";  // where the host's free memory is read (tests name another)
   // A batch resolved before, which data.batch_size: auto takes instead of
   // measuring: a resumed run's checkpoint's (absent in older checkpoints), or

@@ -1,0 +1,104 @@
+#include "gputrain/plan/start.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "gputrain/common/error.h"
+#include "gputrain/config/config_errors.h"
+#include "gputrain/config/load.h"
+#include "gputrain/device/probe.h"
+
+namespace gputrain::plan {
+
+namespace {
+
+config::LoadedConfig file_config(const StartRequest& request, std::vector<ConfigError>* problems) {
+  return config::load_config(request.config_file, request.overrides, problems);
+}
+
+// --config's, or with --resume ("auto" or a checkpoint) the checkpoint's with --set on top.
+checkpoint::Resumption resumed_or_file(const StartRequest& request, std::vector<ConfigError>* problems) {
+  std::optional<config::LoadedConfig> from_file;
+  if (!request.config_file.empty()) {
+    from_file = file_config(request, problems);
+  } else if (request.resume.empty() || request.resume == "auto") {
+    throw UserError(fmt::format("{} needs --config FILE (or --resume with a checkpoint file, whose config it restores)",
+                                request.command));
+  }
+  if (request.resume.empty()) return {*from_file, std::nullopt};
+  return checkpoint::resolve_resume(request.resume, from_file, request.overrides);
+}
+
+// train without --resume: as train.resume says, given the launcher's restarts.
+checkpoint::Resumption training_start(const StartRequest& request, std::vector<ConfigError>* problems) {
+  if (!request.resume.empty() || request.config_file.empty()) return resumed_or_file(request, problems);
+  config::LoadedConfig from_file = file_config(request, problems);
+  const checkpoint::ResumeChoice choice = checkpoint::choose_resume(from_file.config.train.resume, request.restarts);
+  spdlog::info("{}", choice.reason);
+  if (choice.resume.empty()) return {std::move(from_file), std::nullopt};
+  return checkpoint::resolve_resume(choice.resume, from_file, request.overrides);
+}
+
+// The request resolve_run takes: the devices probed once, the launcher's
+// word, and the batch resolved before (by the checkpoint continued, or by
+// `train --nproc`'s launcher for its workers).
+RunRequest run_request(const StartRequest& request, const std::optional<checkpoint::Checkpoint>& checkpoint,
+                       const device::DeviceInventory& inventory) {
+  RunRequest out;
+  out.purpose = request.purpose;
+  out.inventory = inventory;
+  out.launch = request.launch;
+  out.nproc = request.nproc;
+  out.meminfo = request.meminfo;
+  out.kernel_cache_env = request.kernel_cache_env;
+  out.resolved_batch = request.launcher_batch;
+  out.resolved_by = "the launcher";
+  if (checkpoint && checkpoint->state().batch) {
+    const checkpoint::TrainingState& resumed = checkpoint->state();
+    out.resolved_batch = resumed.batch;
+    out.resolved_by = "the checkpoint";
+    out.resumed_mid_epoch = resumed.position.batch > 0;
+  }
+  return out;
+}
+
+}  // namespace
+
+checkpoint::Resumption starting_point(const StartRequest& request, std::vector<ConfigError>* problems) {
+  if (request.purpose == Purpose::kTrain) return training_start(request, problems);
+  return resumed_or_file(request, problems);
+}
+
+Start start_run(const StartRequest& request) {
+  checkpoint::Resumption from = starting_point(request);
+  Start start;
+  start.inventory = device::probe_devices(request.cuda_visible_devices);
+  const RunRequest run_req = run_request(request, from.checkpoint, start.inventory);
+  start.checkpoint = std::move(from.checkpoint);
+  start.run = resolve_run(std::move(from.config), run_req);
+  return start;
+}
+
+CollectedStart collect_start(const StartRequest& request) {
+  CollectedStart start;
+  std::vector<std::string>& problems = start.run.problems;
+  std::vector<ConfigError> config_problems;
+  std::optional<checkpoint::Resumption> from;
+  const bool read = config::collect_refusal(problems, [&] { from = starting_point(request, &config_problems); });
+  // The config's own problems first, each at its key's place.
+  std::vector<std::string> listed;
+  for (const ConfigError& problem : config_problems) listed.emplace_back(problem.what());
+  problems.insert(problems.begin(), listed.begin(), listed.end());
+  if (!read) return start;
+  start.configured = true;
+  start.resuming = from->checkpoint.has_value();
+  start.inventory = device::probe_devices(request.cuda_visible_devices);
+  const RunRequest run_req = run_request(request, from->checkpoint, start.inventory);
+  CollectedRun run = collect_run(std::move(from->config), run_req);
+  problems.insert(problems.end(), run.problems.begin(), run.problems.end());
+  run.problems = std::move(problems);
+  start.run = std::move(run);
+  return start;
+}
+
+}  // namespace gputrain::plan
