@@ -153,9 +153,6 @@ struct TestArgs {
   Environment env;
 };
 int run_test(const TestArgs& args);
-// The config of saved weights: --config (with --set), or the one a checkpoint file holds.
-config::LoadedConfig weights_config(const std::string& config, const std::string& checkpoint,
-                                    const std::vector<std::string>& overrides);
 
 // `predict`: saved weights applied to the user's samples, one CSV row each.
 struct PredictArgs {

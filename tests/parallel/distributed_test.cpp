@@ -256,9 +256,10 @@ TEST(Ddp, RanksEvaluateWithRankZerosBatchnormStatisticsTheModelSaved) {
   const auto two =
       run_gputrain({"train", "--config", config.string(), "--output", (dir / "two").string(), "--nproc", "2"});
   ASSERT_EQ(two.exit_code, 0) << two.err;
+  plan::RunRequest testing;
+  testing.purpose = plan::Purpose::kEvaluate;
   const step::EvalResult saved = train::evaluate_saved_weights(
-      plan::resolve_saved_weights(config::load_config(config.string(), {}), {}, plan::WeightsUse::kTest),
-      (dir / "two/ddp/model.pt").string());
+      plan::resolve_run(config::load_config(config.string(), {}), testing), (dir / "two/ddp/model.pt").string());
   EXPECT_NEAR(summary(two.out)["test_loss"].get<double>(), saved.mean_loss(), 1e-6);
   EXPECT_NEAR(summary(two.out)["test_accuracy"].get<double>(), saved.accuracy(), 1e-9);
 }

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/config/config_errors.h"
 #include "gputrain/config/load.h"
+#include "gputrain/data/description.h"
 #include "gputrain/device/cpu_share.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
@@ -205,6 +207,8 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
     return after_strategy;
   }
   const data::DatasetInfo& info = run.train_set->info();
+  run.trained = info;
+  run.trained_from = "the training split";
   const bool labeled = info.target_kind != data::TargetKind::kNone;
   if (!launcher_only && labeled) {
     problems.attempt([&] { run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed); });
@@ -237,9 +241,8 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   if (run.batch_choice) {
     spdlog::info("data.batch_size: {} (auto: {})", run.batch_choice->batch_size, run.batch_choice->describe());
     // Evaluation in the micro-batches known to fit, not the whole target.
-    sizes =
-        checkpoint::ResolvedBatch{run.batch_choice->batch_size, run.batch_choice->accumulation,
-                                  c.data.test_batch_size > 0 ? c.data.test_batch_size : run.batch_choice->micro_batch};
+    sizes = checkpoint::ResolvedBatch{run.batch_choice->batch_size, run.batch_choice->accumulation,
+                                      evaluation_batch(c, run.launch.world_size, run.batch_choice->micro_batch)};
   }
   if (request.resolved_batch && request.resumed_mid_epoch &&
       !problems.attempt([&] { check_same_batch_mid_epoch(run.loaded, *request.resolved_batch, *sizes); })) {
@@ -261,6 +264,62 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   return Reached::kComplete;
 }
 
+// What saved weights (or the configured model) were trained on: the
+// description their file carries (true), else the training split described (not decoded).
+bool describe_trained(RunPlan& run, const std::string& weights) {
+  const config::ExperimentConfig& c = run.loaded.config;
+  const std::string stored = weights.empty() ? "" : checkpoint::stored_training_data(weights);
+  if (!stored.empty()) {
+    run.trained = data::read_model_description(stored, weights);
+    run.trained_from = fmt::format("as {} describes it", weights);
+    return true;
+  }
+  run.trained = data::make_dataset(data::for_description(c.data), data::Split::kTrain, c.seed)->info();
+  run.trained_from = fmt::format("from the data set ({})", run.trained.source);
+  return false;
+}
+
+// test, predict, export and describe: no training run, only the device, what
+// the model was trained on, the test split (test) and how samples are scored.
+void resolve_saved_model(RunPlan& run, const RunRequest& request) {
+  const config::ExperimentConfig& c = run.loaded.config;
+  const Purpose purpose = request.purpose;
+  const bool on_cpu = purpose == Purpose::kExport || purpose == Purpose::kDescribe;
+  if (!on_cpu) {
+    Problems(nullptr, run.loaded.sources).attempt([&] {
+      run.devices = device::resolve_devices(c.device, c.gpus, request.inventory);
+    });
+  }
+  const bool described = describe_trained(run, request.weights);
+  if (purpose == Purpose::kDescribe) return;
+  spdlog::info("the model's training data: {}, {}", data::description_summary(run.trained), run.trained_from);
+  const bool labeled = run.trained.target_kind != data::TargetKind::kNone;
+  if (!labeled && (purpose == Purpose::kEvaluate || purpose == Purpose::kPredict)) {
+    throw UserError(
+        purpose == Purpose::kEvaluate
+            ? fmt::format("data set '{}' has no labels, so there is nothing to test", run.trained.name)
+            : fmt::format("data set '{}' has no labels: its model predicts nothing to report", run.trained.name));
+  }
+  if (purpose == Purpose::kEvaluate) {
+    run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed, described ? &run.trained : nullptr);
+    const data::DatasetInfo& info = run.test_set->info();
+    if (const std::string mismatch = data::description_mismatch(run.trained, info); !mismatch.empty()) {
+      throw DataError(fmt::format("the test split {} {} ({}); test the model on data like its training data",
+                                  info.source, mismatch, run.trained_from));
+    }
+    check_evaluation_keys(run.loaded, info);
+    step::check_amp_device(c.train.amp, run.devices.primary().type(), run.loaded.sources.at("train.amp"));
+    run.step.amp = c.train.amp;
+    run.loss = build_loss(run.loaded, run.trained, run.devices.primary());
+  } else if (purpose == Purpose::kPredict) {
+    check_evaluation_keys(run.loaded, run.trained);  // train.tta's views must fit the model's images
+  }
+  run.test_loader = data::loader_options(c.data, data::Split::kTest, evaluation_batch(c, 1), c.seed);
+  run.test_loader.decode_threads = decode_threads(c.data);
+  run.evaluation = plan_evaluation(c.train, run.trained.target_kind == data::TargetKind::kClasses);
+  if (!request.run_views && purpose != Purpose::kExport) run.evaluation.tta = config::TtaConfig{};
+}
+
 // The devices, then everything after them; `run` holds the config.
 Reached resolve(RunPlan& run, const RunRequest& request, Problems& problems) {
   // Collecting, the CPU stands in should `device:` or `gpus:` be refused.
@@ -272,9 +331,27 @@ Reached resolve(RunPlan& run, const RunRequest& request, Problems& problems) {
 
 }  // namespace
 
+bool uses_saved_model(Purpose purpose) {
+  switch (purpose) {
+    case Purpose::kTrain:
+    case Purpose::kBench:
+      return false;
+    case Purpose::kEvaluate:
+    case Purpose::kPredict:
+    case Purpose::kExport:
+    case Purpose::kDescribe:
+      return true;
+  }
+  return false;
+}
+
 RunPlan resolve_run(config::LoadedConfig loaded, const RunRequest& request) {
   RunPlan run;
   run.loaded = std::move(loaded);
+  if (uses_saved_model(request.purpose)) {
+    resolve_saved_model(run, request);
+    return run;
+  }
   Problems strict(nullptr, run.loaded.sources);
   resolve(run, request, strict);
   return run;

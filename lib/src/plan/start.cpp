@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+
+#include "gputrain/checkpoint/format.h"
 #include "gputrain/common/error.h"
 #include "gputrain/config/config_errors.h"
 #include "gputrain/config/load.h"
@@ -29,6 +32,19 @@ checkpoint::Resumption resumed_or_file(const StartRequest& request, std::vector<
   return checkpoint::resolve_resume(request.resume, from_file, request.overrides);
 }
 
+// Saved weights' config: --config (with --set), or the one a checkpoint file holds.
+checkpoint::Resumption weights_config(const StartRequest& request, std::vector<ConfigError>* problems) {
+  if (!request.config_file.empty()) return {file_config(request, problems), std::nullopt};
+  // (A missing or foreign file is left to the checkpoint reader, which says what it is.)
+  if (std::filesystem::is_regular_file(request.weights) && checkpoint::is_weights_archive(request.weights)) {
+    throw UserError(
+        fmt::format("{} holds weights only, not the config they were trained with: give --config (the "
+                    "run's config.yaml), or use a checkpoint file, which holds its config",
+                    request.weights));
+  }
+  return {checkpoint::resolve_resume(request.weights, std::nullopt, request.overrides).config, std::nullopt};
+}
+
 // train without --resume: as train.resume says, given the launcher's restarts.
 checkpoint::Resumption training_start(const StartRequest& request, std::vector<ConfigError>* problems) {
   if (!request.resume.empty() || request.config_file.empty()) return resumed_or_file(request, problems);
@@ -51,6 +67,8 @@ RunRequest run_request(const StartRequest& request, const std::optional<checkpoi
   out.nproc = request.nproc;
   out.meminfo = request.meminfo;
   out.kernel_cache_env = request.kernel_cache_env;
+  out.weights = request.weights;
+  out.run_views = request.run_views;
   out.resolved_batch = request.launcher_batch;
   out.resolved_by = "the launcher";
   if (checkpoint && checkpoint->state().batch) {
@@ -65,14 +83,27 @@ RunRequest run_request(const StartRequest& request, const std::optional<checkpoi
 }  // namespace
 
 checkpoint::Resumption starting_point(const StartRequest& request, std::vector<ConfigError>* problems) {
-  if (request.purpose == Purpose::kTrain) return training_start(request, problems);
+  switch (request.purpose) {
+    case Purpose::kTrain:
+      return training_start(request, problems);
+    case Purpose::kEvaluate:
+    case Purpose::kPredict:
+    case Purpose::kExport:
+      return weights_config(request, problems);
+    case Purpose::kBench:
+    case Purpose::kDescribe:
+      break;
+  }
   return resumed_or_file(request, problems);
 }
 
 Start start_run(const StartRequest& request) {
   checkpoint::Resumption from = starting_point(request);
   Start start;
-  start.inventory = device::probe_devices(request.cuda_visible_devices);
+  // export and describe build the network on the CPU: no device is asked for.
+  if (request.purpose != Purpose::kExport && request.purpose != Purpose::kDescribe) {
+    start.inventory = device::probe_devices(request.cuda_visible_devices);
+  }
   const RunRequest run_req = run_request(request, from.checkpoint, start.inventory);
   start.checkpoint = std::move(from.checkpoint);
   start.run = resolve_run(std::move(from.config), run_req);

@@ -26,15 +26,15 @@ std::string field(const std::string& text) {
 }
 }  // namespace
 
-torch::Tensor predict_outputs(const plan::SavedWeightsPlan& plan, const std::string& weights_path,
+torch::Tensor predict_outputs(const plan::RunPlan& plan, const std::string& weights_path,
                               const data::PredictionInputs& inputs) {
   auto [strategy, model] =
       load_saved_model(plan.loaded.config.model, plan.trained, plan.devices, weights_path, "predicting");
   model->eval();
   torch::NoGradGuard no_grad;
-  const TestTimeAugmentation tta = test_time_augmentation(plan.tta);
+  const TestTimeAugmentation tta = test_time_augmentation(plan.evaluation.tta);
   if (plan.trained.images) spdlog::info("test-time views: {}", describe_views(tta));
-  data::HostLoader batches(inputs.dataset, plan.batches);
+  data::HostLoader batches(inputs.dataset, plan.test_loader);
   batches.start_epoch(0);
   std::vector<torch::Tensor> outputs;
   while (auto batch = batches.next()) {
@@ -43,7 +43,7 @@ torch::Tensor predict_outputs(const plan::SavedWeightsPlan& plan, const std::str
   return torch::cat(outputs);
 }
 
-void predict(const plan::SavedWeightsPlan& plan, const std::string& weights_path, const std::string& input_path,
+void predict(const plan::RunPlan& plan, const std::string& weights_path, const std::string& input_path,
              std::ostream& out) {
   const config::ExperimentConfig& c = plan.loaded.config;
   const data::DatasetInfo& info = plan.trained;
