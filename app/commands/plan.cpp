@@ -12,7 +12,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
       app.add_subcommand("plan",
                          "say everything train would decide (devices, strategy, batches, fast paths, memory) and every "
                          "problem that would stop it, without training; exit 2 when there is any");
-  add_config_options(plan, args.config, args.overrides);
+  add_config_options(plan, args.config, args.overrides, /*required=*/false);  // --resume FILE holds one
   plan->add_option("--nproc", args.nproc, "plan the N local workers train --nproc N would start")
       ->check(whole_number(1, 1024));
   plan->add_option("--resume", args.resume,
@@ -37,7 +37,7 @@ int run_plan(const PlanArgs& args) {
   request.restarts = restarts(args.env, request.launch);
   request.cuda_visible_devices = args.env.cuda_visible_devices;
   request.launcher_batch = launcher_batch(args.env);
-  const report::DryRun dry = report::dry_run(request);
+  const report::DryRun dry = report::dry_run(plan::collect_start(request));
   if (args.json) {
     nlohmann::ordered_json out = dry.report;
     out["problems"] = dry.problems;

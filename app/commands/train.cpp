@@ -51,12 +51,6 @@ std::vector<std::string> worker_arguments(const TrainArgs& args) {
 // `train --nproc N` (or strategy: auto on several GPUs): the config was
 // checked once, in `run`'s resolution; runs the workers.
 int launch_workers(const TrainArgs& args, const parallel::LaunchInfo& launch, plan::RunPlan run) {
-  if (launch.world_size > 1) {
-    throw UserError(
-        fmt::format("--nproc starts workers of its own, but this process is already rank {} of {} "
-                    "(launched by torchrun or srun); leave --nproc out",
-                    launch.rank, launch.world_size));
-  }
   parallel::LauncherOptions options;
   options.nproc = run.processes.workers;
   options.executable = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -142,7 +136,6 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
   dir.paths = report::run_paths(run_dir.dir);
   if (plan.primary) {
     dir.lock.emplace(dir.paths.dir);  // one process per run directory
-    if (!resumed) checkpoint::check_checkpoint_dir(config::checkpoint_directory(loaded.config));
     dir.paths = report::prepare_run_dir(run_dir);
     add_log_file(dir.paths.log.string());
   } else {

@@ -47,7 +47,7 @@ class DryRunTest : public ::testing::Test {
               std::optional<int64_t> nproc = std::nullopt) {
     plan::StartRequest asked = request(yaml, std::move(overrides));
     asked.nproc = nproc;
-    return dry_run(asked);
+    return dry_run(plan::collect_start(asked));
   }
 
   TempDir dir_{"plan"};
@@ -235,7 +235,7 @@ TEST_F(DryRunTest, ResumingPlansWhatTrainResumeWouldRun) {
   write_text(dir_ / "runs" / "mlp" / "model.pt", "weights");
   plan::StartRequest asked = request(kMlp);
   asked.resume = "auto";
-  const DryRun fresh = dry_run(asked);
+  const DryRun fresh = dry_run(plan::collect_start(asked));
   ASSERT_EQ(fresh.problems.size(), 1u) << format_dry_run(fresh);
   EXPECT_NE(fresh.problems[0].find("holds a finished run"), std::string::npos) << fresh.problems[0];
 
@@ -258,12 +258,12 @@ TEST_F(DryRunTest, ResumingPlansWhatTrainResumeWouldRun) {
   resumed_sets.push_back("train.epochs=2");
   asked = request(kMlp, resumed_sets);
   asked.resume = "auto";
-  const DryRun resumed = dry_run(asked);
+  const DryRun resumed = dry_run(plan::collect_start(asked));
   ASSERT_TRUE(resumed.problems.empty()) << format_dry_run(resumed);
   EXPECT_EQ(resumed.report["batch"]["per_optimizer_step"], 96);
   EXPECT_EQ(resumed.report["batch"]["micro_batch"], 24) << "the checkpoint's batch, as train --resume runs it";
   asked.resume.clear();
-  const DryRun afresh = dry_run(asked);
+  const DryRun afresh = dry_run(plan::collect_start(asked));
   ASSERT_TRUE(afresh.problems.empty()) << format_dry_run(afresh);
   EXPECT_NE(afresh.report["batch"]["micro_batch"], 24) << "measured afresh";
 }
@@ -277,7 +277,7 @@ TEST_F(DryRunTest, ConfigProblemsComeFirstAndTheRestIsStillChecked) {
   asked.config_file = (std::filesystem::path(testing::kSourceDir) / "configs" / "cifar10.yaml").string();
   asked.overrides = {"device=cuda", "train.accumulation_steps=3", "data.root=/nonexistent",
                      "output.dir=" + (dir_ / "runs").string()};
-  const DryRun p = dry_run(asked);
+  const DryRun p = dry_run(plan::collect_start(asked));
   ASSERT_EQ(p.problems.size(), 3u) << format_dry_run(p);
   EXPECT_NE(p.problems[0].find("cifar10.yaml:12:15: data.batch_size: 128 is not divisible by "
                                "train.accumulation_steps (3)"),
@@ -326,7 +326,7 @@ TEST_F(DryRunTest, AnAutoBatchShowsTheChoiceTrainWouldMake) {
 TEST_F(DryRunTest, MemoryBeyondWhatIsFreeIsAProblem) {
   plan::StartRequest asked = request(kMlp);
   asked.meminfo = write_text(dir_ / "meminfo", "MemTotal: 4 kB\nMemAvailable: 1 kB\n").string();
-  const DryRun p = dry_run(asked);
+  const DryRun p = dry_run(plan::collect_start(asked));
   ASSERT_EQ(p.problems.size(), 1u);
   EXPECT_NE(p.problems[0].find("memory: one step needs about"), std::string::npos) << p.problems[0];
   EXPECT_NE(p.problems[0].find("on cpu"), std::string::npos);

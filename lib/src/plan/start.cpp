@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "gputrain/checkpoint/format.h"
@@ -77,10 +78,35 @@ RunRequest run_request(const StartRequest& request, const std::optional<checkpoi
     out.resolved_by = "the checkpoint";
     out.resumed_mid_epoch = resumed.position.batch > 0;
   }
+  out.resuming = checkpoint.has_value();
   return out;
 }
 
 }  // namespace
+
+void check_resumable(const checkpoint::Checkpoint& checkpoint, const RunPlan& run) {
+  const checkpoint::Position& at = checkpoint.state().position;
+  // The reader refuses negative counts; what is left to check needs the config.
+  const int64_t epochs = run.loaded.config.train.epochs;
+  if (at.epoch > epochs || (at.epoch == epochs && at.batch > 0)) {
+    throw CheckpointError(
+        fmt::format("{}: its position (epoch {}, micro-batch {}, step {}) lies beyond train.epochs "
+                    "({}); raise train.epochs with --set train.epochs=N to train on from it",
+                    checkpoint.name(), at.epoch, at.batch, at.step, epochs));
+  }
+  if (at.step < at.epoch) {  // every epoch takes one optimizer step at least
+    throw CheckpointError(
+        fmt::format("{}: its position (epoch {}, step {}) is impossible: fewer steps than epochs "
+                    "done. The file was not written by gputrain's training",
+                    checkpoint.name(), at.epoch, at.step));
+  }
+  if (!run.train_set) return;  // a launcher that reads no data: its workers check
+  const int64_t micro_batches = data::batch_count(run.train_loader, run.train_set->info().samples);
+  if (at.batch > micro_batches) {
+    throw CheckpointError(fmt::format("{}: stopped {} micro-batches into an epoch, but an epoch has {} here",
+                                      checkpoint.name(), at.batch, micro_batches));
+  }
+}
 
 checkpoint::Resumption starting_point(const StartRequest& request, std::vector<ConfigError>* problems) {
   switch (request.purpose) {
@@ -107,6 +133,7 @@ Start start_run(const StartRequest& request) {
   const RunRequest run_req = run_request(request, from.checkpoint, start.inventory);
   start.checkpoint = std::move(from.checkpoint);
   start.run = resolve_run(std::move(from.config), run_req);
+  if (start.checkpoint) check_resumable(*start.checkpoint, start.run);
   return start;
 }
 
@@ -122,11 +149,18 @@ CollectedStart collect_start(const StartRequest& request) {
   problems.insert(problems.begin(), listed.begin(), listed.end());
   if (!read) return start;
   start.configured = true;
-  start.resuming = from->checkpoint.has_value();
+  start.config_from = request.config_file.empty() ? from->checkpoint->name() : request.config_file;
   start.inventory = device::probe_devices(request.cuda_visible_devices);
   const RunRequest run_req = run_request(request, from->checkpoint, start.inventory);
   CollectedRun run = collect_run(std::move(from->config), run_req);
-  problems.insert(problems.end(), run.problems.begin(), run.problems.end());
+  // A key the config's rules refused can be refused again by a part resolved
+  // with the config's fallback (train.amp: fp16 on device: auto's CPU): said once.
+  for (std::string& problem : run.problems) {
+    if (std::find(listed.begin(), listed.end(), problem) == listed.end()) problems.push_back(std::move(problem));
+  }
+  if (from->checkpoint && run.reached >= Reached::kBatch) {
+    config::collect_refusal(problems, [&] { check_resumable(*from->checkpoint, run.plan); });
+  }
   run.problems = std::move(problems);
   start.run = std::move(run);
   return start;

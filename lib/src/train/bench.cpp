@@ -127,9 +127,6 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   torch::manual_seed(c.seed);
   const std::shared_ptr<const data::Dataset>& dataset = plan.train_set;
   const data::DatasetInfo& info = dataset->info();
-  if (info.target_kind == data::TargetKind::kNone) {
-    throw UserError(fmt::format("data set '{}' has no labels, so there is no train step to time", info.name));
-  }
   const optim::LossSpec& loss = plan.loss;
   // A forward pass takes one micro-batch, as in training.
   const auto source =

@@ -24,14 +24,13 @@ namespace gputrain::train {
 
 namespace {
 
-// model.sync_batchnorm: under ddp the batchnorm layers sum their batch statistics across the ranks.
+// model.sync_batchnorm: under ddp the batchnorm layers sum their batch
+// statistics across the ranks (the plan refused it under dp).
 void share_batch_statistics(const config::LoadedConfig& loaded, RunParts& run) {
   if (!loaded.config.model.sync_batchnorm) return;
   switch (run.strategy_plan.kind) {
     case parallel::StrategyKind::kDataParallel:
-      throw ConfigError(loaded.sources.at("model.sync_batchnorm"), "model.sync_batchnorm",
-                        "works under ddp, not dp (whose replicas each see their part of a batch): launch ranks "
-                        "with --nproc N, or leave it off");
+      GPUTRAIN_CHECK(false, "model.sync_batchnorm under dp reached the builder");
     case parallel::StrategyKind::kSingle:
       spdlog::info("model.sync_batchnorm: one process, whose batches are whole: nothing to share");
       return;

@@ -26,6 +26,8 @@
 #include "gputrain/plan/evaluation_plan.h"
 #include "gputrain/plan/fast_paths.h"
 #include "gputrain/plan/model_init.h"
+#include "gputrain/plan/outputs.h"
+#include "gputrain/plan/step_memory.h"
 
 namespace gputrain::plan {
 
@@ -56,6 +58,7 @@ struct RunRequest {
   // the one `train --nproc`'s launcher measured for its workers.
   std::optional<checkpoint::ResolvedBatch> resolved_batch;
   std::string resolved_by;         // who resolved it, for the log: "the checkpoint", "the launcher"
+  bool resuming = false;           // a checkpoint is continued: its run directory holds the run
   bool resumed_mid_epoch = false;  // the checkpoint stopped inside an epoch: the batch may not change
   // Where LibTorch and CUDA keep the kernels they compile: on CUDA the run
   // logs it (train, bench). Absent (gputrain plan, tests): nothing is said.
@@ -115,6 +118,8 @@ struct RunPlan {
   StepPlan step;
   config::OptimConfig optim;  // optim with fused and foreach as the fast paths decided
   EvaluationPlan evaluation;
+  // train: where the run writes, checked by rank 0 before anything is built (plan/outputs.h).
+  OutputPlan outputs;
 };
 
 // The config as config.yaml records it: as written, but with data.batch_size:
@@ -156,6 +161,10 @@ struct CollectedRun {
   RunPlan plan;  // resolved up to `reached`, defaults after it
   Reached reached = Reached::kDevices;
   std::vector<std::string> problems;
+  // What `gputrain plan` measures beyond train's resolution: one step's memory
+  // on each device (when complete), and the training data's bytes on disk (0: generated).
+  std::optional<MemoryPlan> memory;
+  int64_t data_bytes_on_disk = 0;
 };
 CollectedRun collect_run(config::LoadedConfig loaded, const RunRequest& request);
 

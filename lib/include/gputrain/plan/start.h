@@ -46,6 +46,11 @@ struct StartRequest {
 // own problems are listed there and it falls back (config::load_config).
 checkpoint::Resumption starting_point(const StartRequest& request, std::vector<ConfigError>* problems = nullptr);
 
+// Whether `run` can continue from `checkpoint`'s position: within
+// train.epochs, with a step per epoch done, inside an epoch of the run's
+// micro-batches. CheckpointError naming the file otherwise.
+void check_resumable(const checkpoint::Checkpoint& checkpoint, const RunPlan& run);
+
 // A command's start: its run resolved strictly (the first problem throws).
 struct Start {
   std::optional<checkpoint::Checkpoint> checkpoint;  // the one a training run continues
@@ -58,7 +63,7 @@ Start start_run(const StartRequest& request);
 // (config problems first, then each part's at its place) instead of the first.
 struct CollectedStart {
   bool configured = false;  // a config was read (from the file, or the checkpoint's); else `run` is empty
-  bool resuming = false;    // a checkpoint is continued: its run directory is expected to hold the run
+  std::string config_from;  // the file it was read from: --config, or the checkpoint
   device::DeviceInventory inventory;
   CollectedRun run;
 };

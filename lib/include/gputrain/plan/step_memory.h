@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gputrain/config/config.h"
 #include "gputrain/data/batch_loader.h"
@@ -22,6 +23,20 @@ struct StepMemory {
   int64_t activations = 0;      // what the forward pass keeps for backward
   std::string measured_by;      // how `activations` was measured, for the report
   int64_t total() const { return parameters + gradients + optimizer_state + activations; }
+};
+
+// One training step's memory on each device the strategy uses, against what
+// each has free (`gputrain plan`).
+struct DeviceMemory {
+  std::string device;  // "cuda:0", "cpu"
+  int64_t needed = 0;  // bytes one step holds there, dp's replicas on the device together
+  int64_t replicas = 0;
+  int64_t free = -1;  // bytes free when the plan was made; -1: unknown
+};
+struct MemoryPlan {
+  StepMemory step;
+  int64_t measured_rows = 0;  // the largest share of a micro-batch any device gets
+  std::vector<DeviceMemory> devices;
 };
 
 // Runs one forward pass (under `amp`), backward and optimizer step of `model`

@@ -21,14 +21,12 @@ struct DryRun {
   std::vector<std::string> problems;
 };
 
-// Resolves the run as train would (plan::collect_start: the config, or the
+// The run as plan::collect_start resolved it for train (the config, or the
 // checkpoint's under --resume, the devices, processes, strategy of each rank
-// under --nproc, data sets, batches), then reports it with what train meets
-// next: the model, its fast paths, one measured forward/backward/optimizer
-// step for the memory estimate, and the checkpoint and run directories.
-// Touches no file. A problem in one part does not stop the others that do not
-// depend on it.
-DryRun dry_run(const plan::StartRequest& request);
+// under --nproc, data sets, batches, the model, its fast paths, one measured
+// step's memory, the run and checkpoint directories) and every problem it
+// found, as a report; it decides nothing itself.
+DryRun dry_run(const plan::CollectedStart& start);
 
 // The report as aligned text, problems last.
 std::string format_dry_run(const DryRun& dry);
