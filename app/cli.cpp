@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "build_commit.h"
 #include "commands.h"
 #include "gputrain/common/error.h"
 #include "gputrain/device/versions.h"
@@ -130,7 +131,8 @@ void gputrain::app::add_config_options(CLI::App* command, std::string& config, s
 int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_write_hooks) {
   CheckedStandardOutput standard_output;
   CLI::App app{"gputrain: train neural networks on CPUs and GPUs from YAML experiment files"};
-  app.set_version_flag("-V,--version", gputrain::device::version_line(), "print gputrain, LibTorch and CUDA versions");
+  app.set_version_flag("-V,--version", fmt::format("{}\ncommit {}", gputrain::device::version_line(), build_commit()),
+                       "print gputrain's version and commit, and the LibTorch and CUDA versions");
   app.require_subcommand(1);
   app.fallthrough();  // global options such as --log-level also work after the subcommand
   std::string log_level = default_log_level();
@@ -239,7 +241,13 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
       "--normalize-inputs,!--no-normalize-inputs", export_args.normalize_inputs,
       "onnx, pytorch: the model begins with the data set's normalisation (data.normalize) and takes images in [0, 1] "
       "(default); --no-normalize-inputs leaves it to the caller");
+  ConfigsArgs configs_args;
+  auto* configs = add_configs_command(app, configs_args);
   DatasetsArgs datasets_args;
+  datasets_args.mirror = value_of("GPUTRAIN_DATASETS_MIRROR");
+  datasets_args.catalog = value_of("GPUTRAIN_DATASETS_CATALOG");
+  datasets_args.ca_bundle = value_of("CURL_CA_BUNDLE");
+  if (!datasets_args.ca_bundle) datasets_args.ca_bundle = value_of("SSL_CERT_FILE");
   auto* datasets = add_datasets_command(app, datasets_args);
   BenchArgs bench_args;
   bench_args.env = env;
@@ -258,7 +266,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
     const std::string word = first_word(argc, argv);
     std::vector<std::string> names;
     for (const CLI::App* command :
-         {config, model, plan, info, train, test, predict, export_command, datasets, report, bench, sweep}) {
+         {config, configs, model, plan, info, train, test, predict, export_command, datasets, report, bench, sweep}) {
       names.push_back(command->get_name());
     }
     std::sort(names.begin(), names.end());
@@ -295,6 +303,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
     if (model->parsed()) return run_model(model_args);
     if (plan->parsed()) return run_plan(plan_args);
     if (info->parsed()) return run_info(info_args);
+    if (configs->parsed()) return run_configs(configs_args);
     if (datasets->parsed()) return run_datasets(datasets_args);
     if (report->parsed()) return run_report(report_args);
     if (bench->parsed()) return run_bench(bench_args);

@@ -106,10 +106,25 @@ struct InfoArgs {
 };
 int run_info(const InfoArgs& args);
 
-// `datasets make-cifar` and `datasets make-idx`: write small learnable stand-ins;
-// `datasets export`: write the data set an experiment file names as .npy files.
+// `configs [NAME]`: the shipped experiment files, listed, or one printed.
+struct ConfigsArgs {
+  std::string name;  // empty: list them
+};
+CLI::App* add_configs_command(CLI::App& app, ConfigsArgs& args);
+int run_configs(const ConfigsArgs& args);
+
+// `datasets download`: fetch a public data set; `datasets make-cifar` and
+// `datasets make-idx`: write small learnable stand-ins; `datasets export`:
+// write the data set an experiment file names as .npy files.
 struct DatasetsArgs {
-  std::string format;  // "cifar", "idx" or "export": which subcommand ran
+  std::string format;   // "download", "cifar", "idx" or "export": which subcommand ran
+  std::string dataset;  // download: fashion_mnist, mnist or cifar10
+  std::string root;     // download: empty: the set's default folder
+  // download: GPUTRAIN_DATASETS_MIRROR (a mirror's base URL), GPUTRAIN_DATASETS_CATALOG
+  // (a file of URLs and checksums), CURL_CA_BUNDLE or else SSL_CERT_FILE (CA certificates)
+  std::optional<std::string> mirror;
+  std::optional<std::string> catalog;
+  std::optional<std::string> ca_bundle;
   std::string out;
   std::string config;  // export only
   std::vector<std::string> overrides;

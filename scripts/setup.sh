@@ -5,7 +5,8 @@
 # format check), no chromium or tensorboard (the tests' readers).
 #   Debian packages: compilers (clang and its sanitizer and libFuzzer runtimes for the
 #                    asan preset), ccache, clang-format (scripts/format.sh), CMake, Ninja, the C++ libraries
-#                    (libonnx-dev and libprotobuf-dev for `export --format onnx`), the real Fashion-MNIST
+#                    (libonnx-dev and libprotobuf-dev for `export --format onnx`, libcurl4-openssl-dev for
+#                    `datasets download`), the real Fashion-MNIST
 #   LibTorch: the PyPI wheel torch==2.11.0 (built for CUDA 13.0) in $GPUTRAIN_VENV,
 #             unless Torch_DIR points at an official LibTorch; with it nvidia-nvjpeg
 #             (data.decode: gpu's nvJPEG, whose header the CUDA build needs).
@@ -22,7 +23,7 @@ for_tests=1
 [ "${1:-}" = run ] && for_tests=0
 packages=(cmake ninja-build ccache g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev zlib1g-dev
           libminizip-dev libpng-dev libjpeg62-turbo-dev nlohmann-json3-dev libgloo-dev libtcmalloc-minimal4 dataset-fashion-mnist
-          libonnx-dev libprotobuf-dev)
+          libonnx-dev libprotobuf-dev libcurl4-openssl-dev)
 [ "$for_tests" = 1 ] && packages+=(clang clang-format libclang-rt-14-dev llvm chromium)
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3 python3-venv)
 

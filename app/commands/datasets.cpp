@@ -1,17 +1,53 @@
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "gputrain/common/strings.h"
 #include "gputrain/config/load.h"
+#include "gputrain/data/download.h"
 #include "gputrain/data/export.h"
 #include "gputrain/data/generate.h"
 
 namespace gputrain::app {
 
+namespace {
+
+int run_download(const DatasetsArgs& args) {
+  std::vector<data::RemoteSet> sets = data::dataset_catalog();
+  if (args.mirror && !args.mirror->empty()) sets = data::with_mirror(std::move(sets), *args.mirror);
+  if (args.catalog && !args.catalog->empty()) sets = data::with_catalog_file(std::move(sets), *args.catalog);
+  const data::RemoteSet& set = data::find_remote_set(sets, args.dataset);
+  data::DownloadOptions options;
+  options.root = args.root.empty() ? set.default_root : std::filesystem::path(args.root);
+  options.progress = ::isatty(STDERR_FILENO) == 1;
+  options.ca_bundle = args.ca_bundle.value_or("");
+  const data::DownloadSummary summary = data::download_dataset(set, options);
+  spdlog::info(
+      "{} is in {} ({} fetched, {}; {} already there). A config reads it with data.dataset: {} and "
+      "data.root: {} (a relative path is relative to the folder gputrain runs in)",
+      set.name, options.root.string(), count_of(summary.fetched, "file"), bytes_text(summary.bytes),
+      summary.already_there, set.name, options.root.string());
+  return 0;
+}
+
+}  // namespace
+
 CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args) {
-  auto* datasets = app.add_subcommand("datasets", "write small learnable stand-ins for the file-based data sets");
+  auto* datasets = app.add_subcommand(
+      "datasets", "download the public data sets the configs name, write small learnable stand-ins, or export one");
   datasets->require_subcommand(1);
+  auto* download = datasets->add_subcommand(
+      "download",
+      "fetch fashion_mnist, mnist or cifar10 from its official URL (GPUTRAIN_DATASETS_MIRROR=URL: from a mirror, "
+      "as URL/<set>/<file>), check each file's SHA-256 and write it into --root; an interrupted download continues "
+      "where it stopped");
+  download->add_option("name", args.dataset, "fashion_mnist, mnist or cifar10")->required();
+  download->add_option("--root", args.root,
+                       "the folder to write (a config's data.root); default: datasets/fashion-mnist, datasets/mnist "
+                       "or datasets/cifar-10-batches-bin");
+  download->callback([&args] { args.format = "download"; });
   auto* cifar = datasets->add_subcommand(
       "make-cifar", "write CIFAR-10 binary files (data_batch_1..5.bin, test_batch.bin); see datasets/README.md");
   auto* idx = datasets->add_subcommand(
@@ -42,6 +78,7 @@ CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args) {
 }
 
 int run_datasets(const DatasetsArgs& args) {
+  if (args.format == "download") return run_download(args);
   if (args.format == "export") {
     const config::ExperimentConfig c = config::load_config(args.config, args.overrides).config;
     config::DataConfig source = c.data;

@@ -1,8 +1,11 @@
 """Loads weights written by `gputrain export` with nothing but torch, rebuilds the
 MLP they belong to, and prints how many images of an IDX test set it classifies
-right. With MODEL_PT, does the same again with the weights of a run's model.pt,
-read by torch.jit.load. Usage: export_check.py WEIGHTS DATA_DIR [MODEL_PT]
-(DATA_DIR: raw t10k-*-ubyte files)."""
+right, and how many of them are ties: images whose two largest logits are
+within 2e-4 of the largest logit's magnitude (of 1 below it), twice what
+another process's rounding may move each logit (tests/support/tolerance.h),
+so gputrain may have classified them otherwise. With MODEL_PT, does the same
+again with the weights of a run's model.pt, read by torch.jit.load.
+Usage: export_check.py WEIGHTS DATA_DIR [MODEL_PT] (DATA_DIR: raw t10k-*-ubyte files)."""
 import struct
 import sys
 from collections import OrderedDict
@@ -42,7 +45,10 @@ def main():
         states.append(torch.jit.load(sys.argv[3]).state_dict())
     for state in states:
         with torch.no_grad():
-            print((mlp(state)(images.unsqueeze(1)).argmax(1) == labels).sum().item())
+            logits = mlp(state)(images.unsqueeze(1))
+        top = logits.topk(2).values
+        ties = top[:, 0] - top[:, 1] <= 2e-4 * max(1.0, logits.abs().max().item())
+        print((logits.argmax(1) == labels).sum().item(), ties.sum().item())
 
 
 if __name__ == "__main__":

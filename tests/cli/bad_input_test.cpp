@@ -238,7 +238,8 @@ TEST(CliBadData, ACorruptJpegExitsTwoUnlessSkippedThenTheResultLineCountsIt) {
 
 // A batchnorm layer cannot train on a batch of 1: 9 samples in batches of 4
 // leave one. Once LibTorch's bare "Expected more than 1 value per channel"
-// with exit 1; now exit 2, naming the batch and data.drop_last.
+// with exit 1; now exit 2 before training starts, at data.batch_size, naming
+// the layer and data.drop_last.
 TEST(CliBadData, ABatchnormBatchOfOneNamesDropLast) {
   TempDir dir;
   const fs::path root = dir / "nine";
@@ -253,11 +254,12 @@ TEST(CliBadData, ABatchnormBatchOfOneNamesDropLast) {
       "model.name=layers", "model.layers=[{type: linear, out_features: 8}, batchnorm, relu, linear]"};
   const auto r = run_gputrain(train_args(dir / "runs", sets));
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("epoch 1, step 3: a batchnorm layer got a batch of 1 sample while training"), std::string::npos)
-      << r.err;
-  EXPECT_NE(r.err.find("9 training samples in batches of 4 leave a last batch of 1). Set data.drop_last: true"),
+  EXPECT_NE(r.err.find("data.batch_size: 9 training samples in batches of 4 leave a last batch of 1 sample, but "
+                       "batchnorm layer 'bn1'"),
             std::string::npos)
       << r.err;
+  EXPECT_NE(r.err.find("set data.drop_last: true"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Epoch 1/"), std::string::npos) << "refused before training: " << r.err;
   sets.push_back("data.drop_last=true");
   const auto dropped = run_gputrain(train_args(dir / "runs", sets));
   EXPECT_EQ(dropped.exit_code, 0) << dropped.err;

@@ -91,7 +91,8 @@ TEST_F(TrainProcess, TrainsTestsAndWritesTheRunDirectory) {
   ASSERT_EQ(lines.size(), 2u * (3 + 2));  // per epoch: steps 4, 8, 12 (or 16, 20, 24), then train and test
   EXPECT_EQ(lines.back()["split"], "test");
 
-  // The saved weights reproduce the last test line exactly.
+  // The saved weights reproduce the last test line exactly: the same binary in the same environment (this
+  // test's: thread count, instruction set) runs the same kernels in the same order, to the bit.
   const auto tested =
       run_gputrain({"test", "--config", (run / "config.yaml").string(), "--checkpoint", (run / "model.pt").string()});
   ASSERT_EQ(tested.exit_code, 0) << tested.err;
@@ -122,6 +123,8 @@ TEST_F(TrainProcess, TrainsTestsAndWritesTheRunDirectory) {
   EXPECT_NE(testing::read_text(run / "report.html").find("Test split by class (epoch 2)"), std::string::npos);
 }
 
+// To the bit: two runs of the same binary in the same environment (this test's) run the same kernels in the
+// same order, as a resumed run does; on another machine or thread count they would differ by rounding.
 TEST_F(TrainProcess, SameSeedSameMetrics) {
   ASSERT_EQ(train("a").exit_code, 0);
   ASSERT_EQ(train("b").exit_code, 0);

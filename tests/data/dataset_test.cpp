@@ -98,8 +98,9 @@ TEST_F(Cifar, DescribesASampleByFileAndRecord) {
 }
 
 TEST_F(Cifar, MissingDirectoryIsADataError) {
-  expect_data_error(data_config(config::DatasetName::kCifar10, dir_ / "nope"), Split::kTrain,
-                    {(dir_ / "nope").string(), "not a directory", "cifar-10-binary.tar.gz", "datasets/README.md"});
+  expect_data_error(
+      data_config(config::DatasetName::kCifar10, dir_ / "nope"), Split::kTrain,
+      {(dir_ / "nope").string(), "not a directory", "gputrain datasets download cifar10", "datasets/README.md"});
 }
 
 TEST_F(Cifar, MissingFilesAreListed) {

@@ -68,6 +68,7 @@ TEST(DatasetsExport, WritesTheSyntheticSetTheTrainerGenerates) {
   const Npy inputs = parse(read_bytes(dir / "out" / "test_inputs.npy"));
   const Npy targets = parse(read_bytes(dir / "out" / "test_targets.npy"));
   EXPECT_NE(inputs.header.find("'shape': (10, 5)"), std::string::npos) << inputs.header;
+  // The bytes: the child drew the same seed's numbers with the same kernels (this test's environment).
   EXPECT_EQ(inputs.payload, std::string(static_cast<const char*>(test->inputs().const_data_ptr()), 10 * 5 * 4));
   EXPECT_EQ(targets.payload, std::string(static_cast<const char*>(test->targets().const_data_ptr()), 10 * 8));
   EXPECT_TRUE(std::filesystem::exists(dir / "out" / "train_inputs.npy"));
@@ -153,7 +154,9 @@ TEST(DatasetsExport, NeverWritesASecondSetBesideAnotherKind) {
   EXPECT_FALSE(std::filesystem::exists(dir / "idx" / "train"));
 }
 
-// The exported arrays train as `dataset: npy` to the very run the generated set gives.
+// The exported arrays train as `dataset: npy` to the very run the generated set gives: to the bit, as both
+// runs are this binary in this test's environment (thread count, instruction set), the same kernels in the
+// same order.
 TEST(DatasetsExport, TheExportedSetTrainsAsNpyLikeTheGeneratedOne) {
   TempDir dir;
   const std::string config = std::string(testing::kSourceDir) + "/configs/seed_mlp.yaml";

@@ -63,6 +63,10 @@ GputrainProcess::GputrainProcess(const std::vector<std::string>& args, const std
   const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   dup2(out, STDOUT_FILENO);
   dup2(err, STDERR_FILENO);
+  // scripts/test.sh's crossproc step: every child runs oneDNN's kernels for
+  // another instruction set than the test's process, as another machine or
+  // thread count may pick other algorithms; what holds only to the bit fails.
+  if (const char* isa = std::getenv("GPUTRAIN_TEST_CHILD_ONEDNN_ISA")) setenv("ONEDNN_MAX_CPU_ISA", isa, 1);
   for (const auto& [key, value] : env) {
     if (value.empty()) {
       unsetenv(key.c_str());

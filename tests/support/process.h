@@ -51,7 +51,9 @@ ChildSetup without_root();
 // `program` (default kGputrainBinary) with `args`, started in `cwd` (default: the source tree)
 // with `env` added to (or, for an empty value, removed from) the environment;
 // stdout and stderr go to files that can be read while it runs. Killed, if
-// still running, when the object dies.
+// still running, when the object dies. With GPUTRAIN_TEST_CHILD_ONEDNN_ISA set
+// (scripts/test.sh, label crossproc), the child gets it as ONEDNN_MAX_CPU_ISA
+// unless `env` says otherwise.
 class GputrainProcess {
  public:
   explicit GputrainProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},

@@ -41,15 +41,6 @@ void write_all(int fd, std::string_view bytes, const WriteHooks& hooks, const fs
   }
 }
 
-void sync_directory(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    // The rename is done; only its durability across a power cut is in doubt.
-    spdlog::warn("{}: cannot fsync the directory ({})", dir.string(), std::strerror(errno));
-  }
-  if (fd >= 0) ::close(fd);
-}
-
 // Whether process `pid` runs on this machine (signal 0 checks without sending).
 bool running(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
@@ -80,6 +71,15 @@ void remove_stale_temporaries(const fs::path& dir, const fs::path& path) {
 }
 
 }  // namespace
+
+void sync_directory(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    // The rename is done; only its durability across a power cut is in doubt.
+    spdlog::warn("{}: cannot fsync the directory ({})", dir.string(), std::strerror(errno));
+  }
+  if (fd >= 0) ::close(fd);
+}
 
 ExitCode write_error_code(int error) {
   switch (error) {

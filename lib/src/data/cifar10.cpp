@@ -19,8 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kHint =
-    "Download the binary version (https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz), unpack it and set "
-    "data.root to its cifar-10-batches-bin directory, or write a small stand-in with "
+    "Run `gputrain datasets download cifar10` (into datasets/cifar-10-batches-bin, or --root DIR and set data.root "
+    "to DIR), or write a small stand-in with "
     "`gputrain datasets make-cifar --out DIR`; see datasets/README.md.";
 
 std::vector<std::string> split_files(Split split) {

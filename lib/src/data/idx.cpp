@@ -29,13 +29,13 @@ std::string hint(config::DatasetName dataset) {
   const std::string make =
       "or write a small stand-in with `gputrain datasets make-idx --out DIR`; see datasets/README.md.";
   if (dataset == config::DatasetName::kFashionMnist) {
-    return "Install Debian's dataset-fashion-mnist package (it puts the four .gz files in "
-           "/usr/share/datasets/fashion-mnist) or download them from https://github.com/zalandoresearch/fashion-mnist "
-           "and set data.root to their directory, " +
+    return "Run `gputrain datasets download fashion_mnist --root DIR` and set data.root to DIR, or install Debian's "
+           "dataset-fashion-mnist package (it puts the four .gz files in /usr/share/datasets/fashion-mnist), " +
            make;
   }
-  return "Put the four MNIST IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
-         "t10k-labels-idx1-ubyte, raw or .gz) in data.root, " +
+  return "Run `gputrain datasets download mnist` (into datasets/mnist), or put the four MNIST IDX files "
+         "(train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, raw or "
+         ".gz) in data.root, " +
          make;
 }
 

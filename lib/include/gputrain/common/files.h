@@ -45,6 +45,10 @@ using ByteSink = std::function<void(std::string_view piece)>;
 void write_atomically_in_pieces(const std::filesystem::path& path, const std::function<void(const ByteSink&)>& produce,
                                 const WriteHooks& hooks = {});
 
+// fsync(2)s a directory, so that a rename into it survives a power cut; a
+// failure is logged as a warning (the rename itself is done).
+void sync_directory(const std::filesystem::path& dir);
+
 // The exit code of a failed write with errno `error`: 2 (user input) where the
 // user fixes the cause (no space or quota left, a file size limit, a read-only
 // file system, no permission, a path that does not lead to a directory), else 1.

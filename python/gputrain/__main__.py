@@ -1,0 +1,4 @@
+"""python -m gputrain ... runs the gputrain program."""
+from gputrain import main
+
+main()
