@@ -180,5 +180,34 @@ TEST_F(PlanAndTrain, GiveTheSameRefusalOfACheckpoint) {
   EXPECT_EQ(error_line(resumed.err), listed) << resumed.err;
 }
 
+// Issue 56 #2, the issue's command as a user types it in a checkout: the
+// config's problem first, then the GPU and the data, which the config's
+// problem hid before; exit 2.
+TEST(PlanCommand, ListsTheConfigsProblemAndThenTheDevicesAndTheData) {
+  const TempDir dir("plan56");
+  // The checkout's configs/, and runs/ of this directory rather than the checkout's.
+  fs::create_directory_symlink(fs::path(testing::kSourceDir) / "configs", dir.path() / "configs");
+  const ProcessResult planned = run_gputrain({"plan", "--config", "configs/cifar10.yaml", "--set", "device=cuda",
+                                              "--set", "train.accumulation_steps=3", "--set", "data.root=/nonexistent"},
+                                             {}, dir.path().string());
+  const std::string out = planned.out;
+  if (out.find("- cuda:0") != std::string::npos) GTEST_SKIP() << "needs a machine without CUDA";
+  EXPECT_EQ(planned.exit_code, 2) << planned.err;
+  const std::size_t heading = out.find("3 problems that would stop train:");
+  ASSERT_NE(heading, std::string::npos) << out;
+  const std::size_t accumulation = out.find("configs/cifar10.yaml:", heading);  // at its line and column in the file
+  const std::size_t gpu = out.find("--set #1 (device=cuda): device: 'cuda' was requested but CUDA is not available");
+  const std::size_t data = out.find("data.root '/nonexistent' is not a directory");
+  ASSERT_NE(accumulation, std::string::npos) << out;
+  EXPECT_NE(out.find("data.batch_size: 128 is not divisible by train.accumulation_steps (3)", accumulation),
+            std::string::npos)
+      << out;
+  ASSERT_NE(gpu, std::string::npos) << out;
+  ASSERT_NE(data, std::string::npos) << out;
+  EXPECT_LT(accumulation, gpu) << "the config's problems come first";
+  EXPECT_LT(gpu, data);
+  EXPECT_FALSE(fs::exists(dir.path() / "runs")) << "plan creates nothing";
+}
+
 }  // namespace
 }  // namespace gputrain
