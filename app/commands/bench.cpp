@@ -66,6 +66,8 @@ int run_bench(const BenchArgs& args) {
                                    {"device", r.device},
                                    {"threads", r.threads},
                                    {"batch", r.batch},
+                                   {"accumulation", r.accumulation},
+                                   {"step", r.step},
                                    {"steps", r.steps},
                                    {"warmup", r.warmup},
                                    {"phases", phases},

@@ -194,6 +194,19 @@ TEST_F(FastPathRuns, BenchTimesEveryPhaseAndTheComputeBound) {
   EXPECT_FALSE(r.bound_graphed) << "no CUDA graph on the CPU";
 }
 
+// Issue 61 #2: bench times the run's own step, with what the run's step does
+// beyond the update (clipping here) and the run's micro-batches a step.
+TEST_F(FastPathRuns, BenchTimesTheTrainingStepWithItsClippingAndMicroBatches) {
+  const auto loaded = cifar({"data.device_cache=true", "train.grad_clip=1", "train.accumulation_steps=2"});
+  const BenchReport r = run_bench(on_visible_devices(loaded), {2, 1});
+  EXPECT_EQ(r.batch, 8) << "16 a step in 2 micro-batches";
+  EXPECT_EQ(r.accumulation, 2);
+  EXPECT_NE(r.step.find("gradients clipped to norm 1"), std::string::npos) << r.step;
+  EXPECT_NE(r.step.find("non-finite check"), std::string::npos) << r.step;
+  EXPECT_NE(format_bench(r).find("the training step, with gradients clipped to norm 1"), std::string::npos)
+      << format_bench(r);
+}
+
 // The loader alone: the planned batches, as many as asked, on either loader.
 TEST_F(FastPathRuns, LoaderBenchTimesThePlannedBatchesAlone) {
   const LoaderBenchReport host = run_loader_bench(on_visible_devices(cifar({"data.device_cache=false"})), {5, 2});

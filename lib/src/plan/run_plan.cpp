@@ -256,8 +256,8 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
                  count_of(sizes->accumulation, "accumulation step"), request.resolved_by);
   }
   if (!sizes && !problems.attempt([&] {
-        run.batch_choice =
-            solve_batch(run.loaded, run.train_set, run.strategy, run.step.amp, run.launch.world_size, request.meminfo);
+        run.batch_choice = solve_batch(run.loaded, run.model_init, run.train_set, run.strategy, run.step.amp,
+                                       run.launch.world_size, request.meminfo);
       })) {
     return Reached::kData;
   }
@@ -375,8 +375,8 @@ MemoryPlan plan_memory(const RunPlan& run, const std::string& meminfo) {
   device::with_resource_errors(fmt::format("measuring one step of the model ({}) on {}",
                                            config::word(run.loaded.config.model.name), device.str()),
                                "Make the model smaller, or lower data.batch_size", [&] {
-                                 StepProbe probe(run.loaded, run.train_set, run.strategy, run.step.amp, run.batch.micro,
-                                                 run.batch.accumulation);
+                                 StepProbe probe(run.loaded, run.model_init, run.train_set, run.strategy, run.step.amp,
+                                                 run.batch.micro, run.batch.accumulation);
                                  memory.step = probe.measure(memory.measured_rows);
                                });
   const StepMemory& step = memory.step;
