@@ -7,7 +7,7 @@
 #include "gputrain/common/files.h"
 #include "gputrain/common/output_file.h"
 #include "gputrain/plan/start.h"
-#include "gputrain/train/predict.h"
+#include "gputrain/predict/predict.h"
 
 namespace gputrain::app {
 
@@ -27,12 +27,12 @@ int run_predict(const PredictArgs& args) {
   const plan::RunPlan plan = plan::start_run(request).run;
   spdlog::info("device: {} ({})", plan.devices.primary().str(), plan.devices.reason);
   if (args.out.empty()) {
-    train::predict(plan, args.checkpoint, args.input, std::cout);
+    predict::write_predictions(plan, args.checkpoint, args.input, std::cout);
     return 0;
   }
   // Whole or not at all: an earlier predictions file survives a failure.
   std::ostringstream rows;
-  train::predict(plan, args.checkpoint, args.input, rows);
+  predict::write_predictions(plan, args.checkpoint, args.input, rows);
   write_atomically(args.out, rows.str());
   spdlog::info("predictions: {}", args.out);
   return 0;

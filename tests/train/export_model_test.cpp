@@ -26,8 +26,8 @@
 #include "gputrain/data/host_loader.h"
 #include "gputrain/data/prediction_inputs.h"
 #include "gputrain/models/factory.h"
+#include "gputrain/predict/predict.h"
 #include "gputrain/train/export_model.h"
-#include "gputrain/train/predict.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "support/tolerance.h"
@@ -38,6 +38,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using predict::predict_outputs;
 
 constexpr int64_t kTestImages = 40;
 constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "gputrain/bench/bench.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/config/load.h"
 #include "gputrain/data/generate.h"
@@ -20,7 +21,6 @@
 #include "gputrain/plan/fast_paths.h"
 #include "gputrain/plan/run_plan.h"
 #include "gputrain/step/backends.h"
-#include "gputrain/train/bench.h"
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -28,6 +28,11 @@
 namespace gputrain::train {
 namespace {
 
+using bench::BenchReport;
+using bench::format_bench;
+using bench::LoaderBenchReport;
+using bench::run_bench;
+using bench::run_loader_bench;
 using gputrain::testing::TempDir;
 using plan::FastPaths;
 using plan::kSmallModelMacs;

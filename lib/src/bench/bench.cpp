@@ -1,4 +1,4 @@
-#include "gputrain/train/bench.h"
+#include "gputrain/bench/bench.h"
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -20,7 +20,7 @@
 #include "gputrain/step/optimizer_step.h"
 #include "gputrain/train/builder.h"
 
-namespace gputrain::train {
+namespace gputrain::bench {
 
 namespace {
 
@@ -133,7 +133,7 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   const config::ExperimentConfig& c = plan.loaded.config;
   // The training run's own parts (strategy, loader, model, optimizer, scaler,
   // non-finite check, step), built as train builds them: the step timed is the step that trains.
-  RunParts run = build_run(plan);
+  train::RunParts run = train::build_run(plan);
   const torch::Device device = run.device;
   models::train_mode(*run.model, c.model.freeze_batchnorm);  // as each training epoch starts
   const step::AgreeFn agree = [&](const torch::Tensor& step_loss) { return run.strategy->agree({}, step_loss); };
@@ -151,7 +151,7 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   std::vector<PhaseTimer> timers{{"data"}, {"forward"}, {"backward"}, {"optimizer"}};
   std::array<double, 4> step_ms{};
   Clock::time_point mark;
-  step::StepParts parts = step_parts(run);
+  step::StepParts parts = train::step_parts(run);
   parts.phase_done = [&](step::StepPhase ended) {
     sync(device);
     const Clock::time_point now = Clock::now();
@@ -247,4 +247,4 @@ std::string format_bench(const BenchReport& r) {
   return text;
 }
 
-}  // namespace gputrain::train
+}  // namespace gputrain::bench

@@ -13,7 +13,7 @@
 
 #include "gputrain/plan/run_plan.h"
 
-namespace gputrain::train {
+namespace gputrain::bench {
 
 struct BenchOptions {
   int64_t steps = 100;  // timed steps
@@ -70,4 +70,4 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options);
 // The report as a table, one phase per line.
 std::string format_bench(const BenchReport& report);
 
-}  // namespace gputrain::train
+}  // namespace gputrain::bench

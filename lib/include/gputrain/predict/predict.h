@@ -6,7 +6,7 @@
 #include "gputrain/data/prediction_inputs.h"
 #include "gputrain/plan/run_plan.h"
 
-namespace gputrain::train {
+namespace gputrain::predict {
 
 // Writes one CSV row per sample of `input_path` (data::read_prediction_inputs)
 // after a header: `sample,prediction` (the class index), then `class_name`
@@ -16,8 +16,8 @@ namespace gputrain::train {
 // test split's loader: the same normalisation as training and testing; and
 // images are scored as `gputrain test` scores them, by the mean of the plan's
 // test-time views (train.tta, unless --tta off), which it logs.
-void predict(const plan::RunPlan& plan, const std::string& weights_path, const std::string& input_path,
-             std::ostream& out);
+void write_predictions(const plan::RunPlan& plan, const std::string& weights_path, const std::string& input_path,
+                       std::ostream& out);
 
 // What predict scores: the model's outputs for every sample of `inputs` (read
 // by data::read_prediction_inputs), logits or regression values, [samples,
@@ -25,4 +25,4 @@ void predict(const plan::RunPlan& plan, const std::string& weights_path, const s
 torch::Tensor predict_outputs(const plan::RunPlan& plan, const std::string& weights_path,
                               const data::PredictionInputs& inputs);
 
-}  // namespace gputrain::train
+}  // namespace gputrain::predict
