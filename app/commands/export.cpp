@@ -18,6 +18,7 @@ int export_model(const ExportArgs& args, checkpoint::ExportedWeights weights) {
   options.weights = weights;
   options.force = args.force;
   options.config_file = args.config;
+  options.write_hooks = args.write_hooks;
   options.inputs = args.normalize_inputs ? train::ModelInputs::kUnitImages : train::ModelInputs::kNormalized;
   plan::StartRequest request;
   request.purpose = plan::Purpose::kExport;

@@ -1,6 +1,7 @@
 #include "gputrain/plan/run_plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -18,6 +19,8 @@
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/models/freeze.h"
+#include "gputrain/models/whiten.h"
+#include "gputrain/optim/optimizer.h"
 #include "gputrain/parallel/launcher.h"
 #include "gputrain/parallel/split.h"
 #include "gputrain/plan/data_keys.h"
@@ -49,16 +52,53 @@ void check_same_batch_mid_epoch(const config::LoadedConfig& loaded, const checkp
 
 // The model, built once on the CPU for its facts and to match model.init_from
 // and model.freeze against its names; the run builds its own on its device.
+// The model sees one sample shape. With augment.random_resized_crop the
+// training images are sized apart from the test split's (data.resize and
+// data.center_crop size those), so the two can differ: the first test batch
+// then stopped the run inside LibTorch ("mat1 and mat2 shapes cannot be multiplied").
+void check_test_shape(const config::LoadedConfig& loaded, const data::DatasetInfo& train,
+                      const data::DatasetInfo& test) {
+  if (test.input_shape == train.input_shape) return;
+  const config::DataConfig& d = loaded.config.data;
+  if (d.center_crop.empty() && d.resize == 0) {
+    throw DataError(fmt::format("the test split {} {}", test.source, data::description_mismatch(train, test)));
+  }
+  const std::string key = d.center_crop.empty() ? "data.resize" : "data.center_crop";
+  throw ConfigError(
+      loaded.sources.at(key), key,
+      fmt::format("gives the test split {} images, but the training split's are {} (data.augment.random_resized_crop "
+                  "sizes them), and the model sees one shape: set data.center_crop: [{}, {}] so that the test images "
+                  "are cut to the training size, as torchvision's Resize then CenterCrop do",
+                  fmt::join(test.input_shape, "x"), fmt::join(train.input_shape, "x"), train.input_shape.at(1),
+                  train.input_shape.at(2)));
+}
+
+// optim.muon.lr trains the 4-D convolution weights that train: on a model with
+// none (an MLP, or every convolution frozen) it did nothing, and plan and the
+// run said "no problems".
+void check_muon_weights(const config::LoadedConfig& loaded, const torch::nn::Module& model) {
+  const config::OptimConfig& optim = loaded.config.optim;
+  if (optim.muon.lr <= 0) return;
+  const std::vector<optim::ParamGroup> groups = optim::param_groups(optim, model.named_parameters());
+  if (std::any_of(groups.begin(), groups.end(), [](const optim::ParamGroup& g) { return g.muon; })) return;
+  throw ConfigError(loaded.sources.at("optim.muon.lr"), "optim.muon.lr",
+                    "Muon trains 4-D convolution weights, and this model has none that train (no conv2d layer, or "
+                    "model.freeze holds them all), so it would do nothing: set optim.muon.lr: 0, or train a "
+                    "conv2d layer");
+}
+
 void plan_model(RunPlan& run) {
   const config::ExperimentConfig& c = run.loaded.config;
   const data::DatasetInfo& info = run.train_set->info();
   device::with_resource_errors(
       fmt::format("building the model ({}) on the CPU to trace it", config::word(c.model.name)), models::kSmallerModel,
       [&] {
+        models::check_whitening_data(c.model, info);
         torch::nn::Sequential model = models::build_model(c.model, info, torch::kCPU);
         run.model = model_facts(model, info.input_shape);
         run.model_init = resolve_model_init(run.loaded, *model);
         models::freeze(*model, c.model.freeze);  // a frozen batchnorm may stay in eval mode
+        check_muon_weights(run.loaded, *model);
         models::train_mode(*model, c.model.freeze_batchnorm);
         run.model.single_value_batchnorm = models::batchnorm_of_single_values(model, info.input_shape);
       });
@@ -234,7 +274,10 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
     throw UserError(fmt::format("data set '{}' has no labels, so there is no train step to time", info.name));
   }
   if (!launcher_only && labeled) {
-    problems.attempt([&] { run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed); });
+    problems.attempt([&] {
+      run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
+      check_test_shape(run.loaded, info, run.test_set->info());
+    });
   }
   // The keys that must suit the data, before anything is built.
   const bool loss_known = problems.attempt([&] {
@@ -367,6 +410,9 @@ int64_t free_bytes(const torch::Device& device, const std::string& meminfo) {
 // One measured step on the largest share of a micro-batch any device gets, and
 // what each device would hold: dp's replicas hold weights and gradients but no
 // optimizer state; CPU replicas share the host's memory, so they are summed under one entry.
+// On the CPU a step larger than the host's memory is no error but the kernel
+// ending the process (plan itself, exit 137, on 3000 x 3000 images): a step of
+// 2 samples, scaled to the share, is judged first, and the share's step runs only if that fits.
 MemoryPlan plan_memory(const RunPlan& run, const std::string& meminfo) {
   MemoryPlan memory;
   const std::vector<int64_t> micro_shares = shares(run, run.batch.micro);
@@ -377,6 +423,21 @@ MemoryPlan plan_memory(const RunPlan& run, const std::string& meminfo) {
                                "Make the model smaller, or lower data.batch_size", [&] {
                                  StepProbe probe(run.loaded, run.model_init, run.train_set, run.strategy, run.step.amp,
                                                  run.batch.micro, run.batch.accumulation);
+                                 constexpr int64_t kFew = 2;
+                                 const int64_t available =
+                                     device.is_cuda() ? -1 : device::host_available_memory(meminfo);
+                                 if (available >= 0 && memory.measured_rows > kFew) {
+                                   StepMemory few = probe.measure(kFew);
+                                   few.activations = few.activations / kFew * memory.measured_rows;
+                                   if (few.total() > available) {
+                                     few.measured_by += fmt::format(
+                                         " of {} samples, scaled (a step of {} would not fit the host's memory, so "
+                                         "it was not run)",
+                                         kFew, memory.measured_rows);
+                                     memory.step = few;
+                                     return;
+                                   }
+                                 }
                                  memory.step = probe.measure(memory.measured_rows);
                                });
   const StepMemory& step = memory.step;

@@ -37,7 +37,9 @@ checkpoint::Resumption resumed_or_file(const StartRequest& request, std::vector<
 checkpoint::Resumption weights_config(const StartRequest& request, std::vector<ConfigError>* problems) {
   if (!request.config_file.empty()) return {file_config(request, problems), std::nullopt};
   // (A missing or foreign file is left to the checkpoint reader, which says what it is.)
-  if (std::filesystem::is_regular_file(request.weights) && checkpoint::is_weights_archive(request.weights)) {
+  std::error_code unreadable;  // a symbolic link loop, say: the reader names it too
+  if (std::filesystem::is_regular_file(request.weights, unreadable) &&
+      checkpoint::is_weights_archive(request.weights)) {
     throw UserError(
         fmt::format("{} holds weights only, not the config they were trained with: give --config (the "
                     "run's config.yaml), or use a checkpoint file, which holds its config",
