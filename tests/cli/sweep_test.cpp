@@ -147,6 +147,14 @@ TEST_F(Sweep, TheSameSweepAgainIsRefusedLeavingTheFinishedOnesRecord) {
       << r.err;
   EXPECT_EQ(r.err.find("sweep run 1 of 2"), std::string::npos) << "no run started: " << r.err;
   EXPECT_EQ(read_text(record), before);
+  // A sweep killed as its run ended wrote no record: the refusal named one that was not there.
+  std::filesystem::remove(record);
+  const ProcessResult killed = sweep({"--seeds", "0..1"});
+  EXPECT_EQ(killed.exit_code, 2) << killed.err;
+  EXPECT_NE(killed.err.find("so this sweep has run here before (stopped before it wrote its record, " +
+                            record.string() + ")"),
+            std::string::npos)
+      << killed.err;
 }
 
 }  // namespace
