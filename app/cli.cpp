@@ -9,10 +9,12 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "build_commit.h"
 #include "commands.h"
@@ -141,9 +143,20 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
   const Environment env = read_environment();
+  // Every command once: its parser, and what runs it once it is parsed.
+  struct Command {
+    CLI::App* parser;
+    std::function<int()> run;
+  };
+  std::vector<Command> commands;
+  const auto command = [&commands](CLI::App* parser, std::function<int()> run) {
+    commands.push_back({parser, std::move(run)});
+    return parser;
+  };
 
   ConfigArgs config_args;
-  auto* config = app.add_subcommand("config", "validate an experiment file and print it fully resolved");
+  auto* config = command(app.add_subcommand("config", "validate an experiment file and print it fully resolved"),
+                         [&] { return run_config(config_args); });
   add_config_options(config, config_args.config, config_args.overrides, /*required=*/false);
   config->add_flag("--keys", config_args.keys, "print every key (default, values, meaning) as a markdown table");
   config->add_flag("--explain", config_args.explain,
@@ -154,22 +167,40 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
                      "its keys then come from the checkpoint, --set on top");
 
   ModelArgs model_args;
-  auto* model = app.add_subcommand(
-      "model", "print the configured model's layers: each output shape, parameter count and forward FLOPs per sample");
+  auto* model = command(
+      app.add_subcommand("model",
+                         "print the configured model's layers: each output shape, parameter count and forward FLOPs "
+                         "per sample"),
+      [&] { return run_model(model_args); });
   add_config_options(model, model_args.config, model_args.overrides);
 
   PlanArgs plan_args;
   plan_args.env = env;
-  auto* plan = add_plan_command(app, plan_args);
+  command(add_plan_command(app, plan_args), [&] { return run_plan(plan_args); });
 
   InfoArgs info_args{false, env};
-  auto* info = app.add_subcommand("info", "report LibTorch, CUDA, cuDNN, NCCL and the visible devices");
+  auto* info = command(app.add_subcommand("info", "report LibTorch, CUDA, cuDNN, NCCL and the visible devices"),
+                       [&] { return run_info(info_args); });
   info->add_flag("--json", info_args.json, "print the report as one JSON object");
 
   TrainArgs train_args;
   train_args.env = env;
   train_args.checkpoint_write_hooks = checkpoint_write_hooks;
   auto* train = app.add_subcommand("train", "train the model an experiment file describes, testing after every epoch");
+  command(train, [&] {
+    // An empty --resume (an unset shell variable) must not mean "start afresh".
+    if (train->count("--resume") > 0 && train_args.resume.empty()) {
+      throw UserError(
+          "--resume: the value is empty; give 'auto' or a checkpoint file, or leave --resume "
+          "out to start a new run");
+    }
+    if (train_args.max_restarts > 0 && !train_args.nproc) {
+      throw UserError(
+          "--max-restarts restarts the workers --nproc starts; add --nproc N (under torchrun, give torchrun "
+          "--max-restarts)");
+    }
+    return run_train(train_args);
+  });
   add_config_options(train, train_args.config, train_args.overrides, /*required=*/false);
   train->add_option("-o,--output", train_args.output,
                     "directory for runs (overrides output.dir); the run writes <output>/<name>/");
@@ -189,7 +220,8 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
 
   TestArgs test_args;
   test_args.env = env;
-  auto* test = app.add_subcommand("test", "evaluate saved weights on the test split and print the test line");
+  auto* test = command(app.add_subcommand("test", "evaluate saved weights on the test split and print the test line"),
+                       [&] { return run_test(test_args); });
   add_config_options(test, test_args.config, test_args.overrides, /*required=*/false);
   test->add_option("--checkpoint", test_args.checkpoint,
                    "weights written by train: a checkpoint file (which holds its config: --config is then "
@@ -199,8 +231,10 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
 
   PredictArgs predict_args;
   predict_args.env = env;
-  auto* predict = app.add_subcommand(
-      "predict", "apply saved weights to your own samples (.npy, or .csv for `dataset: csv`): one CSV row each");
+  auto* predict = command(
+      app.add_subcommand(
+          "predict", "apply saved weights to your own samples (.npy, or .csv for `dataset: csv`): one CSV row each"),
+      [&] { return run_predict(predict_args); });
   add_config_options(predict, predict_args.config, predict_args.overrides, /*required=*/false);
   predict
       ->add_option("--checkpoint", predict_args.checkpoint,
@@ -214,10 +248,11 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
 
   ExportArgs export_args;
   export_args.write_hooks = checkpoint_write_hooks;  // an export is paused as a checkpoint write is
-  auto* export_command = app.add_subcommand(
-      "export",
-      "write a checkpoint's weights as a state_dict that Python's torch.load reads or as safetensors, or the model "
-      "as ONNX or as a PyTorch module");
+  auto* export_command =
+      command(app.add_subcommand("export",
+                                 "write a checkpoint's weights as a state_dict that Python's torch.load reads or as "
+                                 "safetensors, or the model as ONNX or as a PyTorch module"),
+              [&] { return run_export(export_args); });
   export_command
       ->add_option("--checkpoint", export_args.checkpoint,
                    "a checkpoint file, a model.pt, a state dict (torch.save) or a .safetensors file")
@@ -244,21 +279,23 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
       "onnx, pytorch: the model begins with the data set's normalisation (data.normalize) and takes images in [0, 1] "
       "(default); --no-normalize-inputs leaves it to the caller");
   ConfigsArgs configs_args;
-  auto* configs = add_configs_command(app, configs_args);
+  command(add_configs_command(app, configs_args), [&] { return run_configs(configs_args); });
   DatasetsArgs datasets_args;
   datasets_args.mirror = value_of("GPUTRAIN_DATASETS_MIRROR");
   datasets_args.catalog = value_of("GPUTRAIN_DATASETS_CATALOG");
   datasets_args.ca_bundle = value_of("CURL_CA_BUNDLE");
   if (!datasets_args.ca_bundle) datasets_args.ca_bundle = value_of("SSL_CERT_FILE");
-  auto* datasets = add_datasets_command(app, datasets_args);
+  command(add_datasets_command(app, datasets_args), [&] { return run_datasets(datasets_args); });
   BenchArgs bench_args;
   bench_args.env = env;
-  auto* bench = add_bench_command(app, bench_args);
+  command(add_bench_command(app, bench_args), [&] { return run_bench(bench_args); });
   SweepArgs sweep_args;
-  auto* sweep = add_sweep_command(app, sweep_args);
+  auto* sweep = command(add_sweep_command(app, sweep_args), [&] { return run_sweep(sweep_args); });
 
   ReportArgs report_args;
-  auto* report = app.add_subcommand("report", "write the HTML report of a run directory (also of an unfinished run)");
+  auto* report =
+      command(app.add_subcommand("report", "write the HTML report of a run directory (also of an unfinished run)"),
+              [&] { return run_report(report_args); });
   report->add_option("run_dir", report_args.run_dir, "the run directory (<output.dir>/<name>/)")->required();
   report->add_option("-o,--out", report_args.out, "the HTML file to write (default: RUN_DIR/report.html)");
 
@@ -267,10 +304,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   } catch (const CLI::ParseError& e) {
     const std::string word = first_word(argc, argv);
     std::vector<std::string> names;
-    for (const CLI::App* command :
-         {config, configs, model, plan, info, train, test, predict, export_command, datasets, report, bench, sweep}) {
-      names.push_back(command->get_name());
-    }
+    for (const Command& known : commands) names.push_back(known.parser->get_name());
     std::sort(names.begin(), names.end());
     if (!word.empty() && e.get_exit_code() != 0 && std::find(names.begin(), names.end(), word) == names.end()) {
       std::cerr << fmt::format("gputrain: unknown command '{}'; the commands are: {}. See gputrain --help\n", word,
@@ -283,36 +317,11 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
 
   install_console_logging(log_level);
   train_args.log_level = log_level;
+  sweep_args.log_level = log_level;
   const auto run_command = [&]() -> int {
     if (!train->parsed() && !sweep->parsed()) restore_hangup_action();  // the others have no checkpoint to ask for
-    if (train->parsed()) {
-      // An empty --resume (an unset shell variable) must not mean "start afresh".
-      if (train->count("--resume") > 0 && train_args.resume.empty()) {
-        throw UserError(
-            "--resume: the value is empty; give 'auto' or a checkpoint file, or leave --resume "
-            "out to start a new run");
-      }
-      if (train_args.max_restarts > 0 && !train_args.nproc) {
-        throw UserError(
-            "--max-restarts restarts the workers --nproc starts; add --nproc N (under torchrun, give torchrun "
-            "--max-restarts)");
-      }
-      return run_train(train_args);
-    }
-    if (test->parsed()) return run_test(test_args);
-    if (predict->parsed()) return run_predict(predict_args);
-    if (export_command->parsed()) return run_export(export_args);
-    if (config->parsed()) return run_config(config_args);
-    if (model->parsed()) return run_model(model_args);
-    if (plan->parsed()) return run_plan(plan_args);
-    if (info->parsed()) return run_info(info_args);
-    if (configs->parsed()) return run_configs(configs_args);
-    if (datasets->parsed()) return run_datasets(datasets_args);
-    if (report->parsed()) return run_report(report_args);
-    if (bench->parsed()) return run_bench(bench_args);
-    if (sweep->parsed()) {
-      sweep_args.log_level = log_level;
-      return run_sweep(sweep_args);
+    for (const Command& parsed : commands) {
+      if (parsed.parser->parsed()) return parsed.run();
     }
     return 0;
   };

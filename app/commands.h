@@ -72,12 +72,6 @@ inline constexpr const char* kResolvedBatchVariable = "GPUTRAIN_RESOLVED_BATCH";
 std::optional<checkpoint::ResolvedBatch> launcher_batch(const Environment& env);
 std::string launcher_batch_variable(const checkpoint::ResolvedBatch& batch);
 
-// The config a run starts from: --config's, or with --resume ("auto" or a
-// checkpoint) the checkpoint's with --set on top. `command` names the caller
-// in the error for neither.
-checkpoint::Resumption starting_point(const std::string& command, const std::string& config_file,
-                                      const std::string& resume, const std::vector<std::string>& overrides);
-
 struct ConfigArgs {
   std::string config;
   std::vector<std::string> overrides;
@@ -99,7 +93,7 @@ struct PlanArgs {
   std::string config;
   std::vector<std::string> overrides;
   std::optional<int64_t> nproc;
-  bool resume = false;
+  std::string resume;  // "auto" (--resume alone) or a checkpoint file: plan what train --resume would run
   bool json = false;
   Environment env;
 };
@@ -174,9 +168,6 @@ struct TestArgs {
   Environment env;
 };
 int run_test(const TestArgs& args);
-// The config of saved weights: --config (with --set), or the one a checkpoint file holds.
-config::LoadedConfig weights_config(const std::string& config, const std::string& checkpoint,
-                                    const std::vector<std::string>& overrides);
 
 // `predict`: saved weights applied to the user's samples, one CSV row each.
 struct PredictArgs {

@@ -3,10 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "gputrain/config/load.h"
-#include "gputrain/device/probe.h"
-#include "gputrain/plan/run_plan.h"
-#include "gputrain/train/bench.h"
+#include "gputrain/bench/bench.h"
+#include "gputrain/plan/start.h"
 
 namespace gputrain::app {
 
@@ -25,9 +23,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& args) {
 
 namespace {
 
-int print_loader_bench(const train::LoaderBenchReport& r, bool json) {
+int print_loader_bench(const bench::LoaderBenchReport& r, bool json) {
   if (!json) {
-    std::cout << train::format_loader_bench(r) << std::flush;
+    std::cout << bench::format_loader_bench(r) << std::flush;
     return 0;
   }
   const nlohmann::ordered_json out{{"dataset", r.dataset},
@@ -47,16 +45,18 @@ int print_loader_bench(const train::LoaderBenchReport& r, bool json) {
 }  // namespace
 
 int run_bench(const BenchArgs& args) {
-  const config::LoadedConfig loaded = config::load_config(args.config, args.overrides);
-  plan::RunRequest request;
-  request.inventory = device::probe_devices(args.env.cuda_visible_devices);
-  request.one_process = true;
+  plan::StartRequest request;
+  request.purpose = plan::Purpose::kBench;
+  request.command = "bench";
+  request.config_file = args.config;
+  request.overrides = args.overrides;
+  request.cuda_visible_devices = args.env.cuda_visible_devices;
   request.kernel_cache_env = args.env.kernel_caches;
-  const plan::RunPlan plan = plan::resolve_run(loaded, request);
-  if (args.loader_only) return print_loader_bench(train::run_loader_bench(plan, {args.steps, args.warmup}), args.json);
-  const train::BenchReport r = train::run_bench(plan, {args.steps, args.warmup});
+  const plan::RunPlan plan = plan::start_run(request).run;
+  if (args.loader_only) return print_loader_bench(bench::run_loader_bench(plan, {args.steps, args.warmup}), args.json);
+  const bench::BenchReport r = bench::run_bench(plan, {args.steps, args.warmup});
   if (!args.json) {
-    std::cout << train::format_bench(r) << std::flush;
+    std::cout << bench::format_bench(r) << std::flush;
     return 0;
   }
   nlohmann::ordered_json phases = nlohmann::ordered_json::object();
@@ -66,6 +66,8 @@ int run_bench(const BenchArgs& args) {
                                    {"device", r.device},
                                    {"threads", r.threads},
                                    {"batch", r.batch},
+                                   {"accumulation", r.accumulation},
+                                   {"step", r.step},
                                    {"steps", r.steps},
                                    {"warmup", r.warmup},
                                    {"phases", phases},

@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
+#include "gputrain/plan/start.h"
 #include "gputrain/train/export_model.h"
 
 namespace gputrain::app {
@@ -19,8 +20,13 @@ int export_model(const ExportArgs& args, checkpoint::ExportedWeights weights) {
   options.config_file = args.config;
   options.write_hooks = args.write_hooks;
   options.inputs = args.normalize_inputs ? train::ModelInputs::kUnitImages : train::ModelInputs::kNormalized;
-  const plan::SavedWeightsPlan plan = plan::resolve_saved_weights(
-      weights_config(args.config, args.checkpoint, args.overrides), {}, plan::WeightsUse::kExport, {args.checkpoint});
+  plan::StartRequest request;
+  request.purpose = plan::Purpose::kExport;
+  request.command = "export";
+  request.config_file = args.config;
+  request.overrides = args.overrides;
+  request.weights = args.checkpoint;
+  const plan::RunPlan plan = plan::start_run(request).run;
   const train::ModelExportSummary summary = train::export_model(plan, args.checkpoint, args.out, options);
   spdlog::info("wrote {} ({} parameters), {}, from {}; its input: {}", fmt::join(summary.files, " and "),
                summary.parameters, summary.weights, args.checkpoint, summary.input);

@@ -1,14 +1,19 @@
 #include <iostream>
 
 #include "commands.h"
-#include "gputrain/config/load.h"
 #include "gputrain/models/factory.h"
+#include "gputrain/plan/start.h"
 
 namespace gputrain::app {
 
 int run_model(const ModelArgs& args) {
-  const config::LoadedConfig loaded = config::load_config(args.config, args.overrides);
-  std::cout << models::describe_model(loaded.config.model, loaded.config.data, loaded.config.seed);
+  plan::StartRequest request;
+  request.purpose = plan::Purpose::kDescribe;
+  request.command = "model";
+  request.config_file = args.config;
+  request.overrides = args.overrides;
+  const plan::RunPlan plan = plan::start_run(request).run;
+  std::cout << models::describe_model(plan.loaded.config.model, plan.trained);
   return 0;
 }
 

@@ -6,8 +6,8 @@
 #include "commands.h"
 #include "gputrain/common/files.h"
 #include "gputrain/common/output_file.h"
-#include "gputrain/device/probe.h"
-#include "gputrain/train/predict.h"
+#include "gputrain/plan/start.h"
+#include "gputrain/predict/predict.h"
 
 namespace gputrain::app {
 
@@ -16,18 +16,23 @@ int run_predict(const PredictArgs& args) {
     check_output_file(args.out, {{"--checkpoint", args.checkpoint}, {"--input", args.input}, {"--config", args.config}},
                       args.force);
   }
-  const plan::SavedWeightsPlan plan =
-      plan::resolve_saved_weights(weights_config(args.config, args.checkpoint, args.overrides),
-                                  device::probe_devices(args.env.cuda_visible_devices), plan::WeightsUse::kPredict,
-                                  {args.checkpoint, args.tta == "run"});
+  plan::StartRequest request;
+  request.purpose = plan::Purpose::kPredict;
+  request.command = "predict";
+  request.config_file = args.config;
+  request.overrides = args.overrides;
+  request.weights = args.checkpoint;
+  request.run_views = args.tta == "run";
+  request.cuda_visible_devices = args.env.cuda_visible_devices;
+  const plan::RunPlan plan = plan::start_run(request).run;
   spdlog::info("device: {} ({})", plan.devices.primary().str(), plan.devices.reason);
   if (args.out.empty()) {
-    train::predict(plan, args.checkpoint, args.input, std::cout);
+    predict::write_predictions(plan, args.checkpoint, args.input, std::cout);
     return 0;
   }
   // Whole or not at all: an earlier predictions file survives a failure.
   std::ostringstream rows;
-  train::predict(plan, args.checkpoint, args.input, rows);
+  predict::write_predictions(plan, args.checkpoint, args.input, rows);
   write_atomically(args.out, rows.str());
   spdlog::info("predictions: {}", args.out);
   return 0;

@@ -72,7 +72,7 @@ int run_sweep(const SweepArgs& args) {
     // the sweep that finished replaced by that refusal's.
     run.name = fmt::format("{}-sweep-{}", config.name, point.index);
     const std::filesystem::path dir = config::run_directory(run);
-    if (!report::finished_run_problem(dir).empty()) {
+    if (!plan::finished_run_problem(dir).empty()) {
       // A sweep killed as a run ended (SIGKILL, a job's time limit) left the run without the record.
       std::error_code absent;
       const std::string where = std::filesystem::exists(record, absent)

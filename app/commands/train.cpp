@@ -8,19 +8,16 @@
 #include <optional>
 
 #include "commands.h"
-#include "gputrain/checkpoint/resume.h"
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/process.h"
 #include "gputrain/common/strings.h"
-#include "gputrain/config/load.h"
 #include "gputrain/config/output_paths.h"
 #include "gputrain/data/description.h"
-#include "gputrain/device/probe.h"
 #include "gputrain/device/versions.h"
 #include "gputrain/parallel/launcher.h"
-#include "gputrain/plan/run_plan.h"
+#include "gputrain/plan/start.h"
 #include "gputrain/report/console.h"
 #include "gputrain/report/metrics_writer.h"
 #include "gputrain/report/run_dir.h"
@@ -54,12 +51,6 @@ std::vector<std::string> worker_arguments(const TrainArgs& args) {
 // `train --nproc N` (or strategy: auto on several GPUs): the config was
 // checked once, in `run`'s resolution; runs the workers.
 int launch_workers(const TrainArgs& args, const parallel::LaunchInfo& launch, plan::RunPlan run) {
-  if (launch.world_size > 1) {
-    throw UserError(
-        fmt::format("--nproc starts workers of its own, but this process is already rank {} of {} "
-                    "(launched by torchrun or srun); leave --nproc out",
-                    launch.rank, launch.world_size));
-  }
   parallel::LauncherOptions options;
   options.nproc = run.processes.workers;
   options.executable = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -79,53 +70,33 @@ int launch_workers(const TrainArgs& args, const parallel::LaunchInfo& launch, pl
 }
 
 // Everything resolved and checked before anything is touched: the config
-// (or the checkpoint's), the launch, the devices, the run.
+// (or the checkpoint's), the launch, the devices, the run (plan/start.h).
 struct TrainPlan {
-  checkpoint::Resumption start;
+  plan::Start start;
   parallel::LaunchInfo launch;  // as a launcher told this process
-  device::DeviceInventory inventory;
-  bool primary = true;  // only rank 0 writes the run directory; the others only train
-  // The run this process trains, resolved from start's config; under
-  // run.processes.workers > 0 this process only starts the workers.
-  plan::RunPlan run;
+  bool primary = true;          // only rank 0 writes the run directory; the others only train
 };
-
-// --resume when given, else the --config file's train.resume.
-checkpoint::Resumption start_of_training(const TrainArgs& args, const parallel::LaunchInfo& launch,
-                                         const std::vector<std::string>& overrides) {
-  if (!args.resume.empty() || args.config.empty()) return starting_point("train", args.config, args.resume, overrides);
-  config::LoadedConfig file_config = config::load_config(args.config, overrides);
-  const checkpoint::ResumeChoice choice =
-      checkpoint::choose_resume(file_config.config.train.resume, restarts(args.env, launch));
-  spdlog::info("{}", choice.reason);
-  if (choice.resume.empty()) return {std::move(file_config), std::nullopt};
-  return checkpoint::resolve_resume(choice.resume, file_config, overrides);
-}
 
 TrainPlan plan_train(const TrainArgs& args) {
   TrainPlan plan;
   plan.launch = launch_info(args.env);
   if (plan.launch.world_size > 1) set_rank_logging(plan.launch.rank);
   plan.primary = plan.launch.rank == 0;
-  std::vector<std::string> overrides = args.overrides;
-  if (!args.output.empty()) overrides.push_back("output.dir=" + yaml_quoted(args.output));
-  plan.start = start_of_training(args, plan.launch, overrides);
-  plan.inventory = device::probe_devices(args.env.cuda_visible_devices);
-  plan::RunRequest request;
-  request.inventory = plan.inventory;
+  plan::StartRequest request;
+  request.purpose = plan::Purpose::kTrain;
+  request.command = "train";
+  request.config_file = args.config;
+  request.overrides = args.overrides;
+  if (!args.output.empty()) request.overrides.push_back("output.dir=" + yaml_quoted(args.output));
+  request.resume = args.resume;
   request.launch = plan.launch;
+  request.restarts = restarts(args.env, plan.launch);
   request.nproc = args.nproc;
+  request.cuda_visible_devices = args.env.cuda_visible_devices;
+  request.launcher_batch = launcher_batch(args.env);
   request.kernel_cache_env = args.env.kernel_caches;
-  request.resolved_batch = launcher_batch(args.env);
-  request.resolved_by = "the launcher";
-  if (plan.start.checkpoint && plan.start.checkpoint->state().batch) {
-    const checkpoint::TrainingState& resumed = plan.start.checkpoint->state();
-    request.resolved_batch = resumed.batch;
-    request.resolved_by = "the checkpoint";
-    request.resumed_mid_epoch = resumed.position.batch > 0;
-  }
-  plan.run = plan::resolve_run(plan.start.config, request);
-  spdlog::info("processes: {}", plan.run.processes.reason);
+  plan.start = plan::start_run(request);
+  spdlog::info("processes: {}", plan.start.run.processes.reason);
   return plan;
 }
 
@@ -134,7 +105,7 @@ TrainPlan plan_train(const TrainArgs& args) {
 // before the run directory is touched, so that a failed re-run leaves an
 // earlier run's files as they were.
 std::unique_ptr<train::Trainer> build_trainer(const TrainPlan& plan) {
-  auto trainer = std::make_unique<train::Trainer>(plan.run);
+  auto trainer = std::make_unique<train::Trainer>(plan.start.run);
   if (plan.start.checkpoint) {
     const checkpoint::Position& at = plan.start.checkpoint->state().position;
     spdlog::info("resuming from {}: {} epochs done, {} micro-batches into the next, step {}",
@@ -158,13 +129,13 @@ struct RunDirectory {
 };
 
 void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Trainer& trainer, RunDirectory& dir) {
-  const config::LoadedConfig& loaded = plan.run.loaded;
+  const plan::RunPlan& run = plan.start.run;
+  const config::LoadedConfig& loaded = run.loaded;
   const auto& resumed = plan.start.checkpoint;
-  const report::RunDirOptions run_dir = report::run_dir_options(plan.run, resumed.has_value());
+  const report::RunDirOptions run_dir = report::run_dir_options(run, resumed.has_value());
   dir.paths = report::run_paths(run_dir.dir);
   if (plan.primary) {
     dir.lock.emplace(dir.paths.dir);  // one process per run directory
-    if (!resumed) checkpoint::check_checkpoint_dir(config::checkpoint_directory(loaded.config));
     dir.paths = report::prepare_run_dir(run_dir);
     add_log_file(dir.paths.log.string());
   } else {
@@ -173,8 +144,8 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
   spdlog::info("{}", device::version_line());
   spdlog::info("run '{}' from {} writes to {}", loaded.config.name, resumed ? resumed->name() : args.config,
                dir.paths.dir.string());
-  spdlog::info("device: {} ({})", plan.run.devices.primary().str(), plan.run.devices.reason);
-  if (!plan.run.devices.warning.empty()) spdlog::warn("{}", plan.run.devices.warning);
+  spdlog::info("device: {} ({})", run.devices.primary().str(), run.devices.reason);
+  if (!run.devices.warning.empty()) spdlog::warn("{}", run.devices.warning);
   if (!plan.primary) return;
   if (resumed) {
     const checkpoint::Position& at = resumed->state().position;
@@ -184,13 +155,14 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
   dir.console.emplace(isatty(STDERR_FILENO) != 0);
   dir.observers.add(&*dir.console);
   dir.observers.add(&*dir.metrics);
-  dir.recorder.emplace(dir.paths, report::run_recorder_options(plan.run), trainer.layout(), plan.inventory,
+  dir.recorder.emplace(dir.paths, report::run_recorder_options(run), trainer.layout(), plan.start.inventory,
                        dir.observers);
 }
 
 // Trains, writes model.pt and the run's report, and prints the result line.
 int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer, RunDirectory& dir) {
-  const config::ExperimentConfig& config = plan.run.loaded.config;
+  const plan::RunPlan& run = plan.start.run;
+  const config::ExperimentConfig& config = run.loaded.config;
   train::FitOptions options;
   options.checkpoint_dir = config::checkpoint_directory(config);
   options.stop = &install_signal_handlers(config.train.on_sigint);
@@ -202,7 +174,7 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
     process_s = seconds_since_process_start();
     if (plan.primary && !summary.stopped) {
       checkpoint::save_weights(trainer.model(), dir.paths.weights.string(),
-                               data::model_description(plan.run.train_set->info()));
+                               data::model_description(run.train_set->info()));
     }
   } catch (const std::exception& e) {
     if (dir.recorder) dir.recorder->fail(e);  // the report of what the run got through
@@ -211,7 +183,7 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
 
   nlohmann::ordered_json result{{"name", config.name},
                                 {"run_dir", dir.paths.dir.string()},
-                                {"device", plan.run.devices.primary().str()},
+                                {"device", run.devices.primary().str()},
                                 {"epochs", summary.epochs},
                                 {"steps", summary.steps},
                                 {"elapsed_s", summary.elapsed_s},
@@ -271,19 +243,6 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
 
 }  // namespace
 
-checkpoint::Resumption starting_point(const std::string& command, const std::string& config_file,
-                                      const std::string& resume, const std::vector<std::string>& overrides) {
-  std::optional<config::LoadedConfig> file_config;
-  if (!config_file.empty()) {
-    file_config = config::load_config(config_file, overrides);
-  } else if (resume.empty() || resume == "auto") {
-    throw UserError(
-        fmt::format("{} needs --config FILE (or --resume with a checkpoint file, whose config it restores)", command));
-  }
-  if (resume.empty()) return {*file_config, std::nullopt};
-  return checkpoint::resolve_resume(resume, file_config, overrides);
-}
-
 // config -> plan -> build -> run directory -> train.
 int run_train(const TrainArgs& args) {
   install_setup_signal_handlers(/*checkpoint_requests=*/true);
@@ -291,10 +250,10 @@ int run_train(const TrainArgs& args) {
   if (!args.nproc) route_training_signals();
   keep_early_log();  // for train.log, which the run directory holds once it is prepared
   TrainPlan plan = plan_train(args);
-  if (plan.run.processes.workers > 0) {
+  if (plan.start.run.processes.workers > 0) {
     drop_early_log();                             // the workers write train.log
     if (!args.nproc) hand_signals_to_launcher();  // routed above, before the devices were known
-    return launch_workers(args, plan.launch, std::move(plan.run));
+    return launch_workers(args, plan.launch, std::move(plan.start.run));
   }
   const std::unique_ptr<train::Trainer> trainer = build_trainer(plan);
   RunDirectory dir;

@@ -89,5 +89,33 @@ TEST(ConfigProblems, AKeyOfAnotherKindOfDataSetIsIgnoredWithAWarning) {
   EXPECT_EQ(log_of(dump_config(loaded.config)), "");
 }
 
+// Issue 56 #2: `gputrain plan` lists the config's problems and goes on with
+// what is left, so the config it goes on with must break no rule.
+TEST(ConfigProblems, CollectedProblemsLeaveAConfigThatBreaksNoRule) {
+  std::vector<ConfigError> problems;
+  const LoadedConfig loaded = load_config_text("data: {batch_size: 128, root: /nonexistent}\noptim: {lr: -1}\n",
+                                               "exp.yaml", {"train.accumulation_steps=3"}, &problems);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0].key(), "optim.lr");
+  EXPECT_EQ(problems[1].key(), "data.batch_size");
+  EXPECT_NE(std::string(problems[1].what()).find("exp.yaml:1:20: data.batch_size: 128 is not divisible"),
+            std::string::npos)
+      << problems[1].what();
+  // The refused value keeps its default; of the keys the rule reads, the one whose default makes it hold
+  // (train.accumulation_steps) falls back; every other key stays as written.
+  EXPECT_GT(loaded.config.optim.lr, 0);
+  EXPECT_EQ(loaded.config.data.batch_size, 128);
+  EXPECT_EQ(loaded.config.train.accumulation_steps, 1);
+  EXPECT_EQ(loaded.config.data.root, "/nonexistent");
+  EXPECT_NO_THROW(load_config_text(dump_config(loaded.config), "fallback.yaml"));
+}
+
+TEST(ConfigProblems, ACleanConfigCollectsNothing) {
+  std::vector<ConfigError> problems;
+  const LoadedConfig loaded = load_config_text("data: {batch_size: 96}\n", "exp.yaml", {}, &problems);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_EQ(loaded.config.data.batch_size, 96);
+}
+
 }  // namespace
 }  // namespace gputrain::config

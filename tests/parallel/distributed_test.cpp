@@ -279,9 +279,10 @@ TEST(Ddp, RanksEvaluateWithRankZerosBatchnormStatisticsTheModelSaved) {
   const auto two =
       run_gputrain({"train", "--config", config.string(), "--output", (dir / "two").string(), "--nproc", "2"});
   ASSERT_EQ(two.exit_code, 0) << two.err;
+  plan::RunRequest evaluating;
+  evaluating.purpose = plan::Purpose::kEvaluate;
   const step::EvalResult saved = train::evaluate_saved_weights(
-      plan::resolve_saved_weights(config::load_config(config.string(), {}), {}, plan::WeightsUse::kTest),
-      (dir / "two/ddp/model.pt").string());
+      plan::resolve_run(config::load_config(config.string(), {}), evaluating), (dir / "two/ddp/model.pt").string());
   // Rank 0's process, on one thread, against this one (support/tolerance.h).
   EXPECT_NEAR(summary(two.out)["test_loss"].get<double>(), saved.mean_loss(),
               testing::relative_tolerance(1e-5, saved.mean_loss()));

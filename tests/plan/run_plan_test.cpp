@@ -19,7 +19,6 @@
 #include "gputrain/data/export.h"
 #include "gputrain/data/tensor_dataset.h"
 #include "gputrain/device/cpu_share.h"
-#include "gputrain/plan/saved_weights.h"
 #include "support/machine.h"
 #include "support/temp_dir.h"
 
@@ -140,6 +139,14 @@ TEST(RunPlan, CollectingListsEveryProblemAndResolvesTheRest) {
   EXPECT_EQ(run.plan.batch.steps_per_epoch, 4);
 }
 
+// What test, predict or export resolve for `weights` on this machine's CPU.
+RunPlan saved(const config::LoadedConfig& loaded, Purpose purpose, const std::string& weights = "") {
+  RunRequest request;
+  request.purpose = purpose;
+  request.weights = weights;
+  return resolve_run(loaded, request);
+}
+
 std::string strict_error(const config::LoadedConfig& loaded, const RunRequest& request) {
   try {
     resolve_run(loaded, request);
@@ -184,7 +191,9 @@ TEST(RunPlan, DeviceAndStrategyErrorsPointAtTheirKey) {
   EXPECT_TRUE(any_contains(collected.problems, "exp.yaml:3:11: strategy:")) << collected.problems.back();
 
   try {
-    resolve_saved_weights(loaded("device: cuda\n"), machine(0), WeightsUse::kTest);
+    RunRequest testing = cpu_only;
+    testing.purpose = Purpose::kEvaluate;
+    resolve_run(loaded("device: cuda\n"), testing);
     ADD_FAILURE() << "no ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("exp.yaml:2:9: device:"), std::string::npos) << e.what();
@@ -374,23 +383,36 @@ TEST(RunPlan, AResumeInsideAnEpochRefusesABatchThatComesOutDifferently) {
 }
 
 TEST(SavedWeights, TestingReadsTheTestSplitInTestBatchesAndPredictingOnlyDescribesTraining) {
-  const SavedWeightsPlan testing =
-      resolve_saved_weights(run_config({"data.test_batch_size=10"}), {}, WeightsUse::kTest);
+  const RunPlan testing = saved(run_config({"data.test_batch_size=10"}), Purpose::kEvaluate);
   EXPECT_EQ(testing.devices.primary(), torch::Device("cpu"));
   EXPECT_EQ(testing.test_set->info().samples, 20);
-  EXPECT_EQ(testing.batches.batch_size, 10);
-  const SavedWeightsPlan predicting = resolve_saved_weights(run_config(), {}, WeightsUse::kPredict);
+  EXPECT_EQ(testing.test_loader.batch_size, 10);
+  const RunPlan predicting = saved(run_config(), Purpose::kPredict);
   EXPECT_EQ(predicting.trained.samples, 100);
-  EXPECT_EQ(predicting.batches.batch_size, 32);
+  EXPECT_EQ(predicting.test_loader.batch_size, 32);
+  EXPECT_EQ(predicting.test_set, nullptr);
   // The stated batch of one process, or data.batch_size: auto's target.
-  EXPECT_EQ(resolve_saved_weights(
-                run_config({"data.batch_size=auto", "data.micro_batch_size=8", "train.accumulation_steps=2"}), {},
-                WeightsUse::kTest)
-                .batches.batch_size,
+  EXPECT_EQ(saved(run_config({"data.batch_size=auto", "data.micro_batch_size=8", "train.accumulation_steps=2"}),
+                  Purpose::kEvaluate)
+                .test_loader.batch_size,
             16);
-  EXPECT_EQ(resolve_saved_weights(run_config({"data.batch_size=auto", "train.target_batch=40"}), {}, WeightsUse::kTest)
-                .batches.batch_size,
-            40);
+  EXPECT_EQ(
+      saved(run_config({"data.batch_size=auto", "train.target_batch=40"}), Purpose::kEvaluate).test_loader.batch_size,
+      40);
+}
+
+// One rule for the evaluation batch: a training run's test batches are those
+// `gputrain test` uses for the same config in one process.
+TEST(SavedWeights, TestBatchesAreTheTrainingRunsOnes) {
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{},
+        {"data.test_batch_size=10"},
+        {"data.batch_size=48"},
+        {"data.batch_size=auto", "data.micro_batch_size=8", "train.accumulation_steps=2"}}) {
+    EXPECT_EQ(resolve_run(run_config(sets), RunRequest{}).batch.test,
+              saved(run_config(sets), Purpose::kEvaluate).test_loader.batch_size)
+        << (sets.empty() ? "" : sets.front());
+  }
 }
 
 // Issue 62 #2: weights that describe their training data need none of it; the
@@ -406,14 +428,13 @@ TEST(SavedWeights, WeightsThatDescribeTheirTrainingDataNeedNoneOfIt) {
   }
   const config::LoadedConfig loaded =
       config::load_config_text("data: {dataset: npy, root: " + root.string() + ", num_workers: 0}\n", "exp.yaml", {});
-  const data::DatasetInfo read =
-      resolve_saved_weights(loaded, {}, WeightsUse::kPredict).trained;  // no weights: the data, as before
+  const data::DatasetInfo read = saved(loaded, Purpose::kPredict).trained;  // no weights: the data, as before
   torch::nn::Sequential model(torch::nn::Flatten(), torch::nn::Linear(16, 3));
   const std::string described = (dir / "described.pt").string(), older = (dir / "older.pt").string();
   checkpoint::save_weights(model, described, data::model_description(read));
   checkpoint::save_weights(model, older);
 
-  const SavedWeightsPlan from_weights = resolve_saved_weights(loaded, {}, WeightsUse::kPredict, {described});
+  const RunPlan from_weights = saved(loaded, Purpose::kPredict, described);
   EXPECT_EQ(from_weights.trained_from, "as " + described + " describes it");
   const data::DatasetInfo& stored = from_weights.trained;
   EXPECT_EQ(stored.name, read.name);
@@ -424,12 +445,11 @@ TEST(SavedWeights, WeightsThatDescribeTheirTrainingDataNeedNoneOfIt) {
   EXPECT_EQ(stored.class_names, read.class_names);
   EXPECT_EQ(stored.targets, read.targets);
   EXPECT_EQ(data::description_mismatch(stored, read), "");
-  EXPECT_EQ(resolve_saved_weights(loaded, {}, WeightsUse::kPredict, {older}).trained_from,
-            "from the data set (" + root.string() + ")");
+  EXPECT_EQ(saved(loaded, Purpose::kPredict, older).trained_from, "from the data set (" + root.string() + ")");
 
   std::filesystem::remove_all(root);
-  EXPECT_EQ(resolve_saved_weights(loaded, {}, WeightsUse::kExport, {described}).trained.classes, 3);
-  EXPECT_THROW(resolve_saved_weights(loaded, {}, WeightsUse::kPredict, {older}), DataError);
+  EXPECT_EQ(saved(loaded, Purpose::kExport, described).trained.classes, 3);
+  EXPECT_THROW(saved(loaded, Purpose::kPredict, older), DataError);
 }
 
 TEST(SavedWeights, ADamagedDescriptionIsACheckpointErrorNamingTheFile) {
@@ -454,9 +474,9 @@ TEST(SavedWeights, ADamagedDescriptionIsACheckpointErrorNamingTheFile) {
 }
 
 TEST(SavedWeights, RefusesWhatTestingCannotUse) {
-  EXPECT_THROW(resolve_saved_weights(run_config({"train.amp=fp16"}), {}, WeightsUse::kTest), ConfigError);
+  EXPECT_THROW(saved(run_config({"train.amp=fp16"}), Purpose::kEvaluate), ConfigError);
   // Test-time augmentation shifts images, and these samples are feature vectors.
-  EXPECT_THROW(resolve_saved_weights(run_config({"train.tta.translate=2"}), {}, WeightsUse::kTest), ConfigError);
+  EXPECT_THROW(saved(run_config({"train.tta.translate=2"}), Purpose::kEvaluate), ConfigError);
 }
 
 // optim.muon.lr on a model without a trained 4-D convolution weight (this MLP) did nothing, with "no problems".

@@ -10,7 +10,10 @@
 
 #include "gputrain/data/export.h"
 #include "gputrain/data/generate.h"
+#include "gputrain/plan/start.h"
 #include "gputrain/report/run_dir.h"
+#include "gputrain/train/trainer.h"
+#include "support/paths.h"
 #include "support/temp_dir.h"
 
 namespace gputrain::report {
@@ -31,14 +34,20 @@ train: {epochs: 1, accumulation_steps: 2}
 
 class DryRunTest : public ::testing::Test {
  protected:
-  DryRun plan(const std::string& yaml, std::vector<std::string> overrides = {},
-              std::optional<int64_t> nproc = std::nullopt) {
-    DryRunRequest request;
-    request.config = write_text(dir_ / "exp.yaml", yaml).string();
+  // What `gputrain plan --config exp.yaml --set ...` asks.
+  plan::StartRequest request(const std::string& yaml, std::vector<std::string> overrides = {}) {
+    plan::StartRequest request;
+    request.command = "plan";
+    request.config_file = write_text(dir_ / "exp.yaml", yaml).string();
     overrides.insert(overrides.begin(), "output.dir=" + (dir_ / "runs").string());
     request.overrides = overrides;
-    request.nproc = nproc;
-    return dry_run(request);
+    return request;
+  }
+  DryRun plan(const std::string& yaml, std::vector<std::string> overrides = {},
+              std::optional<int64_t> nproc = std::nullopt) {
+    plan::StartRequest asked = request(yaml, std::move(overrides));
+    asked.nproc = nproc;
+    return dry_run(plan::collect_start(asked));
   }
 
   TempDir dir_{"plan"};
@@ -219,21 +228,72 @@ TEST_F(DryRunTest, AnEmptySplitAndSplitsThatDisagreeAreProblems) {
   }
 }
 
-TEST_F(DryRunTest, ResumingExpectsTheEarlierRun) {
+// `plan --resume` plans what `train --resume` runs: the checkpoint's config and
+// batch when there is a checkpoint; a fresh start, and what stops one, when there is none.
+TEST_F(DryRunTest, ResumingPlansWhatTrainResumeWouldRun) {
+  // A finished run (its model.pt) without checkpoints: train --resume auto would start afresh over it.
   write_text(dir_ / "runs" / "mlp" / "model.pt", "weights");
-  DryRunRequest request;
-  request.config = write_text(dir_ / "exp.yaml", kMlp).string();
-  request.overrides = {"output.dir=" + (dir_ / "runs").string()};
-  EXPECT_EQ(dry_run(request).problems.size(), 1u);
-  request.resume = true;
-  EXPECT_TRUE(dry_run(request).problems.empty());
+  plan::StartRequest asked = request(kMlp);
+  asked.resume = "auto";
+  const DryRun fresh = dry_run(plan::collect_start(asked));
+  ASSERT_EQ(fresh.problems.size(), 1u) << format_dry_run(fresh);
+  EXPECT_NE(fresh.problems[0].find("holds a finished run"), std::string::npos) << fresh.problems[0];
+
+  // data.batch_size: auto measured 96 in micro-batches of 24 under a budget of 5700 bytes (as the test below),
+  // and the run checkpointed its epoch.
+  const std::vector<std::string> autobatch{"data.batch_size=auto", "train.accumulation_steps=1",
+                                           "train.target_batch=96", "train.max_memory=5700", "name=auto"};
+  plan::StartRequest trained = request(kMlp, autobatch);
+  trained.purpose = plan::Purpose::kTrain;
+  const plan::Start start = plan::start_run(trained);
+  train::Trainer trainer(start.run);
+  train::ObserverList quiet;
+  train::FitOptions options;
+  options.checkpoint_dir = dir_ / "runs" / "auto" / "checkpoints";
+  trainer.fit(quiet, options);
+
+  // Resumed with the memory budget of a 32-sample step, which measured afresh would choose micro-batches of 32.
+  std::vector<std::string> resumed_sets = autobatch;
+  resumed_sets.push_back("train.max_memory=7000");
+  resumed_sets.push_back("train.epochs=2");
+  asked = request(kMlp, resumed_sets);
+  asked.resume = "auto";
+  const DryRun resumed = dry_run(plan::collect_start(asked));
+  ASSERT_TRUE(resumed.problems.empty()) << format_dry_run(resumed);
+  EXPECT_EQ(resumed.report["batch"]["per_optimizer_step"], 96);
+  EXPECT_EQ(resumed.report["batch"]["micro_batch"], 24) << "the checkpoint's batch, as train --resume runs it";
+  asked.resume.clear();
+  const DryRun afresh = dry_run(plan::collect_start(asked));
+  ASSERT_TRUE(afresh.problems.empty()) << format_dry_run(afresh);
+  EXPECT_NE(afresh.report["batch"]["micro_batch"], 24) << "measured afresh";
 }
 
-TEST_F(DryRunTest, AConfigThatDoesNotLoadIsTheOneProblem) {
-  const DryRun p = plan("data: {batch_size: 128}\ntrain: {accumulation_steps: 3}\n");
-  ASSERT_EQ(p.problems.size(), 1u);
-  EXPECT_NE(p.problems[0].find("exp.yaml:1:20: data.batch_size: 128 is not divisible"), std::string::npos)
+// Issue 56 #2: the config's problems first, then what can still be checked
+// with the config falling back where they are: the devices and the data.
+TEST_F(DryRunTest, ConfigProblemsComeFirstAndTheRestIsStillChecked) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "needs a machine without CUDA";
+  plan::StartRequest asked;
+  asked.command = "plan";
+  asked.config_file = (std::filesystem::path(testing::kSourceDir) / "configs" / "cifar10.yaml").string();
+  asked.overrides = {"device=cuda", "train.accumulation_steps=3", "data.root=/nonexistent",
+                     "output.dir=" + (dir_ / "runs").string()};
+  const DryRun p = dry_run(plan::collect_start(asked));
+  ASSERT_EQ(p.problems.size(), 3u) << format_dry_run(p);
+  EXPECT_NE(p.problems[0].find("cifar10.yaml:"), std::string::npos) << p.problems[0];
+  EXPECT_NE(p.problems[0].find(": data.batch_size: 128 is not divisible by train.accumulation_steps (3)"),
+            std::string::npos)
       << p.problems[0];
+  EXPECT_NE(p.problems[1].find("--set #1 (device=cuda): device: "), std::string::npos) << p.problems[1];
+  EXPECT_NE(p.problems[2].find("/nonexistent"), std::string::npos) << p.problems[2];
+  EXPECT_EQ(p.report["config"]["name"], "cifar10-seed");
+  EXPECT_EQ(p.report["devices"]["selected"], nlohmann::ordered_json::array({"cpu"})) << "the CPU stands in";
+}
+
+TEST_F(DryRunTest, AConfigThatCannotBeParsedIsTheOneProblem) {
+  const DryRun p = plan("data: {batch_size: [\n");
+  ASSERT_EQ(p.problems.size(), 1u) << format_dry_run(p);
+  EXPECT_NE(p.problems[0].find("exp.yaml:"), std::string::npos) << p.problems[0];
+  EXPECT_FALSE(p.report.contains("devices"));
 }
 
 // MLP 8 -> 16 -> 3 under SGD with momentum: 3 x 195 x 4 = 2340 bytes of weights, gradients and momentum, and
@@ -267,11 +327,9 @@ TEST_F(DryRunTest, AnAutoBatchShowsTheChoiceTrainWouldMake) {
 // that is the kernel ending plan (exit 137; 3000 x 3000 images took 25 GB). A
 // step of 2 samples, scaled to the micro-batch of 16, says it does not fit.
 TEST_F(DryRunTest, MemoryBeyondWhatIsFreeIsAProblem) {
-  DryRunRequest request;
-  request.config = write_text(dir_ / "exp.yaml", kMlp).string();
-  request.overrides = {"output.dir=" + (dir_ / "runs").string()};
-  request.meminfo = write_text(dir_ / "meminfo", "MemTotal: 4 kB\nMemAvailable: 1 kB\n").string();
-  const DryRun p = dry_run(request);
+  plan::StartRequest asked = request(kMlp);
+  asked.meminfo = write_text(dir_ / "meminfo", "MemTotal: 4 kB\nMemAvailable: 1 kB\n").string();
+  const DryRun p = dry_run(plan::collect_start(asked));
   ASSERT_EQ(p.problems.size(), 1u);
   EXPECT_NE(p.problems[0].find("memory: one step needs about"), std::string::npos) << p.problems[0];
   EXPECT_NE(p.problems[0].find("on cpu"), std::string::npos);

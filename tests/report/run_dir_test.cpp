@@ -91,7 +91,7 @@ TEST(RunDir, AFreshRunInAFinishedRunsDirectoryIsRefusedBeforeAnythingChanges) {
   testing::write_text(paths.weights, "weights");
   testing::write_text(paths.config, "name: finished\n");
   testing::write_text(paths.metrics, "{\"old\": true}\n");
-  EXPECT_NE(finished_run_problem(paths.dir).find("holds a finished run"), std::string::npos);
+  EXPECT_NE(plan::finished_run_problem(paths.dir).find("holds a finished run"), std::string::npos);
   try {
     prepare_run_dir(run_dir(paths.dir));
     ADD_FAILURE() << "a fresh run replaced a finished one";
@@ -102,7 +102,7 @@ TEST(RunDir, AFreshRunInAFinishedRunsDirectoryIsRefusedBeforeAnythingChanges) {
   EXPECT_EQ(testing::read_text(paths.metrics), "{\"old\": true}\n");
   prepare_run_dir(run_dir(paths.dir, /*resuming=*/true));  // continuing it is allowed
   EXPECT_EQ(testing::read_text(paths.config), "name: demo\n");
-  EXPECT_EQ(finished_run_problem(dir / "other"), "");
+  EXPECT_EQ(plan::finished_run_problem(dir / "other"), "");
 }
 
 TEST(RunDir, UnwritableOutputIsAUserError) {

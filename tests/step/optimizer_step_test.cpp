@@ -18,10 +18,10 @@
 namespace gputrain::step {
 namespace {
 
-// A one-process eager step's parts, with a cross-entropy loss over 2 classes.
-EagerStepParts cpu_parts(parallel::Strategy* strategy, torch::nn::Sequential model, torch::optim::Optimizer* optimizer,
-                         GradScaler* scaler) {
-  EagerStepParts parts;
+// A one-process step's parts, with a cross-entropy loss over 2 classes.
+StepParts cpu_parts(parallel::Strategy* strategy, torch::nn::Sequential model, torch::optim::Optimizer* optimizer,
+                    GradScaler* scaler) {
+  StepParts parts;
   parts.strategy = strategy;
   parts.model = std::move(model);
   parts.optimizer = optimizer;
@@ -73,6 +73,24 @@ TEST_F(EagerStepTest, MicroBatchesUpdateAsTheirCombinedBatch) {
              [](const torch::Tensor&) { return parallel::StepFlags{}; });
   EXPECT_TRUE(torch::allclose(weights(), after_split, 1e-6, 1e-7));
   EXPECT_FALSE(torch::equal(after_split, before));
+}
+
+// bench times the step that trains through its phase hook: each micro-batch's
+// forward and backward, then the update, in the order they run, and the
+// update is the one a step without the hook makes.
+TEST_F(EagerStepTest, ThePhaseHookMarksEachPhaseAndChangesNothing) {
+  step_->run({batch(2, 1), batch(2, 2)}, [](const torch::Tensor&) { return parallel::StepFlags{}; });
+  const torch::Tensor without = weights();
+
+  SetUp();
+  std::vector<StepPhase> ended;
+  StepParts parts = cpu_parts(strategy_.get(), model_, optimizer_.get(), &scaler_);
+  parts.phase_done = [&](StepPhase phase) { ended.push_back(phase); };
+  make_eager_step(parts)->run({batch(2, 1), batch(2, 2)}, [](const torch::Tensor&) { return parallel::StepFlags{}; });
+  EXPECT_TRUE(torch::equal(weights(), without)) << "the same arithmetic, in the same process";
+  const std::vector<StepPhase> expected{StepPhase::kForward, StepPhase::kBackward, StepPhase::kForward,
+                                        StepPhase::kBackward, StepPhase::kOptimizer};
+  EXPECT_EQ(ended, expected);
 }
 
 // When the ranks agree the loss is not finite, nothing is updated.
@@ -144,7 +162,7 @@ TEST(NonFiniteSteps, TheEagerStepSkipsANonFiniteBatchWithoutReadingIt) {
     ASSERT_TRUE(optim::skip_updates_when(*optimizer, check.found()));
     const auto strategy = parallel::make_strategy({parallel::StrategyKind::kSingle, {torch::kCPU}, "test"}, {});
     GradScaler scaler(GradScalerOptions().enabled(false));
-    EagerStepParts parts = cpu_parts(strategy.get(), model, optimizer.get(), &scaler);
+    StepParts parts = cpu_parts(strategy.get(), model, optimizer.get(), &scaler);
     parts.non_finite = &check;
     const auto step = make_eager_step(parts);
     const auto no_loss = [](const torch::Tensor& loss) {
@@ -196,8 +214,9 @@ TEST(GraphedStepFallback, AParameterWithoutAGradientStepsEagerly_CUDA) {
   options.momentum = 0.9;
   options.fused = config::Switch::kOn;
   const auto optimizer = optim::make_optimizer(options, optim::param_groups(options, model->named_parameters()));
-  const auto step =
-      make_graphed_step(model, *optimizer, {optim::LossKind::kCrossEntropy, 2, {}}, false, cuda, GraphPlan{4, 0});
+  const auto strategy = parallel::make_strategy({parallel::StrategyKind::kSingle, {cuda}, "test"}, {});
+  GradScaler scaler(GradScalerOptions().enabled(false));
+  const auto step = make_graphed_step(cpu_parts(strategy.get(), model, optimizer.get(), &scaler), 4, 1);
   // register_module adds no entry to Sequential's list: the layer is reached by name.
   const torch::Tensor unused = model->named_parameters()["unused.weight"].detach().clone();
   for (int i = 0; i < 6; ++i) {
@@ -252,7 +271,7 @@ TEST(ClipGradNorm, TheEagerStepClipsBeforeItsUpdate) {
     torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(1.0));
     auto strategy = parallel::make_strategy({parallel::StrategyKind::kSingle, {torch::Device(torch::kCPU)}, "t"}, {});
     GradScaler scaler{GradScalerOptions().enabled(false)};
-    EagerStepParts parts = cpu_parts(strategy.get(), model, &sgd, &scaler);
+    StepParts parts = cpu_parts(strategy.get(), model, &sgd, &scaler);
     parts.grad_clip = grad_clip;
     std::vector<torch::Tensor> before;
     for (const auto& p : model->parameters()) before.push_back(p.detach().clone());

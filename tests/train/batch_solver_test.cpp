@@ -154,14 +154,15 @@ TEST(BatchSolver, ChoosesTheLargestMicroBatchWhoseMeasuredStepFitsTheBudgetAndTr
   // What a step of each candidate micro-batch takes, measured the solver's way.
   std::map<int64_t, int64_t> step_bytes;
   for (const int64_t micro : micro_batch_candidates(48, 1)) {
-    StepProbe probe(probe_config, train_set, cpu_single(), config::AmpMode::kOff, micro, 1);
+    StepProbe probe(probe_config, plan::ModelInitPlan{}, train_set, cpu_single(), config::AmpMode::kOff, micro, 1);
     step_bytes[micro] = probe.measure(micro).total();
   }
   ASSERT_LT(step_bytes[12], step_bytes[16]);
   // A budget between 12's step and 16's.
   config::LoadedConfig loaded =
       config::load_config_text(kMlp, "auto.yaml", {fmt::format("train.max_memory={}", step_bytes[12] + 1)});
-  const std::optional<BatchChoice> choice = solve_batch(loaded, train_set, cpu_single(), config::AmpMode::kOff, 1);
+  const std::optional<BatchChoice> choice =
+      solve_batch(loaded, plan::ModelInitPlan{}, train_set, cpu_single(), config::AmpMode::kOff, 1);
   ASSERT_TRUE(choice.has_value());
   EXPECT_EQ(choice->micro_batch, 12);
   EXPECT_EQ(choice->accumulation, 4);
@@ -180,7 +181,8 @@ TEST(BatchSolver, ChoosesTheLargestMicroBatchWhoseMeasuredStepFitsTheBudgetAndTr
   EXPECT_EQ(config::dump_config(run.loaded.config), config::dump_config(loaded.config));
   // A stated batch is not measured.
   config::LoadedConfig given = config::load_config_text(kMlp, "auto.yaml", {"data.batch_size=48"});
-  EXPECT_FALSE(solve_batch(given, train_set, cpu_single(), config::AmpMode::kOff, 1).has_value());
+  EXPECT_FALSE(
+      solve_batch(given, plan::ModelInitPlan{}, train_set, cpu_single(), config::AmpMode::kOff, 1).has_value());
 
   const config::LoadedConfig by_hand = config::load_config_text(
       kMlp, "auto.yaml", {"data.batch_size=48", "train.accumulation_steps=4", "data.test_batch_size=12"});
@@ -196,7 +198,7 @@ TEST(BatchSolver, AutoOnTheCpuBudgetsHalfTheAvailableMemoryOverTheProcesses) {
   const std::string meminfo = ::testing::TempDir() + "batch_solver_meminfo";
   { std::ofstream(meminfo) << "MemTotal: 8000 kB\nMemAvailable: 4000 kB\n"; }
   const std::optional<BatchChoice> choice =
-      solve_batch(loaded, train_set, cpu_single(), config::AmpMode::kOff, 2, meminfo);
+      solve_batch(loaded, plan::ModelInitPlan{}, train_set, cpu_single(), config::AmpMode::kOff, 2, meminfo);
   ASSERT_TRUE(choice.has_value());
   EXPECT_EQ(choice->budget, 4000 * 1024 / 2 / 2);
   EXPECT_EQ(choice->micro_batch, 24) << "the whole per-process target fits in a megabyte";
@@ -205,7 +207,7 @@ TEST(BatchSolver, AutoOnTheCpuBudgetsHalfTheAvailableMemoryOverTheProcesses) {
   { std::ofstream(meminfo) << "MemTotal: 8000 kB\n"; }
   config::LoadedConfig unknown = config::load_config_text(kMlp, "auto.yaml");
   try {
-    solve_batch(unknown, train_set, cpu_single(), config::AmpMode::kOff, 1, meminfo);
+    solve_batch(unknown, plan::ModelInitPlan{}, train_set, cpu_single(), config::AmpMode::kOff, 1, meminfo);
     FAIL() << "no MemAvailable";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("train.max_memory"), std::string::npos) << e.what();
@@ -215,7 +217,7 @@ TEST(BatchSolver, AutoOnTheCpuBudgetsHalfTheAvailableMemoryOverTheProcesses) {
 TEST(BatchSolver, AStepThatFitsNoBudgetNamesTheKey) {
   config::LoadedConfig loaded = config::load_config_text(kMlp, "auto.yaml", {"train.max_memory=100B"});
   try {
-    solve_batch(loaded, training_split(loaded), cpu_single(), config::AmpMode::kOff, 1);
+    solve_batch(loaded, plan::ModelInitPlan{}, training_split(loaded), cpu_single(), config::AmpMode::kOff, 1);
     FAIL() << "100 bytes hold no step";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("auto.yaml:4:"), std::string::npos) << e.what();
@@ -239,7 +241,8 @@ train: {epochs: 1, target_batch: 1048576, max_memory: 10TB}
                                                          "gpu.yaml");
   parallel::StrategyPlan gpu;
   gpu.replicas = {torch::Device(torch::kCUDA, 0)};
-  const std::optional<BatchChoice> choice = solve_batch(loaded, training_split(loaded), gpu, config::AmpMode::kOff, 1);
+  const std::optional<BatchChoice> choice =
+      solve_batch(loaded, plan::ModelInitPlan{}, training_split(loaded), gpu, config::AmpMode::kOff, 1);
   ASSERT_TRUE(choice.has_value());
   EXPECT_LT(choice->micro_batch, 1048576) << choice->describe();
   EXPECT_TRUE(mentions(choice->refused, "1048576 ran out of memory")) << choice->describe();

@@ -26,17 +26,19 @@
 #include "gputrain/data/host_loader.h"
 #include "gputrain/data/prediction_inputs.h"
 #include "gputrain/models/factory.h"
+#include "gputrain/predict/predict.h"
 #include "gputrain/train/export_model.h"
-#include "gputrain/train/predict.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "support/tolerance.h"
+#include "train/synthetic_run.h"
 
 namespace gputrain::train {
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using predict::predict_outputs;
 
 constexpr int64_t kTestImages = 40;
 constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
@@ -100,7 +102,7 @@ class ModelExport : public ::testing::Test {
                          checkpoint::ExportedWeights weights, ModelInputs inputs = ModelInputs::kUnitImages) {
     const fs::path at = dir_ / "models" / name;
     fs::create_directories(at);
-    const plan::SavedWeightsPlan plan = plan::resolve_saved_weights(loaded, {}, plan::WeightsUse::kExport);
+    const plan::RunPlan plan = saved_model_plan(loaded, plan::Purpose::kExport);
     ModelExportOptions options;
     options.inputs = inputs;
     options.weights = weights;
@@ -342,8 +344,7 @@ TEST_F(ModelExport, EachFashionMnistConfigsNetworkMatchesPredictOnTheRealTestSpl
     write_exports(name, loaded, at / "saved.pt", checkpoint::ExportedWeights::kEvaluated);
 
     // As `predict --tta off`: the exported network scores each image alone, not train.tta's views.
-    const plan::SavedWeightsPlan plan =
-        plan::resolve_saved_weights(loaded, {}, plan::WeightsUse::kPredict, {/*weights=*/"", /*run_views=*/false});
+    const plan::RunPlan plan = saved_model_plan(loaded, plan::Purpose::kPredict, /*weights=*/"", /*run_views=*/false);
     const torch::Tensor images =
         data::make_dataset(loaded.config.data, data::Split::kTest, loaded.config.seed)->inputs().slice(0, 0, 1000);
     ASSERT_EQ(images.sizes(), (std::vector<int64_t>{1000, 1, 28, 28})) << name;
@@ -486,7 +487,7 @@ TEST_F(ModelExport, PytorchWritesTheModuleAndItsStateDictOrNeither) {
   const config::LoadedConfig loaded =
       from_text("{dataset: synthetic, samples: 20, test_samples: 16, features: 5}", "  {name: mlp, hidden: [4]}\n");
   checkpoint::save_weights(drawn_model(loaded), (dir_ / "saved.pt").string());
-  const plan::SavedWeightsPlan plan = plan::resolve_saved_weights(loaded, {}, plan::WeightsUse::kExport);
+  const plan::RunPlan plan = saved_model_plan(loaded, plan::Purpose::kExport);
   ModelExportOptions options;
   options.format = ModelFormat::kPytorch;
   const auto refusal = [&](const fs::path& out) -> std::string {

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "gputrain/bench/bench.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/config/load.h"
 #include "gputrain/data/generate.h"
@@ -20,7 +21,6 @@
 #include "gputrain/plan/fast_paths.h"
 #include "gputrain/plan/run_plan.h"
 #include "gputrain/step/backends.h"
-#include "gputrain/train/bench.h"
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -28,6 +28,11 @@
 namespace gputrain::train {
 namespace {
 
+using bench::BenchReport;
+using bench::format_bench;
+using bench::LoaderBenchReport;
+using bench::run_bench;
+using bench::run_loader_bench;
 using gputrain::testing::TempDir;
 using plan::FastPaths;
 using plan::kSmallModelMacs;
@@ -192,6 +197,19 @@ TEST_F(FastPathRuns, BenchTimesEveryPhaseAndTheComputeBound) {
   for (const auto& name : names) EXPECT_NE(table.find("\n" + name + " "), std::string::npos) << table;
   EXPECT_NE(table.find("compute bound"), std::string::npos) << table;
   EXPECT_FALSE(r.bound_graphed) << "no CUDA graph on the CPU";
+}
+
+// Issue 61 #2: bench times the run's own step, with what the run's step does
+// beyond the update (clipping here) and the run's micro-batches a step.
+TEST_F(FastPathRuns, BenchTimesTheTrainingStepWithItsClippingAndMicroBatches) {
+  const auto loaded = cifar({"data.device_cache=true", "train.grad_clip=1", "train.accumulation_steps=2"});
+  const BenchReport r = run_bench(on_visible_devices(loaded), {2, 1});
+  EXPECT_EQ(r.batch, 8) << "16 a step in 2 micro-batches";
+  EXPECT_EQ(r.accumulation, 2);
+  EXPECT_NE(r.step.find("gradients clipped to norm 1"), std::string::npos) << r.step;
+  EXPECT_NE(r.step.find("non-finite check"), std::string::npos) << r.step;
+  EXPECT_NE(format_bench(r).find("the training step, with gradients clipped to norm 1"), std::string::npos)
+      << format_bench(r);
 }
 
 // The loader alone: the planned batches, as many as asked, on either loader.

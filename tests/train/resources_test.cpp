@@ -26,6 +26,7 @@
 #include "gputrain/train/trainer.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "train/synthetic_run.h"
 
 // These tests run the host out of memory on purpose. Under AddressSanitizer a
 // failed allocation must come back as null (bad_alloc, c10's enforce) the way
@@ -147,10 +148,7 @@ TEST(HostResources, TestingWithTooLargeABatchSaysLowerTheBatch) {
         checkpoint::save_weights(Trainer(plan::resolve_run(loaded, device::DevicePlan{}, {})).model(),
                                  weights.string());
       },
-      [&] {
-        (void)evaluate_saved_weights(plan::resolve_saved_weights(loaded, {}, plan::WeightsUse::kTest),
-                                     weights.string());
-      });
+      [&] { (void)evaluate_saved_weights(saved_model_plan(loaded, plan::Purpose::kEvaluate), weights.string()); });
   SKIP_UNLESS_SET_UP(r);
   expect_user_error(r, {"UserError: testing at data.test_batch_size 4096 with 0 loader workers: out of memory (",
                         "Lower data.test_batch_size, data.num_workers, or the model's size."});

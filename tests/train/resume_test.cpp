@@ -16,6 +16,7 @@
 #include "gputrain/data/generate.h"
 #include "gputrain/device/resolve.h"
 #include "gputrain/plan/run_plan.h"
+#include "gputrain/plan/start.h"
 #include "gputrain/train/trainer.h"
 #include "support/temp_dir.h"
 #include "train/recorder.h"
@@ -343,7 +344,8 @@ TEST_F(Resume, AfterAStopMidEpochOrBeforeTheTestPass) {
 // the file, before anything is restored.
 TEST_F(Resume, ImpossiblePositionIsACheckpointErrorNamingTheFile) {
   const auto loaded = run_config();  // 3 epochs of 10 steps (20 micro-batches)
-  Trainer trainer(plan::resolve_run(loaded, cpu(), {}));
+  const plan::RunPlan run = plan::resolve_run(loaded, cpu(), {});
+  Trainer trainer(run);
   torch::optim::SGD sgd(trainer.model()->parameters(), 0.1);
   const std::vector<std::pair<checkpoint::Position, std::string>> cases{{{4, 0, 40}, "lies beyond train.epochs (3)"},
                                                                         {{3, 2, 31}, "lies beyond train.epochs (3)"},
@@ -357,7 +359,7 @@ TEST_F(Resume, ImpossiblePositionIsACheckpointErrorNamingTheFile) {
     const auto crafted =
         checkpoint::Checkpoint::parse(checkpoint::encode(state, *trainer.model(), sgd), "crafted.ckpt");
     try {
-      trainer.resume(crafted);
+      plan::check_resumable(crafted, run);
       ADD_FAILURE() << "accepted epoch " << at.epoch << ", micro-batch " << at.batch << ", step " << at.step;
     } catch (const CheckpointError& e) {
       EXPECT_EQ(std::string(e.what()).rfind("crafted.ckpt: ", 0), 0u) << e.what();

@@ -6,7 +6,7 @@
 
 #include "gputrain/config/load.h"
 #include "gputrain/device/resolve.h"
-#include "gputrain/plan/saved_weights.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/train/evaluate.h"
 
 namespace gputrain::train {
@@ -27,9 +27,19 @@ train: {epochs: 4, log_every: 4}
 
 inline device::DevicePlan cpu() { return device::DevicePlan{}; }
 
+// What `gputrain <purpose>` resolves for saved weights on this machine's CPU.
+inline plan::RunPlan saved_model_plan(const config::LoadedConfig& loaded, plan::Purpose purpose,
+                                      const std::string& weights = "", bool run_views = true) {
+  plan::RunRequest request;
+  request.purpose = purpose;
+  request.weights = weights;
+  request.run_views = run_views;
+  return plan::resolve_run(loaded, request);
+}
+
 // `gputrain test` of `weights` on this machine's CPU.
 inline step::EvalResult test_saved_weights(const config::LoadedConfig& loaded, const std::string& weights) {
-  return evaluate_saved_weights(plan::resolve_saved_weights(loaded, {}, plan::WeightsUse::kTest), weights);
+  return evaluate_saved_weights(saved_model_plan(loaded, plan::Purpose::kEvaluate), weights);
 }
 
 }  // namespace gputrain::train

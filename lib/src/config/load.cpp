@@ -327,7 +327,8 @@ void apply_override(YAML::Node& root, const std::string& assignment, int number,
   marks[key] = {origin, 0, 0};
 }
 
-LoadedConfig load_document(YAML::Node root, const std::string& origin, const std::vector<std::string>& overrides) {
+LoadedConfig load_document(YAML::Node root, const std::string& origin, const std::vector<std::string>& overrides,
+                           std::vector<ConfigError>* problems) {
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) {
     throw UserError(fmt::format("{}: the experiment file must be a mapping of keys (name:, data:, model:, ...)",
@@ -339,7 +340,7 @@ LoadedConfig load_document(YAML::Node root, const std::string& origin, const std
   }
   LoadedConfig loaded;
   NodeReader reader(root, origin, "", marks, loaded.sources);
-  loaded.config = detail::read_experiment(reader, loaded.sources);
+  loaded.config = detail::read_experiment(reader, loaded.sources, problems);
   if (loaded.config.data.micro_batch_size && !loaded.sources.exact("data.batch_size").known()) {
     // Messages about the batch point where it is stated (schema.h implies data.batch_size: auto).
     loaded.sources.record("data.batch_size", loaded.sources.at("data.micro_batch_size"));
@@ -350,11 +351,12 @@ LoadedConfig load_document(YAML::Node root, const std::string& origin, const std
 }  // namespace
 
 LoadedConfig load_config_text(const std::string& yaml, const std::string& origin,
-                              const std::vector<std::string>& overrides) {
-  return load_document(parse_yaml(yaml, origin), origin, overrides);
+                              const std::vector<std::string>& overrides, std::vector<ConfigError>* problems) {
+  return load_document(parse_yaml(yaml, origin), origin, overrides, problems);
 }
 
-LoadedConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+LoadedConfig load_config(const std::string& path, const std::vector<std::string>& overrides,
+                         std::vector<ConfigError>* problems) {
   const std::string origin = printable(path);
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
@@ -370,7 +372,7 @@ LoadedConfig load_config(const std::string& path, const std::vector<std::string>
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) throw UserError(fmt::format("{}: cannot read the experiment file ({})", origin, std::strerror(errno)));
   text.resize(static_cast<std::size_t>(in.gcount()));
-  return load_config_text(text, origin, overrides);
+  return load_config_text(text, origin, overrides, problems);
 }
 
 }  // namespace gputrain::config

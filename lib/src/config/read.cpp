@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <any>
+#include <map>
 #include <optional>
 
 #include "gputrain/config/schema.h"
@@ -105,6 +107,124 @@ class Reader {
   Problems& problems_;
 };
 
+// Every key's path in the order schema.h declares it, with its value in the
+// config visited: a default config's values are what a key at fault falls back to.
+class Values : public KeysOnly {
+ public:
+  template <typename T, typename C>
+  void field(const char* key, T& value, const C&, const char*) {
+    paths.push_back(prefix_ + key);
+    values[paths.back()] = value;
+  }
+  template <typename S>
+  void section(const char* key, S& sub) {
+    const std::string outer = prefix_;
+    prefix_ += std::string(key) + ".";
+    visit(*this, sub);
+    prefix_ = outer;
+  }
+
+  std::vector<std::string> paths;
+  std::map<std::string, std::any> values;
+
+ private:
+  std::string prefix_;
+};
+
+// Sets the keys of `reset` to the values of `defaults`.
+class Resetter : public KeysOnly {
+ public:
+  Resetter(const std::map<std::string, std::any>& defaults, const std::set<std::string>& reset)
+      : defaults_(defaults), reset_(reset) {}
+  template <typename T, typename C>
+  void field(const char* key, T& value, const C&, const char*) {
+    const std::string path = prefix_ + key;
+    if (reset_.count(path) > 0) value = std::any_cast<T>(defaults_.at(path));
+  }
+  template <typename S>
+  void section(const char* key, S& sub) {
+    const std::string outer = prefix_;
+    prefix_ += std::string(key) + ".";
+    visit(*this, sub);
+    prefix_ = outer;
+  }
+
+ private:
+  const std::map<std::string, std::any>& defaults_;
+  const std::set<std::string>& reset_;
+  std::string prefix_;
+};
+
+// How many rules across keys `config` breaks.
+class RuleCount {
+ public:
+  template <typename T, typename C>
+  void field(const char*, T&, const C&, const char*) {}
+  template <typename S>
+  void section(const char*, S& sub) {
+    visit(*this, sub);
+  }
+  template <typename Message>
+  void check(const std::string& key, bool ok, const Message&) {
+    if (!ok) broken.push_back(key);
+  }
+  template <typename T>
+  void imply(const char*, T&, const T&, bool) {}
+  void fixed_on_resume(const char*, FixedOnResume) {}
+
+  std::vector<std::string> broken;  // each broken rule's key, below its section
+};
+
+std::size_t broken_rules(ExperimentConfig config) {
+  RuleCount count;
+  visit(count, config);
+  return count.broken.size();
+}
+
+ExperimentConfig with_defaults(ExperimentConfig config, const std::map<std::string, std::any>& defaults,
+                               const std::set<std::string>& keys) {
+  Resetter reset(defaults, keys);
+  visit(reset, config);
+  return config;
+}
+
+// A config that breaks no rule across keys, for the parts of a run that can
+// still be resolved after its problems were listed: a key the reader refused
+// kept its default already; a rule still broken falls back by the fewest
+// keys the user set (in schema order), each back to its default. The config
+// of defaults breaks none, so this ends.
+ExperimentConfig fallback(ExperimentConfig config, const SourceMap& sources) {
+  ExperimentConfig defaults;
+  Values known;
+  visit(known, defaults);
+  std::vector<std::string> set_keys;
+  for (const std::string& path : known.paths) {
+    if (sources.exact(path).known()) set_keys.push_back(path);
+  }
+  for (std::size_t broken = broken_rules(config); broken > 0;) {
+    std::optional<ExperimentConfig> fewer;
+    for (const std::string& key : set_keys) {  // one key back to its default
+      ExperimentConfig trial = with_defaults(config, known.values, {key});
+      if (broken_rules(trial) < broken) {
+        fewer = std::move(trial);
+        break;
+      }
+    }
+    if (!fewer) {  // several at once: the first keys set, until a rule holds
+      std::set<std::string> keys;
+      for (const std::string& key : set_keys) {
+        keys.insert(key);
+        fewer = with_defaults(config, known.values, keys);
+        if (broken_rules(*fewer) < broken) break;
+      }
+    }
+    if (!fewer || broken_rules(*fewer) >= broken) return defaults;
+    config = std::move(*fewer);
+    broken = broken_rules(config);
+  }
+  return config;
+}
+
 }  // namespace
 
 void Problems::add(const std::string& key, const ConfigError& problem) {
@@ -117,13 +237,17 @@ void Problems::throw_any() const {
   if (!all_.empty()) throw ConfigErrors(all_);
 }
 
-ExperimentConfig read_experiment(NodeReader& root, const SourceMap& sources) {
+ExperimentConfig read_experiment(NodeReader& root, const SourceMap& sources, std::vector<ConfigError>* collected) {
   ExperimentConfig config;
   Problems problems;
   Reader reader(root, sources, problems);
   visit(reader, config);
   for (const ConfigError& e : root.unknown_keys()) problems.add(e.key(), e);
-  problems.throw_any();
+  if (collected == nullptr) problems.throw_any();
+  if (!problems.all().empty()) {
+    collected->insert(collected->end(), problems.all().begin(), problems.all().end());
+    config = fallback(std::move(config), sources);
+  }
   for (const DatasetOnlyKey& only : dataset_only_keys(config.data)) {
     if (!only.set || only.reader == config.data.dataset) continue;
     const std::string key = std::string("data.") + only.key;

@@ -16,6 +16,7 @@ class Problems {
   bool blames(const std::string& key) const { return keys_.count(key) > 0; }
   // One problem is thrown as it is; several as one ConfigErrors.
   void throw_any() const;
+  const std::vector<ConfigError>& all() const { return all_; }
 
  private:
   std::vector<ConfigError> all_;
@@ -23,7 +24,10 @@ class Problems {
 };
 
 // The experiment from the document's root mapping, every key checked as schema.h
-// declares it. Throws every problem found at once (ConfigErrors when more than one).
-ExperimentConfig read_experiment(NodeReader& root, const SourceMap& sources);
+// declares it. Throws every problem found at once (ConfigErrors when more than
+// one); with `collected`, adds them there instead and returns a config that
+// breaks no rule across keys (a key at fault at its default, see read.cpp's fallback).
+ExperimentConfig read_experiment(NodeReader& root, const SourceMap& sources,
+                                 std::vector<ConfigError>* collected = nullptr);
 
 }  // namespace gputrain::config::detail

@@ -55,9 +55,7 @@ torch::nn::Sequential build_model(const config::ModelConfig& config, const data:
   return model;
 }
 
-std::string describe_model(const config::ModelConfig& model, const config::DataConfig& data, uint64_t seed) {
-  const auto train_set = data::make_dataset(data::for_description(data), data::Split::kTrain, seed);
-  const data::DatasetInfo& info = train_set->info();
+std::string describe_model(const config::ModelConfig& model, const data::DatasetInfo& info) {
   torch::nn::Sequential built =
       device::with_resource_errors(fmt::format("building the model ({})", config::word(model.name)), kSmallerModel,
                                    [&] { return build_model(model, info, torch::kCPU); });

@@ -132,6 +132,12 @@ StrategyPlan choose_strategy(const StrategyKeys& keys, const device::DevicePlan&
 ProcessPlan plan_processes(config::StrategyName requested, const device::DevicePlan& devices, const LaunchInfo& launch,
                            std::optional<int64_t> nproc) {
   using config::StrategyName;
+  if (nproc && launch.world_size > 1) {
+    throw UserError(
+        fmt::format("--nproc starts workers of its own, but this process is already rank {} of {} "
+                    "(launched by torchrun or srun); leave --nproc out",
+                    launch.rank, launch.world_size));
+  }
   if (nproc) return {*nproc, fmt::format("{} local workers (train --nproc {})", *nproc, *nproc)};
   if (launch.world_size > 1) {
     return {0, fmt::format("rank {} of {} started by a launcher", launch.rank, launch.world_size)};

@@ -30,8 +30,17 @@ std::optional<checkpoint::ResolvedBatch> stated_batch(const config::LoadedConfig
   } else {
     return std::nullopt;
   }
-  sizes.test = data.test_batch_size > 0 ? data.test_batch_size : sizes.global;
+  sizes.test = evaluation_batch(loaded.config, processes);
   return sizes;
+}
+
+int64_t evaluation_batch(const config::ExperimentConfig& config, int64_t processes,
+                         std::optional<int64_t> measured_micro) {
+  const config::DataConfig& data = config.data;
+  if (data.test_batch_size > 0) return data.test_batch_size;
+  if (data.batch_size) return *data.batch_size;
+  if (data.micro_batch_size) return *data.micro_batch_size * config.train.accumulation_steps * processes;
+  return measured_micro.value_or(config.train.target_batch);
 }
 
 BatchPlan plan_batches(const checkpoint::ResolvedBatch& sizes, bool drop_last, int64_t train_samples) {

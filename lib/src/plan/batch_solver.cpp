@@ -112,7 +112,7 @@ BatchChoice choose_batch(int64_t target, int64_t processes, int64_t budget, cons
   throw std::logic_error("choose_batch: the smallest candidate fitted but was not chosen");
 }
 
-std::optional<BatchChoice> solve_batch(const config::LoadedConfig& loaded,
+std::optional<BatchChoice> solve_batch(const config::LoadedConfig& loaded, const ModelInitPlan& init,
                                        const std::shared_ptr<const data::Dataset>& train_set,
                                        const parallel::StrategyPlan& strategy, config::AmpMode amp, int64_t processes,
                                        const std::string& meminfo) {
@@ -145,7 +145,7 @@ std::optional<BatchChoice> solve_batch(const config::LoadedConfig& loaded,
   }
 
   const int64_t per_process = c.train.target_batch / std::max<int64_t>(1, processes);
-  StepProbe probe(loaded, train_set, strategy, amp, per_process, /*accumulation=*/1);
+  StepProbe probe(loaded, init, train_set, strategy, amp, per_process, /*accumulation=*/1);
   const StepMeasure measure = [&](int64_t micro) {
     const int64_t share = (micro + replicas - 1) / replicas;
     return unless_out_of_memory(

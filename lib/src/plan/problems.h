@@ -21,6 +21,13 @@ class Problems {
 
   bool collecting() const { return collected_ != nullptr; }
 
+  // Problems a part found and worded itself: listed, or the first thrown (UserError).
+  void found(const std::vector<std::string>& problems) {
+    if (problems.empty()) return;
+    if (!collected_) throw UserError(problems.front());
+    collected_->insert(collected_->end(), problems.begin(), problems.end());
+  }
+
   template <class Part>
   bool attempt(Part&& part) {
     auto located = [&] {

@@ -4,6 +4,11 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <iterator>
+
+#include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/config/config_errors.h"
@@ -106,14 +111,26 @@ int64_t batch_sharers(const RunPlan& run) {
              : std::max<int64_t>(1, static_cast<int64_t>(run.strategy.replicas.size()));
 }
 
-// The fewest rows a forward pass of `rows` gives one of those who share it, as split_batch shares it.
-int64_t smallest_share(const RunPlan& run, int64_t rows) {
-  int64_t smallest = rows;
+// The rows a forward pass of `rows` gives each of those who share it, as split_batch shares it.
+std::vector<int64_t> shares(const RunPlan& run, int64_t rows) {
   const std::vector<std::string> sharers(static_cast<std::size_t>(batch_sharers(run)));
-  for (const parallel::ReplicaSplit& split : parallel::split_batch(rows, sharers)) {
-    smallest = std::min(smallest, split.rows());
-  }
-  return smallest;
+  std::vector<int64_t> out;
+  for (const parallel::ReplicaSplit& split : parallel::split_batch(rows, sharers)) out.push_back(split.rows());
+  return out;
+}
+
+int64_t smallest_share(const RunPlan& run, int64_t rows) {
+  const std::vector<int64_t> all = shares(run, rows);
+  return *std::min_element(all.begin(), all.end());
+}
+
+// model.sync_batchnorm sums the batch statistics across ddp's ranks; dp's
+// replicas each see their part of a batch, and nothing sums theirs.
+void check_sync_batchnorm(const RunPlan& run) {
+  if (!run.loaded.config.model.sync_batchnorm || run.strategy.kind != parallel::StrategyKind::kDataParallel) return;
+  throw ConfigError(run.loaded.sources.at("model.sync_batchnorm"), "model.sync_batchnorm",
+                    "works under ddp, not dp (whose replicas each see their part of a batch): launch ranks "
+                    "with --nproc N, or leave it off");
 }
 
 // A training forward pass of one sample through a batchnorm layer that
@@ -208,9 +225,12 @@ void plan_steps(RunPlan& run) {
 
 // Everything after the devices; `run` holds the config and the devices.
 Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& problems) {
-  run.processes = request.one_process ? parallel::ProcessPlan{0, "one process"}
-                                      : parallel::plan_processes(run.loaded.config.strategy, run.devices,
-                                                                 request.launch, request.nproc);
+  run.processes = parallel::ProcessPlan{0, "one process"};
+  if (request.purpose != Purpose::kBench) {
+    problems.attempt([&] {
+      run.processes = parallel::plan_processes(run.loaded.config.strategy, run.devices, request.launch, request.nproc);
+    });
+  }
   run.launch = request.launch;
   const int64_t workers = run.processes.workers;
   if (workers > 0) {  // what each worker will resolve for itself; this process stands for rank 0
@@ -237,6 +257,7 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
       })) {
     run.step.amp = config::AmpMode::kOff;
   }
+  if (strategy_known) problems.attempt([&] { check_sync_batchnorm(run); });
   const Reached after_strategy = strategy_known ? Reached::kStrategy : Reached::kDevices;
   // A process that only starts workers reads the data only for data.batch_size: auto's measurement.
   const bool launcher_only = workers > 0 && !problems.collecting();
@@ -246,7 +267,12 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
     return after_strategy;
   }
   const data::DatasetInfo& info = run.train_set->info();
+  run.trained = info;
+  run.trained_from = "the training split";
   const bool labeled = info.target_kind != data::TargetKind::kNone;
+  if (request.purpose == Purpose::kBench && !labeled) {
+    throw UserError(fmt::format("data set '{}' has no labels, so there is no train step to time", info.name));
+  }
   if (!launcher_only && labeled) {
     problems.attempt([&] {
       run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
@@ -254,7 +280,7 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
     });
   }
   // The keys that must suit the data, before anything is built.
-  problems.attempt([&] {
+  const bool loss_known = problems.attempt([&] {
     const torch::Device device = run.strategy.replicas.front();
     if (!labeled) {
       class_weights(run.loaded, info, device);  // refuses weights for a data set without classes
@@ -273,17 +299,16 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
                  count_of(sizes->accumulation, "accumulation step"), request.resolved_by);
   }
   if (!sizes && !problems.attempt([&] {
-        run.batch_choice =
-            solve_batch(run.loaded, run.train_set, run.strategy, run.step.amp, run.launch.world_size, request.meminfo);
+        run.batch_choice = solve_batch(run.loaded, run.model_init, run.train_set, run.strategy, run.step.amp,
+                                       run.launch.world_size, request.meminfo);
       })) {
     return Reached::kData;
   }
   if (run.batch_choice) {
     spdlog::info("data.batch_size: {} (auto: {})", run.batch_choice->batch_size, run.batch_choice->describe());
     // Evaluation in the micro-batches known to fit, not the whole target.
-    sizes =
-        checkpoint::ResolvedBatch{run.batch_choice->batch_size, run.batch_choice->accumulation,
-                                  c.data.test_batch_size > 0 ? c.data.test_batch_size : run.batch_choice->micro_batch};
+    sizes = checkpoint::ResolvedBatch{run.batch_choice->batch_size, run.batch_choice->accumulation,
+                                      evaluation_batch(c, run.launch.world_size, run.batch_choice->micro_batch)};
   }
   if (request.resolved_batch && request.resumed_mid_epoch &&
       !problems.attempt([&] { check_same_batch_mid_epoch(run.loaded, *request.resolved_batch, *sizes); })) {
@@ -298,27 +323,189 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
     plan_decode_threads(run);
     log_kernel_caches(run, request.kernel_cache_env);
   }
-  if (!model_known) return Reached::kBatch;
+  if (!model_known || !loss_known) return Reached::kBatch;
   plan_steps(run);
   // A step that cannot run is not measured either.
   if (!problems.attempt([&] { check_batchnorm_rows(run); })) return Reached::kBatch;
   return Reached::kComplete;
 }
 
-// The devices, then everything after them; `run` holds the config.
+// What saved weights (or the configured model) were trained on: the
+// description their file carries (true), else the training split described (not decoded).
+bool describe_trained(RunPlan& run, const std::string& weights) {
+  const config::ExperimentConfig& c = run.loaded.config;
+  const std::string stored = weights.empty() ? "" : checkpoint::stored_training_data(weights);
+  if (!stored.empty()) {
+    run.trained = data::read_model_description(stored, weights);
+    run.trained_from = fmt::format("as {} describes it", weights);
+    return true;
+  }
+  run.trained = data::make_dataset(data::for_description(c.data), data::Split::kTrain, c.seed)->info();
+  run.trained_from = fmt::format("from the data set ({})", run.trained.source);
+  return false;
+}
+
+// test, predict, export and describe: no training run, only the device, what
+// the model was trained on, the test split (test) and how samples are scored.
+void resolve_saved_model(RunPlan& run, const RunRequest& request) {
+  const config::ExperimentConfig& c = run.loaded.config;
+  const Purpose purpose = request.purpose;
+  const bool on_cpu = purpose == Purpose::kExport || purpose == Purpose::kDescribe;
+  if (!on_cpu) {
+    Problems(nullptr, run.loaded.sources).attempt([&] {
+      run.devices = device::resolve_devices(c.device, c.gpus, request.inventory);
+    });
+  }
+  const bool described = describe_trained(run, request.weights);
+  if (purpose == Purpose::kDescribe) return;
+  spdlog::info("the model's training data: {}, {}", data::description_summary(run.trained), run.trained_from);
+  const bool labeled = run.trained.target_kind != data::TargetKind::kNone;
+  if (!labeled && (purpose == Purpose::kEvaluate || purpose == Purpose::kPredict)) {
+    throw UserError(
+        purpose == Purpose::kEvaluate
+            ? fmt::format("data set '{}' has no labels, so there is nothing to test", run.trained.name)
+            : fmt::format("data set '{}' has no labels: its model predicts nothing to report", run.trained.name));
+  }
+  if (purpose == Purpose::kEvaluate) {
+    run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed, described ? &run.trained : nullptr);
+    const data::DatasetInfo& info = run.test_set->info();
+    if (const std::string mismatch = data::description_mismatch(run.trained, info); !mismatch.empty()) {
+      throw DataError(fmt::format("the test split {} {} ({}); test the model on data like its training data",
+                                  info.source, mismatch, run.trained_from));
+    }
+    check_evaluation_keys(run.loaded, info);
+    step::check_amp_device(c.train.amp, run.devices.primary().type(), run.loaded.sources.at("train.amp"));
+    run.step.amp = c.train.amp;
+    run.loss = build_loss(run.loaded, run.trained, run.devices.primary());
+  } else if (purpose == Purpose::kPredict) {
+    check_evaluation_keys(run.loaded, run.trained);  // train.tta's views must fit the model's images
+  }
+  run.test_loader = data::loader_options(c.data, data::Split::kTest, evaluation_batch(c, 1), c.seed);
+  run.test_loader.decode_threads = decode_threads(c.data);
+  run.evaluation = plan_evaluation(c.train, run.trained.target_kind == data::TargetKind::kClasses);
+  if (!request.run_views && purpose != Purpose::kExport) run.evaluation.tta = config::TtaConfig{};
+}
+
+// The devices, then everything after them, then where a training run writes
+// (rank 0's, which writes; a launcher's for it); `run` holds the config.
 Reached resolve(RunPlan& run, const RunRequest& request, Problems& problems) {
   // Collecting, the CPU stands in should `device:` or `gpus:` be refused.
   problems.attempt([&] {
     run.devices = device::resolve_devices(run.loaded.config.device, run.loaded.config.gpus, request.inventory);
   });
-  return resolve_on_devices(run, request, problems);
+  const Reached reached = resolve_on_devices(run, request, problems);
+  run.outputs = plan_outputs(run.loaded.config);
+  if (request.purpose == Purpose::kTrain && run.launch.rank == 0) {
+    problems.found(output_problems(run.outputs, request.resuming));
+  }
+  return reached;
+}
+
+// Bytes a device has free for the run: the driver's count on CUDA, the host's
+// available memory elsewhere (shared by every replica there).
+int64_t free_bytes(const torch::Device& device, const std::string& meminfo) {
+  return device.is_cuda() ? device::free_memory(device) : device::host_available_memory(meminfo);
+}
+
+// One measured step on the largest share of a micro-batch any device gets, and
+// what each device would hold: dp's replicas hold weights and gradients but no
+// optimizer state; CPU replicas share the host's memory, so they are summed under one entry.
+// On the CPU a step larger than the host's memory is no error but the kernel
+// ending the process (plan itself, exit 137, on 3000 x 3000 images): a step of
+// 2 samples, scaled to the share, is judged first, and the share's step runs only if that fits.
+MemoryPlan plan_memory(const RunPlan& run, const std::string& meminfo) {
+  MemoryPlan memory;
+  const std::vector<int64_t> micro_shares = shares(run, run.batch.micro);
+  memory.measured_rows = *std::max_element(micro_shares.begin(), micro_shares.end());
+  const torch::Device device = run.strategy.replicas.front();
+  device::with_resource_errors(fmt::format("measuring one step of the model ({}) on {}",
+                                           config::word(run.loaded.config.model.name), device.str()),
+                               "Make the model smaller, or lower data.batch_size", [&] {
+                                 StepProbe probe(run.loaded, run.model_init, run.train_set, run.strategy, run.step.amp,
+                                                 run.batch.micro, run.batch.accumulation);
+                                 constexpr int64_t kFew = 2;
+                                 const int64_t available =
+                                     device.is_cuda() ? -1 : device::host_available_memory(meminfo);
+                                 if (available >= 0 && memory.measured_rows > kFew) {
+                                   StepMemory few = probe.measure(kFew);
+                                   few.activations = few.activations / kFew * memory.measured_rows;
+                                   if (few.total() > available) {
+                                     few.measured_by += fmt::format(
+                                         " of {} samples, scaled (a step of {} would not fit the host's memory, so "
+                                         "it was not run)",
+                                         kFew, memory.measured_rows);
+                                     memory.step = few;
+                                     return;
+                                   }
+                                 }
+                                 memory.step = probe.measure(memory.measured_rows);
+                               });
+  const StepMemory& step = memory.step;
+  for (std::size_t i = 0; i < run.strategy.replicas.size(); ++i) {
+    const torch::Device& replica = run.strategy.replicas[i];
+    auto at = std::find_if(memory.devices.begin(), memory.devices.end(),
+                           [&](const DeviceMemory& d) { return d.device == replica.str(); });
+    if (at == memory.devices.end()) {
+      memory.devices.push_back({replica.str(), 0, 0, free_bytes(replica, meminfo)});
+      at = std::prev(memory.devices.end());
+    }
+    at->needed += step.parameters + step.gradients + step.activations + (i == 0 ? step.optimizer_state : 0);
+    ++at->replicas;
+  }
+  std::sort(memory.devices.begin(), memory.devices.end(),
+            [](const DeviceMemory& a, const DeviceMemory& b) { return a.device < b.device; });
+  return memory;
+}
+
+std::vector<std::string> memory_problems(const MemoryPlan& memory) {
+  std::vector<std::string> problems;
+  for (const DeviceMemory& d : memory.devices) {
+    if (d.free < 0 || d.needed <= d.free) continue;
+    problems.push_back(fmt::format(
+        "memory: one step needs about {} on {} (weights, gradients, optimizer state and the activations of {}), "
+        "more than its {} free; lower data.batch_size or raise train.accumulation_steps, use train.amp: bf16, "
+        "or a smaller model",
+        bytes_text(d.needed), d.device, count_of(memory.measured_rows, "sample"), bytes_text(d.free)));
+  }
+  return problems;
+}
+
+// The training data's bytes on disk: a file (an .npz) or a directory's files; 0 for generated data.
+int64_t bytes_on_disk(const config::DataConfig& data) {
+  namespace fs = std::filesystem;
+  if (data.dataset == config::DatasetName::kRandom || data.dataset == config::DatasetName::kSynthetic) return 0;
+  std::error_code error;
+  if (fs::is_regular_file(data.root, error)) return static_cast<int64_t>(fs::file_size(data.root, error));
+  int64_t bytes = 0;
+  for (fs::recursive_directory_iterator it(data.root, error), end; !error && it != end; it.increment(error)) {
+    if (it->is_regular_file(error)) bytes += static_cast<int64_t>(it->file_size(error));
+  }
+  return bytes;
 }
 
 }  // namespace
 
+bool uses_saved_model(Purpose purpose) {
+  switch (purpose) {
+    case Purpose::kTrain:
+    case Purpose::kBench:
+      return false;
+    case Purpose::kEvaluate:
+    case Purpose::kPredict:
+    case Purpose::kExport:
+    case Purpose::kDescribe:
+      return true;
+  }
+  return false;
+}
+
 RunPlan resolve_run(config::LoadedConfig loaded, const RunRequest& request) {
   RunPlan run;
   run.loaded = std::move(loaded);
+  if (uses_saved_model(request.purpose)) {
+    resolve_saved_model(run, request);
+    return run;
+  }
   Problems strict(nullptr, run.loaded.sources);
   resolve(run, request, strict);
   return run;
@@ -332,7 +519,7 @@ RunPlan resolve_run(config::LoadedConfig loaded, const device::DevicePlan& devic
   RunRequest request;
   request.launch = launch;
   request.meminfo = meminfo;
-  request.one_process = true;
+  request.purpose = Purpose::kBench;
   Problems strict(nullptr, run.loaded.sources);
   resolve_on_devices(run, request, strict);
   return run;
@@ -353,6 +540,11 @@ CollectedRun collect_run(config::LoadedConfig loaded, const RunRequest& request)
   out.plan.loaded = std::move(loaded);
   Problems problems(&out.problems, out.plan.loaded.sources);
   out.reached = resolve(out.plan, request, problems);
+  if (out.reached >= Reached::kBatch) out.data_bytes_on_disk = bytes_on_disk(out.plan.loaded.config.data);
+  if (out.reached == Reached::kComplete) {
+    problems.attempt([&] { out.memory = plan_memory(out.plan, request.meminfo); });
+    if (out.memory) problems.found(memory_problems(*out.memory));
+  }
   return out;
 }
 

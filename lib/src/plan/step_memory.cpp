@@ -13,6 +13,7 @@
 #include "gputrain/models/whiten.h"
 #include "gputrain/optim/optimizer.h"
 #include "gputrain/plan/data_keys.h"
+#include "gputrain/plan/trainable.h"
 #include "gputrain/step/amp.h"
 #include "gputrain/step/channels_last.h"
 
@@ -85,32 +86,28 @@ struct StepProbe::Parts {
   std::shared_ptr<const data::Dataset> train_set;
   torch::Device device;
   config::AmpMode amp;
-  torch::nn::Sequential model{nullptr};
   FastPaths fast;
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  Trainable trainable;
   optim::LossSpec loss;
   int64_t fewest_rows = 1;  // a training step's
 };
 
-StepProbe::StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const data::Dataset> train_set,
-                     const parallel::StrategyPlan& strategy, config::AmpMode amp, int64_t micro_batch,
-                     int64_t accumulation)
-    : parts_(std::make_unique<Parts>(
-          Parts{loaded, std::move(train_set), strategy.replicas.front(), amp, nullptr, {}, {}, {}})) {
+StepProbe::StepProbe(const config::LoadedConfig& loaded, const ModelInitPlan& init,
+                     std::shared_ptr<const data::Dataset> train_set, const parallel::StrategyPlan& strategy,
+                     config::AmpMode amp, int64_t micro_batch, int64_t accumulation)
+    : parts_(std::make_unique<Parts>(Parts{loaded, std::move(train_set), strategy.replicas.front(), amp, {}, {}, {}})) {
   const config::ExperimentConfig& c = loaded.config;
   Parts& p = *parts_;
   torch::manual_seed(c.seed);
   const data::DatasetInfo& data = p.train_set->info();
-  p.model = models::build_model(c.model, data, p.device);
-  models::freeze(*p.model, c.model.freeze);  // frozen parameters hold no gradient or optimizer state
-  // The step below runs every layer in training mode (model->train()), frozen batchnorm layers too.
-  if (!models::batchnorm_of_single_values(p.model, data.input_shape).empty()) p.fewest_rows = 2;
+  // The fast paths for this probe's batches, on the model's facts as the plan traces them (on the CPU).
+  torch::nn::Sequential traced = models::build_model(c.model, data, torch::kCPU);
   p.fast =
-      plan_fast_paths(c, run_facts(model_facts(p.model, data.input_shape), strategy, micro_batch, accumulation, amp));
-  if (p.fast.channels_last) step::to_channels_last(p.model);
-  p.optimizer = optim::make_optimizer(
-      resolved_optim(c.optim, p.fast),
-      optim::param_groups(c.optim, p.model->named_parameters(), models::first_epochs_only(p.model, c.model)));
+      plan_fast_paths(c, run_facts(model_facts(traced, data.input_shape), strategy, micro_batch, accumulation, amp));
+  const config::OptimConfig optim = resolved_optim(c.optim, p.fast);
+  p.trainable = assemble_trainable({c, *p.train_set, init, optim, p.fast.channels_last, p.device});
+  // The step below runs every layer in training mode (model->train()), frozen batchnorm layers too.
+  if (!models::batchnorm_of_single_values(p.trainable.model, data.input_shape).empty()) p.fewest_rows = 2;
   p.loss = build_loss(loaded, data, p.device);
 }
 
@@ -126,7 +123,7 @@ StepMemory StepProbe::measure(int64_t rows) {
   data::HostLoader loader(p.train_set, options);
   loader.start_epoch(0);
   const data::Batch batch = *loader.next();
-  return measure_step_memory(p.model, *p.optimizer, batch, p.loss, p.amp, p.fast.channels_last);
+  return measure_step_memory(p.trainable.model, *p.trainable.optimizer, batch, p.loss, p.amp, p.fast.channels_last);
 }
 
 }  // namespace gputrain::plan

@@ -59,7 +59,7 @@ RunPaths run_paths(const fs::path& dir) {
   paths.config = paths.dir / "config.yaml";
   paths.log = paths.dir / "train.log";
   paths.metrics = paths.dir / "metrics.jsonl";
-  paths.weights = paths.dir / "model.pt";
+  paths.weights = paths.dir / plan::kWeightsFile;
   paths.run_info = paths.dir / "run.json";
   paths.device_report = paths.dir / "device.json";
   paths.report = paths.dir / "report.html";
@@ -73,19 +73,10 @@ RunDirOptions run_dir_options(const plan::RunPlan& run, bool resuming) {
           resuming};
 }
 
-std::string finished_run_problem(const fs::path& dir) {
-  std::error_code error;
-  if (!fs::is_regular_file(run_paths(dir).weights, error)) return "";
-  return fmt::format(
-      "{}: holds a finished run (its model.pt): a new run would replace its config, report and checkpoints; "
-      "continue it with --resume auto, or give this run another name (name:) or output.dir (--output)",
-      dir.string());
-}
-
 RunPaths prepare_run_dir(const RunDirOptions& options) {
   const RunPaths paths = run_paths(options.dir);
   if (!options.resuming) {
-    if (const std::string problem = finished_run_problem(paths.dir); !problem.empty()) throw UserError(problem);
+    if (const std::string problem = plan::finished_run_problem(paths.dir); !problem.empty()) throw UserError(problem);
   }
   std::error_code error;
   fs::create_directories(paths.dir, error);
@@ -116,27 +107,6 @@ RunPaths prepare_run_dir(const RunDirOptions& options) {
   return paths;
 }
 
-namespace {
-std::string in_use(const fs::path& dir, const fs::path& lock_file) {
-  std::ifstream in(lock_file);
-  std::string pid;
-  std::getline(in, pid);
-  return fmt::format(
-      "{}: another gputrain process (pid {}) is running in this run directory; wait for it "
-      "to end, or choose another name or output.dir (--output)",
-      dir.string(), pid.empty() ? "unknown" : pid);
-}
-}  // namespace
-
-std::string RunDirLock::held_by_another(const fs::path& dir) {
-  const fs::path path = dir / kFileName;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";  // no lock file: no run has held it
-  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  ::close(fd);  // releases the shared lock, if it was taken
-  return held ? in_use(dir, path) : "";
-}
-
 RunDirLock::RunDirLock(const fs::path& dir) {
   std::error_code error;
   fs::create_directories(dir, error);
@@ -144,7 +114,7 @@ RunDirLock::RunDirLock(const fs::path& dir) {
     throw UserError(fmt::format("{}: cannot create the run directory ({}). Choose another output.dir or --output.",
                                 dir.string(), error.message()));
   }
-  const fs::path path = dir / kFileName;
+  const fs::path path = dir / plan::kRunLockFile;
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     throw UserError(fmt::format("{}: cannot open the run directory's lock file: {}. Is the output directory writable?",
@@ -154,7 +124,7 @@ RunDirLock::RunDirLock(const fs::path& dir) {
     const int cause = errno;
     ::close(fd_);
     fd_ = -1;
-    if (cause == EWOULDBLOCK) throw UserError(in_use(dir, path));
+    if (cause == EWOULDBLOCK) throw UserError(plan::run_dir_in_use(dir, path));
     throw UserError(fmt::format("{}: cannot lock the run directory: {}", path.string(), std::strerror(cause)));
   }
   const std::string pid = std::to_string(::getpid()) + "\n";

@@ -15,7 +15,7 @@ namespace {
 
 class EagerStep : public OptimizerStep {
  public:
-  explicit EagerStep(const EagerStepParts& parts) : p_(parts), device_(parts.strategy->device()) {}
+  explicit EagerStep(const StepParts& parts) : p_(parts), device_(parts.strategy->device()) {}
 
   StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) override {
     int64_t group_samples = 0;
@@ -34,6 +34,7 @@ class EagerStep : public OptimizerStep {
         outputs = p_.strategy->forward_to_train(p_.model, model_inputs(mb.inputs, device_, p_.channels_last), last);
         batch_loss = optim::loss_sum(p_.loss, outputs, targets);
       }
+      ended(StepPhase::kForward);
       // Averaging over the whole (global) group's size makes K micro-batches, or N
       // ranks, one step of their combined batch, and weights a short last group
       // by its real size.
@@ -41,6 +42,7 @@ class EagerStep : public OptimizerStep {
         device::NvtxRange range("backward");
         p_.strategy->run_backward([&] { backward_mean_(p_.scaler->scale(batch_loss), group_samples); });
       }
+      ended(StepPhase::kBackward);
       // argmax records no autograd node, so the outputs need no detach() (one op fewer per step)
       result.sums.push_back(
           {batch_loss.detach(), optim::correct_count(outputs, targets, p_.loss.classes > 0), mb.size()});
@@ -68,17 +70,25 @@ class EagerStep : public OptimizerStep {
       step_loss = torch::Tensor();
     }
     result.agreed = agree(step_loss);
-    if (result.agreed.non_finite) return result;
+    if (!result.agreed.non_finite) update(result);
+    ended(StepPhase::kOptimizer);
+    return result;
+  }
+
+ private:
+  void update(StepResult& result) {
     if (p_.grad_clip > 0) {
       p_.scaler->unscale_(*p_.optimizer);  // clip the true gradients, not the scaled ones
       clip_grad_norm(p_.model->parameters(), p_.grad_clip);
     }
     if (!p_.scaler->step(*p_.optimizer)) result.scaler_skipped_at = p_.scaler->scale();
     p_.scaler->update();
-    return result;
   }
 
- private:
+  void ended(StepPhase phase) const {
+    if (p_.phase_done) p_.phase_done(phase);
+  }
+
   void zero_grad() {
     if (!p_.zero_grad_in_place) return p_.optimizer->zero_grad();
     // Optimizer::zero_grad(false) detaches each gradient in place, which a
@@ -89,17 +99,16 @@ class EagerStep : public OptimizerStep {
     }
   }
 
-  EagerStepParts p_;
+  StepParts p_;
   torch::Device device_;
   optim::MeanBackward backward_mean_;
 };
 
 class GraphStep : public OptimizerStep {
  public:
-  GraphStep(torch::nn::Sequential model, torch::optim::Optimizer& optimizer, const optim::LossSpec& loss,
-            bool channels_last, const torch::Device& device, const GraphPlan& plan, NonFiniteSteps* non_finite,
-            GradScaler* scaler, parallel::Strategy* processes)
-      : graphed_(std::move(model), optimizer, loss, channels_last, device, plan, non_finite, scaler, processes) {}
+  GraphStep(const StepParts& p, int64_t rows, int64_t micro_batches)
+      : graphed_(p.model, *p.optimizer, p.loss, p.channels_last, p.strategy->device(),
+                 GraphPlan{rows, p.grad_clip, micro_batches, p.amp}, p.non_finite, p.scaler, p.strategy) {}
 
   // fp16's skipped steps are counted on the device and show at the next log
   // interval (GradScaler::skipped_steps), not in a warning per step.
@@ -135,17 +144,10 @@ torch::Tensor clip_grad_norm(const std::vector<at::Tensor>& parameters, double m
   return total;
 }
 
-std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts) {
-  return std::make_unique<EagerStep>(parts);
-}
+std::unique_ptr<OptimizerStep> make_eager_step(const StepParts& parts) { return std::make_unique<EagerStep>(parts); }
 
-std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
-                                                 const optim::LossSpec& loss, bool channels_last,
-                                                 const torch::Device& device, const GraphPlan& plan,
-                                                 NonFiniteSteps* non_finite, GradScaler* scaler,
-                                                 parallel::Strategy* processes) {
-  return std::make_unique<GraphStep>(std::move(model), optimizer, loss, channels_last, device, plan, non_finite, scaler,
-                                     processes);
+std::unique_ptr<OptimizerStep> make_graphed_step(const StepParts& parts, int64_t rows, int64_t micro_batches) {
+  return std::make_unique<GraphStep>(parts, rows, micro_batches);
 }
 
 }  // namespace gputrain::step

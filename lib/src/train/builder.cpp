@@ -6,32 +6,28 @@
 
 #include <algorithm>
 
-#include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
-#include "gputrain/models/freeze.h"
-#include "gputrain/models/whiten.h"
 #include "gputrain/optim/optimizer.h"
 #include "gputrain/optim/schedule.h"
+#include "gputrain/plan/trainable.h"
 #include "gputrain/step/backends.h"
-#include "gputrain/step/channels_last.h"
 #include "gputrain/step/cuda_graph.h"
 
 namespace gputrain::train {
 
 namespace {
 
-// model.sync_batchnorm: under ddp the batchnorm layers sum their batch statistics across the ranks.
+// model.sync_batchnorm: under ddp the batchnorm layers sum their batch
+// statistics across the ranks (the plan refused it under dp).
 void share_batch_statistics(const config::LoadedConfig& loaded, RunParts& run) {
   if (!loaded.config.model.sync_batchnorm) return;
   switch (run.strategy_plan.kind) {
     case parallel::StrategyKind::kDataParallel:
-      throw ConfigError(loaded.sources.at("model.sync_batchnorm"), "model.sync_batchnorm",
-                        "works under ddp, not dp (whose replicas each see their part of a batch): launch ranks "
-                        "with --nproc N, or leave it off");
+      GPUTRAIN_CHECK(false, "model.sync_batchnorm under dp reached the builder");
     case parallel::StrategyKind::kSingle:
       spdlog::info("model.sync_batchnorm: one process, whose batches are whole: nothing to share");
       return;
@@ -84,24 +80,9 @@ std::unique_ptr<step::NonFiniteSteps> build_non_finite(const plan::StepPlan& pla
 }
 
 // The eager step, or the CUDA graph where the fast paths chose it.
-std::unique_ptr<step::OptimizerStep> build_step(const plan::StepPlan& plan, RunParts& run) {
-  run.non_finite = build_non_finite(plan, run);
-  if (plan.fast.cuda_graph) {
-    const step::GraphPlan graph{run.batch.micro, plan.grad_clip, run.batch.accumulation, plan.amp};
-    return step::make_graphed_step(run.model, *run.optimizer, run.loss, plan.fast.channels_last, run.device, graph,
-                                   run.non_finite.get(), run.scaler.get(), run.strategy.get());
-  }
-  step::EagerStepParts parts;
-  parts.strategy = run.strategy.get();
-  parts.model = run.model;
-  parts.optimizer = run.optimizer.get();
-  parts.scaler = run.scaler.get();
-  parts.loss = run.loss;
-  parts.amp = plan.amp;
-  parts.channels_last = plan.fast.channels_last;
-  parts.grad_clip = plan.grad_clip;
-  parts.zero_grad_in_place = plan.zero_grad_in_place;
-  parts.non_finite = run.non_finite.get();
+std::unique_ptr<step::OptimizerStep> build_step(const RunParts& run) {
+  const step::StepParts parts = step_parts(run);
+  if (run.step.fast.cuda_graph) return step::make_graphed_step(parts, run.batch.micro, run.batch.accumulation);
   return step::make_eager_step(parts);
 }
 
@@ -150,20 +131,25 @@ void log_run(const plan::RunPlan& plan, const RunParts& run, const std::vector<o
 
 }  // namespace
 
-torch::nn::Sequential build_planned_model(const plan::RunPlan& plan, const torch::Device& device) {
-  torch::nn::Sequential model = models::build_model(plan.loaded.config.model, plan.train_set->info(), device);
-  // Before model.init_from, whose tensors then win; a resumed run's checkpoint restores the same filters.
-  models::whiten_first_conv(model, plan.loaded.config.model, *plan.train_set, plan.loaded.config.data.normalize);
-  checkpoint::load_named_weights(*model, plan.model_init.loaded);
-  models::freeze(*model, plan.model_init.freeze);
-  return model;
-}
-
-void apply_fast_paths(const plan::FastPaths& fast, torch::nn::Sequential& model) {
+void apply_fast_paths(const plan::FastPaths& fast) {
   for (const std::string& line : fast.decisions) spdlog::info("{}", line);
-  if (fast.channels_last) step::to_channels_last(model);
   step::configure_backends(fast.matmul_precision.value, fast.threads, fast.cudnn_benchmark);
   spdlog::info("train.matmul_precision: {} ({})", fast.matmul_precision.value, fast.matmul_precision.reason);
+}
+
+step::StepParts step_parts(const RunParts& run) {
+  step::StepParts parts;
+  parts.strategy = run.strategy.get();
+  parts.model = run.model;
+  parts.optimizer = run.optimizer.get();
+  parts.scaler = run.scaler.get();
+  parts.loss = run.loss;
+  parts.amp = run.step.amp;
+  parts.channels_last = run.step.fast.channels_last;
+  parts.grad_clip = run.step.grad_clip;
+  parts.zero_grad_in_place = run.step.zero_grad_in_place;
+  parts.non_finite = run.non_finite.get();
+  return parts;
 }
 
 RunParts build_run(const plan::RunPlan& plan) {
@@ -208,21 +194,26 @@ RunParts build_run(const plan::RunPlan& plan) {
   std::vector<optim::ParamGroup> groups;
   device::with_resource_errors(
       fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)), models::kSmallerModel, [&] {
-        run.model = build_planned_model(plan, run.device);
-        share_batch_statistics(loaded, run);
-        apply_fast_paths(run.step.fast, run.model);
-        // After the fast paths: the CPU's peak is measured with the threads they chose.
-        run.efficiency = run_efficiency(
-            plan.model.sample_macs, run.device,
-            math_precision(run.step.amp, run.step.fast.matmul_precision.value, run.device),
-            run.world_size * std::max<int64_t>(1, static_cast<int64_t>(run.strategy_plan.replicas.size())));
-        run.strategy->prepare(run.model, run.step.fast.cuda_graph ? parallel::GradientSync::kAfterBackward
-                                                                  : parallel::GradientSync::kDuringBackward);
-        groups = optim::param_groups(plan.optim, run.model->named_parameters(),
-                                     models::first_epochs_only(run.model, c.model));
-        run.optimizer = optim::make_optimizer(plan.optim, groups);
+        const plan::TrainableSpec spec{
+            c, *plan.train_set, plan.model_init, plan.optim, run.step.fast.channels_last, run.device};
+        plan::Trainable trainable = plan::assemble_trainable(spec, [&](torch::nn::Sequential& model) {
+          run.model = model;
+          share_batch_statistics(loaded, run);
+          apply_fast_paths(run.step.fast);
+          // After the fast paths: the CPU's peak is measured with the threads they chose.
+          run.efficiency = run_efficiency(
+              plan.model.sample_macs, run.device,
+              math_precision(run.step.amp, run.step.fast.matmul_precision.value, run.device),
+              run.world_size * std::max<int64_t>(1, static_cast<int64_t>(run.strategy_plan.replicas.size())));
+          run.strategy->prepare(model, run.step.fast.cuda_graph ? parallel::GradientSync::kAfterBackward
+                                                                : parallel::GradientSync::kDuringBackward);
+        });
+        run.model = trainable.model;
+        groups = std::move(trainable.groups);
+        run.optimizer = std::move(trainable.optimizer);
       });
-  run.stepper = build_step(plan.step, run);
+  run.non_finite = build_non_finite(plan.step, run);
+  run.stepper = build_step(run);
   run.schedule = std::make_unique<optim::LrSchedule>(plan.optim, run.batch.steps_per_epoch,
                                                      run.batch.steps_per_epoch * c.train.epochs,
                                                      optim::lr_multipliers(groups), optim::trained_epochs(groups));

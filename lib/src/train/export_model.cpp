@@ -230,8 +230,8 @@ std::string pytorch_state_dict_path(const std::string& py_path) {
   return std::filesystem::path(py_path).replace_extension(".pt").string();
 }
 
-ModelExportSummary export_model(const plan::SavedWeightsPlan& plan, const std::string& weights_path,
-                                const std::string& out_path, const ModelExportOptions& options) {
+ModelExportSummary export_model(const plan::RunPlan& plan, const std::string& weights_path, const std::string& out_path,
+                                const ModelExportOptions& options) {
   const std::vector<NamedPath> inputs{{"--checkpoint", weights_path}, {"--config", options.config_file}};
   check_output_file(out_path, inputs, options.force);
   const bool pytorch = options.format == ModelFormat::kPytorch;
@@ -243,12 +243,12 @@ ModelExportSummary export_model(const plan::SavedWeightsPlan& plan, const std::s
   torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
   ModelExportSummary summary;
   summary.weights = checkpoint::load_weights(model, weights_path, options.weights);
-  const data::LoaderOptions& loader = plan.batches;
+  const data::LoaderOptions& loader = plan.test_loader;
   summary.input = input_text(info, loader.mean, options.inputs, options.format);
   summary.parameters = models::parameter_count(*model);
   summary.files = {out_path};
   // The run's evaluations averaged views of each image; the network scores one.
-  const std::string views = left_out_views(plan.tta);
+  const std::string views = left_out_views(plan.evaluation.tta);
   if (!views.empty()) spdlog::info("{}", views);
   if (!pytorch) {
     onnx::Graph graph = onnx_graph(model, c.name, info, loader.mean, loader.std, options.inputs);

@@ -71,25 +71,6 @@ step::EvalResult Trainer::evaluate() {
 void Trainer::resume(const checkpoint::Checkpoint& checkpoint) {
   State& s = *state_;
   const checkpoint::TrainingState& stored = checkpoint.state();
-  const checkpoint::Position& at = stored.position;
-  // The reader refuses negative counts; what is left to check needs the config.
-  const int64_t epochs = s.config.train.epochs;
-  if (at.epoch > epochs || (at.epoch == epochs && at.batch > 0)) {
-    throw CheckpointError(
-        fmt::format("{}: its position (epoch {}, micro-batch {}, step {}) lies beyond train.epochs "
-                    "({}); raise train.epochs with --set train.epochs=N to train on from it",
-                    checkpoint.name(), at.epoch, at.batch, at.step, epochs));
-  }
-  if (at.step < at.epoch) {  // every epoch takes one optimizer step at least
-    throw CheckpointError(
-        fmt::format("{}: its position (epoch {}, step {}) is impossible: fewer steps than epochs "
-                    "done. The file was not written by gputrain's training",
-                    checkpoint.name(), at.epoch, at.step));
-  }
-  if (at.batch > s.run.train_batches->batches_per_epoch()) {
-    throw CheckpointError(fmt::format("{}: stopped {} micro-batches into an epoch, but an epoch has {} here",
-                                      checkpoint.name(), at.batch, s.run.train_batches->batches_per_epoch()));
-  }
   checkpoint.load_model(*s.run.model);
   checkpoint.load_optimizer(*s.run.optimizer, s.run.device);
   s.run.scaler->load_state_dict(stored.scaler);

@@ -4,18 +4,27 @@
 #include <string>
 #include <vector>
 
+#include "gputrain/common/error.h"
 #include "gputrain/config/config.h"
 
 namespace gputrain::config {
 
 // Reads an experiment file, applies `--set key=value` overrides in order and
 // validates the result. Throws ConfigError (unknown key, wrong type, out of
-// range) or UserError (missing file, malformed YAML), each naming where.
-LoadedConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// range; ConfigErrors for several) or UserError (missing file, malformed
+// YAML), each naming where. With `problems` (`gputrain plan`, which lists
+// every problem at once), the config's own problems are added there instead
+// of thrown, and the config returned falls back where they are: a key at
+// fault keeps its default, and a rule across keys that is broken holds again
+// by the fewest keys set back to their defaults, so that the run's later
+// parts can still be resolved. A file that cannot be read or parsed still throws.
+LoadedConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                         std::vector<ConfigError>* problems = nullptr);
 
 // The same from YAML text; `origin` names it in messages.
 LoadedConfig load_config_text(const std::string& yaml, const std::string& origin,
-                              const std::vector<std::string>& overrides = {});
+                              const std::vector<std::string>& overrides = {},
+                              std::vector<ConfigError>* problems = nullptr);
 
 // The fully resolved config as YAML that load_config accepts unchanged.
 std::string dump_config(const ExperimentConfig& config);

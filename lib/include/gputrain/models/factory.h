@@ -41,9 +41,9 @@ torch::nn::Sequential build_model(const config::ModelConfig& config, const data:
 // What to change when building the model runs out of memory.
 inline constexpr const char* kSmallerModel = "Make the model smaller (fewer or narrower layers under model:)";
 
-// `gputrain model`: the model built on the CPU for the sample shape of
-// `data`'s training split, each layer's output shape, parameters and FLOPs.
-std::string describe_model(const config::ModelConfig& model, const config::DataConfig& data, uint64_t seed);
+// `gputrain model`: the model built on the CPU for the samples `info`
+// describes (its training split's), each layer's output shape, parameters and FLOPs.
+std::string describe_model(const config::ModelConfig& model, const data::DatasetInfo& info);
 
 int64_t parameter_count(const torch::nn::Module& model);
 

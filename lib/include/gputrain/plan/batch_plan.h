@@ -34,6 +34,16 @@ struct BatchPlan {
 // Throws ConfigError where both are stated and disagree for these processes.
 std::optional<checkpoint::ResolvedBatch> stated_batch(const config::LoadedConfig& loaded, int64_t processes);
 
+// The rows of an evaluation batch, one rule for train, test and predict:
+// data.test_batch_size; else the batch per optimizer step as stated for
+// `processes` (data.batch_size, or data.micro_batch_size x
+// train.accumulation_steps x processes); else data.batch_size: auto's
+// micro-batch measured to fit (`measured_micro`), or without a measurement
+// its target train.target_batch (an evaluation batch holds no gradients or
+// activations for backward).
+int64_t evaluation_batch(const config::ExperimentConfig& config, int64_t processes,
+                         std::optional<int64_t> measured_micro = std::nullopt);
+
 // The batches of `train_samples` in `sizes`, whose accumulation divides the global batch.
 BatchPlan plan_batches(const checkpoint::ResolvedBatch& sizes, bool drop_last, int64_t train_samples);
 

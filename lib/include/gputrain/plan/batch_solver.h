@@ -48,7 +48,7 @@ BatchChoice choose_batch(int64_t target, int64_t processes, int64_t budget, cons
 // `meminfo`, divided among the processes, on the CPU; on CUDA what the GPU can
 // allocate). Nothing when the config states the batch (data.batch_size or
 // data.micro_batch_size).
-std::optional<BatchChoice> solve_batch(const config::LoadedConfig& loaded,
+std::optional<BatchChoice> solve_batch(const config::LoadedConfig& loaded, const ModelInitPlan& init,
                                        const std::shared_ptr<const data::Dataset>& train_set,
                                        const parallel::StrategyPlan& strategy, config::AmpMode amp, int64_t processes,
                                        const std::string& meminfo = "/proc/meminfo");

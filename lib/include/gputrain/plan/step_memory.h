@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gputrain/config/config.h"
 #include "gputrain/data/batch_loader.h"
@@ -12,6 +13,7 @@
 #include "gputrain/optim/loss.h"
 #include "gputrain/parallel/strategy.h"
 #include "gputrain/plan/fast_paths.h"
+#include "gputrain/plan/model_init.h"
 
 namespace gputrain::plan {
 
@@ -24,6 +26,20 @@ struct StepMemory {
   int64_t total() const { return parameters + gradients + optimizer_state + activations; }
 };
 
+// One training step's memory on each device the strategy uses, against what
+// each has free (`gputrain plan`).
+struct DeviceMemory {
+  std::string device;  // "cuda:0", "cpu"
+  int64_t needed = 0;  // bytes one step holds there, dp's replicas on the device together
+  int64_t replicas = 0;
+  int64_t free = -1;  // bytes free when the plan was made; -1: unknown
+};
+struct MemoryPlan {
+  StepMemory step;
+  int64_t measured_rows = 0;  // the largest share of a micro-batch any device gets
+  std::vector<DeviceMemory> devices;
+};
+
 // Runs one forward pass (under `amp`), backward and optimizer step of `model`
 // on `batch` and measures each kind of memory. Activations: on CUDA the
 // caching allocator's peak over the forward and backward, less the gradients;
@@ -34,14 +50,16 @@ StepMemory measure_step_memory(torch::nn::Sequential& model, torch::optim::Optim
                                const data::Batch& batch, const optim::LossSpec& loss, config::AmpMode amp,
                                bool channels_last);
 
-// The run's model, optimizer and loss as the run builds them (fast paths
-// resolved for micro-batches of `micro_batch` rows, `accumulation` a step), on the strategy's first
-// device under `amp` (train.amp as the plan resolved it), to measure one
-// training step of any number of rows of `train_set`.
+// The run's model, optimizer and loss as the run builds them
+// (plan::assemble_trainable, with `init`'s tensors and frozen parameters; fast
+// paths resolved for micro-batches of `micro_batch` rows, `accumulation` a
+// step), on the strategy's first device under `amp` (train.amp as the plan
+// resolved it), to measure one training step of any number of rows of `train_set`.
 class StepProbe {
  public:
-  StepProbe(const config::LoadedConfig& loaded, std::shared_ptr<const data::Dataset> train_set,
-            const parallel::StrategyPlan& strategy, config::AmpMode amp, int64_t micro_batch, int64_t accumulation);
+  StepProbe(const config::LoadedConfig& loaded, const ModelInitPlan& init,
+            std::shared_ptr<const data::Dataset> train_set, const parallel::StrategyPlan& strategy, config::AmpMode amp,
+            int64_t micro_batch, int64_t accumulation);
   ~StepProbe();
   // One measured step on the first `rows` samples of an epoch; on 2 where
   // `rows` is 1 and a batchnorm layer normalises one value per channel, whose

@@ -8,20 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "gputrain/parallel/strategy.h"
+#include "gputrain/plan/start.h"
 
 namespace gputrain::report {
-
-// What app/ read from the command line and the environment.
-struct DryRunRequest {
-  std::string config;  // the experiment file
-  std::vector<std::string> overrides;
-  std::optional<int64_t> nproc;  // --nproc: plan the workers it would start
-  parallel::LaunchInfo launch;   // what a launcher (torchrun, srun) told this process
-  std::optional<std::string> cuda_visible_devices;
-  bool resume = false;                    // train --resume: the run directory may hold a finished run
-  std::string meminfo = "/proc/meminfo";  // where the host's free memory is read (tests name another)
-};
 
 struct DryRun {
   // Sections in the order train meets them: config, devices, strategy, batch,
@@ -32,13 +21,12 @@ struct DryRun {
   std::vector<std::string> problems;
 };
 
-// Loads the config and resolves the run as train does (plan::collect_run:
-// devices, processes, strategy of each rank under --nproc, data sets,
-// batches), then reports it with what train meets next: the model, its fast
-// paths, one measured forward/backward/optimizer step for the memory estimate,
-// and the checkpoint and run directories. Touches no file. A problem in one
-// part does not stop the others that do not depend on it.
-DryRun dry_run(const DryRunRequest& request);
+// The run as plan::collect_start resolved it for train (the config, or the
+// checkpoint's under --resume, the devices, processes, strategy of each rank
+// under --nproc, data sets, batches, the model, its fast paths, one measured
+// step's memory, the run and checkpoint directories) and every problem it
+// found, as a report; it decides nothing itself.
+DryRun dry_run(const plan::CollectedStart& start);
 
 // The report as aligned text, problems last.
 std::string format_dry_run(const DryRun& dry);

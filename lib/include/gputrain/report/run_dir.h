@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gputrain/config/config.h"
+#include "gputrain/plan/outputs.h"
 #include "gputrain/plan/run_plan.h"
 
 namespace gputrain::report {
@@ -30,13 +31,8 @@ struct RunDirOptions {
 // The run directory of `run`, holding its config as plan::config_with_resolved_batch gives it.
 RunDirOptions run_dir_options(const plan::RunPlan& run, bool resuming);
 
-// Why a fresh (not resuming) run may not use `dir`: it holds a finished run
-// (a model.pt), whose config, report and checkpoints the run would replace.
-// Empty when it may.
-std::string finished_run_problem(const std::filesystem::path& dir);
-
 // Creates the run directory and writes config.yaml. A fresh run in a finished
-// run's directory is refused (UserError, finished_run_problem) before anything
+// run's directory is refused (UserError, plan::finished_run_problem) before anything
 // in it changes. A metrics.jsonl left by an
 // earlier run is kept as metrics.N.jsonl rather than overwritten, and its
 // TensorBoard event files move to events.N/ (so that its curves stay apart),
@@ -45,7 +41,7 @@ std::string finished_run_problem(const std::filesystem::path& dir);
 // directory.
 RunPaths prepare_run_dir(const RunDirOptions& options);
 
-// An exclusive lock on a run directory: flock(2) on <dir>/.gputrain.lock,
+// An exclusive lock on a run directory: flock(2) on <dir>/.gputrain.lock (plan::kRunLockFile),
 // which holds the owner's pid. The kernel releases it when the process ends,
 // however it ends. Creates the directory (and nothing else in it) when missing.
 // Throws UserError (exit 2) naming the holder's pid when another process holds it.
@@ -55,13 +51,6 @@ class RunDirLock {
   ~RunDirLock();
   RunDirLock(const RunDirLock&) = delete;
   RunDirLock& operator=(const RunDirLock&) = delete;
-
-  static constexpr const char* kFileName = ".gputrain.lock";
-
-  // Why a run cannot take `dir` now: "<dir>: another gputrain process (pid N)
-  // is running in this run directory; ...", or "" when nobody holds its lock.
-  // Creates nothing (gputrain plan asks before train would).
-  static std::string held_by_another(const std::filesystem::path& dir);
 
  private:
   int fd_ = -1;

@@ -55,11 +55,18 @@ class OptimizerStep {
   virtual StepResult run(const std::vector<data::Batch>& group, const AgreeFn& agree) = 0;
 };
 
-struct EagerStepParts {
-  parallel::Strategy* strategy = nullptr;
+// The parts of a training step in the order it runs them; the point each
+// phase ends at, for bench, which times the step that trains (as Caffe's
+// `time` runs the real net) rather than a copy of it.
+enum class StepPhase { kForward, kBackward, kOptimizer };
+using PhaseHook = std::function<void(StepPhase ended)>;
+
+// What a step is made of, for the eager step and the CUDA graph alike.
+struct StepParts {
+  parallel::Strategy* strategy = nullptr;  // its device is the step's; ddp sums the gradients
   torch::nn::Sequential model{nullptr};
   torch::optim::Optimizer* optimizer = nullptr;
-  GradScaler* scaler = nullptr;
+  GradScaler* scaler = nullptr;  // fp16's scaler (disabled otherwise); never null
   optim::LossSpec loss;
   AmpMode amp = AmpMode::kOff;
   bool channels_last = false;
@@ -71,18 +78,15 @@ struct EagerStepParts {
   // the check's found()) skips a non-finite step itself; the agreement then
   // gets no loss to read. Null: agree() reads the step's loss (one sync).
   NonFiniteSteps* non_finite = nullptr;
+  // The eager step calls it as each micro-batch's forward pass and backward
+  // pass end and as the update ends (bench); empty: nothing is called.
+  PhaseHook phase_done;
 };
-std::unique_ptr<OptimizerStep> make_eager_step(const EagerStepParts& parts);
+std::unique_ptr<OptimizerStep> make_eager_step(const StepParts& parts);
 
-// train.cuda_graph: `optimizer` comes from make_optimizer with optim.fused or optim.foreach and must outlive;
-// groups shaped as `plan` says replay the graph, an epoch's last group runs eagerly. `non_finite`
-// (may be null; must outlive the step) checks each step's loss inside the graph; `scaler` (may be
-// null; must outlive the step) scales fp16's loss and skips its non-finite steps on the device.
-// `processes` (may be null: one process; must outlive the step): ddp's sums, captured with the step.
-std::unique_ptr<OptimizerStep> make_graphed_step(torch::nn::Sequential model, torch::optim::Optimizer& optimizer,
-                                                 const optim::LossSpec& loss, bool channels_last,
-                                                 const torch::Device& device, const GraphPlan& plan,
-                                                 NonFiniteSteps* non_finite = nullptr, GradScaler* scaler = nullptr,
-                                                 parallel::Strategy* processes = nullptr);
+// train.cuda_graph: `parts.optimizer` comes from make_optimizer with optim.fused or optim.foreach; groups of
+// `micro_batches` micro-batches of `rows` replay the graph, an epoch's last group runs eagerly. The
+// non-finite check, the scaler and ddp's sums are captured with the step; every part must outlive it.
+std::unique_ptr<OptimizerStep> make_graphed_step(const StepParts& parts, int64_t rows, int64_t micro_batches);
 
 }  // namespace gputrain::step

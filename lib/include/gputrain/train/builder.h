@@ -24,13 +24,9 @@
 
 namespace gputrain::train {
 
-// model.* built on `device` as the plan resolved it: model.init_from's tensors
-// that fit loaded, model.freeze's parameters frozen.
-torch::nn::Sequential build_planned_model(const plan::RunPlan& plan, const torch::Device& device);
-
-// Logs each fast path the plan decided, puts `model` in channels-last format
-// when chosen and sets the process-wide backends.
-void apply_fast_paths(const plan::FastPaths& fast, torch::nn::Sequential& model);
+// Logs each fast path the plan decided and sets the process-wide backends
+// (the model's channels-last format is plan::assemble_trainable's).
+void apply_fast_paths(const plan::FastPaths& fast);
 
 // Everything a training run is made of, before any step has run.
 struct RunParts {
@@ -63,5 +59,9 @@ struct RunParts {
 // Builds the run `plan` resolved and logs what it made. Throws DataError /
 // ConfigError for input the run cannot use.
 RunParts build_run(const plan::RunPlan& plan);
+
+// The parts of `run`'s step (run.stepper's): bench makes an eager step of
+// them with its phase hook, to time the step the run trains with.
+step::StepParts step_parts(const RunParts& run);
 
 }  // namespace gputrain::train

@@ -11,7 +11,7 @@
 #include "gputrain/device/resolve.h"
 #include "gputrain/optim/loss.h"
 #include "gputrain/parallel/strategy.h"
-#include "gputrain/plan/saved_weights.h"
+#include "gputrain/plan/run_plan.h"
 #include "gputrain/step/amp.h"
 #include "gputrain/step/running_sums.h"
 
@@ -61,7 +61,7 @@ SavedModel load_saved_model(const config::ModelConfig& config, const data::Datas
 // `weights_path` (a model.pt or a checkpoint) into it and evaluates it on the
 // plan's test split with the plan's test-time views, which it logs. Throws
 // CheckpointError for weights that do not fit.
-step::EvalResult evaluate_saved_weights(const plan::SavedWeightsPlan& plan, const std::string& weights_path);
+step::EvalResult evaluate_saved_weights(const plan::RunPlan& plan, const std::string& weights_path);
 
 // "Test set: Average loss: 0.0123, Accuracy: 9012/10000 (90%)", exactly as the
 // multi-GPU (DataParallel) tutorial prints it; regression prints the loss alone.

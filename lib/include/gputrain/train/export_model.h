@@ -12,7 +12,7 @@
 #include "gputrain/common/files.h"
 #include "gputrain/data/dataset.h"
 #include "gputrain/onnx/graph.h"
-#include "gputrain/plan/saved_weights.h"
+#include "gputrain/plan/run_plan.h"
 
 namespace gputrain::train {
 
@@ -74,7 +74,7 @@ struct ModelExportSummary {
   int64_t parameters = 0;
 };
 
-// Builds the model `plan` describes (WeightsUse::kExport) on the CPU, loads the
+// Builds the model `plan` describes (plan::Purpose::kExport) on the CPU, loads the
 // weights of `weights_path` (a checkpoint, a model.pt or a .safetensors file)
 // and writes it in `options.format` to `out_path` (.py for pytorch, with the
 // state dict beside it), each file atomically and none when any fails. No
@@ -83,7 +83,7 @@ struct ModelExportSummary {
 // express is a UserError naming it. The plan's train.tta views are not inside
 // the network: a run with them logs so, and the ONNX metadata
 // (test_time_views) and the Python module (TEST_TIME_VIEWS) say so.
-ModelExportSummary export_model(const plan::SavedWeightsPlan& plan, const std::string& weights_path,
-                                const std::string& out_path, const ModelExportOptions& options);
+ModelExportSummary export_model(const plan::RunPlan& plan, const std::string& weights_path, const std::string& out_path,
+                                const ModelExportOptions& options);
 
 }  // namespace gputrain::train

@@ -60,7 +60,8 @@ class Trainer {
 
   // Continues from `checkpoint` rather than from the seed's initial state:
   // weights, optimizer, loss scaler, position, partial sums and generators.
-  // The config must be the checkpoint's (see checkpoint::resolve_resume).
+  // The config must be the checkpoint's (see checkpoint::resolve_resume), and
+  // its position one the plan can continue (plan::check_resumable).
   void resume(const checkpoint::Checkpoint& checkpoint);
 
   // Trains to train.epochs, or until `options.stop` asks; writes checkpoints

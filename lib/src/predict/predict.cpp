@@ -1,4 +1,4 @@
-#include "gputrain/train/predict.h"
+#include "gputrain/predict/predict.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -7,7 +7,7 @@
 #include "gputrain/data/prediction_inputs.h"
 #include "gputrain/train/evaluate.h"
 
-namespace gputrain::train {
+namespace gputrain::predict {
 
 namespace {
 std::vector<std::string> class_labels(const data::DatasetInfo& info) {
@@ -26,25 +26,25 @@ std::string field(const std::string& text) {
 }
 }  // namespace
 
-torch::Tensor predict_outputs(const plan::SavedWeightsPlan& plan, const std::string& weights_path,
+torch::Tensor predict_outputs(const plan::RunPlan& plan, const std::string& weights_path,
                               const data::PredictionInputs& inputs) {
   auto [strategy, model] =
-      load_saved_model(plan.loaded.config.model, plan.trained, plan.devices, weights_path, "predicting");
+      train::load_saved_model(plan.loaded.config.model, plan.trained, plan.devices, weights_path, "predicting");
   model->eval();
   torch::NoGradGuard no_grad;
-  const TestTimeAugmentation tta = test_time_augmentation(plan.tta);
-  if (plan.trained.images) spdlog::info("test-time views: {}", describe_views(tta));
-  data::HostLoader batches(inputs.dataset, plan.batches);
+  const train::TestTimeAugmentation tta = train::test_time_augmentation(plan.evaluation.tta);
+  if (plan.trained.images) spdlog::info("test-time views: {}", train::describe_views(tta));
+  data::HostLoader batches(inputs.dataset, plan.test_loader);
   batches.start_epoch(0);
   std::vector<torch::Tensor> outputs;
   while (auto batch = batches.next()) {
-    outputs.push_back(test_time_outputs(model, *strategy, batch->inputs, tta).to(torch::kCPU, torch::kFloat32));
+    outputs.push_back(train::test_time_outputs(model, *strategy, batch->inputs, tta).to(torch::kCPU, torch::kFloat32));
   }
   return torch::cat(outputs);
 }
 
-void predict(const plan::SavedWeightsPlan& plan, const std::string& weights_path, const std::string& input_path,
-             std::ostream& out) {
+void write_predictions(const plan::RunPlan& plan, const std::string& weights_path, const std::string& input_path,
+                       std::ostream& out) {
   const config::ExperimentConfig& c = plan.loaded.config;
   const data::DatasetInfo& info = plan.trained;
   const data::PredictionInputs inputs = data::read_prediction_inputs(input_path, c.data, info);
@@ -79,4 +79,4 @@ void predict(const plan::SavedWeightsPlan& plan, const std::string& weights_path
   }
 }
 
-}  // namespace gputrain::train
+}  // namespace gputrain::predict

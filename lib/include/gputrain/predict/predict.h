@@ -4,9 +4,9 @@
 #include <string>
 
 #include "gputrain/data/prediction_inputs.h"
-#include "gputrain/plan/saved_weights.h"
+#include "gputrain/plan/run_plan.h"
 
-namespace gputrain::train {
+namespace gputrain::predict {
 
 // Writes one CSV row per sample of `input_path` (data::read_prediction_inputs)
 // after a header: `sample,prediction` (the class index), then `class_name`
@@ -16,13 +16,13 @@ namespace gputrain::train {
 // test split's loader: the same normalisation as training and testing; and
 // images are scored as `gputrain test` scores them, by the mean of the plan's
 // test-time views (train.tta, unless --tta off), which it logs.
-void predict(const plan::SavedWeightsPlan& plan, const std::string& weights_path, const std::string& input_path,
-             std::ostream& out);
+void write_predictions(const plan::RunPlan& plan, const std::string& weights_path, const std::string& input_path,
+                       std::ostream& out);
 
 // What predict scores: the model's outputs for every sample of `inputs` (read
 // by data::read_prediction_inputs), logits or regression values, [samples,
 // outputs] float32 on the CPU in the samples' order.
-torch::Tensor predict_outputs(const plan::SavedWeightsPlan& plan, const std::string& weights_path,
+torch::Tensor predict_outputs(const plan::RunPlan& plan, const std::string& weights_path,
                               const data::PredictionInputs& inputs);
 
-}  // namespace gputrain::train
+}  // namespace gputrain::predict

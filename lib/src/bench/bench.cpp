@@ -1,9 +1,9 @@
-#include "gputrain/train/bench.h"
+#include "gputrain/bench/bench.h"
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/cuda.h>
-#include <torch/optim/optimizer.h>
 
 #include <algorithm>
 #include <array>
@@ -16,16 +16,11 @@
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/device/nvtx.h"
 #include "gputrain/models/freeze.h"
-#include "gputrain/models/whiten.h"
-#include "gputrain/optim/loss.h"
-#include "gputrain/optim/optimizer.h"
-#include "gputrain/step/amp.h"
 #include "gputrain/step/backends.h"
-#include "gputrain/step/channels_last.h"
-#include "gputrain/step/cuda_graph.h"
+#include "gputrain/step/optimizer_step.h"
 #include "gputrain/train/builder.h"
 
-namespace gputrain::train {
+namespace gputrain::bench {
 
 namespace {
 
@@ -117,108 +112,93 @@ std::string format_loader_bench(const LoaderBenchReport& r) {
       r.samples_per_s, r.wait_ms);
 }
 
+namespace {
+
+// What the timed step does beyond forward, backward and the update, as the run has it.
+std::string describe_step(const step::StepParts& parts) {
+  std::vector<std::string> included;
+  if (parts.amp != config::AmpMode::kOff) included.push_back(fmt::format("autocast {}", config::word(parts.amp)));
+  if (parts.scaler->enabled()) included.push_back("the gradient scaler");
+  if (parts.grad_clip > 0) included.push_back(fmt::format("gradients clipped to norm {}", parts.grad_clip));
+  included.push_back(parts.scaler->enabled() ? "the scaler's non-finite check"
+                     : parts.non_finite      ? "the non-finite check on the device"
+                                             : "the non-finite check of the step's loss");
+  return fmt::format("{}", fmt::join(included, ", "));
+}
+
+}  // namespace
+
 BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   GPUTRAIN_CHECK(options.steps >= 1 && options.warmup >= 0, "bench needs steps >= 1 and warmup >= 0");
   const config::ExperimentConfig& c = plan.loaded.config;
-  const torch::Device device = plan.devices.primary();
-  const config::AmpMode amp = plan.step.amp;
-  const plan::FastPaths& fast = plan.step.fast;  // as train decides, so the step timed is the step trained
-
-  torch::manual_seed(c.seed);
-  const std::shared_ptr<const data::Dataset>& dataset = plan.train_set;
-  const data::DatasetInfo& info = dataset->info();
-  if (info.target_kind == data::TargetKind::kNone) {
-    throw UserError(fmt::format("data set '{}' has no labels, so there is no train step to time", info.name));
-  }
-  const optim::LossSpec& loss = plan.loss;
-  // A forward pass takes one micro-batch, as in training.
-  const auto source =
-      data::make_batch_loader(dataset, plan.train_loader, plan.device_cache.train, plan.decode.train, device);
-  torch::nn::Sequential model = build_planned_model(plan, device);  // frozen parameters take no step
-  apply_fast_paths(fast, model);
-  models::train_mode(*model, c.model.freeze_batchnorm);
-  const auto optimizer = optim::make_optimizer(
-      plan.optim,
-      optim::param_groups(plan.optim, model->named_parameters(), models::first_epochs_only(model, c.model)));
-
-  EndlessBatches batches(*source);
-  auto next = [&] { return batches.next(); };
-  auto on_device = [&](const torch::Tensor& t) {
-    return step::model_inputs(t.to(device, /*non_blocking=*/true), device, fast.channels_last);
+  // The training run's own parts (strategy, loader, model, optimizer, scaler,
+  // non-finite check, step), built as train builds them: the step timed is the step that trains.
+  train::RunParts run = train::build_run(plan);
+  const torch::Device device = run.device;
+  models::train_mode(*run.model, c.model.freeze_batchnorm);  // as each training epoch starts
+  const step::AgreeFn agree = [&](const torch::Tensor& step_loss) { return run.strategy->agree({}, step_loss); };
+  int64_t step_number = 0;
+  auto noted = [&](const step::StepResult& result) {  // the trainer's bookkeeping of a checked step
+    int64_t rows = 0;
+    for (const step::MicroBatchSums& sums : result.sums) rows += sums.samples;
+    if (run.non_finite) run.non_finite->stepped(++step_number, rows);
+    return rows;
   };
-  auto forward = [&](const torch::Tensor& inputs, const torch::Tensor& targets) {
-    step::AutocastScope autocast(amp, device.type());
-    return optim::loss_sum(loss, model->forward(inputs), targets);
-  };
-  optim::MeanBackward backward_mean;  // as the trainer backpropagates
 
+  // The phases, timed where the step marks their ends (a device sync at each on CUDA), summed over a
+  // step's micro-batches: data (the step's micro-batches from the loader), forward (with the loss),
+  // backward, optimizer (the agreement, unscale, clip, update).
   std::vector<PhaseTimer> timers{{"data"}, {"forward"}, {"backward"}, {"optimizer"}};
+  std::array<double, 4> step_ms{};
+  Clock::time_point mark;
+  step::StepParts parts = train::step_parts(run);
+  parts.phase_done = [&](step::StepPhase ended) {
+    sync(device);
+    const Clock::time_point now = Clock::now();
+    step_ms[1 + static_cast<std::size_t>(ended)] += ms_between(mark, now);
+    mark = now;
+  };
+  const std::unique_ptr<step::OptimizerStep> phased = step::make_eager_step(parts);
+
   PhaseTimer whole{"step"};
   int64_t samples = 0;
   double timed_ms = 0;
+  EndlessBatches batches(*run.train_batches);
   for (int64_t i = 0; i < options.warmup + options.steps; ++i) {
-    std::array<Clock::time_point, 5> at;
-    at[0] = Clock::now();
-    torch::Tensor inputs, targets;
+    step_ms = {};
+    const Clock::time_point start = Clock::now();
+    std::vector<data::Batch> group;
     {
       device::NvtxRange range("data");
-      const data::Batch batch = next();
-      inputs = on_device(batch.inputs);
-      targets = on_device(batch.targets);
+      for (int64_t k = 0; k < run.batch.accumulation; ++k) group.push_back(batches.next());
       sync(device);
     }
-    at[1] = Clock::now();
-    torch::Tensor batch_loss;
-    {
-      device::NvtxRange range("forward");
-      batch_loss = forward(inputs, targets);
-      sync(device);
-    }
-    at[2] = Clock::now();
-    {
-      device::NvtxRange range("backward");
-      backward_mean(batch_loss, inputs.size(0));
-      sync(device);
-    }
-    at[3] = Clock::now();
-    {
-      device::NvtxRange range("optimizer");
-      optimizer->step();
-      optimizer->zero_grad();
-      sync(device);
-    }
-    at[4] = Clock::now();
+    mark = Clock::now();
+    step_ms[0] = ms_between(start, mark);
+    const int64_t rows = noted(phased->run(group, agree));
     if (i < options.warmup) continue;
-    for (std::size_t p = 0; p < timers.size(); ++p) timers[p].add(ms_between(at[p], at[p + 1]));
-    whole.add(ms_between(at[0], at[4]));
-    timed_ms += ms_between(at[0], at[4]);
-    samples += inputs.size(0);
+    for (std::size_t p = 0; p < timers.size(); ++p) timers[p].add(step_ms[p]);
+    whole.add(ms_between(start, mark));
+    timed_ms += ms_between(start, mark);
+    samples += rows;
   }
-  source->stop();
+  run.train_batches->stop();
 
-  // The compute bound: the same step on one full batch already on the device.
-  source->start_epoch(0);
-  const data::Batch fixed = next();
-  const torch::Tensor inputs = on_device(fixed.inputs), targets = on_device(fixed.targets);
-  source->stop();  // no loader thread may compete with the bound's steps
-  // Where training replays a CUDA graph, so does the bound: the eager phases
-  // above cannot be timed inside one, but the step as training runs it can.
-  std::unique_ptr<step::GraphedStep> graphed;
-  if (fast.cuda_graph) {
-    graphed =
-        std::make_unique<step::GraphedStep>(model, *optimizer, loss, fast.channels_last, device,
-                                            step::GraphPlan{inputs.size(0), /*grad_clip=*/0, /*micro_batches=*/1, amp});
+  // The compute bound: the run's own step (its CUDA graph where training
+  // replays one) on the epoch's first group of micro-batches, already on the
+  // device, with no sync between steps.
+  run.train_batches->start_epoch(0);
+  std::vector<data::Batch> fixed;
+  int64_t fixed_rows = 0;
+  for (int64_t k = 0; k < run.batch.accumulation; ++k) {
+    data::Batch batch = batches.next();
+    batch.inputs = batch.inputs.to(device);
+    if (batch.targets.defined()) batch.targets = batch.targets.to(device);
+    fixed_rows += batch.size();
+    fixed.push_back(std::move(batch));
   }
-  const data::Batch on_device_batch{inputs, targets, fixed.index};
-  auto bound_step = [&] {
-    if (graphed) {
-      graphed->step({on_device_batch});
-      return;
-    }
-    optimizer->zero_grad();
-    backward_mean(forward(inputs, targets), inputs.size(0));
-    optimizer->step();
-  };
+  run.train_batches->stop();  // no loader thread may compete with the bound's steps
+  auto bound_step = [&] { noted(run.stepper->run(fixed, agree)); };
   for (int64_t i = 0; i < options.warmup; ++i) bound_step();
   sync(device);
   const auto bound_start = Clock::now();
@@ -231,32 +211,35 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
 
   BenchReport report;
   report.model = config::word(c.model.name);
-  report.dataset = info.name;
+  report.dataset = run.train_set->info().name;
   report.device = device.str();
   report.threads = at::get_num_threads();
-  report.batch = inputs.size(0);
+  report.batch = fixed.front().size();
+  report.accumulation = run.batch.accumulation;
+  report.step = describe_step(parts);
   report.steps = options.steps;
   report.warmup = options.warmup;
   for (const PhaseTimer& t : timers) report.phases.push_back(t.result());
   report.phases.push_back(whole.result());
   report.samples_per_s = timed_ms > 0 ? 1e3 * static_cast<double>(samples) / timed_ms : 0.0;
   report.bound_step_ms = bound_ms;
-  report.bound_samples_per_s = bound_ms > 0 ? 1e3 * static_cast<double>(report.batch) / bound_ms : 0.0;
-  report.bound_graphed = graphed != nullptr;
+  report.bound_samples_per_s = bound_ms > 0 ? 1e3 * static_cast<double>(fixed_rows) / bound_ms : 0.0;
+  report.bound_graphed = run.step.fast.cuda_graph;
   return report;
 }
 
 std::string format_bench(const BenchReport& r) {
-  std::string text =
-      fmt::format("bench: {} on {}, {}{}, batch {}, {} steps after {} warm-up\n", r.model, r.dataset, r.device,
-                  r.device == "cpu" ? fmt::format(" ({} threads)", r.threads) : "", r.batch, r.steps, r.warmup);
+  std::string text = fmt::format(
+      "bench: {} on {}, {}{}, batch {}{}, {} steps after {} warm-up\nthe training step, with {}\n", r.model, r.dataset,
+      r.device, r.device == "cpu" ? fmt::format(" ({} threads)", r.threads) : "", r.batch,
+      r.accumulation > 1 ? fmt::format(" x {} micro-batches a step", r.accumulation) : "", r.steps, r.warmup, r.step);
   text += fmt::format("{:<15}{:>10}{:>10}\n", "phase", "mean ms", "min ms");
   for (const PhaseTime& p : r.phases) {
     text += fmt::format("{:<15}{:>10.3f}{:>10.3f}", p.name, p.mean_ms, p.min_ms);
     text += p.name == "step" ? fmt::format("  {:.0f} samples/s\n", r.samples_per_s) : "\n";
   }
   text += fmt::format(
-      "{:<15}{:>10.3f}{:>10}  {:.0f} samples/s (train step on one batch already on {}{}; the loop "
+      "{:<15}{:>10.3f}{:>10}  {:.0f} samples/s (the train step on one step's batches already on {}{}; the loop "
       "above runs at {:.0f}% of it)\n",
       "compute bound", r.bound_step_ms, "", r.bound_samples_per_s, r.device,
       r.bound_graphed ? ", replayed as a CUDA graph" : "",
@@ -264,4 +247,4 @@ std::string format_bench(const BenchReport& r) {
   return text;
 }
 
-}  // namespace gputrain::train
+}  // namespace gputrain::bench

@@ -1,16 +1,19 @@
 #pragma once
-// `gputrain bench`: where the time of a train step goes, like `caffe time`.
-// The config's model, data, optimizer and fast paths on its primary device,
-// one eager step at a time, each phase timed on its own (with a device sync
-// around each phase on CUDA), and beside it the compute bound: the same
-// train step on one batch already on the device, with no sync between steps.
+// `gputrain bench`: where the time of a train step goes, like `caffe time`,
+// which runs the real net. The run's own parts as train builds them
+// (train::build_run) and its own step (step::OptimizerStep: clipping, the
+// loss scaler and the non-finite check included where the run has them), one
+// eager step at a time, each phase timed where the step marks its end (with a
+// device sync there on CUDA), and beside it the compute bound: the run's step
+// (its CUDA graph where training replays one) on one step's batches already
+// on the device, with no sync between steps.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gputrain/plan/run_plan.h"
 
-namespace gputrain::train {
+namespace gputrain::bench {
 
 struct BenchOptions {
   int64_t steps = 100;  // timed steps
@@ -27,12 +30,15 @@ struct BenchReport {
   std::string model;
   std::string dataset;
   std::string device;
-  int64_t threads = 0;  // intra-op threads (CPU)
-  int64_t batch = 0;
+  int64_t threads = 0;       // intra-op threads (CPU)
+  int64_t batch = 0;         // rows of a forward pass (the micro-batch)
+  int64_t accumulation = 1;  // micro-batches a step, as the run takes them
+  std::string step;          // what the step does beyond forward, backward and the update
   int64_t steps = 0;
   int64_t warmup = 0;
-  std::vector<PhaseTime> phases;  // data (next batch, copied to the device), forward (with the loss),
-                                  // backward, optimizer (step and zero_grad); then step, their sum
+  std::vector<PhaseTime> phases;  // data (a step's micro-batches from the loader), forward (with the loss),
+                                  // backward (each summed over the step's micro-batches), optimizer (the
+                                  // ranks' agreement, unscale, clip, update); then step, their sum
   double samples_per_s = 0;       // samples of the timed steps / their time
   double bound_step_ms = 0;       // compute bound: one step on a batch already on the device
   double bound_samples_per_s = 0;
@@ -64,4 +70,4 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options);
 // The report as a table, one phase per line.
 std::string format_bench(const BenchReport& report);
 
-}  // namespace gputrain::train
+}  // namespace gputrain::bench

@@ -1,0 +1,27 @@
+#include "gputrain/plan/trainable.h"
+
+#include "gputrain/checkpoint/weights.h"
+#include "gputrain/models/factory.h"
+#include "gputrain/models/freeze.h"
+#include "gputrain/models/whiten.h"
+#include "gputrain/step/channels_last.h"
+
+namespace gputrain::plan {
+
+Trainable assemble_trainable(const TrainableSpec& spec, const std::function<void(torch::nn::Sequential&)>& prepare) {
+  const config::ModelConfig& model_config = spec.config.model;
+  Trainable out;
+  out.model = models::build_model(model_config, spec.train_set.info(), spec.device);
+  // Before model.init_from, whose tensors then win; a resumed run's checkpoint restores the same filters.
+  models::whiten_first_conv(out.model, model_config, spec.train_set, spec.config.data.normalize);
+  checkpoint::load_named_weights(*out.model, spec.init.loaded);
+  models::freeze(*out.model, spec.init.freeze);  // frozen parameters hold no gradient or optimizer state
+  if (spec.channels_last) step::to_channels_last(out.model);
+  if (prepare) prepare(out.model);
+  out.groups = optim::param_groups(spec.optim, out.model->named_parameters(),
+                                   models::first_epochs_only(out.model, model_config));
+  out.optimizer = optim::make_optimizer(spec.optim, out.groups);
+  return out;
+}
+
+}  // namespace gputrain::plan
