@@ -155,7 +155,8 @@ torch::nn::Sequential build_planned_model(const plan::RunPlan& plan, const torch
   // Before model.init_from, whose tensors then win; a resumed run's checkpoint restores the same filters.
   models::whiten_first_conv(model, plan.loaded.config.model, *plan.train_set, plan.loaded.config.data.normalize);
   checkpoint::load_named_weights(*model, plan.model_init.loaded);
-  models::freeze(*model, plan.model_init.freeze);
+  // A freeze bounded by model.freeze_epochs holds through the lr schedule (lr 0 at first), not requires_grad.
+  if (plan.model_init.freeze_epochs == 0) models::freeze(*model, plan.model_init.freeze);
   return model;
 }
 
@@ -218,14 +219,15 @@ RunParts build_run(const plan::RunPlan& plan) {
             run.world_size * std::max<int64_t>(1, static_cast<int64_t>(run.strategy_plan.replicas.size())));
         run.strategy->prepare(run.model, run.step.fast.cuda_graph ? parallel::GradientSync::kAfterBackward
                                                                   : parallel::GradientSync::kDuringBackward);
-        groups = optim::param_groups(plan.optim, run.model->named_parameters(),
-                                     models::first_epochs_only(run.model, c.model));
+        groups = optim::param_groups(
+            plan.optim, run.model->named_parameters(), models::first_epochs_only(run.model, c.model),
+            {plan.model_init.frozen, plan.model_init.freeze_epochs, plan.model_init.unfreeze_lr_multiplier});
         run.optimizer = optim::make_optimizer(plan.optim, groups);
       });
   run.stepper = build_step(plan.step, run);
-  run.schedule = std::make_unique<optim::LrSchedule>(plan.optim, run.batch.steps_per_epoch,
-                                                     run.batch.steps_per_epoch * c.train.epochs,
-                                                     optim::lr_multipliers(groups), optim::trained_epochs(groups));
+  run.schedule = std::make_unique<optim::LrSchedule>(
+      plan.optim, run.batch.steps_per_epoch, run.batch.steps_per_epoch * c.train.epochs, optim::lr_multipliers(groups),
+      optim::trained_epochs(groups), optim::starting_epochs(groups));
   log_run(plan, run, groups);
   return run;
 }

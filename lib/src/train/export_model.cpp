@@ -186,16 +186,18 @@ CLASS_NAMES = {class_names}
                             ? ""
                             : fmt::format("TEST_TIME_VIEWS = {}\n", nlohmann::json(left_out_views).dump())),
       fmt::arg("pixel_map", pixel_map));
-  // Only the layer kinds the model has: a residual is a class of its own.
-  if (layers.find("Residual(") != std::string::npos) source += fmt::format("\n{}\n", models::kPythonResidual);
+  // Only the classes the model uses beyond torch.nn (a residual, a token layer, ...).
+  const bool root_hoists = models::pytorch_hoists(model);
+  source += models::pytorch_classes(model, layers);
   source += fmt::format(R"(
-class Model(nn.Sequential):
+class Model({base}):
     """{name}'s layers, named as gputrain names them."""
 
     def __init__(self):
         super().__init__({layers})
 )",
-                        fmt::arg("name", name), fmt::arg("layers", layers));
+                        fmt::arg("base", root_hoists ? "Layers" : "nn.Sequential"), fmt::arg("name", name),
+                        fmt::arg("layers", layers));
   if (mapped) {
     // Not state: load_state_dict(strict=True) takes gputrain's state dict as it is.
     source +=
