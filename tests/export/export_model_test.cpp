@@ -25,14 +25,16 @@
 #include "gputrain/data/generate.h"
 #include "gputrain/data/host_loader.h"
 #include "gputrain/data/prediction_inputs.h"
+#include "gputrain/export/export_model.h"
 #include "gputrain/models/factory.h"
-#include "gputrain/train/export_model.h"
 #include "gputrain/train/predict.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "support/tolerance.h"
 
-namespace gputrain::train {
+namespace gputrain::exporting {
+
+using train::predict_outputs;
 namespace {
 
 namespace fs = std::filesystem;
@@ -152,7 +154,7 @@ class ModelExport : public ::testing::Test {
     const fs::path python = testing::venv_python();
     if (!fs::exists(python)) return std::nullopt;
     testing::GputrainProcess child(
-        {std::string(testing::kSourceDir) + "/tests/train/export_check.py", (dir_ / "models").string()},
+        {std::string(testing::kSourceDir) + "/tests/export/export_check.py", (dir_ / "models").string()},
         {{"OMP_NUM_THREADS", "1"}}, dir_.path().string(), {}, python.string());
     const testing::ProcessResult r = child.wait();
     if (r.exit_code == 3) return std::nullopt;
@@ -520,4 +522,4 @@ TEST_F(ModelExport, PytorchWritesTheModuleAndItsStateDictOrNeither) {
 }
 
 }  // namespace
-}  // namespace gputrain::train
+}  // namespace gputrain::exporting

@@ -1,4 +1,4 @@
-#include "gputrain/train/export_model.h"
+#include "gputrain/export/export_model.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,12 +16,12 @@
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/data/pixel_map.h"
 #include "gputrain/device/versions.h"
+#include "gputrain/export/onnx_layers.h"
+#include "gputrain/export/pytorch_layers.h"
 #include "gputrain/models/factory.h"
-#include "gputrain/models/onnx_layers.h"
-#include "gputrain/models/pytorch_layers.h"
 #include "gputrain/train/evaluate.h"
 
-namespace gputrain::train {
+namespace gputrain::exporting {
 
 namespace {
 
@@ -111,7 +111,7 @@ onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, co
         graph.add("Mul", {value, graph.constant("normalize.scale", {channels, 1, 1}, maps.scale)}, "normalize/scaled");
     value = graph.add("Add", {value, graph.constant("normalize.shift", {channels, 1, 1}, maps.shift)}, "normalize");
   }
-  const models::OnnxOutput output = models::add_onnx_layers(model, info.input_shape, graph, value);
+  const OnnxOutput output = add_onnx_layers(model, info.input_shape, graph, value);
   const bool classes = info.target_kind == data::TargetKind::kClasses;
   graph.output = graph.add("Identity", {output.value}, classes ? "logits" : "values");
   graph.outputs = output.width;
@@ -132,7 +132,7 @@ std::string pytorch_module(const torch::nn::Sequential& model, const std::string
                            const std::string& state_dict, const std::string& left_out_views) {
   const bool normalized = normalizes(info, mean, inputs);
   const bool classes = info.target_kind == data::TargetKind::kClasses;
-  const std::string layers = models::pytorch_layers(model, 8);
+  const std::string layers = pytorch_layers(model, 8);
   const std::string module = std::filesystem::path(state_dict).stem().string();
   const bool mapped = maps_pixels(info, inputs);
   std::string pixel_map;
@@ -187,8 +187,8 @@ CLASS_NAMES = {class_names}
                             : fmt::format("TEST_TIME_VIEWS = {}\n", nlohmann::json(left_out_views).dump())),
       fmt::arg("pixel_map", pixel_map));
   // Only the classes the model uses beyond torch.nn (a residual, a token layer, ...).
-  const bool root_hoists = models::pytorch_hoists(model);
-  source += models::pytorch_classes(model, layers);
+  const bool root_hoists = pytorch_hoists(model);
+  source += pytorch_classes(model, layers);
   source += fmt::format(R"(
 class Model({base}):
     """{name}'s layers, named as gputrain names them."""
@@ -256,4 +256,4 @@ ModelExportSummary export_model(const plan::SavedWeightsPlan& plan, const std::s
   return summary;
 }
 
-}  // namespace gputrain::train
+}  // namespace gputrain::exporting

@@ -1,4 +1,4 @@
-#include "gputrain/onnx/graph.h"
+#include "gputrain/export/onnx_graph.h"
 
 #include <fmt/format.h>
 #include <onnx/checker.h>

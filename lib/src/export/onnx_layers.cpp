@@ -1,4 +1,4 @@
-#include "gputrain/models/onnx_layers.h"
+#include "gputrain/export/onnx_layers.h"
 
 #include <fmt/format.h>
 #include <torch/nn/modules/activation.h>
@@ -18,7 +18,9 @@
 #include "sync_batchnorm.h"
 #include "tokens.h"
 
-namespace gputrain::models {
+namespace gputrain::exporting {
+
+namespace detail = models::detail;
 
 namespace {
 
@@ -327,4 +329,4 @@ OnnxOutput add_onnx_layers(torch::nn::Sequential& model, const std::vector<int64
   return output;
 }
 
-}  // namespace gputrain::models
+}  // namespace gputrain::exporting

@@ -1,4 +1,4 @@
-#include "gputrain/models/pytorch_layers.h"
+#include "gputrain/export/pytorch_layers.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,7 +16,9 @@
 #include "sync_batchnorm.h"
 #include "tokens.h"
 
-namespace gputrain::models {
+namespace gputrain::exporting {
+
+namespace detail = models::detail;
 
 namespace {
 
@@ -271,4 +273,4 @@ bool pytorch_hoists(const torch::nn::Sequential& layers) {
   return false;
 }
 
-}  // namespace gputrain::models
+}  // namespace gputrain::exporting

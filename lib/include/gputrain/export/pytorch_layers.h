@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace gputrain::models {
+namespace gputrain::exporting {
 
 // `model`'s layers as the Python expression `OrderedDict([("conv1",
 // nn.Conv2d(...)), ...])`, one layer a line, for a statement at column
@@ -33,4 +33,4 @@ bool pytorch_hoists(const torch::nn::Sequential& layers);
 // SelfAttention, Token), each defined once.
 std::string pytorch_classes(const torch::nn::Sequential& model, const std::string& layers);
 
-}  // namespace gputrain::models
+}  // namespace gputrain::exporting
