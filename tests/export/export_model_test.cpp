@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iostream>
 
 #include <nlohmann/json.hpp>
 
@@ -314,6 +315,13 @@ TEST_F(ModelExport, EveryShippedConfigsNetworkMatchesInOnnxRuntimeAndPytorch) {
   const auto found = run_readers();
   if (!found) GTEST_SKIP() << "no onnxruntime, torch or safetensors in " << testing::venv_python() << ": setup.sh";
   for (const auto& name : names) {
+    // torchvision's networks' figures, for the record (issue 58's closing note).
+    if (name.find("_folder") != std::string::npos) {
+      for (const char* format : {"onnx", "pytorch"}) {
+        const json& r = (*found)[name][format];
+        std::cout << name << " " << format << ": max_abs " << r["max_abs"] << ", scale " << r["scale"] << "\n";
+      }
+    }
     const bool unlabeled = name == "seed_dataparallel";  // the data-parallel demo's random, unlabeled data
     const bool regression = name == "seed_regression";
     expect_matches(*found, name, unlabeled || regression ? "values" : "logits");

@@ -12,8 +12,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <sstream>
 
@@ -126,12 +129,16 @@ TEST_P(Torchvision, ItsStateDictLoadsStrictlyAndPredictGivesItsProbabilities) {
   ASSERT_EQ(ours.size(), expected.size()) << text;
   // Probabilities to 1e-4 (the CSV keeps 6 digits): another library's
   // convolutions sum in another order, and both decode the same PNG exactly.
+  double largest = 0;
   for (std::size_t row = 0; row < ours.size(); ++row) {
     ASSERT_EQ(ours[row].size(), expected[row].size()) << text;
     for (std::size_t c = 0; c < ours[row].size(); ++c) {
       EXPECT_NEAR(ours[row][c], expected[row][c].get<double>(), 1e-4) << "image " << row << ", class " << c;
+      largest = std::max(largest, std::abs(ours[row][c] - expected[row][c].get<double>()));
     }
   }
+  std::cout << GetParam().torchvision << ": predict's probabilities against torchvision's: largest difference "
+            << largest << "\n";
 }
 
 TEST_P(Torchvision, WhatGputrainExportsLoadsStrictlyIntoTorchvisionAndGivesItsOutputs) {
@@ -172,6 +179,8 @@ TEST_P(Torchvision, WhatGputrainExportsLoadsStrictlyIntoTorchvisionAndGivesItsOu
   // convolutions may pick other algorithms and sum in another order.
   for (const char* export_format : {"state_dict", "pytorch"}) {
     const json& one = r.at(export_format);
+    std::cout << GetParam().torchvision << ": " << export_format << " in torchvision against gputrain: " << one.dump()
+              << "\n";
     EXPECT_LE(one["max_abs"].get<double>(), testing::relative_tolerance(1e-4, one["scale"].get<double>()))
         << export_format << ": " << one.dump();
   }

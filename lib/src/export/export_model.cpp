@@ -87,12 +87,12 @@ void check_python_module_name(const std::string& out_path) {
 
 // What an export leaves out of a run with train.tta: "" without it.
 std::string left_out_views(const config::TtaConfig& views) {
-  const TestTimeAugmentation tta = test_time_augmentation(views);
+  const train::TestTimeAugmentation tta = train::test_time_augmentation(views);
   if (!tta.enabled()) return "";
   return fmt::format(
       "test-time views are not inside the exported network: it scores each image alone, as `gputrain predict --tta "
       "off` does, while the run's evaluations, `gputrain test` and `gputrain predict` average {}",
-      describe_views(tta));
+      train::describe_views(tta));
 }
 
 }  // namespace
