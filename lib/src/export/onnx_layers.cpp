@@ -161,7 +161,7 @@ class OnnxLayers {
       // Its tensor is named as the list holding it registers it: by the layer's name.
       const std::string tensor = weight(name, hoisted->value);
       if (hoisted->kind == detail::HoistedTensorImpl::Kind::kPositionEmbedding) {
-        return graph_.add("Add", {value, tensor}, name);
+        return graph_.add("Add", {value, tensor}, name + "/added");  // `name` is the tensor's
       }
       // The token [1, 1, D] expanded to [batch, 1, D], put first.
       const std::string batch = graph_.add("Slice",
@@ -172,7 +172,7 @@ class OnnxLayers {
           graph_.add("Concat", {batch, integers(name + "/token_shape", {2}, {1, hoisted->value.size(2)})},
                      name + "/expanded_shape", {{"axis", int64_t{0}}});
       const std::string tokens = graph_.add("Expand", {tensor, shape}, name + "/expanded");
-      return graph_.add("Concat", {tokens, value}, name, {{"axis", int64_t{1}}});
+      return graph_.add("Concat", {tokens, value}, name + "/prepended", {{"axis", int64_t{1}}});
     }
     if (const auto* attention = module.as<detail::SelfAttentionImpl>()) return self_attention(name, *attention, value);
     if (const auto* token = module.as<detail::TokenImpl>()) {

@@ -33,6 +33,8 @@ class Hoisted(nn.Module):
     """gputrain's class_token (put first) and position_embedding (added): one learned tensor, which
     the Layers holding it registers under the layer's name."""
 
+    only_its_tensor = True
+
     def __init__(self, key, shape, first):
         super().__init__()
         self.__dict__["tensor"] = nn.Parameter(torch.zeros(shape))
@@ -95,13 +97,16 @@ const char* const kPythonResidual = R"(class Residual(nn.Module):
         return self.layers(x) + (x if self.shortcut is None else self.shortcut(x))
 )";
 
-const char* const kPythonLayers = R"(class Layers(nn.Sequential):
+const char* const kPythonLayers = R"(class Layers(nn.Module):
     """gputrain's list of layers, run in order, where what a layer hoists (an inline residual's
     modules) is registered under its own name, as gputrain's state dict names it."""
 
     def __init__(self, layers):
-        super().__init__(layers)
+        super().__init__()
         self.__dict__["steps"] = list(layers.values())
+        for name, layer in layers.items():
+            if not getattr(layer, "only_its_tensor", False):  # a Hoisted layer: its tensor goes by its name
+                self.add_module(name, layer)
         for layer in self.steps:
             for name, module in getattr(layer, "hoisted_modules", list)():
                 self.add_module(name, module)
