@@ -225,6 +225,7 @@ struct ExportArgs {
   std::string config;
   std::vector<std::string> overrides;
   bool normalize_inputs = true;  // onnx, pytorch: the model starts with data.normalize
+  WriteHooks write_hooks;        // tests' seam: none in gputrain
 };
 int run_export(const ExportArgs& args);
 

@@ -13,6 +13,8 @@
 #include "gputrain/common/files.h"
 #include "gputrain/common/process.h"
 #include "gputrain/config/load.h"
+#include "gputrain/config/output_paths.h"
+#include "gputrain/report/run_dir.h"
 #include "gputrain/report/sweep.h"
 #include "signals.h"
 
@@ -61,13 +63,28 @@ int run_sweep(const SweepArgs& args) {
   const std::vector<report::SweepPoint> points = report::sweep_points(report::parse_seeds(args.seeds), args.vary);
   // Refused here, once, rather than by every run.
   const config::ExperimentConfig config = config::load_config(args.config, args.overrides).config;
+  const std::filesystem::path record = std::filesystem::path(config.output.dir) / (config.name + "-sweep.json");
   for (const report::SweepPoint& point : points) {
     std::vector<std::string> overrides = args.overrides;
     overrides.insert(overrides.end(), point.settings.begin(), point.settings.end());
-    config::load_config(args.config, overrides);
+    config::ExperimentConfig run = config::load_config(args.config, overrides).config;
+    // The same sweep again: its first run would be refused, and the record of
+    // the sweep that finished replaced by that refusal's.
+    run.name = fmt::format("{}-sweep-{}", config.name, point.index);
+    const std::filesystem::path dir = config::run_directory(run);
+    if (!report::finished_run_problem(dir).empty()) {
+      // A sweep killed as a run ended (SIGKILL, a job's time limit) left the run without the record.
+      std::error_code absent;
+      const std::string where = std::filesystem::exists(record, absent)
+                                    ? "its record: " + record.string()
+                                    : "stopped before it wrote its record, " + record.string();
+      throw UserError(fmt::format(
+          "{}: holds a finished run (its model.pt), so this sweep has run here before ({}); a new sweep would "
+          "replace it: sweep again under another name (--set name=...) or output.dir (--set output.dir=...)",
+          dir.string(), where));
+    }
   }
   const std::string executable = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::filesystem::path record = std::filesystem::path(config.output.dir) / (config.name + "-sweep.json");
   std::vector<report::SweepRun> runs;
   int worst = 0;
   for (const report::SweepPoint& point : points) {

@@ -68,6 +68,26 @@ TEST(CliFullDisk, MetricsStopAtTheLastWholeLineAndEarlierFilesSurvive) {
   EXPECT_EQ(read_text(run / "metrics.1.jsonl"), metrics);  // the first run's, kept aside
 }
 
+// A checkpoint that does not fit ended the run naming the file alone: it says
+// how the run goes on, from the last checkpoint written (here the first epoch's).
+TEST(CliFullDisk, ACheckpointThatDoesNotFitSaysHowTheRunGoesOn) {
+  TempDir dir;
+  const auto first = run_gputrain(train_args(dir.path(), {}));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  // The run continued for another epoch under a 20,000-byte file limit: its checkpoint (31 KB) does not fit.
+  std::vector<std::string> resumed = train_args(dir.path(), {"train.epochs=2"});
+  resumed.insert(resumed.end(), {"--resume", "auto"});
+  const auto r = run_gputrain(resumed, {}, testing::kSourceDir, file_size_limit(20000));
+  skip_unless_set_up(r);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const fs::path checkpoints = dir / "seed-mlp" / "checkpoints";
+  EXPECT_NE(r.err.find(": cannot write: File too large; the previous file, if any, is unchanged; the run stops here: "
+                       "make room (or fix the cause), then continue it with --resume auto, from " +
+                       (checkpoints / "ckpt-s00000032-e0001-b000000.ckpt").string()),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(CliFullDisk, WeightsThatDoNotFitLeaveThePreviousOnesInPlace) {
   TempDir dir;
   // A model of about 280 KB, so that its weights are what overflows 64 KiB

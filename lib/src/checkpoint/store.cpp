@@ -115,13 +115,26 @@ std::string CheckpointStore::file_name(const Position& at) {
   return fmt::format("ckpt-s{:08}-e{:04}-b{:06}.ckpt", at.step, at.epoch, at.batch);
 }
 
+void CheckpointStore::write(const fs::path& path, std::string_view bytes) const {
+  try {
+    write_atomically(path, bytes, hooks_);
+  } catch (const Error& e) {
+    const std::vector<fs::path> written = list_checkpoints(dir_);
+    throw Error(e.code(), fmt::format("{}; the run stops here: make room (or fix the cause), then continue it with "
+                                      "--resume auto, {}",
+                                      e.what(),
+                                      written.empty() ? std::string("which starts it again (no checkpoint was written)")
+                                                      : "from " + written.back().string()));
+  }
+}
+
 fs::path CheckpointStore::save(const Position& at, std::string_view bytes) {
   std::error_code error;
   fs::create_directories(dir_, error);
   if (error)
     throw Error(ExitCode::kRuntime, fmt::format("{}: cannot create the directory: {}", dir_.string(), error.message()));
   const fs::path path = dir_ / file_name(at);
-  write_atomically(path, bytes, hooks_);
+  write(path, bytes);
   std::vector<fs::path> all = list_checkpoints(dir_);
   all.erase(std::remove(all.begin(), all.end(), path), all.end());
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep_) < all.size() + 1; ++i) fs::remove(all[i], error);
@@ -134,7 +147,7 @@ fs::path CheckpointStore::save_best(std::string_view bytes) {
   if (error)
     throw Error(ExitCode::kRuntime, fmt::format("{}: cannot create the directory: {}", dir_.string(), error.message()));
   const fs::path path = dir_ / kBestName;
-  write_atomically(path, bytes, hooks_);
+  write(path, bytes);
   return path;
 }
 

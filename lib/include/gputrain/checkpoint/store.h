@@ -44,6 +44,9 @@ class CheckpointStore {
   static constexpr const char* kBestName = "best.ckpt";
 
  private:
+  // write_atomically; its failure (a full disk) says how the run goes on.
+  void write(const std::filesystem::path& path, std::string_view bytes) const;
+
   std::filesystem::path dir_;
   int64_t keep_;
   WriteHooks hooks_;
