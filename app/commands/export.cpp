@@ -5,21 +5,21 @@
 #include "commands.h"
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
+#include "gputrain/export/export_model.h"
 #include "gputrain/plan/start.h"
-#include "gputrain/train/export_model.h"
 
 namespace gputrain::app {
 
 namespace {
 
 int export_model(const ExportArgs& args, checkpoint::ExportedWeights weights) {
-  train::ModelExportOptions options;
-  options.format = args.format == "onnx" ? train::ModelFormat::kOnnx : train::ModelFormat::kPytorch;
+  exporting::ModelExportOptions options;
+  options.format = args.format == "onnx" ? exporting::ModelFormat::kOnnx : exporting::ModelFormat::kPytorch;
   options.weights = weights;
   options.force = args.force;
   options.config_file = args.config;
   options.write_hooks = args.write_hooks;
-  options.inputs = args.normalize_inputs ? train::ModelInputs::kUnitImages : train::ModelInputs::kNormalized;
+  options.inputs = args.normalize_inputs ? exporting::ModelInputs::kUnitImages : exporting::ModelInputs::kNormalized;
   plan::StartRequest request;
   request.purpose = plan::Purpose::kExport;
   request.command = "export";
@@ -27,7 +27,7 @@ int export_model(const ExportArgs& args, checkpoint::ExportedWeights weights) {
   request.overrides = args.overrides;
   request.weights = args.checkpoint;
   const plan::RunPlan plan = plan::start_run(request).run;
-  const train::ModelExportSummary summary = train::export_model(plan, args.checkpoint, args.out, options);
+  const exporting::ModelExportSummary summary = exporting::export_model(plan, args.checkpoint, args.out, options);
   spdlog::info("wrote {} ({} parameters), {}, from {}; its input: {}", fmt::join(summary.files, " and "),
                summary.parameters, summary.weights, args.checkpoint, summary.input);
   return 0;

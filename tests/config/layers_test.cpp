@@ -70,7 +70,8 @@ TEST(LayerConfig, ErrorsNameTheLayerAtItsPosition) {
   EXPECT_EQ(error_of("    - relu\n    - {type: conv, out_channels: 4}\n"),
             "x.yaml:5:14: model.layers[1]: unknown layer type: unknown value 'conv'; allowed: conv2d, batchnorm, "
             "layernorm, relu, gelu, silu, tanh, leaky_relu, maxpool, avgpool, adaptive_avgpool, flatten, linear, "
-            "dropout or residual (did you mean 'conv2d'?)");
+            "dropout, residual, sequential, patch_embedding, class_token, position_embedding, self_attention or token "
+            "(did you mean 'conv2d'?)");
   EXPECT_EQ(error_of("    - relu\n    - relu\n    - {type: linear, out_feature: 4}\n"),
             "x.yaml:6:22: model.layers[2] (linear): unknown key `out_feature` (did you mean `out_features`?); "
             "linear takes type, name, out_features or bias");
@@ -84,9 +85,14 @@ TEST(LayerConfig, ErrorsNameTheLayerAtItsPosition) {
             "x.yaml:4:26: model.layers[0] (dropout): `p` must be in [0, 1) (got '1')");
   EXPECT_EQ(error_of("    - {type: linear, bias: maybe}\n"),
             "x.yaml:4:28: model.layers[0] (linear): `bias` must be true or false (got 'maybe')");
-  EXPECT_EQ(error_of("    - {type: relu, name: 1st}\n"),
-            "x.yaml:4:26: model.layers[0] (relu): `name` must be letters, digits and '_', not starting with a digit "
-            "(got '1st')");
+  EXPECT_EQ(error_of("    - {type: relu, name: a.b}\n"),
+            "x.yaml:4:26: model.layers[0] (relu): `name` must be letters, digits and '_' (and `{i}` in a repeated "
+            "group) (got 'a.b')");
+  EXPECT_EQ(error_of("    - {type: relu, name: 'a_{i}'}\n"),
+            "x.yaml:4:7: model.layers[0] (relu): its name 'a_{i}' holds {i}, the copy's index, but it is in no "
+            "repeated group ({repeat: n, layers: [...]}); name it without {i}");
+  EXPECT_EQ(error_of("    - {type: sequential}\n"),
+            "x.yaml:4:7: model.layers[0] (sequential): needs `layers`: the list it runs in order, under its name");
   EXPECT_EQ(error_of("    - {type: residual}\n"),
             "x.yaml:4:7: model.layers[0] (residual): needs `layers`: the list whose output is added to the "
             "residual's input");
@@ -95,8 +101,9 @@ TEST(LayerConfig, ErrorsNameTheLayerAtItsPosition) {
             "out_features or bias");
   EXPECT_EQ(error_of("    - {out_features: 3}\n"),
             "x.yaml:4:7: model.layers[0]: has no `type`; one of conv2d, batchnorm, layernorm, relu, gelu, silu, tanh, "
-            "leaky_relu, maxpool, avgpool, adaptive_avgpool, flatten, linear, dropout or residual, or a group of "
-            "layers given n times: {repeat: n, layers: [...]}");
+            "leaky_relu, maxpool, avgpool, adaptive_avgpool, flatten, linear, dropout, residual, sequential, "
+            "patch_embedding, class_token, position_embedding, self_attention or token, or a group of layers given n "
+            "times: {repeat: n, layers: [...]}");
   EXPECT_EQ(error_of("    - {type: relu, type: gelu}\n"), "x.yaml:4:20: model.layers[0] (relu): `type` is given twice");
 }
 
@@ -133,6 +140,22 @@ TEST(LayerConfig, ARepeatGroupIsItsLayersGivenNTimes) {
   EXPECT_EQ(load_config_text(dumped, "dumped.yaml").config.model.layers, loaded.config.model.layers);
 }
 
+// torchvision's transformer names its blocks encoder_layer_0, encoder_layer_1, ...: `{i}` in a repeated
+// layer's name is its copy's index, an inner group's copies counted by the inner group.
+TEST(LayerConfig, ACopyIndexInARepeatedNameCountsTheCopies) {
+  const ModelConfig model = model_of(
+      "    - repeat: 2\n"
+      "      layers:\n"
+      "        - {type: sequential, name: 'block_{i}', layers: [{repeat: 2, layers: [{type: tanh, name: 't{i}'}]}]}\n"
+      "    - linear\n");
+  ASSERT_EQ(model.layers.size(), 3u);
+  EXPECT_EQ(model.layers[0].name, "block_0");
+  EXPECT_EQ(model.layers[1].name, "block_1");
+  ASSERT_EQ(model.layers[1].layers.size(), 2u);
+  EXPECT_EQ(model.layers[1].layers[0].name, "t0");
+  EXPECT_EQ(model.layers[1].layers[1].name, "t1");
+}
+
 TEST(LayerConfig, ARepeatGroupsErrorsSayHowToWriteOne) {
   EXPECT_EQ(error_of("    - {repeat: 0, layers: [relu]}\n"),
             "x.yaml:4:16: model.layers[0] (repeat): `repeat` must be an integer in [1, 1000], the times its layers "
@@ -154,7 +177,8 @@ TEST(LayerConfig, ARepeatGroupsErrorsSayHowToWriteOne) {
             "takes repeat and layers (a layer has a `type`)");
   EXPECT_EQ(error_of("    - {repeat: 2, layers: [relu, {type: tanh, name: t}]}\n"),
             "x.yaml:4:34: model.layers[0].layers[1] (tanh): is repeated 2 times, so it cannot be named 't': the "
-            "copies would share the name (a checkpoint key); leave `name` out for counted names");
+            "copies would share the name (a checkpoint key); leave `name` out for counted names, or put {i} in "
+            "it for the copy's index (encoder_layer_{i})");
   EXPECT_EQ(error_of("    - {type: residual, repeat: 2, layers: [relu]}\n"),
             "x.yaml:4:24: model.layers[0] (residual): `repeat` makes a group, which has no `type`: put the layer in "
             "one, {repeat: n, layers: [{type: residual, ...}]}");

@@ -58,7 +58,11 @@ std::vector<LayerConfig> every_kind_of_layer() {
   residual.layers = {layer(LayerType::kConv2d, {{"out_channels", 4}, {"kernel", 3}, {"stride", 2}, {"bias", 0}}),
                      layer(LayerType::kBatchnorm, {{"momentum", 0.25}})};
   residual.shortcut = {layer(LayerType::kConv2d, {{"out_channels", 4}, {"kernel", 1}, {"stride", 2}})};
-  return {residual, layer(LayerType::kLeakyRelu, {{"negative_slope", 0.5}}), layer(LayerType::kFlatten),
+  LayerConfig stage = layer(LayerType::kSequential, {}, "stage");  // its list, and an inline residual, dumped too
+  LayerConfig inline_residual = layer(LayerType::kResidual, {{"inline", 1}});
+  inline_residual.layers = {layer(LayerType::kRelu, {}, "0")};
+  stage.layers = {inline_residual};
+  return {residual, stage, layer(LayerType::kLeakyRelu, {{"negative_slope", 0.5}}), layer(LayerType::kFlatten),
           layer(LayerType::kLinear, {}, "head")};
 }
 
@@ -140,7 +144,9 @@ ExperimentConfig with_changed(const std::string& key) {
     config.data.batch_size = *config.data.micro_batch_size * config.train.accumulation_steps;
   }
   if (config.train.target_batch > 0) config.data.batch_size = config.train.target_batch;
-  if (config.model.init_strict) config.model.init_from = "weights.safetensors";
+  if (config.model.init_strict || !config.model.init_map.empty()) config.model.init_from = "weights.safetensors";
+  if (config.model.unfreeze_lr_multiplier != 1) config.model.freeze_epochs = 2;
+  if (config.model.freeze_epochs > 0) config.model.freeze = {"fc1"};
   if (config.data.augment.reflect) config.data.augment.random_crop = 2;
   if (config.data.augment.alternating_flip) config.data.augment.hflip = true;
   if (config.data.normalize.mean.size() != config.data.normalize.std.size()) {

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
 #include "gputrain/models/factory.h"
@@ -134,8 +136,11 @@ TEST(DeclaredModel, EveryShippedNetworkBuildsForItsDataSet) {
     const config::ExperimentConfig c = config::load_config(entry.path().string()).config;
     if (c.model.name != config::ModelName::kLayers) continue;
     ++seen;
+    // An image folder's networks (torchvision's) take colour images; 32x32 keeps ViT-B/16's patches whole.
     const ModelShape shape =
-        c.data.dataset == config::DatasetName::kCifar10 ? ModelShape{{3, 32, 32}, 10} : ModelShape{{1, 28, 28}, 10};
+        c.data.dataset == config::DatasetName::kCifar10 || c.data.dataset == config::DatasetName::kImageFolder
+            ? ModelShape{{3, 32, 32}, 10}
+            : ModelShape{{1, 28, 28}, 10};
     auto model = make_model(c.model, shape);
     model->eval();
     EXPECT_EQ(model->forward(torch::zeros({2, shape.input_shape[0], shape.input_shape[1], shape.input_shape[2]}))
@@ -168,6 +173,173 @@ TEST(DeclaredModel, TheResnetConfigsHaveTorchvisionsSizes) {
     EXPECT_EQ(static_cast<int64_t>(model->parameters().size()), net.tensors) << net.file;
     EXPECT_EQ(forward_macs(trace_layers(model, {3, 32, 32})), net.macs_at_32) << net.file;
   }
+}
+
+// torchvision 0.26's state-dict keys of resnet18/50 and vit_b_16, as
+// list(torchvision.models.<net>().state_dict()) prints them, generated.
+std::vector<std::string> torchvision_keys(const std::string& net) {
+  std::vector<std::string> keys;
+  const auto batchnorm = [&](const std::string& name) {
+    for (const char* part : {"weight", "bias", "running_mean", "running_var", "num_batches_tracked"}) {
+      keys.push_back(name + "." + part);
+    }
+  };
+  if (net == "vit_b_16") {
+    keys = {"class_token", "conv_proj.weight", "conv_proj.bias", "encoder.pos_embedding"};
+    for (int i = 0; i < 12; ++i) {
+      const std::string block = "encoder.layers.encoder_layer_" + std::to_string(i) + ".";
+      for (const char* part :
+           {"ln_1.weight", "ln_1.bias", "self_attention.in_proj_weight", "self_attention.in_proj_bias",
+            "self_attention.out_proj.weight", "self_attention.out_proj.bias", "ln_2.weight", "ln_2.bias",
+            "mlp.0.weight", "mlp.0.bias", "mlp.3.weight", "mlp.3.bias"}) {
+        keys.push_back(block + part);
+      }
+    }
+    keys.insert(keys.end(), {"encoder.ln.weight", "encoder.ln.bias", "heads.head.weight", "heads.head.bias"});
+    return keys;
+  }
+  const bool bottleneck = net == "resnet50";
+  const std::vector<int> blocks = bottleneck ? std::vector<int>{3, 4, 6, 3} : std::vector<int>{2, 2, 2, 2};
+  keys.push_back("conv1.weight");
+  batchnorm("bn1");
+  for (int stage = 0; stage < 4; ++stage) {
+    for (int b = 0; b < blocks[stage]; ++b) {
+      const std::string block = fmt::format("layer{}.{}.", stage + 1, b);
+      for (int conv = 1; conv <= (bottleneck ? 3 : 2); ++conv) {
+        keys.push_back(block + fmt::format("conv{}.weight", conv));
+        batchnorm(block + fmt::format("bn{}", conv));
+      }
+      if (b == 0 && (stage > 0 || bottleneck)) {
+        keys.push_back(block + "downsample.0.weight");
+        batchnorm(block + "downsample.1");
+      }
+    }
+  }
+  keys.insert(keys.end(), {"fc.weight", "fc.bias"});
+  return keys;
+}
+
+// The state dict's keys: modules in pre-order, each one's parameters, then its buffers (torch's order).
+std::vector<std::string> state_dict_keys(const torch::nn::Module& model) {
+  std::vector<std::string> keys;
+  for (const auto& module : model.named_modules()) {
+    const std::string prefix = module.key().empty() ? "" : module.key() + ".";
+    for (const auto& p : module.value()->named_parameters(/*recurse=*/false)) keys.push_back(prefix + p.key());
+    for (const auto& b : module.value()->named_buffers(/*recurse=*/false)) keys.push_back(prefix + b.key());
+  }
+  return keys;
+}
+
+// Issue 58: the shipped torchvision networks name every tensor as torchvision
+// does, in its order, so its state dicts load with model.init_strict and
+// gputrain's load into it (torchvision_test.cpp checks both with torchvision).
+TEST(DeclaredModel, TheTorchvisionConfigsHaveTorchvisionsNamesInItsOrder) {
+  for (const auto& [file, net] :
+       {std::pair{"resnet18_folder.yaml", "resnet18"}, std::pair{"resnet50_folder.yaml", "resnet50"},
+        std::pair{"vit_b_16_folder.yaml", "vit_b_16"}}) {
+    auto model = make_model(shipped(file), {{3, 224, 224}, 1000});
+    EXPECT_EQ(state_dict_keys(*model), torchvision_keys(net)) << file;
+  }
+}
+
+// torchvision's vit_b_16(num_classes=1000): 86,567,656 parameters in 152 tensors.
+TEST(DeclaredModel, TheVitConfigHasTorchvisionsSizeAndItsTokensShapes) {
+  auto model = make_model(shipped("vit_b_16_folder.yaml"), {{3, 224, 224}, 1000});
+  EXPECT_EQ(parameter_count(*model), 86'567'656);
+  EXPECT_EQ(model->parameters().size(), 152u);
+  // On 32x32 images (4 patches: a pass in milliseconds), whose position embedding is [1, 5, 768].
+  auto small = make_model(shipped("vit_b_16_folder.yaml"), {{3, 32, 32}, 1000});
+  const auto rows = trace_layers(small, {3, 32, 32});
+  ASSERT_GE(rows.size(), 3u);
+  EXPECT_EQ(rows[0].name, "conv_proj");
+  EXPECT_EQ(rows[0].output_shape, (std::vector<int64_t>{4, 768}));
+  EXPECT_EQ(rows[1].name, "class_token");
+  EXPECT_EQ(rows[1].output_shape, (std::vector<int64_t>{5, 768}));
+  EXPECT_EQ(rows[1].parameters, 768);
+  EXPECT_EQ(rows.back().output_shape, (std::vector<int64_t>{1000}));
+}
+
+// Each token layer checks what it is given, and says so at the layer's place in the file.
+TEST(DeclaredModel, TokenLayersShapeErrorsNameTheLayer) {
+  const ModelShape images{{3, 32, 32}, 4};
+  EXPECT_EQ(
+      shape_error("    - {type: patch_embedding, patch: 5, width: 8}\n    - {type: token}\n    - linear\n", images),
+      "x.yaml:4:7: model.layers[0] (patch_embedding): its 32x32 images do not divide into 5x5 patches; choose a "
+      "patch that divides both sides, or resize the images (data.image_size, data.center_crop)");
+  EXPECT_EQ(shape_error("    - class_token\n    - linear\n", images),
+            "x.yaml:4:7: model.layers[0] (class_token): needs tokens [T, D] but gets 3x32x32 images (CxHxW); a "
+            "patch_embedding makes tokens of images");
+  EXPECT_EQ(shape_error("    - {type: patch_embedding, patch: 8, width: 10}\n    - {type: self_attention, heads: 4}\n"
+                        "    - token\n    - linear\n",
+                        images),
+            "x.yaml:5:7: model.layers[1] (self_attention): 4 heads do not divide its tokens' width 10; choose heads "
+            "that divide it");
+  EXPECT_EQ(shape_error("    - {type: patch_embedding, patch: 16, width: 8}\n    - {type: token, index: 4}\n"
+                        "    - linear\n",
+                        images),
+            "x.yaml:5:7: model.layers[1] (token): index 4 is past its 4 tokens");
+}
+
+// A small transformer: inline residuals and sequentials name their layers as
+// torchvision's, the class token's and position embedding's tensors go by
+// the layer's name in the list holding it, and clones and replicas keep all of it.
+TEST(DeclaredModel, InlineResidualsAndHoistedTensorsNameAsTorchvisionAndClone) {
+  const std::string layers =
+      "    - {type: patch_embedding, name: conv_proj, patch: 4, width: 8}\n"
+      "    - {type: class_token, name: class_token}\n"
+      "    - type: sequential\n"
+      "      name: encoder\n"
+      "      layers:\n"
+      "        - {type: position_embedding, name: pos_embedding}\n"
+      "        - repeat: 2\n"
+      "          layers:\n"
+      "            - type: sequential\n"
+      "              name: block_{i}\n"
+      "              layers:\n"
+      "                - {type: residual, inline: true, layers: [{type: layernorm, name: ln_1, last_dim: true}, "
+      "{type: self_attention, name: attention, heads: 2}]}\n"
+      "                - {type: residual, inline: true, layers: [{type: sequential, name: mlp, layers: "
+      "[{type: linear, out_features: 16}, gelu, {type: linear, out_features: 8}]}]}\n"
+      "    - {type: token, index: 0}\n"
+      "    - {type: linear, name: head}\n";
+  auto model = make_model(declared(layers), {{3, 8, 8}, 5});
+  const std::vector<std::string> expected{"class_token",
+                                          "conv_proj.weight",
+                                          "conv_proj.bias",
+                                          "encoder.pos_embedding",
+                                          "encoder.block_0.ln_1.weight",
+                                          "encoder.block_0.ln_1.bias",
+                                          "encoder.block_0.attention.in_proj_weight",
+                                          "encoder.block_0.attention.in_proj_bias",
+                                          "encoder.block_0.attention.out_proj.weight",
+                                          "encoder.block_0.attention.out_proj.bias",
+                                          "encoder.block_0.mlp.0.weight",
+                                          "encoder.block_0.mlp.0.bias",
+                                          "encoder.block_0.mlp.2.weight",
+                                          "encoder.block_0.mlp.2.bias"};
+  const auto keys = state_dict_keys(*model);
+  ASSERT_EQ(keys.size(), 4u + 2u * 10u + 2u);
+  EXPECT_EQ(std::vector<std::string>(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(expected.size())),
+            expected);
+  EXPECT_EQ(keys[14], "encoder.block_1.ln_1.weight");
+  EXPECT_EQ(model->named_parameters()["encoder.pos_embedding"].sizes(), (std::vector<int64_t>{1, 5, 8}));
+  auto copy = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model->clone());
+  ASSERT_TRUE(copy);
+  EXPECT_EQ(state_dict_keys(*copy), keys);
+  torch::NoGradGuard no_grad;
+  model->eval();
+  copy->eval();
+  const torch::Tensor x = torch::randn({3, 3, 8, 8});
+  const torch::Tensor out = model->forward(x);
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{3, 5}));
+  EXPECT_TRUE(torch::allclose(out, copy->forward(x)));
+  // The copy's tensors are its own: moving the original's class token moves only the original's output.
+  model->named_parameters()["class_token"].add_(1.0);
+  EXPECT_FALSE(torch::allclose(model->forward(x), copy->forward(x)));
+  const auto replicas = torch::nn::parallel::replicate(model, {torch::Device(torch::kCPU), torch::Device(torch::kCPU)});
+  ASSERT_EQ(replicas.size(), 2u);
+  const std::shared_ptr<torch::nn::SequentialImpl> replica = replicas[1].ptr();
+  EXPECT_TRUE(torch::allclose(replica->forward(x), model->forward(x)));
 }
 
 const char* const kResidualNet =

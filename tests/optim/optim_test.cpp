@@ -141,6 +141,39 @@ TEST(LrSchedule, AGroupTrainedForItsFirstEpochsOnlyGetsLrZeroAfterThem) {
   EXPECT_EQ(optimizer->param_groups()[1].options().get_lr(), 0.0);
 }
 
+// Issue 58: model.freeze bounded by model.freeze_epochs (a fine-tune's body):
+// its parameters are groups of their own, after the others, at lr 0 until the
+// first step of epoch `freeze_epochs`, then at the schedule's lr × the
+// unfreeze multiplier; an SGD step at lr 0 leaves them as they are.
+TEST(LrSchedule, AGroupFrozenForItsFirstEpochsTrainsAfterThemAtItsLowerRate) {
+  torch::nn::Linear layer(3, 2);
+  config::OptimConfig config = schedule(config::SchedulerName::kNone);
+  config.momentum = 0.9;
+  config.weight_decay = 0.1;
+  const std::vector<ParamGroup> groups = param_groups(config, layer->named_parameters(), {}, {{"weight"}, 2, 0.1});
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_TRUE(groups[0].params[0].is_same(layer->bias));
+  EXPECT_TRUE(groups[1].params[0].is_same(layer->weight));
+  EXPECT_EQ(groups[1].from_epoch, 2);
+  EXPECT_DOUBLE_EQ(groups[1].lr_multiplier, 0.1);
+  EXPECT_EQ(starting_epochs(groups), (std::vector<int64_t>{0, 2}));
+  const auto optimizer = make_optimizer(config, groups);
+  const LrSchedule lr(config, /*steps_per_epoch=*/10, /*total_steps=*/50, lr_multipliers(groups),
+                      trained_epochs(groups), starting_epochs(groups));
+  lr.apply(*optimizer, 19);  // epoch 2's last step
+  EXPECT_DOUBLE_EQ(optimizer->param_groups()[0].options().get_lr(), 0.1);
+  EXPECT_EQ(optimizer->param_groups()[1].options().get_lr(), 0.0);
+  const torch::Tensor before = layer->weight.detach().clone();
+  optimizer->zero_grad();
+  layer->forward(torch::randn({4, 3})).pow(2).sum().backward();
+  optimizer->step();
+  EXPECT_TRUE(torch::equal(layer->weight.detach(), before));  // momentum and decay included
+  lr.apply(*optimizer, 20);
+  EXPECT_DOUBLE_EQ(optimizer->param_groups()[1].options().get_lr(), 0.1 * 0.1);
+  optimizer->step();
+  EXPECT_FALSE(torch::equal(layer->weight.detach(), before));
+}
+
 TEST(LrSchedule, NoneIsConstant) {
   const LrSchedule lr(schedule(config::SchedulerName::kNone), 10, 100);
   EXPECT_DOUBLE_EQ(lr.lr_at(0), 0.1);

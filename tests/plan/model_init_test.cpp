@@ -184,5 +184,62 @@ TEST_F(ModelInit, AFreezePrefixNamingABufferOrAParameterlessLayerSaysSo) {
       << what;
 }
 
+// Issue 58: the same layers under other names (another config's, another
+// library's). Lined up tensor for tensor they load by position, each rename
+// listed; model.init_map's prefix rules rename them as asked; a rule that
+// renames nothing, or is not `from=to`, is refused at its key.
+class RenamedWeights : public ModelInit {
+ protected:
+  void SetUp() override {
+    const config::LoadedConfig other =
+        config_of({"model.layers=[{type: linear, name: a, out_features: 8}, {type: batchnorm, name: b}, relu, "
+                   "{type: linear, name: c}]"});
+    checkpoint::save_weights(models::build_model(other.config.model, info_of(other), torch::Device(torch::kCPU)),
+                             weights_.string());
+  }
+};
+
+TEST_F(RenamedWeights, TensorsThatLineUpOneForOneLoadByPositionEachRenameListed) {
+  const config::LoadedConfig loaded = config_of({"model.init_from=" + weights_.string(), "model.init_strict=true"});
+  const ModelInitPlan plan = resolve_model_init(loaded, *cpu_model(loaded));
+  EXPECT_TRUE(plan.renamed_by_position);
+  EXPECT_EQ(plan.loaded.size(), 9u);
+  EXPECT_TRUE(plan.skipped.empty());
+  ASSERT_EQ(plan.renamed.size(), 9u);
+  EXPECT_EQ(plan.renamed.front(), "a.weight -> fc1.weight");
+  EXPECT_EQ(plan.renamed.back(), "b.num_batches_tracked -> bn1.num_batches_tracked");
+  EXPECT_NE(plan.describe().front().find("model.init_from: 9 tensors renamed by position"), std::string::npos)
+      << plan.describe().front();
+}
+
+TEST_F(RenamedWeights, InitMapRulesRenameByPrefix) {
+  const config::LoadedConfig loaded = config_of(
+      {"model.init_from=" + weights_.string(), "model.init_map=[a.=fc1., b.=bn1., c.=fc2.]", "model.init_strict=true"});
+  const ModelInitPlan plan = resolve_model_init(loaded, *cpu_model(loaded));
+  EXPECT_FALSE(plan.renamed_by_position);
+  EXPECT_EQ(plan.loaded.size(), 9u);
+  EXPECT_EQ(plan.renamed.size(), 9u);
+  EXPECT_NE(plan.describe().front().find("renamed by model.init_map: a.weight -> fc1.weight"), std::string::npos)
+      << plan.describe().front();
+}
+
+TEST_F(RenamedWeights, AnInitMapRuleThatRenamesNothingOrIsNotARuleIsRefused) {
+  EXPECT_NE(refusal(config_of({"model.init_from=" + weights_.string(), "model.init_map=[head.=heads.head.]"}))
+                .find("model.init_map: 'head.=heads.head.' renames none of " + weights_.string() +
+                      "'s tensors: none of their names starts with 'head.'; its names begin 'a.weight'"),
+            std::string::npos);
+  EXPECT_NE(refusal(config_of({"model.init_from=" + weights_.string(), "model.init_map=[a.]"}))
+                .find("model.init_map: 'a.' is not a rule `from=to`"),
+            std::string::npos);
+}
+
+TEST_F(RenamedWeights, NamesThatDoNotLineUpAreRefusedNamingInitMap) {
+  const std::string what = refusal(config_of({"model.init_from=" + weights_.string(),
+                                              "model.layers=[{type: linear, out_features: 8}, "
+                                              "relu, linear]"}));
+  EXPECT_NE(what.find("none of its 9 tensors fits this model by name and shape"), std::string::npos) << what;
+  EXPECT_NE(what.find("model.init_map"), std::string::npos) << what;
+}
+
 }  // namespace
 }  // namespace gputrain::plan

@@ -4,11 +4,15 @@
 #include <caffe2/serialize/in_memory_adapter.h>
 #include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize/input-archive.h>
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/checkpoint/format.h"
@@ -204,7 +208,11 @@ std::string load_weights(torch::nn::Sequential& model, const std::string& path, 
   const std::string_view bytes = file.bytes();
   if (!is_sealed(bytes)) {
     const std::string loaded = weights_file_text(weights, path);
-    detail::copy_weights(weights_file_tensors(bytes, path), *model, path);
+    detail::NamedTensors tensors = weights_file_tensors(bytes, path);
+    if (const auto renamed = rename_by_position(tensors, *model); !renamed.empty()) {
+      spdlog::info("{}", renamed_text(path, renamed));
+    }
+    detail::copy_weights(tensors, *model, path);
     return loaded;
   }
   const Checkpoint checkpoint = Checkpoint::parse(bytes, path);
@@ -240,6 +248,52 @@ NamedWeights read_weights(const std::string& path) {
   const bool use = use_average(ExportedWeights::kEvaluated, !average.empty(), path);
   return {use ? averaged(checkpoint.weights(), average, path) : checkpoint.weights(),
           "a gputrain checkpoint: " + checkpoint_weights_text(use, !average.empty())};
+}
+
+std::vector<std::pair<std::string, std::string>> rename_by_position(
+    std::vector<std::pair<std::string, torch::Tensor>>& tensors, const torch::nn::Module& model) {
+  const auto last_part = [](const std::string& name) { return name.substr(name.rfind('.') + 1); };
+  std::vector<std::pair<std::string, torch::Tensor>> targets;
+  for (const auto& p : model.named_parameters()) targets.emplace_back(p.key(), p.value());
+  const std::size_t parameters = targets.size();
+  for (const auto& b : model.named_buffers()) {
+    if (b.value().defined()) targets.emplace_back(b.key(), b.value());
+  }
+  std::set<std::string> names;
+  for (const auto& [name, tensor] : targets) names.insert(name);
+  const bool all_known =
+      std::all_of(tensors.begin(), tensors.end(), [&](const auto& named) { return names.count(named.first) > 0; });
+  if (all_known || tensors.size() != targets.size()) return {};
+  // The file's parameters in order, then its buffers: a state dict interleaves them per module, a checkpoint not.
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (!is_buffer(tensors[i].first)) order.push_back(i);
+  }
+  if (order.size() != parameters) return {};
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (is_buffer(tensors[i].first)) order.push_back(i);
+  }
+  for (std::size_t at = 0; at < targets.size(); ++at) {
+    const auto& [name, tensor] = tensors[order[at]];
+    if (tensor.sizes() != targets[at].second.sizes() || last_part(name) != last_part(targets[at].first)) return {};
+  }
+  std::vector<std::pair<std::string, std::string>> renamed;
+  for (std::size_t at = 0; at < targets.size(); ++at) {
+    std::string& name = tensors[order[at]].first;
+    if (name != targets[at].first) renamed.emplace_back(name, targets[at].first);
+    name = targets[at].first;
+  }
+  return renamed;
+}
+
+std::string renamed_text(const std::string& file, const std::vector<std::pair<std::string, std::string>>& renamed) {
+  std::vector<std::string> pairs;
+  for (const auto& [old_name, new_name] : renamed) pairs.push_back(old_name + " -> " + new_name);
+  return fmt::format(
+      "{}: {} of its tensor names are not the model's, but its tensors line up with the model's one for one (the "
+      "same network under other layer names, e.g. from before the configs took torchvision's names); read by "
+      "position: {}",
+      file, renamed.size(), fmt::join(pairs, ", "));
 }
 
 void load_named_weights(torch::nn::Module& model, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {

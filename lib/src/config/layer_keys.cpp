@@ -49,7 +49,10 @@ const std::vector<LayerTypeInfo>& layer_types() {
        "batch normalisation over channels: BatchNorm2d on CxHxW samples, BatchNorm1d on features"},
       {LayerType::kLayernorm,
        "ln",
-       {{"eps", kReal, above(0), 1e-5, false, "added to the variance"}},
+       {{"eps", kReal, above(0), 1e-5, false, "added to the variance"},
+        {"last_dim", kBool, kAnyBool, 0, false,
+         "true: over the last dimension alone, each token of a [T, D] sample by itself (transformers' "
+         "LayerNorm(D)); false: over the whole sample"}},
        "layer normalisation over each sample's whole shape, with a learned scale and shift"},
       {LayerType::kRelu, "relu", {}, "max(0, x)"},
       {LayerType::kGelu, "gelu", {}, "GELU (exact erf form)"},
@@ -78,10 +81,48 @@ const std::vector<LayerTypeInfo>& layer_types() {
        "dropout"},
       {LayerType::kResidual,
        "res",
-       {},
+       {{"inline", kBool, kAnyBool, 0, false,
+         "true: the layers of `layers` and `shortcut` are named in the enclosing list (`layer1.0.conv1`, not "
+         "`layer1.0.res1.layers.conv1`), as torchvision's blocks name theirs; false: under the residual's name, "
+         "as `<name>.layers.*` and `<name>.shortcut.*`"}},
        "`layers` (a list of layers, required) whose output is added to the input, or to the input passed "
        "through `shortcut` (a list of layers) when given; the two must give the same shape. A ResNet block is a "
        "residual and a `relu` after it (configs/resnet18_folder.yaml, resnet50_folder.yaml)"},
+      {LayerType::kPatchEmbedding,
+       "patch",
+       {{"patch", kInt, Range{1}, std::nullopt, true, "square patch side; must divide the image's sides"},
+        {"width", kInt, Range{1}, std::nullopt, true, "each token's width D"},
+        {"bias", kBool, kAnyBool, 1, false, "add a learned bias"}},
+       "CxHxW images to [H/p × W/p, D] tokens: a patch × patch convolution of stride patch, its output positions "
+       "row by row (torchvision's `conv_proj`)"},
+      {LayerType::kClassToken,
+       "class_token",
+       {},
+       "[T, D] tokens to [T + 1, D]: a learned token (zeros at first) put first; its one tensor is named by the "
+       "layer's name in the list holding it (torchvision's `class_token`)"},
+      {LayerType::kPositionEmbedding,
+       "pos_embedding",
+       {{"std", kReal, above(0), 0.02, false, "the normal draw's standard deviation at first"}},
+       "[T, D] tokens plus a learned [T, D]; its one tensor is named by the layer's name in the list holding it "
+       "(torchvision's `encoder.pos_embedding`)"},
+      {LayerType::kSelfAttention,
+       "attn",
+       {{"heads", kInt, Range{1}, std::nullopt, true, "attention heads; must divide the tokens' width"},
+        {"dropout", kReal, Range{0, 1, false, true}, 0, false, "dropout on the attention weights (training only)"},
+        {"bias", kBool, kAnyBool, 1, false, "learned biases on the projections"}},
+       "multi-head self-attention over [T, D] tokens on at::scaled_dot_product_attention (flash or "
+       "memory-efficient attention on a GPU), its tensors named as torch.nn.MultiheadAttention's (in_proj_weight, "
+       "in_proj_bias, out_proj)"},
+      {LayerType::kToken,
+       "token",
+       {{"index", kInt, Range{0}, 0, false, "which token: 0 is the class token"}},
+       "[T, D] tokens to the one [D] at `index`"},
+      {LayerType::kSequential,
+       "seq",
+       {},
+       "`layers` (a list of layers, required) run in order under the sequential's name, unnamed ones named by "
+       "their index as torch.nn.Sequential's (`layer1.0`, `downsample.1`): a named stage or block with "
+       "torchvision's tensor names"},
   };
   return kTypes;
 }
@@ -122,17 +163,19 @@ std::string layer_type_table() {
     for (const auto& key : info.keys) {
       keys.push_back(fmt::format("`{}` ({}): {}", key.key, shown_default(key), key.doc));
     }
-    if (info.type == LayerType::kResidual) keys = {"`layers` (required)", "`shortcut` ([])"};
-    rows += fmt::format("| `{}` | {} | {}; default names {}1, {}2, ... |\n", word(info.type),
-                        keys.empty() ? "—" : fmt::format("{}", fmt::join(keys, "<br>")), info.doc, info.prefix,
-                        info.prefix);
+    if (info.type == LayerType::kResidual) keys.insert(keys.begin(), {"`layers` (required)", "`shortcut` ([])"});
+    if (info.type == LayerType::kSequential) keys = {"`layers` (required)"};
+    rows += fmt::format("| `{}` | {} | {}; default names {}1, {}2, ... (0, 1, ... in a sequential) |\n",
+                        word(info.type), keys.empty() ? "—" : fmt::format("{}", fmt::join(keys, "<br>")), info.doc,
+                        info.prefix, info.prefix);
   }
   // Not a layer type: the reader spells a group out into its layers.
   return rows +
          "| `repeat: n` (an entry without `type`) | `repeat` (required): 1 to 1000<br>`layers` (required) | its "
          "layers n times in a row, as if written out (`gputrain config` prints them so); default names count on "
          "through the copies (res1, relu1, res2, relu2, ...), so a layer directly in `layers` takes no `name` "
-         "when n > 1 |\n";
+         "when n > 1, unless the name holds `{i}`, which becomes the copy's index (encoder_layer_{i}: "
+         "encoder_layer_0, encoder_layer_1, ...) |\n";
 }
 
 bool operator==(const LayerConfig& a, const LayerConfig& b) {

@@ -18,6 +18,8 @@ namespace {
 // A group's copies could multiply past any network's size (groups nest): refused beyond this many layers.
 constexpr int64_t kMaxLayers = 100000;
 constexpr int64_t kMaxRepeat = 1000;
+// In the name of a layer directly in a repeated group: the copy's index, 0 first.
+constexpr const char* kCopyIndex = "{i}";
 
 // Layers in `layers`, those of residual branches included.
 int64_t count_layers(const std::vector<LayerConfig>& layers) {
@@ -90,11 +92,12 @@ class LayerListReader {
       throw ConfigError(mark(node["layers"]), path + " (repeat)", "`layers` is empty; give the layers to repeat");
     }
     for (const auto& layer : group) {
-      if (times > 1 && !layer.name.empty()) {
+      if (times > 1 && !layer.name.empty() && layer.name.find(kCopyIndex) == std::string::npos) {
         throw ConfigError(layer.mark, fmt::format("{} ({})", layer.path, word(layer.type)),
                           fmt::format("is repeated {} times, so it cannot be named '{}': the copies would share "
-                                      "the name (a checkpoint key); leave `name` out for counted names",
-                                      times, layer.name));
+                                      "the name (a checkpoint key); leave `name` out for counted names, or put "
+                                      "{} in it for the copy's index (encoder_layer_{})",
+                                      times, layer.name, kCopyIndex, kCopyIndex));
       }
     }
     layers_made_ += (times - 1) * count_layers(group);
@@ -102,7 +105,14 @@ class LayerListReader {
       throw ConfigError(mark(times_node), path + " (repeat)",
                         fmt::format("makes the network more than {} layers long; repeat fewer times", kMaxLayers));
     }
-    for (int64_t copy = 0; copy < times; ++copy) into.insert(into.end(), group.begin(), group.end());
+    for (int64_t copy = 0; copy < times; ++copy) {
+      for (LayerConfig layer : group) {
+        if (const auto at = layer.name.find(kCopyIndex); at != std::string::npos) {
+          layer.name.replace(at, std::string_view(kCopyIndex).size(), std::to_string(copy));
+        }
+        into.push_back(std::move(layer));
+      }
+    }
   }
 
   LayerType type_of(const YAML::Node& node, const std::string& path) const {
@@ -148,7 +158,8 @@ class LayerListReader {
       }
       if (key == "name") {
         layer.name = name(entry.second, where);
-      } else if (layer.type == LayerType::kResidual && (key == "layers" || key == "shortcut")) {
+      } else if ((layer.type == LayerType::kResidual && (key == "layers" || key == "shortcut")) ||
+                 (layer.type == LayerType::kSequential && key == "layers")) {
         (key == "layers" ? layer.layers : layer.shortcut) = list(entry.second, path + "." + key, mark(entry.second));
       } else if (const LayerKey* declared = find(info, key)) {
         layer.values[key] = value(*declared, entry.second, where);
@@ -176,6 +187,7 @@ class LayerListReader {
     std::vector<std::string> keys{"type", "name"};
     for (const auto& declared : info.keys) keys.emplace_back(declared.key);
     if (info.type == LayerType::kResidual) keys.insert(keys.end(), {"layers", "shortcut"});
+    if (info.type == LayerType::kSequential) keys.emplace_back("layers");
     return keys;
   }
 
@@ -196,15 +208,20 @@ class LayerListReader {
     if (layer.type == LayerType::kResidual && layer.layers.empty()) {
       throw ConfigError(layer.mark, where, "needs `layers`: the list whose output is added to the residual's input");
     }
+    if (layer.type == LayerType::kSequential && layer.layers.empty()) {
+      throw ConfigError(layer.mark, where, "needs `layers`: the list it runs in order, under its name");
+    }
   }
 
   std::string name(const YAML::Node& node, const std::string& where) const {
-    // Names are checkpoint keys, joined with '.' by LibTorch.
-    static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
+    // Names are checkpoint keys, joined with '.' by LibTorch; digits alone are
+    // torch.nn.Sequential's names ("layer1.0"). `{i}`: a repeated copy's index.
+    static const std::regex kName("([A-Za-z0-9_]|\\{i\\})+");
     if (!node.IsScalar() || !std::regex_match(node.Scalar(), kName)) {
-      throw ConfigError(mark(node), where,
-                        fmt::format("`name` must be letters, digits and '_', not starting with a digit (got {})",
-                                    node.IsScalar() ? "'" + node.Scalar() + "'" : std::string("a list or mapping")));
+      throw ConfigError(
+          mark(node), where,
+          fmt::format("`name` must be letters, digits and '_' (and `{}` in a repeated group) (got {})", kCopyIndex,
+                      node.IsScalar() ? "'" + node.Scalar() + "'" : std::string("a list or mapping")));
     }
     return node.Scalar();
   }
@@ -242,6 +259,20 @@ class LayerListReader {
   int64_t layers_made_ = 0;  // read and copied so far, against kMaxLayers
 };
 
+// A `{i}` left in a name: the layer is in no repeated group, so no copy index replaced it.
+void refuse_copy_index(const std::vector<LayerConfig>& layers) {
+  for (const LayerConfig& layer : layers) {
+    if (layer.name.find(kCopyIndex) != std::string::npos) {
+      throw ConfigError(layer.mark, fmt::format("{} ({})", layer.path, word(layer.type)),
+                        fmt::format("its name '{}' holds {}, the copy's index, but it is in no repeated group "
+                                    "({{repeat: n, layers: [...]}}); name it without {}",
+                                    layer.name, kCopyIndex, kCopyIndex));
+    }
+    refuse_copy_index(layer.layers);
+    refuse_copy_index(layer.shortcut);
+  }
+}
+
 }  // namespace
 
 void NodeReader::read(const std::string& key, std::vector<LayerConfig>& value) {
@@ -252,6 +283,7 @@ void NodeReader::read(const std::string& key, std::vector<LayerConfig>& value) {
   const bool overridden = where.origin != origin_;
   LayerListReader reader(origin_, overridden ? std::optional<SourceMark>(where) : std::nullopt);
   value = reader.list(node, path(key), where);
+  refuse_copy_index(value);
 }
 
 }  // namespace gputrain::config::detail

@@ -21,6 +21,7 @@
 #include "layers.h"
 #include "residual.h"
 #include "sync_batchnorm.h"
+#include "tokens.h"
 
 namespace gputrain::models::detail {
 
@@ -44,32 +45,45 @@ int64_t windows(int64_t side, int64_t kernel, int64_t stride, int64_t padding) {
 
 class DeclaredNetwork {
  public:
+  // How a list names the layers that have no `name`.
+  enum class Naming {
+    kCounted,  // the type's prefix and a count across the network: conv1, bn1, conv2, ...
+    kIndexed,  // the index in the list, as torch.nn.Sequential: 0, 1, ...
+  };
+
   DeclaredNetwork(int64_t outputs, bool sync_batchnorm) : outputs_(outputs), sync_batchnorm_(sync_batchnorm) {}
 
   // The layers of one list, `shape` updated to what the last gives. `last`:
   // the list ends the network, so its last linear may leave out out_features.
-  torch::nn::Sequential build(const std::vector<LayerConfig>& layers, Shape& shape, bool ends_network) {
+  // `names`: those taken in the list's namespace, which an inline residual's
+  // layers share with the list holding it.
+  torch::nn::Sequential build(const std::vector<LayerConfig>& layers, Shape& shape, bool ends_network, Naming naming,
+                              std::set<std::string>& names) {
     torch::nn::Sequential sequential = named_sequential();
-    std::set<std::string> names;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const LayerConfig& layer = layers[i];
       const bool last = ends_network && i + 1 == layers.size();
       torch::nn::AnyModule module;
       try {
-        module = make(layer, shape, last, made_++ == 0);
+        module = make(layer, shape, last, made_++ == 0, names);
       } catch (const c10::Error& e) {  // LibTorch refusing the weights: a size past what it can count or allocate
         fail(layer,
              fmt::format("LibTorch cannot make its weights ({}); make the layer smaller", e.what_without_backtrace()));
       } catch (const std::bad_alloc&) {
         fail(layer, "its weights do not fit in memory; make the layer smaller");
       }
-      const std::string name = layer.name.empty() ? default_name(layer, names) : layer.name;
+      // Named after its nested layers, as the counts have always gone (res2 holding res1).
+      const std::string name = !layer.name.empty()          ? layer.name
+                               : naming == Naming::kIndexed ? std::to_string(i)
+                                                            : default_name(layer, names);
       if (!names.insert(name).second) {
         fail(layer, fmt::format("the name '{}' is taken by an earlier layer of this list; layer names are "
                                 "checkpoint keys and must differ",
                                 name));
       }
-      sequential->push_back(name, std::move(module));
+      // Its one tensor goes by the layer's name in this list.
+      if (auto* hoisted = module.ptr()->as<HoistedTensorImpl>()) hoisted->name = name;
+      add_layer(sequential, name, std::move(module));
     }
     return sequential;
   }
@@ -94,6 +108,13 @@ class DeclaredNetwork {
     }
   }
 
+  static void require_tokens(const LayerConfig& layer, const Shape& shape) {
+    if (shape.size() != 2) {
+      fail(layer,
+           fmt::format("needs tokens [T, D] but gets {}; a patch_embedding makes tokens of images", shape_text(shape)));
+    }
+  }
+
   // A window's output side, or an error when the window does not fit.
   static int64_t window_side(const LayerConfig& layer, int64_t side, int64_t kernel, int64_t stride, int64_t padding) {
     if (side + 2 * padding < kernel) {
@@ -103,7 +124,9 @@ class DeclaredNetwork {
   }
 
   // `first`: the network's first layer, which sees the data set's samples.
-  torch::nn::AnyModule make(const LayerConfig& layer, Shape& shape, bool last, bool first) {
+  // `names`: those taken in the list it goes into.
+  torch::nn::AnyModule make(const LayerConfig& layer, Shape& shape, bool last, bool first,
+                            std::set<std::string>& names) {
     using config::layer_integer;
     switch (layer.type) {
       case LayerType::kConv2d: {
@@ -151,9 +174,52 @@ class DeclaredNetwork {
         }
         fail(layer, fmt::format("normalises images (CxHxW) or features, not {}", shape_text(shape)));
       }
-      case LayerType::kLayernorm:
+      case LayerType::kLayernorm: {
+        const Shape normalized = layer_integer(layer, "last_dim") != 0 ? Shape{shape.back()} : shape;
         return torch::nn::AnyModule(
-            torch::nn::LayerNorm(torch::nn::LayerNormOptions(shape).eps(*config::layer_value(layer, "eps"))));
+            torch::nn::LayerNorm(torch::nn::LayerNormOptions(normalized).eps(*config::layer_value(layer, "eps"))));
+      }
+      case LayerType::kPatchEmbedding: {
+        require_images(layer, shape);
+        const int64_t patch = layer_integer(layer, "patch");
+        const int64_t width = layer_integer(layer, "width");
+        if (shape[1] % patch != 0 || shape[2] % patch != 0) {
+          fail(layer, fmt::format("its {}x{} images do not divide into {}x{} patches; choose a patch that divides "
+                                  "both sides, or resize the images (data.image_size, data.center_crop)",
+                                  shape[1], shape[2], patch, patch));
+        }
+        const int64_t channels = shape[0];
+        shape = {(shape[1] / patch) * (shape[2] / patch), width};
+        return torch::nn::AnyModule(PatchEmbedding(channels, width, patch, layer_integer(layer, "bias") != 0));
+      }
+      case LayerType::kClassToken: {
+        require_tokens(layer, shape);
+        torch::Tensor token = torch::zeros({1, 1, shape[1]});  // torchvision's: zeros
+        shape[0] += 1;
+        return torch::nn::AnyModule(HoistedTensor(HoistedTensorImpl::Kind::kClassToken, "", token));
+      }
+      case LayerType::kPositionEmbedding: {
+        require_tokens(layer, shape);
+        torch::Tensor embedding = torch::randn({1, shape[0], shape[1]}) * *config::layer_value(layer, "std");
+        return torch::nn::AnyModule(HoistedTensor(HoistedTensorImpl::Kind::kPositionEmbedding, "", embedding));
+      }
+      case LayerType::kSelfAttention: {
+        require_tokens(layer, shape);
+        const int64_t heads = layer_integer(layer, "heads");
+        if (shape[1] % heads != 0) {
+          fail(layer, fmt::format("{} heads do not divide its tokens' width {}; choose heads that divide it", heads,
+                                  shape[1]));
+        }
+        return torch::nn::AnyModule(
+            SelfAttention(shape[1], heads, *config::layer_value(layer, "dropout"), layer_integer(layer, "bias") != 0));
+      }
+      case LayerType::kToken: {
+        require_tokens(layer, shape);
+        const int64_t index = layer_integer(layer, "index");
+        if (index >= shape[0]) fail(layer, fmt::format("index {} is past its {} tokens", index, shape[0]));
+        shape = {shape[1]};
+        return torch::nn::AnyModule(Token(index));
+      }
       case LayerType::kRelu:
         return torch::nn::AnyModule(torch::nn::ReLU());
       case LayerType::kGelu:
@@ -213,12 +279,24 @@ class DeclaredNetwork {
       }
       case LayerType::kDropout:
         return torch::nn::AnyModule(torch::nn::Dropout(*config::layer_value(layer, "p")));
+      case LayerType::kSequential: {
+        std::set<std::string> own;
+        torch::nn::Sequential list = build(layer.layers, shape, last, Naming::kIndexed, own);
+        return torch::nn::AnyModule(std::dynamic_pointer_cast<NamedSequentialImpl>(list.ptr()));
+      }
       case LayerType::kResidual: {
+        // Inline: the branches' layers join the enclosing list's names.
+        const bool inline_ = layer_integer(layer, "inline") != 0;
+        std::set<std::string> branch_names;
+        std::set<std::string> shortcut_names;
         Shape branch_shape = shape;
-        torch::nn::Sequential branch = build(layer.layers, branch_shape, false);
+        torch::nn::Sequential branch =
+            build(layer.layers, branch_shape, false, Naming::kCounted, inline_ ? names : branch_names);
         Shape shortcut_shape = shape;
         torch::nn::Sequential shortcut(nullptr);
-        if (!layer.shortcut.empty()) shortcut = build(layer.shortcut, shortcut_shape, false);
+        if (!layer.shortcut.empty()) {
+          shortcut = build(layer.shortcut, shortcut_shape, false, Naming::kCounted, inline_ ? names : shortcut_names);
+        }
         if (branch_shape != shortcut_shape) {
           if (layer.shortcut.empty()) {
             fail(layer, fmt::format("its layers give {} but its input is {}; they are added, so add a `shortcut` "
@@ -229,7 +307,7 @@ class DeclaredNetwork {
                                   shape_text(branch_shape), shape_text(shortcut_shape)));
         }
         shape = branch_shape;
-        return torch::nn::AnyModule(Residual(branch, shortcut));
+        return torch::nn::AnyModule(Residual(branch, shortcut, inline_));
       }
     }
     config::unhandled(layer.type);
@@ -288,7 +366,8 @@ torch::nn::Sequential make_declared(const config::ModelConfig& config, const Mod
   const int64_t wanted = outputs(config, shape);
   DeclaredNetwork network(wanted, config.sync_batchnorm);
   Shape sample = shape.input_shape;
-  torch::nn::Sequential model = network.build(config.layers, sample, true);
+  std::set<std::string> names;
+  torch::nn::Sequential model = network.build(config.layers, sample, true, DeclaredNetwork::Naming::kCounted, names);
   if (sample != Shape{wanted}) {
     const LayerConfig& last = config.layers.back();
     throw ConfigError(last.mark, fmt::format("{} ({})", last.path, config::word(last.type)),

@@ -13,6 +13,7 @@
 #include "layers.h"
 #include "residual.h"
 #include "sync_batchnorm.h"
+#include "tokens.h"
 
 namespace gputrain::models {
 
@@ -71,24 +72,41 @@ int64_t parameter_count(const torch::nn::Module& model) {
 }
 
 namespace {
-// Forwards `x` through `layers`, a row per layer; a residual recurses into its branches.
+// Forwards `x` through `layers`, a row per layer; a residual or a sequential recurses into its lists.
 void trace(torch::nn::Sequential& layers, const std::string& prefix, int depth, torch::Tensor& x,
            std::vector<LayerRow>& rows) {
-  const auto children = layers->named_children();
-  for (std::size_t i = 0; i < layers->size(); ++i) {
-    const std::string name = prefix + children[i].key();
-    const torch::nn::Module& module = *children[i].value();
+  const auto children = detail::named_layers(layers);
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    const std::string name = prefix + children[i].first;
+    const torch::nn::Module& module = *children[i].second;
     LayerRow row{name, detail::pretty(module), {}, parameter_count(module), 0, depth};
-    if (auto* residual = layers->ptr(i)->as<detail::ResidualImpl>()) {
+    if (const auto* hoisting = dynamic_cast<const detail::Hoisting*>(&module)) {
+      for (const auto& [key, tensor] : hoisting->hoisted_parameters()) row.parameters += tensor.numel();
+    }
+    auto* residual = layers->ptr(i)->as<detail::ResidualImpl>();
+    auto* list = layers->ptr(i)->as<torch::nn::SequentialImpl>();
+    if (residual != nullptr || list != nullptr) {
       const std::size_t at = rows.size();
       rows.push_back(row);
-      torch::Tensor branch = x;
-      trace(residual->layers, name + ".layers.", depth + 1, branch, rows);
-      torch::Tensor shortcut = x;
-      if (!residual->shortcut.is_empty()) trace(residual->shortcut, name + ".shortcut.", depth + 1, shortcut, rows);
-      x = branch + shortcut;
+      if (list != nullptr) {
+        torch::nn::Sequential inner(std::dynamic_pointer_cast<torch::nn::SequentialImpl>(layers->ptr(i)));
+        trace(inner, name + ".", depth + 1, x, rows);
+      } else {
+        // An inline residual's layers are named in this list; it holds no parameters of its own.
+        torch::Tensor branch = x;
+        trace(residual->layers, residual->is_inline ? prefix : name + ".layers.", depth + 1, branch, rows);
+        torch::Tensor shortcut = x;
+        if (!residual->shortcut.is_empty()) {
+          trace(residual->shortcut, residual->is_inline ? prefix : name + ".shortcut.", depth + 1, shortcut, rows);
+        }
+        x = branch + shortcut;
+        rows[at].parameters = 0;
+      }
       for (std::size_t inner = at + 1; inner < rows.size(); ++inner) {
-        if (rows[inner].depth == depth + 1) rows[at].macs += rows[inner].macs;
+        if (rows[inner].depth == depth + 1) {
+          rows[at].macs += rows[inner].macs;
+          if (residual != nullptr) rows[at].parameters += rows[inner].parameters;
+        }
       }
       rows[at].output_shape = x.sizes().slice(1).vec();
       continue;
@@ -98,6 +116,13 @@ void trace(torch::nn::Sequential& layers, const std::string& prefix, int depth, 
       row.macs = linear->weight.numel() * (x.numel() / x.size(-1));
     } else if (const auto* conv = module.as<torch::nn::Conv2dImpl>()) {
       row.macs = conv->weight.numel() * x.size(-2) * x.size(-1);  // each output pixel: one pass over the kernel
+    } else if (const auto* patches = module.as<detail::PatchEmbeddingImpl>()) {
+      row.macs = patches->weight.numel() * x.size(1);  // each token: one pass over its patch
+    } else if (const auto* attention = module.as<detail::SelfAttentionImpl>()) {
+      // Per token: its query, key, value and output projections (4 D²), and its scores and sum over T tokens (2 T D).
+      const int64_t tokens = x.size(1);
+      const int64_t width = attention->width;
+      row.macs = tokens * 4 * width * width + 2 * tokens * tokens * width;
     }
     row.output_shape = x.sizes().slice(1).vec();
     rows.push_back(row);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 #include "gputrain/common/error.h"
@@ -14,21 +15,51 @@
 namespace gputrain::models::detail {
 
 namespace {
-class NamedSequentialImpl : public torch::nn::SequentialImpl {
- public:
-  std::shared_ptr<torch::nn::Module> clone(const std::optional<torch::Device>& device = std::nullopt) const override {
-    auto copy = std::make_shared<NamedSequentialImpl>();
-    auto layer = begin();
-    for (const auto& child : named_children()) copy->push_back(child.key(), (layer++)->clone(device));
-    return copy;
+using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>;
+
+NamedModules layers_of(const torch::nn::SequentialImpl& list) {
+  const auto* named = dynamic_cast<const NamedSequentialImpl*>(&list);
+  NamedModules layers;
+  for (const auto& child : list.named_children()) {
+    if (named == nullptr || !named->hoisted.count(child.key())) layers.emplace_back(child.key(), child.value());
   }
-};
+  GPUTRAIN_CHECK(layers.size() == list.size(), "a list of {} layers names {}", list.size(), layers.size());
+  return layers;
+}
 }  // namespace
+
+std::shared_ptr<torch::nn::Module> NamedSequentialImpl::clone(const std::optional<torch::Device>& device) const {
+  auto impl = std::make_shared<NamedSequentialImpl>();
+  torch::nn::Sequential copy(std::static_pointer_cast<torch::nn::SequentialImpl>(impl));
+  auto layer = begin();
+  for (const auto& [name, module] : layers_of(*this)) add_layer(copy, name, (layer++)->clone(device));
+  return impl;
+}
 
 torch::nn::Sequential named_sequential() {
   // Typed as the base: a derived pointer would pick ModuleHolder's forwarding constructor.
   std::shared_ptr<torch::nn::SequentialImpl> impl = std::make_shared<NamedSequentialImpl>();
   return torch::nn::Sequential(std::move(impl));
+}
+
+void add_layer(torch::nn::Sequential& list, const std::string& name, torch::nn::AnyModule layer) {
+  auto* named = dynamic_cast<NamedSequentialImpl*>(list.get());
+  GPUTRAIN_CHECK(named != nullptr, "layer {} added to a list that is not a named_sequential()", name);
+  list->push_back(name, std::move(layer));
+  if (const auto* hoisting = dynamic_cast<const Hoisting*>(list->ptr(list->size() - 1).get())) {
+    for (const auto& [inner, module] : hoisting->hoisted_modules()) {
+      list->register_module(inner, module);
+      named->hoisted.insert(inner);
+    }
+    for (const auto& [inner, tensor] : hoisting->hoisted_parameters()) {
+      list->register_parameter(inner, tensor, tensor.requires_grad());
+    }
+  }
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> named_layers(
+    const torch::nn::Sequential& list) {
+  return layers_of(*list);
 }
 
 int64_t checked_inputs(const config::ModelConfig& config, const ModelShape& shape) {

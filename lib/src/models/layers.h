@@ -5,7 +5,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gputrain/config/config.h"
@@ -16,8 +20,37 @@ namespace gputrain::models::detail {
 // An empty Sequential whose clone() keeps the layer names. The stock
 // SequentialImpl::clone renumbers the layers "0", "1", ..., which changes the
 // checkpoint keys and breaks nn::parallel::replicate, which looks a replica's
-// layers up by the original's names.
+// layers up by the original's names. Layers go in with add_layer.
 torch::nn::Sequential named_sequential();
+
+// What named_sequential() holds. Its forward takes and gives one tensor, so a
+// list can be a layer of another (model.layers' sequential) inside an AnyModule.
+class NamedSequentialImpl : public torch::nn::SequentialImpl {
+ public:
+  std::shared_ptr<torch::nn::Module> clone(const std::optional<torch::Device>& device = std::nullopt) const override;
+  torch::Tensor forward(torch::Tensor input) { return SequentialImpl::forward(std::move(input)); }
+
+  std::set<std::string> hoisted;  // children its layers hoisted into it (add_layer), which are not its layers
+};
+
+// A layer whose modules or parameters the list holding it registers under
+// their own names, not under the layer's: an inline residual's layers
+// (torchvision's `layer1.0.conv1`, not `layer1.0.res1.layers.conv1`). The
+// layer itself registers none of them, so each tensor has one name, and
+// is not serializable (the list saves them).
+class Hoisting {
+ public:
+  virtual ~Hoisting() = default;
+  virtual std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> hoisted_modules() const { return {}; }
+  virtual std::vector<std::pair<std::string, torch::Tensor>> hoisted_parameters() const { return {}; }
+};
+
+// Appends `layer` under `name` to `list` (a named_sequential()), and registers what it hoists.
+void add_layer(torch::nn::Sequential& list, const std::string& name, torch::nn::AnyModule layer);
+
+// `list`'s layers in order with the names they were added under: its named
+// children less the modules its layers hoisted into it.
+std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> named_layers(const torch::nn::Sequential& list);
 
 // The number of values in one flattened sample, checked against
 // model.in_features (a ConfigError naming both numbers when they differ).

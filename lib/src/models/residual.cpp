@@ -9,9 +9,11 @@ torch::nn::Sequential cloned(const torch::nn::Sequential& branch, const std::opt
 }
 }  // namespace
 
-ResidualImpl::ResidualImpl(torch::nn::Sequential layers_, torch::nn::Sequential shortcut_)
-    : layers(register_module("layers", std::move(layers_))) {
-  if (!shortcut_.is_empty()) shortcut = register_module("shortcut", std::move(shortcut_));
+ResidualImpl::ResidualImpl(torch::nn::Sequential layers_, torch::nn::Sequential shortcut_, bool inline_)
+    : layers(std::move(layers_)), shortcut(std::move(shortcut_)), is_inline(inline_) {
+  if (is_inline) return;  // the list holding it registers the branches' layers
+  register_module("layers", layers);
+  if (!shortcut.is_empty()) register_module("shortcut", shortcut);
 }
 
 torch::Tensor ResidualImpl::forward(torch::Tensor input) {
@@ -20,13 +22,34 @@ torch::Tensor ResidualImpl::forward(torch::Tensor input) {
 }
 
 std::shared_ptr<torch::nn::Module> ResidualImpl::clone(const std::optional<torch::Device>& device) const {
-  auto copy = std::make_shared<ResidualImpl>(cloned(layers, device), cloned(shortcut, device));
+  auto copy = std::make_shared<ResidualImpl>(cloned(layers, device), cloned(shortcut, device), is_inline);
   copy->train(is_training());
   return copy;
 }
 
 void ResidualImpl::pretty_print(std::ostream& stream) const {
   stream << (shortcut.is_empty() ? "Residual(layers + input)" : "Residual(layers + shortcut)");
+}
+
+// Every child and own parameter of both branches (what their own layers hoisted included).
+std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> ResidualImpl::hoisted_modules() const {
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules;
+  if (!is_inline) return modules;
+  for (const auto* branch : {&layers, &shortcut}) {
+    if (branch->is_empty()) continue;
+    for (const auto& child : (*branch)->named_children()) modules.emplace_back(child.key(), child.value());
+  }
+  return modules;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> ResidualImpl::hoisted_parameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> parameters;
+  if (!is_inline) return parameters;
+  for (const auto* branch : {&layers, &shortcut}) {
+    if (branch->is_empty()) continue;
+    for (const auto& p : (*branch)->named_parameters(/*recurse=*/false)) parameters.emplace_back(p.key(), p.value());
+  }
+  return parameters;
 }
 
 }  // namespace gputrain::models::detail

@@ -100,13 +100,23 @@ bool ends_with(std::string_view text, std::string_view suffix) {
 
 std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
                                      const torch::OrderedDict<std::string, torch::Tensor>& named_parameters,
-                                     const std::map<std::string, int64_t>& first_epochs_only) {
+                                     const std::map<std::string, int64_t>& first_epochs_only,
+                                     const FrozenFirst& frozen_first) {
   // Indexed by no_decay + 2 * scaled, in the order the header gives; `what` holds the noun until the count is known.
   std::array<ParamGroup, 4> kinds{ParamGroup{{}, config.weight_decay, 1, "tensor"}, ParamGroup{{}, 0, 1, "tensor"},
                                   ParamGroup{{}, config.weight_decay, config.bias_lr_multiplier, "bias"},
                                   ParamGroup{{}, 0, config.bias_lr_multiplier, "bias"}};
   ParamGroup muon{{}, 0, config.muon.lr / config.lr, "convolution weight", true};
   std::vector<ParamGroup> early;  // first_epochs_only's
+  // frozen_first's, by the same rules: from epoch frozen_first.epochs on, lr × its later multiplier too.
+  std::array<ParamGroup, 4> later = kinds;
+  for (ParamGroup& group : later) {
+    group.lr_multiplier *= frozen_first.later_multiplier;
+    group.from_epoch = frozen_first.epochs;
+  }
+  const auto frozen_at_first = [&](const std::string& name) {
+    return frozen_first.epochs > 0 && frozen_first.names.count(name) > 0;
+  };
   for (const auto& item : named_parameters) {
     if (!item.value().requires_grad()) continue;  // model.freeze: it does not train
     if (config.muon.lr > 0 && item.value().dim() == 4) {
@@ -125,14 +135,17 @@ std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
                        it->second});
       continue;
     }
-    kinds[(no_decay ? 1 : 0) + (scaled ? 2 : 0)].params.push_back(item.value());
+    (frozen_at_first(item.key()) ? later : kinds)[(no_decay ? 1 : 0) + (scaled ? 2 : 0)].params.push_back(item.value());
   }
   std::vector<ParamGroup> groups;
-  for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
-    ParamGroup& group = kinds[kind];
-    if (group.params.empty()) continue;
-    group.what = count_of(static_cast<int64_t>(group.params.size()), group.what) + (kind == 1 ? " of dim <= 1" : "");
-    groups.push_back(std::move(group));
+  for (auto* set : {&kinds, &later}) {
+    for (std::size_t kind = 0; kind < set->size(); ++kind) {
+      ParamGroup& group = (*set)[kind];
+      if (group.params.empty()) continue;
+      group.what = count_of(static_cast<int64_t>(group.params.size()), group.what) + (kind == 1 ? " of dim <= 1" : "") +
+                   (set == &later ? fmt::format(" frozen for the first {} epochs", frozen_first.epochs) : "");
+      groups.push_back(std::move(group));
+    }
   }
   for (ParamGroup& group : early) groups.push_back(std::move(group));
   if (!muon.params.empty()) {
@@ -163,6 +176,12 @@ std::vector<double> lr_multipliers(const std::vector<ParamGroup>& groups) {
 std::vector<int64_t> trained_epochs(const std::vector<ParamGroup>& groups) {
   std::vector<int64_t> out;
   for (const ParamGroup& group : groups) out.push_back(group.epochs);
+  return out;
+}
+
+std::vector<int64_t> starting_epochs(const std::vector<ParamGroup>& groups) {
+  std::vector<int64_t> out;
+  for (const ParamGroup& group : groups) out.push_back(group.from_epoch);
   return out;
 }
 

@@ -19,12 +19,14 @@ double anneal(double from, double to, double t) { return to + (from - to) * (1 +
 }  // namespace
 
 LrSchedule::LrSchedule(const config::OptimConfig& config, int64_t steps_per_epoch, int64_t total_steps,
-                       std::vector<double> lr_multipliers, std::vector<int64_t> trained_epochs)
+                       std::vector<double> lr_multipliers, std::vector<int64_t> trained_epochs,
+                       std::vector<int64_t> starting_epochs)
     : config_(config),
       steps_per_epoch_(steps_per_epoch),
       total_steps_(total_steps),
       lr_multipliers_(std::move(lr_multipliers)),
-      trained_epochs_(std::move(trained_epochs)) {
+      trained_epochs_(std::move(trained_epochs)),
+      starting_epochs_(std::move(starting_epochs)) {
   GPUTRAIN_CHECK(steps_per_epoch >= 1 && total_steps >= 1, "LrSchedule needs steps (got {} per epoch, {} in all)",
                  steps_per_epoch, total_steps);
   if (config.scheduler == config::SchedulerName::kStep && config.step_size < 1) {
@@ -77,10 +79,14 @@ void LrSchedule::apply(torch::optim::Optimizer& optimizer, int64_t step) const {
   GPUTRAIN_CHECK(trained_epochs_.empty() || trained_epochs_.size() == groups.size(),
                  "LrSchedule has {} trained epoch counts for {} parameter groups", trained_epochs_.size(),
                  groups.size());
+  GPUTRAIN_CHECK(starting_epochs_.empty() || starting_epochs_.size() == groups.size(),
+                 "LrSchedule has {} starting epochs for {} parameter groups", starting_epochs_.size(), groups.size());
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const bool done =
         !trained_epochs_.empty() && trained_epochs_[g] > 0 && step >= trained_epochs_[g] * steps_per_epoch_;
-    groups[g].options().set_lr(done ? 0.0 : lr_multipliers_.empty() ? lr : lr * lr_multipliers_[g]);
+    const bool waiting =
+        !starting_epochs_.empty() && starting_epochs_[g] > 0 && step < starting_epochs_[g] * steps_per_epoch_;
+    groups[g].options().set_lr(done || waiting ? 0.0 : lr_multipliers_.empty() ? lr : lr * lr_multipliers_[g]);
   }
 }
 

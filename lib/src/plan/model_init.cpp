@@ -79,6 +79,44 @@ void refuse_non_finite(const ModelInitPlan& plan, const SourceMark& at) {
                   some_of(bad)));
 }
 
+// model.init_map's rules applied to the file's names: the first rule whose
+// `from` begins a name replaces that part with its `to`.
+void apply_init_map(ModelInitPlan& plan, checkpoint::NamedWeights& file, const config::LoadedConfig& loaded) {
+  const std::vector<std::string>& rules = loaded.config.model.init_map;
+  std::vector<std::pair<std::string, std::string>> parsed;
+  for (const std::string& rule : rules) {
+    const auto equals = rule.find('=');
+    if (equals == std::string::npos || equals == 0 || rule.find('=', equals + 1) != std::string::npos) {
+      throw ConfigError(loaded.sources.at("model.init_map"), "model.init_map",
+                        fmt::format("'{}' is not a rule `from=to` (one '=', a non-empty prefix before it), e.g. "
+                                    "head.=heads.head.",
+                                    rule));
+    }
+    parsed.emplace_back(rule.substr(0, equals), rule.substr(equals + 1));
+  }
+  std::vector<int64_t> used(parsed.size(), 0);
+  for (auto& [name, tensor] : file.tensors) {
+    for (std::size_t r = 0; r < parsed.size(); ++r) {
+      if (name.rfind(parsed[r].first, 0) != 0) continue;
+      const std::string renamed = parsed[r].second + name.substr(parsed[r].first.size());
+      plan.renamed.push_back(fmt::format("{} -> {}", name, renamed));
+      name = renamed;
+      ++used[r];
+      break;
+    }
+  }
+  for (std::size_t r = 0; r < parsed.size(); ++r) {
+    if (used[r] == 0) {
+      throw ConfigError(loaded.sources.at("model.init_map"), "model.init_map",
+                        fmt::format("'{}' renames none of {}'s tensors: none of their names starts with '{}'; "
+                                    "its names begin {}",
+                                    rules[r], loaded.config.model.init_from, parsed[r].first,
+                                    file.tensors.empty() ? std::string("(it holds none)")
+                                                         : fmt::format("'{}'", file.tensors.front().first)));
+    }
+  }
+}
+
 void match_file(ModelInitPlan& plan, const torch::nn::Module& model, const config::LoadedConfig& loaded) {
   const config::ModelConfig& c = loaded.config.model;
   const SourceMark at = loaded.sources.at("model.init_from");
@@ -89,6 +127,13 @@ void match_file(ModelInitPlan& plan, const torch::nn::Module& model, const confi
     throw ConfigError(at, "model.init_from", e.what());  // the file's problem, at the key that names it
   }
   strip_wrapper_prefix(file, model, c.init_from);
+  if (!c.init_map.empty()) {
+    apply_init_map(plan, file, loaded);
+  } else if (const auto renamed = checkpoint::rename_by_position(file.tensors, model); !renamed.empty()) {
+    spdlog::info("model.init_from: {}", checkpoint::renamed_text(c.init_from, renamed));
+    for (const auto& [old_name, new_name] : renamed) plan.renamed.push_back(old_name + " -> " + new_name);
+    plan.renamed_by_position = true;
+  }
   plan.file = c.init_from;
   plan.weights = file.what;
   std::map<std::string, torch::Tensor> stored(file.tensors.begin(), file.tensors.end());
@@ -114,8 +159,9 @@ void match_file(ModelInitPlan& plan, const torch::nn::Module& model, const confi
     throw ConfigError(
         at, "model.init_from",
         fmt::format("{}: none of its {} fits this model by name and shape, so it holds another "
-                    "model's weights (its tensors: {}); give the weights of a model built as "
-                    "model.* says, or remove model.init_from",
+                    "model's weights, or names them otherwise (its tensors: {}); give the weights of a model built "
+                    "as model.* says, rename the file's tensors to the model's with model.init_map rules "
+                    "(`from=to` prefixes; `gputrain model` lists the model's names), or remove model.init_from",
                     c.init_from, count_of(static_cast<int64_t>(file.tensors.size()), "tensor"), some_of(plan.skipped)));
   }
   refuse_non_finite(plan, at);
@@ -168,11 +214,14 @@ void match_freeze(ModelInitPlan& plan, const torch::nn::Module& model, const con
   }
   plan.freeze = c.freeze;
   plan.frozen_batchnorm = c.freeze_batchnorm;
+  plan.freeze_epochs = c.freeze_epochs;
+  plan.unfreeze_lr_multiplier = c.unfreeze_lr_multiplier;
   for (const auto& p : named) {
     const bool frozen = std::any_of(c.freeze.begin(), c.freeze.end(),
                                     [&](const std::string& prefix) { return models::under_prefix(p.key(), prefix); });
     (frozen ? plan.frozen_values : plan.trainable_values) += p.value().numel();
     plan.frozen_tensors += frozen ? 1 : 0;
+    if (frozen) plan.frozen.insert(p.key());
   }
   if (!c.freeze.empty() && plan.trainable_values == 0) {
     throw ConfigError(loaded.sources.at("model.freeze"), "model.freeze",
@@ -196,6 +245,14 @@ ModelInitPlan resolve_model_init(const config::LoadedConfig& loaded, const torch
 std::vector<std::string> ModelInitPlan::describe() const {
   std::vector<std::string> lines;
   if (!file.empty()) {
+    if (!renamed.empty()) {
+      lines.push_back(fmt::format("model.init_from: {} renamed {}: {}",
+                                  count_of(static_cast<int64_t>(renamed.size()), "tensor"),
+                                  renamed_by_position ? "by position (its names are not the model's, its tensors "
+                                                        "line up with the model's one for one)"
+                                                      : "by model.init_map",
+                                  some_of(renamed)));
+    }
     lines.push_back(fmt::format("model.init_from: {} ({}): {} loaded ({} values)", file, weights,
                                 count_of(static_cast<int64_t>(loaded.size()), "tensor"), loaded_values));
     if (!skipped.empty()) {
@@ -208,6 +265,13 @@ std::vector<std::string> ModelInitPlan::describe() const {
     lines.push_back(fmt::format("model.freeze: {} frozen under {} ({} values); {} values train",
                                 count_of(frozen_tensors, "parameter tensor"), fmt::join(freeze, ", "), frozen_values,
                                 trainable_values));
+    if (freeze_epochs > 0) {
+      lines.push_back(
+          fmt::format("model.freeze_epochs: frozen for the first {} epochs only, then trained at lr × {} "
+                      "(model.unfreeze_lr_multiplier); their batchnorm layers normalise with each batch",
+                      freeze_epochs, unfreeze_lr_multiplier));
+      return lines;
+    }
     lines.push_back(frozen_batchnorm == config::FrozenBatchnorm::kEval
                         ? "model.freeze_batchnorm: eval (frozen batchnorm layers keep their running statistics)"
                         : "model.freeze_batchnorm: train (frozen batchnorm layers normalise with each batch and "

@@ -214,9 +214,9 @@ RunParts build_run(const plan::RunPlan& plan) {
       });
   run.non_finite = build_non_finite(plan.step, run);
   run.stepper = build_step(run);
-  run.schedule = std::make_unique<optim::LrSchedule>(plan.optim, run.batch.steps_per_epoch,
-                                                     run.batch.steps_per_epoch * c.train.epochs,
-                                                     optim::lr_multipliers(groups), optim::trained_epochs(groups));
+  run.schedule = std::make_unique<optim::LrSchedule>(
+      plan.optim, run.batch.steps_per_epoch, run.batch.steps_per_epoch * c.train.epochs, optim::lr_multipliers(groups),
+      optim::trained_epochs(groups), optim::starting_epochs(groups));
   log_run(plan, run, groups);
   return run;
 }

@@ -53,6 +53,21 @@ struct NamedWeights {
 // naming it and the files it may be.
 NamedWeights read_weights(const std::string& path);
 
+// Renames `tensors` to `model`'s names by position, where some name is not
+// the model's but the two line up tensor for tensor: as many parameters and
+// as many buffers, each at its place (modules in pre-order) with the same
+// shape and the same last name part (weight, running_mean, ...). That is the
+// same network under other layer names, such as a checkpoint of
+// configs/resnet18_folder.yaml from before it took torchvision's names
+// (res1.layers.conv2 is now layer1.0.conv1). Returns the (old, new) pairs
+// renamed; empty, with `tensors` untouched, when every name is the model's
+// already or they do not line up.
+std::vector<std::pair<std::string, std::string>> rename_by_position(
+    std::vector<std::pair<std::string, torch::Tensor>>& tensors, const torch::nn::Module& model);
+
+// The log line of a rename_by_position of `file`'s tensors: every pair, old -> new.
+std::string renamed_text(const std::string& file, const std::vector<std::pair<std::string, std::string>>& renamed);
+
 // Copies each of `tensors` into the model's parameter or buffer of that name,
 // which must exist in that shape (the plan matched them: model.init_from).
 void load_named_weights(torch::nn::Module& model, const std::vector<std::pair<std::string, torch::Tensor>>& tensors);

@@ -49,7 +49,13 @@ enum class LayerType {
   kFlatten,
   kLinear,
   kDropout,
-  kResidual
+  kResidual,
+  kSequential,
+  kPatchEmbedding,
+  kClassToken,
+  kPositionEmbedding,
+  kSelfAttention,
+  kToken
 };
 
 inline constexpr ChoiceTable<DatasetName, 8> kDatasetNames{{{{"random", DatasetName::kRandom},
@@ -99,7 +105,7 @@ inline constexpr ChoiceTable<StopMetric, 3> kStopMetrics{
     {{{"auto", StopMetric::kAuto}, {"accuracy", StopMetric::kAccuracy}, {"loss", StopMetric::kLoss}}}};
 inline constexpr ChoiceTable<FrozenBatchnorm, 2> kFrozenBatchnorms{
     {{{"eval", FrozenBatchnorm::kEval}, {"train", FrozenBatchnorm::kTrain}}}};
-inline constexpr ChoiceTable<LayerType, 15> kLayerTypes{{{{"conv2d", LayerType::kConv2d},
+inline constexpr ChoiceTable<LayerType, 21> kLayerTypes{{{{"conv2d", LayerType::kConv2d},
                                                           {"batchnorm", LayerType::kBatchnorm},
                                                           {"layernorm", LayerType::kLayernorm},
                                                           {"relu", LayerType::kRelu},
@@ -113,7 +119,13 @@ inline constexpr ChoiceTable<LayerType, 15> kLayerTypes{{{{"conv2d", LayerType::
                                                           {"flatten", LayerType::kFlatten},
                                                           {"linear", LayerType::kLinear},
                                                           {"dropout", LayerType::kDropout},
-                                                          {"residual", LayerType::kResidual}}}};
+                                                          {"residual", LayerType::kResidual},
+                                                          {"sequential", LayerType::kSequential},
+                                                          {"patch_embedding", LayerType::kPatchEmbedding},
+                                                          {"class_token", LayerType::kClassToken},
+                                                          {"position_embedding", LayerType::kPositionEmbedding},
+                                                          {"self_attention", LayerType::kSelfAttention},
+                                                          {"token", LayerType::kToken}}}};
 
 // The table of each choice enum, found by overload (config::word(value) uses it).
 constexpr const auto& choices(DatasetName) { return kDatasetNames; }
@@ -230,7 +242,7 @@ struct LayerConfig {
   LayerType type = LayerType::kRelu;
   std::string name;  // "": the type's prefix and a count (conv1, fc2, ...)
   std::map<std::string, double> values;
-  std::vector<LayerConfig> layers;    // residual: the branch whose output is added to its input
+  std::vector<LayerConfig> layers;    // residual: the branch whose output is added to its input; sequential: its layers
   std::vector<LayerConfig> shortcut;  // residual: what the input passes through first; empty: nothing
   // Where it was declared ("model.layers[4].layers[1]" and its file position), for errors about its shape.
   std::string path;
@@ -251,9 +263,12 @@ struct ModelConfig {
   // ddp: batchnorm layers normalise with the global batch's statistics (all-reduced), not each rank's.
   bool sync_batchnorm = false;
   // Fine-tuning (plan/model_init.h): weights to start from, matched by name and shape.
-  std::string init_from;            // "": the layers' own initialisation
-  bool init_strict = false;         // a tensor that does not fit is an error, not skipped
-  std::vector<std::string> freeze;  // parameter name prefixes that do not train
+  std::string init_from;              // "": the layers' own initialisation
+  bool init_strict = false;           // a tensor that does not fit is an error, not skipped
+  std::vector<std::string> init_map;  // "from=to": a file's names starting with `from` start with `to` instead
+  std::vector<std::string> freeze;    // parameter name prefixes that do not train
+  int64_t freeze_epochs = 0;          // > 0: model.freeze holds for the first this many epochs only
+  double unfreeze_lr_multiplier = 1;  // after freeze_epochs: the frozen parameters' lr is the schedule's × this
   FrozenBatchnorm freeze_batchnorm = FrozenBatchnorm::kEval;
 };
 

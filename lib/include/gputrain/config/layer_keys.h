@@ -2,7 +2,7 @@
 // The keys of each model.layers type, declared once: the reader checks a
 // layer against its type's row, the key table documents it, and models/ reads
 // values through layer_value(). Every type also takes `type` and `name`;
-// residual takes the lists `layers` and `shortcut`.
+// residual takes the lists `layers` and `shortcut`, sequential the list `layers`.
 #include <cstdint>
 #include <optional>
 #include <string>

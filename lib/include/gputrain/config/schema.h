@@ -352,11 +352,34 @@ void visit(V& v, ModelConfig& c) {
           "that does not fit is an error naming it, instead of being skipped");
   v.check("init_strict", !c.init_strict || !c.init_from.empty(),
           [] { return std::string("checks model.init_from, which is empty; set it too, or leave this out"); });
+  v.field("init_map", c.init_map, Any{},
+          "renames `model.init_from`'s tensors before they are matched, for files whose names are another "
+          "library's: each rule `from=to` replaces the prefix `from` of a name with `to` (the first rule that "
+          "matches; `head.=heads.head.` reads timm's ViT head as torchvision's, `model.=` drops a prefix). What "
+          "was renamed is listed at run start and by `gputrain plan`. Without rules, a file whose names differ "
+          "but whose tensors line up with the model's one for one (the same network under older layer names) is "
+          "read by position, each rename logged");
+  v.check("init_map", c.init_map.empty() || !c.init_from.empty(), [] {
+    return std::string("renames model.init_from's tensors, which is empty; set it too, or leave this out");
+  });
   v.field("freeze", c.freeze, Any{},
           "parameter name prefixes that do not train (`[conv1, res1]`, the names `gputrain model` lists): their "
           "parameters keep their values, get no gradients, and are left out of the optimizer and of ddp's "
           "gradient all-reduce. A prefix that matches no parameter is an error listing the model's top-level "
           "names. Logged at run start, with the counts, and shown by `gputrain plan`");
+  v.field("freeze_epochs", c.freeze_epochs, Min{0},
+          "> 0: model.freeze holds for the first this many epochs only (a fine-tune's new head trains alone "
+          "first), and from then on the frozen parameters train too, at the schedule's lr × "
+          "`unfreeze_lr_multiplier`. Their gradients are computed throughout (in the frozen epochs their lr is 0, "
+          "so neither the step nor weight decay moves them), and their batchnorm layers normalise with each "
+          "batch (`freeze_batchnorm` applies to a freeze for the whole run). 0: frozen for the whole run");
+  v.check("freeze_epochs", c.freeze_epochs == 0 || !c.freeze.empty(),
+          [] { return std::string("bounds model.freeze, which is empty; set it too, or leave this out"); });
+  v.field("unfreeze_lr_multiplier", c.unfreeze_lr_multiplier, above(0),
+          "after `freeze_epochs`: the lr of the parameters model.freeze held is the schedule's × this (a lower "
+          "rate for a pretrained body: 0.1)");
+  v.check("unfreeze_lr_multiplier", c.unfreeze_lr_multiplier == 1 || c.freeze_epochs > 0,
+          [] { return std::string("applies after model.freeze_epochs, which is 0; set it too, or leave this out"); });
   v.field("freeze_batchnorm", c.freeze_batchnorm, Any{},
           "a batchnorm layer whose parameters are all frozen (model.freeze): `eval` keeps it in eval mode while "
           "training, normalising with its running statistics and not updating them (the weights' statistics stay "

@@ -7,7 +7,8 @@
 //   mlp:         [flatten,] fc1, act1, [drop1,] ... fcN (one block per model.hidden width)
 //   cifar10_cnn: conv1, relu1, pool1, conv2, relu2, pool2, flatten, fc1, relu3, fc2, relu4, fc3
 //   layers:      model.layers as declared; unnamed layers are their type's prefix and a count (conv1, fc2),
-//                a residual's branches nest as res1.layers.* and res1.shortcut.*
+//                or their index in a sequential (layer1.0); a residual's branches nest as res1.layers.* and
+//                res1.shortcut.*, an inline residual's layers are named in the list holding it (layer1.0.conv1)
 #include <torch/nn/modules/container/sequential.h>
 
 #include <functional>

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct ParamGroup {
   std::string what;          // for the log: "4 tensors of dim <= 1"
   bool muon = false;         // optim.muon's group: Muon's step (optim/muon.h), not optim.name's
   int64_t epochs = 0;        // > 0: trained for the first this many epochs only (lr 0 after)
+  int64_t from_epoch = 0;    // > 0: trained from this epoch on (lr 0 before: model.freeze_epochs)
 };
 
 // The model's parameters in groups, in at most four, in this order (empty ones left out):
@@ -43,9 +45,18 @@ struct ParamGroup {
 // `first_epochs_only` (models::first_epochs_only) names parameters that train
 // for their first epochs only: each is a group of its own, before Muon's, by
 // the same weight decay and lr rules, with ParamGroup::epochs.
+// `frozen_first` names parameters that model.freeze holds for its first
+// epochs (model.freeze_epochs): they go into groups of their own, after the
+// others, by the same rules, with ParamGroup::from_epoch and lr × `later_multiplier`.
+struct FrozenFirst {
+  std::set<std::string> names;  // the parameters under model.freeze
+  int64_t epochs = 0;           // model.freeze_epochs; 0: none
+  double later_multiplier = 1;  // model.unfreeze_lr_multiplier
+};
 std::vector<ParamGroup> param_groups(const config::OptimConfig& config,
                                      const torch::OrderedDict<std::string, torch::Tensor>& named_parameters,
-                                     const std::map<std::string, int64_t>& first_epochs_only = {});
+                                     const std::map<std::string, int64_t>& first_epochs_only = {},
+                                     const FrozenFirst& frozen_first = {});
 
 // "2 parameter groups: 4 tensors with weight decay 0.0005, lr × 1; 4 biases without weight decay, lr × 64"
 std::string describe(const std::vector<ParamGroup>& groups);
@@ -54,6 +65,8 @@ std::string describe(const std::vector<ParamGroup>& groups);
 std::vector<double> lr_multipliers(const std::vector<ParamGroup>& groups);
 // Their ParamGroup::epochs, in order, as LrSchedule takes them.
 std::vector<int64_t> trained_epochs(const std::vector<ParamGroup>& groups);
+// Their ParamGroup::from_epoch, in order, as LrSchedule takes them.
+std::vector<int64_t> starting_epochs(const std::vector<ParamGroup>& groups);
 
 // sgd (lr, momentum, weight_decay, nesterov) | adam | adamw (betas, eps, weight_decay)
 // over `groups`, each with its own weight decay and lr × multiplier.

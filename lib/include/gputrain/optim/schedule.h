@@ -42,7 +42,8 @@ namespace gputrain::optim {
 //             optim.warmup_steps is refused with it (config/schema.h): the two
 //             warm-ups would multiply.
 // A parameter group's lr is lr_at(s) × its ParamGroup::lr_multiplier, and 0
-// from the first step of epoch ParamGroup::epochs on when that is > 0 (lr 0
+// from the first step of epoch ParamGroup::epochs on when that is > 0, and
+// before the first step of epoch ParamGroup::from_epoch when that is > 0 (lr 0
 // leaves the parameter as it is in SGD, Adam and AdamW, momentum and decay
 // included; the step reads the lr from the device, so a CUDA graph does too).
 class LrSchedule {
@@ -50,8 +51,10 @@ class LrSchedule {
   // `lr_multipliers`: one per parameter group of the optimizers apply() sets
   // (lr_multipliers(groups)); empty: every group at lr_at(step).
   // `trained_epochs`: trained_epochs(groups), or empty: every group throughout.
+  // `starting_epochs`: starting_epochs(groups), or empty: every group from the start.
   LrSchedule(const config::OptimConfig& config, int64_t steps_per_epoch, int64_t total_steps,
-             std::vector<double> lr_multipliers = {}, std::vector<int64_t> trained_epochs = {});
+             std::vector<double> lr_multipliers = {}, std::vector<int64_t> trained_epochs = {},
+             std::vector<int64_t> starting_epochs = {});
   double lr_at(int64_t step) const;
   // Sets parameter group g of `optimizer` to lr_at(step) × its multiplier.
   void apply(torch::optim::Optimizer& optimizer, int64_t step) const;
@@ -64,6 +67,7 @@ class LrSchedule {
   int64_t total_steps_;
   std::vector<double> lr_multipliers_;
   std::vector<int64_t> trained_epochs_;
+  std::vector<int64_t> starting_epochs_;
 };
 
 }  // namespace gputrain::optim

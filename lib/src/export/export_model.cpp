@@ -1,4 +1,4 @@
-#include "gputrain/train/export_model.h"
+#include "gputrain/export/export_model.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,12 +17,12 @@
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/data/pixel_map.h"
 #include "gputrain/device/versions.h"
+#include "gputrain/export/onnx_layers.h"
+#include "gputrain/export/pytorch_layers.h"
 #include "gputrain/models/factory.h"
-#include "gputrain/models/onnx_layers.h"
-#include "gputrain/models/pytorch_layers.h"
 #include "gputrain/train/evaluate.h"
 
-namespace gputrain::train {
+namespace gputrain::exporting {
 
 namespace {
 
@@ -103,12 +103,12 @@ void check_python_module_name(const std::string& out_path) {
 
 // What an export leaves out of a run with train.tta: "" without it.
 std::string left_out_views(const config::TtaConfig& views) {
-  const TestTimeAugmentation tta = test_time_augmentation(views);
+  const train::TestTimeAugmentation tta = train::test_time_augmentation(views);
   if (!tta.enabled()) return "";
   return fmt::format(
       "test-time views are not inside the exported network: it scores each image alone, as `gputrain predict --tta "
       "off` does, while the run's evaluations, `gputrain test` and `gputrain predict` average {}",
-      describe_views(tta));
+      train::describe_views(tta));
 }
 
 }  // namespace
@@ -127,7 +127,7 @@ onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, co
         graph.add("Mul", {value, graph.constant("normalize.scale", {channels, 1, 1}, maps.scale)}, "normalize/scaled");
     value = graph.add("Add", {value, graph.constant("normalize.shift", {channels, 1, 1}, maps.shift)}, "normalize");
   }
-  const models::OnnxOutput output = models::add_onnx_layers(model, info.input_shape, graph, value);
+  const OnnxOutput output = add_onnx_layers(model, info.input_shape, graph, value);
   const bool classes = info.target_kind == data::TargetKind::kClasses;
   graph.output = graph.add("Identity", {output.value}, classes ? "logits" : "values");
   graph.outputs = output.width;
@@ -148,7 +148,7 @@ std::string pytorch_module(const torch::nn::Sequential& model, const std::string
                            const std::string& state_dict, const std::string& left_out_views) {
   const bool normalized = normalizes(info, mean, inputs);
   const bool classes = info.target_kind == data::TargetKind::kClasses;
-  const std::string layers = models::pytorch_layers(model, 8);
+  const std::string layers = pytorch_layers(model, 8);
   const std::string module = std::filesystem::path(state_dict).stem().string();
   const bool mapped = maps_pixels(info, inputs);
   std::string pixel_map;
@@ -202,16 +202,18 @@ CLASS_NAMES = {class_names}
                             ? ""
                             : fmt::format("TEST_TIME_VIEWS = {}\n", nlohmann::json(left_out_views).dump())),
       fmt::arg("pixel_map", pixel_map));
-  // Only the layer kinds the model has: a residual is a class of its own.
-  if (layers.find("Residual(") != std::string::npos) source += fmt::format("\n{}\n", models::kPythonResidual);
+  // Only the classes the model uses beyond torch.nn (a residual, a token layer, ...).
+  const bool root_hoists = pytorch_hoists(model);
+  source += pytorch_classes(model, layers);
   source += fmt::format(R"(
-class Model(nn.Sequential):
+class Model({base}):
     """{name}'s layers, named as gputrain names them."""
 
     def __init__(self):
         super().__init__({layers})
 )",
-                        fmt::arg("name", name), fmt::arg("layers", layers));
+                        fmt::arg("base", root_hoists ? "Layers" : "nn.Sequential"), fmt::arg("name", name),
+                        fmt::arg("layers", layers));
   if (mapped) {
     // Not state: load_state_dict(strict=True) takes gputrain's state dict as it is.
     source +=
@@ -266,4 +268,4 @@ ModelExportSummary export_model(const plan::RunPlan& plan, const std::string& we
   return summary;
 }
 
-}  // namespace gputrain::train
+}  // namespace gputrain::exporting

@@ -11,10 +11,10 @@
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/files.h"
 #include "gputrain/data/dataset.h"
-#include "gputrain/onnx/graph.h"
+#include "gputrain/export/onnx_graph.h"
 #include "gputrain/plan/run_plan.h"
 
-namespace gputrain::train {
+namespace gputrain::exporting {
 
 enum class ModelFormat {
   kOnnx,     // one .onnx file
@@ -45,14 +45,14 @@ struct ModelExportOptions {
 // images (the normalisation `mean`/`std`, per channel or one for all, empty:
 // none, applied to 255 x as data::channel_maps says, so that the graph sees
 // the floats gputrain's model sees), the layers
-// (models::add_onnx_layers), then the output "logits" [batch, classes] (or
+// (add_onnx_layers), then the output "logits" [batch, classes] (or
 // "values" for regression). metadata_props: the data set, what the input
 // holds, the normalisation, and the class names when the data set has them.
 onnx::Graph onnx_graph(torch::nn::Sequential& model, const std::string& name, const data::DatasetInfo& info,
                        const std::vector<double>& mean, const std::vector<double>& std, ModelInputs inputs);
 
 // The Python module that defines `model` as the nn.Module class Model: an
-// nn.Sequential of the layers (models::pytorch_layers), whose state dict has
+// nn.Sequential of the layers (pytorch_layers), whose state dict has
 // gputrain's keys, so load_state_dict(torch.load(state_dict)) fits it
 // strictly. With kUnitImages an image model maps its pixels first, as
 // onnx_graph's does, by buffers that are not part of the state dict
@@ -86,4 +86,4 @@ struct ModelExportSummary {
 ModelExportSummary export_model(const plan::RunPlan& plan, const std::string& weights_path, const std::string& out_path,
                                 const ModelExportOptions& options);
 
-}  // namespace gputrain::train
+}  // namespace gputrain::exporting

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "gputrain/common/error.h"
-#include "gputrain/onnx/graph.h"
+#include "gputrain/export/onnx_graph.h"
 
 namespace gputrain::onnx {
 namespace {

@@ -1,4 +1,4 @@
-#include "gputrain/models/onnx_layers.h"
+#include "gputrain/export/onnx_layers.h"
 
 #include <fmt/format.h>
 #include <torch/nn/modules/activation.h>
@@ -16,8 +16,11 @@
 #include "layers.h"
 #include "residual.h"
 #include "sync_batchnorm.h"
+#include "tokens.h"
 
-namespace gputrain::models {
+namespace gputrain::exporting {
+
+namespace detail = models::detail;
 
 namespace {
 
@@ -41,21 +44,30 @@ class OnnxLayers {
 
   // `layers` from the value `value`; `x` is a traced sample of it, which leaves as the last layer's output.
   std::string add(torch::nn::Sequential& layers, const std::string& prefix, std::string value, torch::Tensor& x) {
-    const auto children = layers->named_children();
-    for (std::size_t i = 0; i < layers->size(); ++i) {
-      const std::string name = prefix + children[i].key();
+    const auto children = detail::named_layers(layers);
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      const std::string name = prefix + children[i].first;
       if (auto* residual = layers->ptr(i)->as<detail::ResidualImpl>()) {
+        // An inline residual's layers are named in this list.
+        const bool inline_ = residual->is_inline;
         torch::Tensor branch = x;
-        const std::string branch_value = add(residual->layers, name + ".layers.", value, branch);
+        const std::string branch_value = add(residual->layers, inline_ ? prefix : name + ".layers.", value, branch);
         torch::Tensor shortcut = x;
         const std::string shortcut_value =
-            residual->shortcut.is_empty() ? value : add(residual->shortcut, name + ".shortcut.", value, shortcut);
+            residual->shortcut.is_empty()
+                ? value
+                : add(residual->shortcut, inline_ ? prefix : name + ".shortcut.", value, shortcut);
         value = graph_.add("Add", {branch_value, shortcut_value}, name);
         x = branch + shortcut;
         continue;
       }
+      if (layers->ptr(i)->as<torch::nn::SequentialImpl>()) {
+        torch::nn::Sequential inner(std::dynamic_pointer_cast<torch::nn::SequentialImpl>(layers->ptr(i)));
+        value = add(inner, name + ".", value, x);
+        continue;
+      }
       const torch::Tensor output = (layers->begin() + static_cast<std::ptrdiff_t>(i))->forward(x);
-      value = layer(name, *children[i].value(), value, x, output);
+      value = layer(name, *children[i].second, value, x, output);
       x = output;
     }
     return value;
@@ -67,6 +79,15 @@ class OnnxLayers {
                     const torch::Tensor& input, const torch::Tensor& output) {
     if (const auto* conv = module.as<torch::nn::Conv2dImpl>()) return convolution(name, *conv, value);
     if (const auto* linear = module.as<torch::nn::LinearImpl>()) {
+      if (input.dim() > 2) {  // tokens [N, T, D]: Gemm takes matrices only
+        const std::string product =
+            graph_.add("MatMul",
+                       {value, graph_.add("Transpose", {weight(name + ".weight", linear->weight)}, name + "/weight_t",
+                                          {{"perm", std::vector<int64_t>{1, 0}}})},
+                       linear->bias.defined() ? name + "/product" : name);
+        if (!linear->bias.defined()) return product;
+        return graph_.add("Add", {product, weight(name + ".bias", linear->bias)}, name);
+      }
       std::vector<std::string> inputs{value, weight(name + ".weight", linear->weight)};
       if (linear->bias.defined()) inputs.push_back(weight(name + ".bias", linear->bias));
       return graph_.add("Gemm", inputs, name, {{"transB", int64_t{1}}});
@@ -135,7 +156,95 @@ class OnnxLayers {
       return graph_.add("Flatten", {value}, name, {{"axis", int64_t{1}}});
     }
     if (module.as<torch::nn::DropoutImpl>()) return graph_.add("Identity", {value}, name);
+    if (const auto* patches = module.as<detail::PatchEmbeddingImpl>()) return patch_embedding(name, *patches, value);
+    if (const auto* hoisted = module.as<detail::HoistedTensorImpl>()) {
+      // Its tensor is named as the list holding it registers it: by the layer's name.
+      const std::string tensor = weight(name, hoisted->value);
+      if (hoisted->kind == detail::HoistedTensorImpl::Kind::kPositionEmbedding) {
+        return graph_.add("Add", {value, tensor}, name + "/added");  // `name` is the tensor's
+      }
+      // The token [1, 1, D] expanded to [batch, 1, D], put first.
+      const std::string batch = graph_.add("Slice",
+                                           {graph_.add("Shape", {value}, name + "/shape"),
+                                            integers(name + "/zero", {1}, {0}), integers(name + "/one", {1}, {1})},
+                                           name + "/batch");
+      const std::string shape =
+          graph_.add("Concat", {batch, integers(name + "/token_shape", {2}, {1, hoisted->value.size(2)})},
+                     name + "/expanded_shape", {{"axis", int64_t{0}}});
+      const std::string tokens = graph_.add("Expand", {tensor, shape}, name + "/expanded");
+      return graph_.add("Concat", {tokens, value}, name + "/prepended", {{"axis", int64_t{1}}});
+    }
+    if (const auto* attention = module.as<detail::SelfAttentionImpl>()) return self_attention(name, *attention, value);
+    if (const auto* token = module.as<detail::TokenImpl>()) {
+      return graph_.add("Gather", {value, integers(name + "/index", {}, {token->index})}, name, {{"axis", int64_t{1}}});
+    }
     refuse(name, module, "gputrain has no ONNX mapping for it");
+  }
+
+  // Conv, then [N, D, h, w] -> [N, h * w, D].
+  std::string patch_embedding(const std::string& name, const detail::PatchEmbeddingImpl& patches,
+                              const std::string& value) {
+    std::vector<std::string> inputs{value, weight(name + ".weight", patches.weight)};
+    if (patches.bias.defined()) inputs.push_back(weight(name + ".bias", patches.bias));
+    const std::vector<int64_t> side{patches.patch, patches.patch};
+    const std::string conv = graph_.add("Conv", inputs, name + "/conv", {{"kernel_shape", side}, {"strides", side}});
+    const std::string flat =
+        graph_.add("Reshape", {conv, integers(name + "/flat_shape", {3}, {0, patches.width, -1})}, name + "/flat");
+    return graph_.add("Transpose", {flat}, name, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  }
+
+  // x [N, T, D] -> softmax(q k^T / sqrt(d)) v per head, as at::scaled_dot_product_attention, then out_proj.
+  std::string self_attention(const std::string& name, const detail::SelfAttentionImpl& attention,
+                             const std::string& value) {
+    const int64_t heads = attention.heads;
+    const int64_t width = attention.width;
+    std::string qkv =
+        graph_.add("MatMul",
+                   {value, graph_.add("Transpose", {weight(name + ".in_proj_weight", attention.in_proj_weight)},
+                                      name + "/in_t", {{"perm", std::vector<int64_t>{1, 0}}})},
+                   name + "/in");
+    if (attention.in_proj_bias.defined()) {
+      qkv = graph_.add("Add", {qkv, weight(name + ".in_proj_bias", attention.in_proj_bias)}, name + "/in_biased");
+    }
+    // [N, T, 3, heads, d] -> [3, N, heads, T, d]
+    const std::string split =
+        graph_.add("Transpose",
+                   {graph_.add("Reshape", {qkv, integers(name + "/qkv_shape", {5}, {0, 0, 3, heads, width / heads})},
+                               name + "/qkv")},
+                   name + "/qkv_t", {{"perm", std::vector<int64_t>{2, 0, 3, 1, 4}}});
+    const auto part = [&](int64_t index, const char* what) {
+      return graph_.add("Gather", {split, integers(name + "/" + what + "_index", {}, {index})}, name + "/" + what,
+                        {{"axis", int64_t{0}}});
+    };
+    const std::string q = part(0, "q");
+    const std::string k = part(1, "k");
+    const std::string v = part(2, "v");
+    const std::string scores = graph_.add(
+        "Mul",
+        {graph_.add("MatMul",
+                    {q, graph_.add("Transpose", {k}, name + "/k_t", {{"perm", std::vector<int64_t>{0, 1, 3, 2}}})},
+                    name + "/qk"),
+         scalar(static_cast<float>(1.0 / std::sqrt(static_cast<double>(width / heads))))},
+        name + "/scores");
+    const std::string weights = graph_.add("Softmax", {scores}, name + "/weights", {{"axis", int64_t{-1}}});
+    const std::string attended =
+        graph_.add("Reshape",
+                   {graph_.add("Transpose", {graph_.add("MatMul", {weights, v}, name + "/attended")},
+                               name + "/attended_t", {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}),
+                    integers(name + "/out_shape", {3}, {0, 0, width})},
+                   name + "/joined");
+    const auto& out = *attention.out_proj;
+    std::string projected =
+        graph_.add("MatMul",
+                   {attended, graph_.add("Transpose", {weight(name + ".out_proj.weight", out.weight)}, name + "/out_t",
+                                         {{"perm", std::vector<int64_t>{1, 0}}})},
+                   out.bias.defined() ? name + "/out" : name);
+    if (out.bias.defined()) projected = graph_.add("Add", {projected, weight(name + ".out_proj.bias", out.bias)}, name);
+    return projected;
+  }
+
+  std::string integers(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> values) {
+    return graph_.integers(name, std::move(dims), std::move(values));
   }
 
   std::string convolution(const std::string& name, const torch::nn::Conv2dImpl& conv, const std::string& value) {
@@ -220,4 +329,4 @@ OnnxOutput add_onnx_layers(torch::nn::Sequential& model, const std::vector<int64
   return output;
 }
 
-}  // namespace gputrain::models
+}  // namespace gputrain::exporting

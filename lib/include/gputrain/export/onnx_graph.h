@@ -30,11 +30,13 @@ struct Node {
   std::vector<Attribute> attributes;
 };
 
-// A float32 constant: a layer's weights, or normalisation's mean and std.
+// A float32 constant: a layer's weights, or normalisation's mean and std; or,
+// with `integers`, an int64 one (a Reshape's shape).
 struct Initializer {
   std::string name;
   std::vector<int64_t> dims;
   std::vector<float> values;
+  std::vector<int64_t> integers;  // an int64 tensor's values: `values` is then empty
 };
 
 struct Graph {
@@ -53,6 +55,8 @@ struct Graph {
                   std::vector<Attribute> attributes = {});
   // Appends a constant and returns its name.
   std::string constant(std::string name, std::vector<int64_t> dims, std::vector<float> values);
+  // Appends an int64 constant shaped `dims` ({} for a scalar) and returns its name.
+  std::string integers(std::string name, std::vector<int64_t> dims, std::vector<int64_t> values);
 };
 
 // The ModelProto's bytes, checked by ONNX's own checker (an InternalError

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "gputrain/onnx/graph.h"
+#include "gputrain/export/onnx_graph.h"
 
-namespace gputrain::models {
+namespace gputrain::exporting {
 
 struct OnnxOutput {
   std::string value;  // the graph's value that holds the model's outputs, [batch, width]
@@ -27,4 +27,4 @@ struct OnnxOutput {
 OnnxOutput add_onnx_layers(torch::nn::Sequential& model, const std::vector<int64_t>& sample_shape, onnx::Graph& graph,
                            const std::string& input);
 
-}  // namespace gputrain::models
+}  // namespace gputrain::exporting

@@ -1,7 +1,7 @@
 // Each layer family's ONNX nodes: the operator, its attributes and the
 // weights it reads, named by layer and state-dict key; and the refusal of a
 // layer ONNX cannot express. ONNX Runtime checks the numbers
-// (tests/train/export_model_test.cpp).
+// (tests/export/export_model_test.cpp).
 #include <gtest/gtest.h>
 #include <torch/nn/modules/activation.h>
 
@@ -9,10 +9,13 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
+#include "gputrain/export/onnx_layers.h"
 #include "gputrain/models/factory.h"
-#include "gputrain/models/onnx_layers.h"
 
-namespace gputrain::models {
+namespace gputrain::exporting {
+
+using models::make_model;
+using models::ModelShape;
 namespace {
 
 using Ints = std::vector<int64_t>;
@@ -217,4 +220,4 @@ TEST(OnnxLayers, RestoresTheModelsTrainingMode) {
 }
 
 }  // namespace
-}  // namespace gputrain::models
+}  // namespace gputrain::exporting

@@ -1,4 +1,4 @@
-#include "gputrain/onnx/graph.h"
+#include "gputrain/export/onnx_graph.h"
 
 #include <fmt/format.h>
 #include <onnx/checker.h>
@@ -15,7 +15,12 @@ std::string Graph::add(std::string op, std::vector<std::string> inputs, std::str
 }
 
 std::string Graph::constant(std::string name, std::vector<int64_t> dims, std::vector<float> values) {
-  initializers.push_back({std::move(name), std::move(dims), std::move(values)});
+  initializers.push_back({std::move(name), std::move(dims), std::move(values), {}});
+  return initializers.back().name;
+}
+
+std::string Graph::integers(std::string name, std::vector<int64_t> dims, std::vector<int64_t> values) {
+  initializers.push_back({std::move(name), std::move(dims), {}, std::move(values)});
   return initializers.back().name;
 }
 
@@ -68,8 +73,13 @@ std::string serialize(const Graph& graph, const std::string& producer_version) {
   for (const Initializer& constant : graph.initializers) {
     auto* tensor = proto->add_initializer();
     tensor->set_name(constant.name);
-    tensor->set_data_type(::onnx::TensorProto::FLOAT);
     for (const int64_t size : constant.dims) tensor->add_dims(size);
+    if (!constant.integers.empty()) {
+      tensor->set_data_type(::onnx::TensorProto::INT64);
+      tensor->set_raw_data(constant.integers.data(), constant.integers.size() * sizeof(int64_t));
+      continue;
+    }
+    tensor->set_data_type(::onnx::TensorProto::FLOAT);
     // raw_data: the values' bytes in one copy (ONNX stores them little-endian, as x86 and ARM hold them), where
     // float_data would be a repeated field added to value by value.
     tensor->set_raw_data(constant.values.data(), constant.values.size() * sizeof(float));
