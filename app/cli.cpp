@@ -118,9 +118,12 @@ CLI::Validator gputrain::app::whole_number(int64_t minimum, int64_t maximum) {
       fmt::format("INT in [{}, {}]", minimum, maximum));
 }
 
-void gputrain::app::add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,
+void gputrain::app::add_config_options(CLI::App* command, ConfigFiles& config, std::vector<std::string>& overrides,
                                        bool required) {
-  command->add_option("-c,--config", config, "experiment YAML file (see configs/)")->required(required);
+  command
+      ->add_option("-c,--config", config,
+                   "experiment YAML file (see configs/); given again, a later file's keys over an earlier's")
+      ->required(required);
   command
       ->add_option("--set", overrides,
                    "override one key with a YAML value, e.g. --set data.batch_size=64 --set gpus=[0,1]; "

@@ -49,12 +49,15 @@ struct Environment {
   std::vector<std::string> all;          // KEY=VALUE, for the workers `train --nproc` starts
 };
 
+// -c/--config, given once or more: the experiment files, later over earlier.
+using ConfigFiles = std::vector<std::string>;
+
 // An option's check for a whole number in [minimum, maximum]: says "not a
 // number" for text, and the bound broken for a number.
 CLI::Validator whole_number(int64_t minimum, int64_t maximum);
 
 // -c/--config FILE and --set KEY=VALUE..., as every command that reads an experiment file takes them.
-void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,
+void add_config_options(CLI::App* command, ConfigFiles& config, std::vector<std::string>& overrides,
                         bool required = true);
 
 // What a launcher (torchrun, srun, --nproc's parent) told this process; a
@@ -75,11 +78,11 @@ std::string launcher_batch_variable(const checkpoint::ResolvedBatch& batch);
 // The config a run starts from: --config's, or with --resume ("auto" or a
 // checkpoint) the checkpoint's with --set on top. `command` names the caller
 // in the error for neither.
-checkpoint::Resumption starting_point(const std::string& command, const std::string& config_file,
+checkpoint::Resumption starting_point(const std::string& command, const ConfigFiles& config_files,
                                       const std::string& resume, const std::vector<std::string>& overrides);
 
 struct ConfigArgs {
-  std::string config;
+  ConfigFiles config;
   std::vector<std::string> overrides;
   std::string resume;  // "auto" or a checkpoint: the config train --resume would run with
   bool keys = false;
@@ -89,14 +92,14 @@ int run_config(const ConfigArgs& args);
 
 // `model`: the configured model's layers, output shapes, parameters and FLOPs.
 struct ModelArgs {
-  std::string config;
+  ConfigFiles config;
   std::vector<std::string> overrides;
 };
 int run_model(const ModelArgs& args);
 
 // `plan`: what train would decide and every problem that would stop it.
 struct PlanArgs {
-  std::string config;
+  ConfigFiles config;
   std::vector<std::string> overrides;
   std::optional<int64_t> nproc;
   bool resume = false;
@@ -132,7 +135,7 @@ struct DatasetsArgs {
   std::optional<std::string> catalog;
   std::optional<std::string> ca_bundle;
   std::string out;
-  std::string config;  // export only
+  ConfigFiles config;  // export only
   std::vector<std::string> overrides;
   std::optional<int64_t> train;  // unset: the real set's size
   std::optional<int64_t> test;
@@ -147,7 +150,7 @@ CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args);
 int run_datasets(const DatasetsArgs& args);
 
 struct TrainArgs {
-  std::string config;  // required unless `resume` is a path
+  ConfigFiles config;  // required unless `resume` is a path
   std::vector<std::string> overrides;
   std::string output;            // overrides output.dir when set
   std::string resume;            // "", "auto" or a checkpoint path
@@ -167,7 +170,7 @@ struct ReportArgs {
 int run_report(const ReportArgs& args);
 
 struct TestArgs {
-  std::string config;
+  ConfigFiles config;
   std::string checkpoint;
   std::vector<std::string> overrides;
   std::string tta = "run";  // "run": train.tta's views of each image, averaged; "off": the image alone
@@ -175,12 +178,12 @@ struct TestArgs {
 };
 int run_test(const TestArgs& args);
 // The config of saved weights: --config (with --set), or the one a checkpoint file holds.
-config::LoadedConfig weights_config(const std::string& config, const std::string& checkpoint,
+config::LoadedConfig weights_config(const ConfigFiles& config, const std::string& checkpoint,
                                     const std::vector<std::string>& overrides);
 
 // `predict`: saved weights applied to the user's samples, one CSV row each.
 struct PredictArgs {
-  std::string config;
+  ConfigFiles config;
   std::string checkpoint;
   std::string input;
   std::string out;     // empty: stdout
@@ -194,7 +197,7 @@ int run_predict(const PredictArgs& args);
 // `bench`: times the phases of a train step and the compute bound.
 struct BenchArgs {
   Environment env;
-  std::string config;
+  ConfigFiles config;
   std::vector<std::string> overrides;
   int64_t steps = 100;
   int64_t warmup = 10;
@@ -205,7 +208,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& args);
 int run_bench(const BenchArgs& args);
 
 struct SweepArgs {
-  std::string config;
+  ConfigFiles config;
   std::vector<std::string> overrides;  // every run's
   std::string seeds;                   // "0..4" or "0,3,7"
   std::vector<std::string> vary;       // KEY=V1,V2,...
@@ -222,7 +225,7 @@ struct ExportArgs {
   bool force = false;                 // replace an existing --out
   std::string format = "state_dict";  // or "onnx", "pytorch", "safetensors"
   // onnx, pytorch: the model's config (a checkpoint holds its own; a model.pt needs --config), with --set on top
-  std::string config;
+  ConfigFiles config;
   std::vector<std::string> overrides;
   bool normalize_inputs = true;  // onnx, pytorch: the model starts with data.normalize
 };

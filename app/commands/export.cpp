@@ -16,7 +16,7 @@ int export_model(const ExportArgs& args, checkpoint::ExportedWeights weights) {
   options.format = args.format == "onnx" ? train::ModelFormat::kOnnx : train::ModelFormat::kPytorch;
   options.weights = weights;
   options.force = args.force;
-  options.config_file = args.config;
+  options.config_files = args.config;
   options.inputs = args.normalize_inputs ? train::ModelInputs::kUnitImages : train::ModelInputs::kNormalized;
   const plan::SavedWeightsPlan plan = plan::resolve_saved_weights(
       weights_config(args.config, args.checkpoint, args.overrides), {}, plan::WeightsUse::kExport, {args.checkpoint});

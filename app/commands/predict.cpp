@@ -13,8 +13,9 @@ namespace gputrain::app {
 
 int run_predict(const PredictArgs& args) {
   if (!args.out.empty()) {
-    check_output_file(args.out, {{"--checkpoint", args.checkpoint}, {"--input", args.input}, {"--config", args.config}},
-                      args.force);
+    std::vector<NamedPath> inputs{{"--checkpoint", args.checkpoint}, {"--input", args.input}};
+    for (const std::string& file : args.config) inputs.push_back({"--config", file});
+    check_output_file(args.out, inputs, args.force);
   }
   const plan::SavedWeightsPlan plan =
       plan::resolve_saved_weights(weights_config(args.config, args.checkpoint, args.overrides),

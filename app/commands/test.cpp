@@ -13,7 +13,7 @@
 
 namespace gputrain::app {
 
-config::LoadedConfig weights_config(const std::string& config, const std::string& checkpoint,
+config::LoadedConfig weights_config(const ConfigFiles& config, const std::string& checkpoint,
                                     const std::vector<std::string>& overrides) {
   if (!config.empty()) return config::load_config(config, overrides);
   // (A missing or foreign file is left to the checkpoint reader, which says what it is.)

@@ -1,3 +1,4 @@
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -44,7 +45,7 @@ std::string yaml_quoted(const std::string& text) {
 
 std::vector<std::string> worker_arguments(const TrainArgs& args) {
   std::vector<std::string> out{"--log-level", args.log_level, "train"};
-  if (!args.config.empty()) out.insert(out.end(), {"--config", args.config});
+  for (const std::string& file : args.config) out.insert(out.end(), {"--config", file});
   if (!args.resume.empty()) out.insert(out.end(), {"--resume", args.resume});
   for (const auto& o : args.overrides) out.insert(out.end(), {"--set", o});
   if (!args.output.empty()) out.insert(out.end(), {"--output", args.output});
@@ -171,8 +172,8 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
     drop_early_log();
   }
   spdlog::info("{}", device::version_line());
-  spdlog::info("run '{}' from {} writes to {}", loaded.config.name, resumed ? resumed->name() : args.config,
-               dir.paths.dir.string());
+  spdlog::info("run '{}' from {} writes to {}", loaded.config.name,
+               resumed ? resumed->name() : fmt::format("{}", fmt::join(args.config, " + ")), dir.paths.dir.string());
   spdlog::info("device: {} ({})", plan.run.devices.primary().str(), plan.run.devices.reason);
   if (!plan.run.devices.warning.empty()) spdlog::warn("{}", plan.run.devices.warning);
   if (!plan.primary) return;
@@ -271,7 +272,7 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
 
 }  // namespace
 
-checkpoint::Resumption starting_point(const std::string& command, const std::string& config_file,
+checkpoint::Resumption starting_point(const std::string& command, const ConfigFiles& config_file,
                                       const std::string& resume, const std::vector<std::string>& overrides) {
   std::optional<config::LoadedConfig> file_config;
   if (!config_file.empty()) {

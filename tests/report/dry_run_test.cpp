@@ -34,7 +34,7 @@ class DryRunTest : public ::testing::Test {
   DryRun plan(const std::string& yaml, std::vector<std::string> overrides = {},
               std::optional<int64_t> nproc = std::nullopt) {
     DryRunRequest request;
-    request.config = write_text(dir_ / "exp.yaml", yaml).string();
+    request.config = {write_text(dir_ / "exp.yaml", yaml).string()};
     overrides.insert(overrides.begin(), "output.dir=" + (dir_ / "runs").string());
     request.overrides = overrides;
     request.nproc = nproc;
@@ -222,7 +222,7 @@ TEST_F(DryRunTest, AnEmptySplitAndSplitsThatDisagreeAreProblems) {
 TEST_F(DryRunTest, ResumingExpectsTheEarlierRun) {
   write_text(dir_ / "runs" / "mlp" / "model.pt", "weights");
   DryRunRequest request;
-  request.config = write_text(dir_ / "exp.yaml", kMlp).string();
+  request.config = {write_text(dir_ / "exp.yaml", kMlp).string()};
   request.overrides = {"output.dir=" + (dir_ / "runs").string()};
   EXPECT_EQ(dry_run(request).problems.size(), 1u);
   request.resume = true;
@@ -265,7 +265,7 @@ TEST_F(DryRunTest, AnAutoBatchShowsTheChoiceTrainWouldMake) {
 
 TEST_F(DryRunTest, MemoryBeyondWhatIsFreeIsAProblem) {
   DryRunRequest request;
-  request.config = write_text(dir_ / "exp.yaml", kMlp).string();
+  request.config = {write_text(dir_ / "exp.yaml", kMlp).string()};
   request.overrides = {"output.dir=" + (dir_ / "runs").string()};
   request.meminfo = write_text(dir_ / "meminfo", "MemTotal: 4 kB\nMemAvailable: 1 kB\n").string();
   const DryRun p = dry_run(request);

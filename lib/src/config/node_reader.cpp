@@ -273,8 +273,10 @@ std::vector<ConfigError> NodeReader::unknown_keys() const {
   const std::vector<std::string> valid(known_.begin(), known_.end());
   for (const auto& entry : map_) {
     const std::string key = entry.first.Scalar();
-    SourceMark at = override_mark(overrides_, path(key)) ? *override_mark(overrides_, path(key))
-                                                         : mark_from(entry.first.Mark(), origin_);
+    const SourceMark* given = override_mark(overrides_, path(key));
+    SourceMark at = given ? *given : mark_from(entry.first.Mark(), origin_);
+    // A key from a file this one extends: the key's own position in that file.
+    if (given && given->line > 0) at = mark_from(entry.first.Mark(), given->origin);
     // A key the file does not have came from a --set of a key below it (--set data.foo.bar=1).
     if (entry.first.Mark().is_null()) {
       const auto child = overrides_.lower_bound(path(key) + ".");

@@ -1,6 +1,7 @@
 #include "gputrain/report/dry_run.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -237,7 +238,7 @@ DryRun dry_run(const DryRunRequest& request) {
   config::LoadedConfig loaded;
   if (!config::collect_refusal(dry.problems, [&] { loaded = config::load_config(request.config, request.overrides); }))
     return dry;
-  report["config"] = {{"file", request.config}, {"name", loaded.config.name}};
+  report["config"] = {{"file", fmt::format("{}", fmt::join(request.config, " + "))}, {"name", loaded.config.name}};
 
   plan::RunRequest run_request;
   run_request.inventory = device::probe_devices(request.cuda_visible_devices);

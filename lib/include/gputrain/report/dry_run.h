@@ -14,7 +14,7 @@ namespace gputrain::report {
 
 // What app/ read from the command line and the environment.
 struct DryRunRequest {
-  std::string config;  // the experiment file
+  std::vector<std::string> config;  // the experiment files (--config once or more), later over earlier
   std::vector<std::string> overrides;
   std::optional<int64_t> nproc;  // --nproc: plan the workers it would start
   parallel::LaunchInfo launch;   // what a launcher (torchrun, srun) told this process
