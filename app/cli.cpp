@@ -51,6 +51,7 @@ gputrain::app::Environment read_environment() {
   env.restart_count = variable("TORCHELASTIC_RESTART_COUNT");
   env.slurm_restart_count = variable("SLURM_RESTART_COUNT");
   env.resolved_batch = variable(gputrain::app::kResolvedBatchVariable);
+  env.mlflow_tracking_uri = value_of("MLFLOW_TRACKING_URI");
   env.kernel_caches = {value_of("HOME"),
                        value_of("XDG_CACHE_HOME"),
                        value_of("PYTORCH_KERNEL_CACHE_PATH"),
@@ -262,6 +263,8 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   auto* report = app.add_subcommand("report", "write the HTML report of a run directory (also of an unfinished run)");
   report->add_option("run_dir", report_args.run_dir, "the run directory (<output.dir>/<name>/)")->required();
   report->add_option("-o,--out", report_args.out, "the HTML file to write (default: RUN_DIR/report.html)");
+  report->add_flag("--mlflow", report_args.mlflow,
+                   "instead, send the MLflow server what the run could not (its mlflow-pending.jsonl)");
 
   try {
     app.parse(argc, argv);

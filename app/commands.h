@@ -45,8 +45,9 @@ struct Environment {
   // GPUTRAIN_RESOLVED_BATCH=global,accumulation,test: the batch `train --nproc`
   // measured for its workers (data.batch_size: auto), so that all run the same.
   std::optional<EnvValue> resolved_batch;
-  device::KernelCacheEnv kernel_caches;  // HOME, XDG_CACHE_HOME and the caches' own variables
-  std::vector<std::string> all;          // KEY=VALUE, for the workers `train --nproc` starts
+  std::optional<std::string> mlflow_tracking_uri;  // MLFLOW_TRACKING_URI: tracking.mlflow.uri when the config has none
+  device::KernelCacheEnv kernel_caches;            // HOME, XDG_CACHE_HOME and the caches' own variables
+  std::vector<std::string> all;                    // KEY=VALUE, for the workers `train --nproc` starts
 };
 
 // -c/--config, given once or more: the experiment files, later over earlier.
@@ -165,7 +166,8 @@ int run_train(const TrainArgs& args);
 // `gputrain report RUN_DIR [--out FILE]`: the HTML report of a run, finished or not.
 struct ReportArgs {
   std::string run_dir;
-  std::string out;  // empty: RUN_DIR/report.html
+  std::string out;      // empty: RUN_DIR/report.html
+  bool mlflow = false;  // send what the run kept for its MLflow server instead
 };
 int run_report(const ReportArgs& args);
 
@@ -201,6 +203,8 @@ struct BenchArgs {
   std::vector<std::string> overrides;
   int64_t steps = 100;
   int64_t warmup = 10;
+  int64_t profile = 0;  // steps recorded by LibTorch's profiler after the timed ones
+  std::string profile_trace = "profile_trace.json";
   bool json = false;
   bool loader_only = false;
 };

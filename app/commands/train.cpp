@@ -24,6 +24,7 @@
 #include "gputrain/plan/run_plan.h"
 #include "gputrain/report/console.h"
 #include "gputrain/report/metrics_writer.h"
+#include "gputrain/report/mlflow.h"
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_recorder.h"
 #include "gputrain/train/trainer.h"
@@ -126,6 +127,7 @@ TrainPlan plan_train(const TrainArgs& args) {
     request.resumed_mid_epoch = resumed.position.batch > 0;
   }
   plan.run = plan::resolve_run(plan.start.config, request);
+  report::mlflow_target(plan.run.loaded.config, args.env.mlflow_tracking_uri);  // refused before anything is written
   spdlog::info("processes: {}", plan.run.processes.reason);
   return plan;
 }
@@ -185,8 +187,8 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
   dir.console.emplace(isatty(STDERR_FILENO) != 0);
   dir.observers.add(&*dir.console);
   dir.observers.add(&*dir.metrics);
-  dir.recorder.emplace(dir.paths, report::run_recorder_options(plan.run), trainer.layout(), plan.inventory,
-                       dir.observers);
+  dir.recorder.emplace(dir.paths, report::run_recorder_options(plan.run, args.env.mlflow_tracking_uri),
+                       trainer.layout(), plan.inventory, dir.observers);
 }
 
 // Trains, writes model.pt and the run's report, and prints the result line.
@@ -196,6 +198,7 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
   options.checkpoint_dir = config::checkpoint_directory(config);
   options.stop = &install_signal_handlers(config.train.on_sigint);
   options.write_hooks = args.checkpoint_write_hooks;
+  if (plan.primary) options.profile_dir = dir.paths.dir;
   train::TrainSummary summary;
   std::optional<double> process_s;  // at training's end: the last accuracy known, before model.pt is written
   try {

@@ -192,6 +192,23 @@ void NodeReader::read(const std::string& key, std::vector<std::string>& value) {
   value = read_list<std::string>(*this, key, node, "text");
 }
 
+void NodeReader::read(const std::string& key, std::map<std::string, std::string>& value) {
+  const YAML::Node node = value_node(key);
+  if (!node || node.IsNull()) return;
+  if (!node.IsMap())
+    fail(key, fmt::format("expected a mapping of text, e.g. {{team: vision}}, got {}", describe(node)));
+  std::map<std::string, std::string> out;
+  for (const auto& entry : node) {
+    if (!entry.second.IsScalar()) {
+      fail(key, fmt::format("'{}' is {}; each value is text", entry.first.Scalar(), describe(entry.second)));
+    }
+    if (!out.emplace(entry.first.Scalar(), entry.second.Scalar()).second) {
+      fail(key, fmt::format("'{}' is given twice", entry.first.Scalar()));
+    }
+  }
+  value = std::move(out);
+}
+
 void NodeReader::read(const std::string& key, uint64_t& value) {
   int64_t signed_value = static_cast<int64_t>(value);
   read(key, signed_value);
