@@ -117,7 +117,7 @@ std::string format_loader_bench(const LoaderBenchReport& r) {
       r.samples_per_s, r.wait_ms);
 }
 
-BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
+BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options, const BenchProfile& profiling) {
   GPUTRAIN_CHECK(options.steps >= 1 && options.warmup >= 0, "bench needs steps >= 1 and warmup >= 0");
   const config::ExperimentConfig& c = plan.loaded.config;
   const torch::Device device = plan.devices.primary();
@@ -156,7 +156,12 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   PhaseTimer whole{"step"};
   int64_t samples = 0;
   double timed_ms = 0;
-  for (int64_t i = 0; i < options.warmup + options.steps; ++i) {
+  StepProfiler profiler(device.is_cuda());
+  std::optional<ProfileSummary> profile;
+  for (int64_t i = 0; i < options.warmup + options.steps + profiling.steps; ++i) {
+    const bool profiled = i >= options.warmup + options.steps;
+    if (profiled && !profiler.running()) profiler.start();
+    const std::unique_ptr<StepMark> mark = profiled ? std::make_unique<StepMark>(i + 1) : nullptr;
     std::array<Clock::time_point, 5> at;
     at[0] = Clock::now();
     torch::Tensor inputs, targets;
@@ -188,12 +193,13 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
       sync(device);
     }
     at[4] = Clock::now();
-    if (i < options.warmup) continue;
+    if (i < options.warmup || profiled) continue;
     for (std::size_t p = 0; p < timers.size(); ++p) timers[p].add(ms_between(at[p], at[p + 1]));
     whole.add(ms_between(at[0], at[4]));
     timed_ms += ms_between(at[0], at[4]);
     samples += inputs.size(0);
   }
+  if (profiler.running()) profile = profiler.stop(profiling.trace, profiling.steps);
   source->stop();
 
   // The compute bound: the same step on one full batch already on the device.
@@ -243,6 +249,7 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   report.bound_step_ms = bound_ms;
   report.bound_samples_per_s = bound_ms > 0 ? 1e3 * static_cast<double>(report.batch) / bound_ms : 0.0;
   report.bound_graphed = graphed != nullptr;
+  report.profile = std::move(profile);
   return report;
 }
 
@@ -261,6 +268,11 @@ std::string format_bench(const BenchReport& r) {
       "compute bound", r.bound_step_ms, "", r.bound_samples_per_s, r.device,
       r.bound_graphed ? ", replayed as a CUDA graph" : "",
       r.bound_samples_per_s > 0 ? 100.0 * r.samples_per_s / r.bound_samples_per_s : 0.0);
+  if (r.profile) {
+    text +=
+        fmt::format("profile: {} steps after the timed ones in {} (ui.perfetto.dev); the operators by self time:\n{}",
+                    r.profile->steps, r.profile->trace.string(), top_operators_table(*r.profile));
+  }
   return text;
 }
 
