@@ -19,6 +19,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/device/versions.h"
 #include "logging_setup.h"
+#include "signals.h"
 #include "standard_output.h"
 
 namespace {
@@ -216,6 +217,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   add_tta_option(predict, predict_args.tta);
 
   ExportArgs export_args;
+  export_args.write_hooks = checkpoint_write_hooks;  // an export is paused as a checkpoint write is
   auto* export_command = app.add_subcommand(
       "export",
       "write a checkpoint's weights as a state_dict that Python's torch.load reads or as safetensors, or the model "
@@ -288,6 +290,7 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
   install_console_logging(log_level);
   train_args.log_level = log_level;
   const auto run_command = [&]() -> int {
+    if (!train->parsed() && !sweep->parsed()) restore_hangup_action();  // the others have no checkpoint to ask for
     if (train->parsed()) {
       // An empty --resume (an unset shell variable) must not mean "start afresh".
       if (train->count("--resume") > 0 && train_args.resume.empty()) {

@@ -232,6 +232,7 @@ struct ExportArgs {
   ConfigFiles config;
   std::vector<std::string> overrides;
   bool normalize_inputs = true;  // onnx, pytorch: the model starts with data.normalize
+  WriteHooks write_hooks;        // tests' seam: none in gputrain
 };
 int run_export(const ExportArgs& args);
 

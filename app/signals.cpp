@@ -55,6 +55,8 @@ extern "C" void on_setup_preemption(int) {
 // What each handled signal does: a handler, SIG_IGN or SIG_DFL. Read by the
 // signal thread, so it stays ours whatever a library installs meanwhile.
 std::array<std::atomic<void (*)(int)>, NSIG> g_actions{};
+// SIGHUP's action as the process started (SIG_DFL, or SIG_IGN under nohup).
+std::atomic<void (*)(int)> g_started_hangup{SIG_DFL};
 
 // The signals gputrain handles are blocked in every thread of a training
 // process, and taken with sigwait by one thread that does nothing else, which
@@ -120,7 +122,7 @@ void install(int signal, void (*handler)(int)) {
 
 }  // namespace
 
-void install_setup_signal_handlers() {
+void install_setup_signal_handlers(bool checkpoint_requests) {
   for (int signal : kHandled) {  // as the process started: SIGINT may be ignored (install keeps that)
     struct sigaction current {};
     sigaction(signal, nullptr, &current);
@@ -129,14 +131,24 @@ void install_setup_signal_handlers() {
   install(SIGINT, on_setup_signal);
   install(SIGTERM, on_setup_signal);
   install(SIGUSR1, on_setup_preemption);
+  if (checkpoint_requests) install(SIGHUP, on_checkpoint_signal);
 }
 
 void install_first_signal_handlers() {
-  install_setup_signal_handlers();
+  struct sigaction started {};
+  sigaction(SIGHUP, nullptr, &started);
+  g_started_hangup.store(started.sa_handler);
+  install_setup_signal_handlers(/*checkpoint_requests=*/true);
   sigset_t setup;
   sigemptyset(&setup);
   for (int signal : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&setup, signal);
   sigprocmask(SIG_UNBLOCK, &setup, nullptr);
+}
+
+void restore_hangup_action() {
+  void (*action)(int) = g_started_hangup.load();
+  set_action(SIGHUP, action);
+  if (g_token.take_checkpoint_request() && action == SIG_DFL) ::raise(SIGHUP);
 }
 
 void route_training_signals() {

@@ -25,14 +25,25 @@ namespace gputrain::app {
 
 // While a command sets up (loads the config and data, builds the model), SIGINT
 // and SIGTERM exit with 130 and "stopped by a signal before training started",
-// SIGUSR1 with 75 ("preempted ... before training started").
-void install_setup_signal_handlers();
+// SIGUSR1 with 75 ("preempted ... before training started"). `train` passes
+// `checkpoint_requests`: SIGHUP then asks for a checkpoint at the first step
+// boundary, as it does while training (its default action ended a run still
+// setting up with 129 and nothing said, and a sweep's current run with it).
+void install_setup_signal_handlers(bool checkpoint_requests = false);
 
 // The program's first act (app/main.cpp, before LibTorch's initialisers):
 // install_setup_signal_handlers, and unblock those signals where the parent
 // started gputrain with them blocked (a launcher's thread that blocks them):
 // a stop sent before then is acted on now, not held until training starts.
+// SIGHUP asks for a checkpoint from here on, as `train` takes it: its default
+// action in LibTorch's initialisers (about a second) ended a run with 129 and
+// nothing said, and a sweep's current run with it.
 void install_first_signal_handlers();
+
+// For every command but `train` and `sweep`: SIGHUP as the process started
+// (its default action ends the command, or ignored under nohup), and one that
+// came while gputrain loaded takes that action now.
+void restore_hangup_action();
 
 // From here on the signals above are taken by a thread of their own. Call it
 // after install_setup_signal_handlers and before any other thread starts

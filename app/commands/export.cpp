@@ -17,6 +17,7 @@ int export_model(const ExportArgs& args, checkpoint::ExportedWeights weights) {
   options.weights = weights;
   options.force = args.force;
   options.config_files = args.config;
+  options.write_hooks = args.write_hooks;
   options.inputs = args.normalize_inputs ? train::ModelInputs::kUnitImages : train::ModelInputs::kNormalized;
   const plan::SavedWeightsPlan plan = plan::resolve_saved_weights(
       weights_config(args.config, args.checkpoint, args.overrides), {}, plan::WeightsUse::kExport, {args.checkpoint});

@@ -14,6 +14,8 @@
 #include "gputrain/common/files.h"
 #include "gputrain/common/process.h"
 #include "gputrain/config/load.h"
+#include "gputrain/config/output_paths.h"
+#include "gputrain/report/run_dir.h"
 #include "gputrain/report/sweep.h"
 #include "signals.h"
 
@@ -65,7 +67,18 @@ int run_sweep(const SweepArgs& args) {
   for (const report::SweepPoint& point : points) {
     std::vector<std::string> overrides = args.overrides;
     overrides.insert(overrides.end(), point.settings.begin(), point.settings.end());
-    config::load_config(args.config, overrides);
+    config::ExperimentConfig run = config::load_config(args.config, overrides).config;
+    // The same sweep again: its first run would be refused, and the record of
+    // the sweep that finished replaced by that refusal's.
+    run.name = fmt::format("{}-sweep-{}", config.name, point.index);
+    const std::filesystem::path dir = config::run_directory(run);
+    if (!report::finished_run_problem(dir).empty()) {
+      throw UserError(fmt::format(
+          "{}: holds a finished run (its model.pt), so this sweep has run here before (its record: {}); a new "
+          "sweep would replace neither: sweep again under another name (--set name=...) or output.dir (--set "
+          "output.dir=...)",
+          dir.string(), (std::filesystem::path(config.output.dir) / (config.name + "-sweep.json")).string()));
+    }
   }
   const std::string executable = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::filesystem::path record = std::filesystem::path(config.output.dir) / (config.name + "-sweep.json");

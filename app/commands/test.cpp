@@ -17,7 +17,8 @@ config::LoadedConfig weights_config(const ConfigFiles& config, const std::string
                                     const std::vector<std::string>& overrides) {
   if (!config.empty()) return config::load_config(config, overrides);
   // (A missing or foreign file is left to the checkpoint reader, which says what it is.)
-  if (std::filesystem::is_regular_file(checkpoint) && checkpoint::is_weights_archive(checkpoint)) {
+  std::error_code unreadable;  // a symbolic link loop, say: the reader names it too
+  if (std::filesystem::is_regular_file(checkpoint, unreadable) && checkpoint::is_weights_archive(checkpoint)) {
     throw UserError(
         fmt::format("{} holds weights only, not the config they were trained with: give --config (the "
                     "run's config.yaml), or use a checkpoint file, which holds its config",

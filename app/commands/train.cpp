@@ -290,7 +290,7 @@ checkpoint::Resumption starting_point(const std::string& command, const ConfigFi
 
 // config -> plan -> build -> run directory -> train.
 int run_train(const TrainArgs& args) {
-  install_setup_signal_handlers();
+  install_setup_signal_handlers(/*checkpoint_requests=*/true);
   // The launcher (--nproc) trains nothing: its own handlers forward signals to the workers.
   if (!args.nproc) route_training_signals();
   keep_early_log();  // for train.log, which the run directory holds once it is prepared

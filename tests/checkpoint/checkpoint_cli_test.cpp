@@ -25,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::GputrainProcess;
+using testing::has_temporary;
 using testing::run_gputrain;
 using testing::TempDir;
 using testing::wait_until;
@@ -48,13 +49,6 @@ const std::map<std::string, std::string> kEnv{{"OMP_NUM_THREADS", "1"}};
 // "test hook: pausing" (paused_writes_main.cpp): a test can kill it mid-write.
 GputrainProcess start_with_paused_writes(const std::vector<std::string>& args) {
   return GputrainProcess(args, kEnv, testing::kSourceDir, {}, testing::kPausedWritesBinary);
-}
-
-bool has_temporary(const fs::path& dir) {
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().filename().string().find(".tmp-") != std::string::npos) return true;
-  }
-  return false;
 }
 
 // A tiny synthetic run writing to a temporary directory.

@@ -1,4 +1,4 @@
-// gputrain whose every checkpoint write pauses for a minute half-way, so that
+// gputrain whose every checkpoint (and export) write pauses for a minute half-way, so that
 // a test can kill it, or signal it again, in the middle of one (it logs
 // "test hook: pausing" when the pause begins).
 #include "commands.h"

@@ -133,5 +133,21 @@ TEST_F(Sweep, PassesAStopSignalOnToTheRunningTrainAndExitsAsItWould) {
   }
 }
 
+// The same sweep again into the same output.dir: refused before any run, with
+// the finished sweep's runs and record as they were (its first run was refused,
+// and the record replaced by one of that refusal).
+TEST_F(Sweep, TheSameSweepAgainIsRefusedLeavingTheFinishedOnesRecord) {
+  ASSERT_EQ(sweep({"--seeds", "0..1"}).exit_code, 0);
+  const std::filesystem::path record = dir_ / "runs" / "s-sweep.json";
+  const std::string before = read_text(record);
+  const ProcessResult r = sweep({"--seeds", "0..1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("s-sweep-1: holds a finished run (its model.pt), so this sweep has run here before"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("sweep run 1 of 2"), std::string::npos) << "no run started: " << r.err;
+  EXPECT_EQ(read_text(record), before);
+}
+
 }  // namespace
 }  // namespace gputrain::testing

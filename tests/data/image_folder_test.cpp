@@ -124,20 +124,47 @@ TEST_F(ImageFolder, PngFoldersHoldTheExactPixelsWithClassesInSortedOrder) {
   EXPECT_TRUE(torch::equal(make_dataset(folder(), Split::kTest, 0)->inputs(), made.inputs()));
 }
 
+std::string big_endian(uint32_t value) {
+  return std::string{static_cast<char>(value >> 24), static_cast<char>(value >> 16), static_cast<char>(value >> 8),
+                     static_cast<char>(value)};
+}
+
+// A PNG chunk: its length, `type_and_data` and their CRC.
+std::string png_chunk(const std::string& type_and_data) {
+  const auto crc = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(type_and_data.data()), static_cast<uInt>(type_and_data.size())));
+  return big_endian(static_cast<uint32_t>(type_and_data.size() - 4)) + type_and_data + big_endian(crc);
+}
+
 // Inserts a tEXt chunk of `bytes` characters after `png`'s IHDR, as large metadata (an ICC profile,
 // text) can sit between the size and the pixels.
 void add_text_chunk(const fs::path& png, std::size_t bytes) {
-  const auto big_endian = [](uint32_t value) {
-    return std::string{static_cast<char>(value >> 24), static_cast<char>(value >> 16), static_cast<char>(value >> 8),
-                       static_cast<char>(value)};
-  };
-  std::string chunk = std::string("tEXtComment") + '\0' + std::string(bytes, 'x');
-  const auto crc =
-      static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(chunk.data()), static_cast<uInt>(chunk.size())));
   std::string file = gputrain::testing::read_text(png);
   const std::size_t after_header = 8 + 4 + 4 + 13 + 4;  // signature, IHDR's length, type, data and CRC
-  file.insert(after_header, big_endian(static_cast<uint32_t>(chunk.size() - 4)) + chunk + big_endian(crc));
+  file.insert(after_header, png_chunk(std::string("tEXtComment") + '\0' + std::string(bytes, 'x')));
   gputrain::testing::write_text(png, file);
+}
+
+// A 16-bit grey PNG of `values` ([H, W], int32) with no gAMA or sRGB chunk, as most tools write one.
+void write_grey16_png(const fs::path& png, const torch::Tensor& values) {
+  const auto height = static_cast<uint32_t>(values.size(0)), width = static_cast<uint32_t>(values.size(1));
+  std::string rows;
+  for (uint32_t y = 0; y < height; ++y) {
+    rows += '\0';  // filter: none
+    for (uint32_t x = 0; x < width; ++x) {
+      const int value = values[y][x].item<int>();
+      rows += {static_cast<char>(value >> 8), static_cast<char>(value & 0xff)};
+    }
+  }
+  std::string packed(compressBound(static_cast<uLong>(rows.size())), '\0');
+  uLongf size = packed.size();
+  ASSERT_EQ(compress(reinterpret_cast<Bytef*>(packed.data()), &size, reinterpret_cast<const Bytef*>(rows.data()),
+                     static_cast<uLong>(rows.size())),
+            Z_OK);
+  packed.resize(size);
+  const std::string header = "IHDR" + big_endian(width) + big_endian(height) + std::string{16, 0, 0, 0, 0};
+  gputrain::testing::write_text(
+      png, std::string("\x89PNG\r\n\x1a\n") + png_chunk(header) + png_chunk("IDAT" + packed) + png_chunk("IEND"));
 }
 
 TEST_F(ImageFolder, MetadataBeforeThePixelsIsReadPast) {
@@ -148,6 +175,20 @@ TEST_F(ImageFolder, MetadataBeforeThePixelsIsReadPast) {
   EXPECT_TRUE(torch::equal(make_dataset(folder(), Split::kTrain, 0)->inputs(), made.inputs()));
   const auto lazy = make_dataset(folder(config::ImageCache::kNone), Split::kTrain, 0);  // every header read first
   EXPECT_EQ(lazy->info().input_shape, (std::vector<int64_t>{1, 4, 4}));
+}
+
+// A 16-bit PNG holds sRGB values like an 8-bit one: 257 x v reads as v, as PIL and torchvision read it (libpng
+// took such a file as linear light and brightened it: 162 became 207).
+TEST_F(ImageFolder, SixteenBitPngsReadAsTheirValueOver257) {
+  const TensorDataset made = images(6, {1, 4, 4}, 21);
+  write(made);
+  write_grey16_png(file("train/cat/0.png"), made.inputs()[0][0].to(torch::kInt32) * 257);
+  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+    const auto train = make_dataset(folder(cache), Split::kTrain, 0);
+    std::vector<uint8_t> pixels(16);
+    train->read_image(0, pixels.data());
+    EXPECT_TRUE(torch::equal(torch::from_blob(pixels.data(), {1, 4, 4}, torch::kUInt8), made.inputs()[0]));
+  }
 }
 
 TEST_F(ImageFolder, DecodingPerBatchGivesTheSameBatchesAsDecodingAtStart) {
@@ -652,6 +693,70 @@ TEST_F(ImageFolder, SkipBadImagesLeavesOutUnreadableFilesAndNamesThem) {
     train->read_image(4, pixels.data());  // the last kept: train/eel/7.jpg
     EXPECT_EQ(make_dataset(skipping, Split::kTest, 0)->info().skipped.size(), 0u);
   }
+}
+
+// Every image left out by data.skip_bad_images (here each over data.max_image_pixels) is said as such, not as
+// the last file's own error, which read as if the key had not been set.
+TEST_F(ImageFolder, SkipBadImagesWithEveryImageUnreadableSaysNoneCanBeRead) {
+  write(images(6, {1, 8, 8}, 34));
+  config::DataConfig skipping = folder();
+  skipping.skip_bad_images = true;
+  skipping.max_image_pixels = 63;
+  const std::string what = error(skipping);
+  EXPECT_NE(what.find("none of the 6 images in " + file("train").string() +
+                      " can be read (data.skip_bad_images left every one out); the first: " +
+                      file("train/cat/0.png").string() + ": the image is 8x8, 64 pixels, more than"),
+            std::string::npos)
+      << what;
+}
+
+// An image that cannot be read stops the split with the way on: replace or remove it, or set
+// data.skip_bad_images; read per batch (data.cache: none), then continue the run. A 12-bit JPEG, which
+// libjpeg-turbo's 8-bit build cannot read, says so and how to convert it.
+TEST_F(ImageFolder, AnImageThatCannotBeReadSaysHowToGoOn) {
+  write(images(6, {1, 8, 8}, 36), ImageFormat::kJpeg);
+  std::string bytes = gputrain::testing::read_text(file("train/dog/2.jpg"));
+  const std::size_t frame = bytes.find("\xFF\xC0");  // the frame header: length (2 bytes), then the precision
+  ASSERT_NE(frame, std::string::npos);
+  bytes[frame + 4] = 12;
+  std::ofstream(file("train/dog/2.jpg"), std::ios::binary) << bytes;
+  for (const auto cache : {config::ImageCache::kMemory, config::ImageCache::kNone}) {
+    const std::string what = error(folder(cache));
+    EXPECT_NE(what.find(file("train/dog/2.jpg").string()), std::string::npos) << what;
+    EXPECT_NE(what.find("(Unsupported JPEG data precision 12: a 12-bit JPEG, and gputrain reads 8-bit ones; convert "
+                        "it to 8 bits or to PNG"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("; replace or remove the file, or set data.skip_bad_images: true to leave out the images that "
+                        "cannot be read"),
+              std::string::npos)
+        << what;
+  }
+  fs::remove(file("train/dog/2.jpg"));
+  const auto train = make_dataset(folder(config::ImageCache::kNone), Split::kTrain, 0);
+  fs::remove(file("train/eel/5.jpg"));  // after the split was opened
+  std::vector<uint8_t> pixels(8 * 8);
+  try {
+    train->read_image(4, pixels.data());
+    ADD_FAILURE() << "read";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("image_folder sample 4: " + file("train/eel/5.jpg").string() +
+                                         ": cannot open: No such file or directory; replace or remove the file"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("then continue the run with --resume auto"), std::string::npos) << e.what();
+  }
+}
+
+// The test split takes its size from the training split's first class folder: that folder emptied (its images
+// moved away) is named, not an internal error (std::out_of_range) from the empty list.
+TEST_F(ImageFolder, ATestSplitWhoseFirstTrainingClassFolderIsEmptyNamesIt) {
+  write(images(6, {1, 8, 8}, 35));
+  for (const auto& entry : fs::directory_iterator(file("train/cat"))) fs::remove(entry.path());
+  const std::string what = error(folder(), Split::kTest);
+  EXPECT_NE(what.find("the class folder " + file("train/cat").string() + " holds no .png, .jpg or .jpeg images"),
+            std::string::npos)
+      << what;
 }
 
 // Issue 41: data.resize and data.center_crop (torchvision's Resize(n), then

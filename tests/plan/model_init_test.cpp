@@ -169,5 +169,20 @@ TEST_F(ModelInit, AFreezePrefixMatchingNothingListsTheLayers) {
   EXPECT_NE(refusal(config_of({"model.freeze=[fc1, bn1, fc2]"})).find("freezes every parameter"), std::string::npos);
 }
 
+// A prefix that names a buffer or a layer without parameters says so: "matches no parameter" beside a list of
+// layers that held it (relu1) left the user guessing.
+TEST_F(ModelInit, AFreezePrefixNamingABufferOrAParameterlessLayerSaysSo) {
+  for (const std::string buffer : {"bn1.running_mean", "bn1.num_batches_tracked"}) {
+    const std::string what = refusal(config_of({"model.freeze=[" + buffer + "]"}));
+    EXPECT_NE(what.find("'" + buffer + "' names a buffer (batchnorm's running statistics), not a parameter"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("model.freeze_batchnorm: eval"), std::string::npos) << what;
+  }
+  const std::string what = refusal(config_of({"model.freeze=[relu1]"}));
+  EXPECT_NE(what.find("'relu1' is a layer without parameters, so there is nothing to freeze"), std::string::npos)
+      << what;
+}
+
 }  // namespace
 }  // namespace gputrain::plan

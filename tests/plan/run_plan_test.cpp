@@ -459,5 +459,13 @@ TEST(SavedWeights, RefusesWhatTestingCannotUse) {
   EXPECT_THROW(resolve_saved_weights(run_config({"train.tta.translate=2"}), {}, WeightsUse::kTest), ConfigError);
 }
 
+// optim.muon.lr on a model without a trained 4-D convolution weight (this MLP) did nothing, with "no problems".
+TEST(RunPlan, MuonOnAModelWithoutATrainedConvolutionWeightIsRefusedAtItsKey) {
+  EXPECT_NE(strict_error(run_config({"optim.muon.lr=0.1"}), RunRequest{})
+                .find("--set #1 (optim.muon.lr=0.1): optim.muon.lr: Muon trains 4-D convolution weights, and this "
+                      "model has none that train"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace gputrain::plan

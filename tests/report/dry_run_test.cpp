@@ -263,6 +263,9 @@ TEST_F(DryRunTest, AnAutoBatchShowsTheChoiceTrainWouldMake) {
       << tight.problems[0];
 }
 
+// A step larger than the host's memory is not run to be measured: on the CPU
+// that is the kernel ending plan (exit 137; 3000 x 3000 images took 25 GB). A
+// step of 2 samples, scaled to the micro-batch of 16, says it does not fit.
 TEST_F(DryRunTest, MemoryBeyondWhatIsFreeIsAProblem) {
   DryRunRequest request;
   request.config = {write_text(dir_ / "exp.yaml", kMlp).string()};
@@ -273,6 +276,11 @@ TEST_F(DryRunTest, MemoryBeyondWhatIsFreeIsAProblem) {
   EXPECT_NE(p.problems[0].find("memory: one step needs about"), std::string::npos) << p.problems[0];
   EXPECT_NE(p.problems[0].find("on cpu"), std::string::npos);
   EXPECT_NE(p.problems[0].find("more than its 1.0 KiB free"), std::string::npos) << p.problems[0];
+  const std::string measured = p.report["memory"]["activations_measured"];
+  EXPECT_NE(measured.find("of 2 samples, scaled (a step of 16 would not fit the host's memory, so it was not run)"),
+            std::string::npos)
+      << measured;
+  EXPECT_EQ(p.report["memory"]["activation_bytes"], 16 * 140);  // 8 -> 16 -> 3 floats a sample, as measured
 }
 
 }  // namespace

@@ -57,8 +57,12 @@ train::EpochMetrics epoch_metrics(int64_t epoch, bool with_test) {
   train::EpochMetrics m;
   m.epoch = epoch;
   m.step = epoch * 4;
-  m.train = {100.0 / static_cast<double>(epoch), 50 + 10 * epoch, 100, true, {}, {}};
-  m.test = {20.0 / static_cast<double>(epoch), 20 + 5 * epoch, 40, true, {}, {}};
+  m.train.loss_sum = 100.0 / static_cast<double>(epoch);
+  m.train.correct = 50 + 10 * epoch;
+  m.train.samples = 100;
+  m.test.loss_sum = 20.0 / static_cast<double>(epoch);
+  m.test.correct = 20 + 5 * epoch;
+  m.test.samples = 40;
   m.has_test = with_test;
   m.epoch_s = 0.1 * static_cast<double>(epoch);
   m.samples_per_s = 100.0 / m.epoch_s;

@@ -37,4 +37,11 @@ std::string read_text(const std::filesystem::path& path) {
   return text.str();
 }
 
+bool has_temporary(const std::filesystem::path& dir) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename().string().find(".tmp-") != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace gputrain::testing

@@ -25,4 +25,7 @@ std::filesystem::path write_text(const std::filesystem::path& path, const std::s
 // The bytes of `path`; "" when it cannot be read.
 std::string read_text(const std::filesystem::path& path);
 
+// Whether `dir` holds a write's temporary (".<name>.tmp-<pid>-<n>", common/files.h's write_atomically).
+bool has_temporary(const std::filesystem::path& dir);
+
 }  // namespace gputrain::testing

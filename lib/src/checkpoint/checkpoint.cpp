@@ -262,7 +262,9 @@ Checkpoint Checkpoint::parse(std::string_view bytes, std::string name) {
   return c;
 }
 
-Checkpoint Checkpoint::read(const std::filesystem::path& path) { return parse(detail::read_file(path), path.string()); }
+Checkpoint Checkpoint::read(const std::filesystem::path& path) {
+  return parse(detail::MappedFile(path).bytes(), path.string());
+}
 
 void Checkpoint::load_model(torch::nn::Module& model) const { detail::copy_weights(weights(), model, name_); }
 

@@ -6,9 +6,16 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <fstream>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "gputrain/common/error.h"
 
@@ -121,16 +128,37 @@ void copy_weights(const NamedTensors& archived, torch::nn::Module& model, const 
   for (auto& [key, target] : targets) target.copy_(stored.at(key));
 }
 
-std::string read_file(const std::filesystem::path& path) {
+MappedFile::MappedFile(const std::filesystem::path& path) {
   if (const std::string problem = not_a_regular_file(path); !problem.empty()) {
     throw CheckpointError(fmt::format("{}: {}", path.string(), problem));
   }
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  std::string bytes(in ? static_cast<std::size_t>(in.tellg()) : 0, '\0');
-  if (!in.seekg(0) || !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
-    throw CheckpointError(fmt::format("{}: cannot read the file", path.string()));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat info {};
+  if (fd < 0 || ::fstat(fd, &info) != 0) {
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    throw CheckpointError(fmt::format("{}: cannot read the file ({})", path.string(), std::strerror(error)));
   }
-  return bytes;
+  size_ = static_cast<std::size_t>(info.st_size);
+  if (size_ > 0) {  // an empty file maps nothing: its bytes are ""
+    mapping_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (mapping_ == MAP_FAILED) {
+      const int error = errno;
+      ::close(fd);
+      throw CheckpointError(fmt::format("{}: cannot read the file ({})", path.string(), std::strerror(error)));
+    }
+    data_ = static_cast<const char*>(mapping_);
+  }
+  ::close(fd);  // the mapping keeps the file
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(std::exchange(other.data_, "")),
+      size_(std::exchange(other.size_, 0)),
+      mapping_(std::exchange(other.mapping_, nullptr)) {}
+
+MappedFile::~MappedFile() {
+  if (mapping_ != nullptr) ::munmap(mapping_, size_);
 }
 
 std::string torch_message(const c10::Error& error) {

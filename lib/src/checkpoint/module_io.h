@@ -48,8 +48,27 @@ void copy_weights(const NamedTensors& stored, torch::nn::Module& model, const st
 // cannot open throws its c10::Error, for the caller to word.
 void check_pickle_lengths(std::string_view archive, const std::string& name);
 
-// A file's bytes; CheckpointError when it is missing or unreadable.
-std::string read_file(const std::filesystem::path& path);
+// A file's bytes, mapped into memory rather than read: only the pages that are
+// used are read, so a file is judged without holding all of it (20 GB of a
+// sparse file behind a valid safetensors header or a zip's magic were read
+// whole, and the kernel ended the process for memory). CheckpointError when it
+// is missing, not a regular file, or unreadable.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::filesystem::path& path);
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  MappedFile& operator=(MappedFile&&) = delete;
+
+  std::string_view bytes() const { return {data_, size_}; }
+
+ private:
+  const char* data_ = "";
+  std::size_t size_ = 0;
+  void* mapping_ = nullptr;
+};
 
 // LibTorch's message without its backtrace, first line only.
 std::string torch_message(const c10::Error& error);

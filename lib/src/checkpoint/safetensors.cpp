@@ -95,7 +95,10 @@ class Parser {
 
  private:
   [[noreturn]] void bad(const std::string& problem) const {
-    throw CheckpointError(fmt::format("{}: not a valid safetensors file: {}", name_, problem));
+    throw CheckpointError(fmt::format(
+        "{}: not a valid safetensors file: {}; it was cut short, damaged or written by something else: write it "
+        "again (safetensors.torch.save_file, or gputrain export --format safetensors)",
+        name_, problem));
   }
 
   std::map<std::string, std::string> metadata(const nlohmann::json& value) const {
@@ -201,7 +204,7 @@ const Dtype& dtype_of(const std::string& name, const torch::Tensor& tensor) {
 Safetensors parse_safetensors(std::string_view bytes, const std::string& name) { return Parser(bytes, name).parse(); }
 
 Safetensors read_safetensors(const std::filesystem::path& path) {
-  return parse_safetensors(detail::read_file(path), path.string());
+  return parse_safetensors(detail::MappedFile(path).bytes(), path.string());
 }
 
 bool looks_like_safetensors(std::string_view bytes) {

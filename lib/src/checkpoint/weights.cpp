@@ -1,15 +1,14 @@
 #include "gputrain/checkpoint/weights.h"
 
 #include <ATen/core/Dict.h>
+#include <caffe2/serialize/in_memory_adapter.h>
 #include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize/input-archive.h>
 
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "gputrain/checkpoint/checkpoint.h"
 #include "gputrain/checkpoint/format.h"
@@ -27,7 +26,7 @@ namespace gputrain::checkpoint {
 namespace {
 
 // A model.pt's archive, loaded onto the CPU.
-torch::serialize::InputArchive weights_archive(const std::string& bytes, const std::string& path) {
+torch::serialize::InputArchive weights_archive(std::string_view bytes, const std::string& path) {
   torch::serialize::InputArchive archive;
   try {
     detail::check_pickle_lengths(bytes, path);
@@ -44,6 +43,11 @@ constexpr const char* kWeightsFiles =
     "a gputrain checkpoint, a model.pt, a state dict written by `gputrain export` or by PyTorch's "
     "torch.save(model.state_dict(), path), or a .safetensors file";
 
+// A zip reader's view of `bytes`, which must outlive it.
+std::shared_ptr<caffe2::serialize::ReadAdapterInterface> in_memory(std::string_view bytes) {
+  return std::make_shared<caffe2::serialize::MemoryReadAdapter>(bytes.data(), static_cast<off_t>(bytes.size()));
+}
+
 [[noreturn]] void not_weights(const std::string& path) {
   throw CheckpointError(
       fmt::format("{}: is not a weights file gputrain reads (not a zip archive as PyTorch writes, "
@@ -51,32 +55,26 @@ constexpr const char* kWeightsFiles =
                   path, kWeightsFiles));
 }
 
-// The bytes of a weights file of any kind (model.init_from's), whose first
-// bytes are judged before the rest is read: another kind of file (a video
-// given by mistake) is refused without reading its gigabytes.
-std::string weights_file_bytes(const std::string& path) {
-  if (const std::string problem = not_a_regular_file(path); !problem.empty()) {
-    throw CheckpointError(fmt::format("{}: {}", path, problem));
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::string start(16, '\0');
-  in.read(start.data(), static_cast<std::streamsize>(start.size()));
-  start.resize(static_cast<std::size_t>(in.gcount()));
-  // Shorter files are read whole, and their errors say what they lack (a checkpoint cut inside its header).
+// A weights file of any kind (model.init_from's), whose first bytes are
+// judged before the rest is read: another kind of file (a video given by
+// mistake) is refused without reading its gigabytes.
+detail::MappedFile weights_file(const std::string& path) {
+  detail::MappedFile file(path);
+  const std::string_view start = file.bytes().substr(0, 16);
+  // Shorter files are judged whole, and their errors say what they lack (a checkpoint cut inside its header).
   if (start.size() == 16 && !is_sealed(start) && !is_weights_archive(path)) not_weights(path);
-  return detail::read_file(path);
+  return file;
 }
 
 // The tensors of a weights file that is not a checkpoint: a .safetensors
 // file, a model.pt, or a state dict (torch.save's zip of a pickled dict).
-detail::NamedTensors weights_file_tensors(const std::string& bytes, const std::string& path) {
+detail::NamedTensors weights_file_tensors(std::string_view bytes, const std::string& path) {
   if (looks_like_safetensors(bytes)) return parse_safetensors(bytes, path).tensors;
-  if (bytes.rfind("PK\x03\x04", 0) != 0) not_weights(path);
+  if (bytes.substr(0, 4) != "PK\x03\x04") not_weights(path);
   // A zip is a TorchScript module archive (model.pt: it has constants.pkl)
   // or torch.save's pickle of a dict.
-  std::istringstream in(bytes);
   try {
-    caffe2::serialize::PyTorchStreamReader zip(&in);
+    caffe2::serialize::PyTorchStreamReader zip(in_memory(bytes));
     if (!zip.hasRecord("constants.pkl")) return read_state_dict(zip, path);
   } catch (const c10::Error& e) {
     throw detail::unreadable_zip(path, e);
@@ -187,12 +185,12 @@ void save_weights(const torch::nn::Sequential& model, const std::string& path, s
 }
 
 std::string stored_training_data(const std::string& path) {
-  const std::string bytes = detail::read_file(path);
+  const detail::MappedFile file(path);
+  const std::string_view bytes = file.bytes();
   if (is_sealed(bytes)) return Checkpoint::parse(bytes, path).state().data;
-  if (bytes.rfind("PK\x03\x04", 0) != 0) return "";  // safetensors, or a file read_weights refuses
-  std::istringstream in(bytes);
+  if (bytes.substr(0, 4) != "PK\x03\x04") return "";  // safetensors, or a file read_weights refuses
   try {
-    caffe2::serialize::PyTorchStreamReader zip(&in);
+    caffe2::serialize::PyTorchStreamReader zip(in_memory(bytes));
     if (!zip.hasRecord(detail::kTrainingDataRecord)) return "";
     const auto [data, size] = zip.getRecord(detail::kTrainingDataRecord);
     return std::string(static_cast<const char*>(data.get()), size);
@@ -202,7 +200,8 @@ std::string stored_training_data(const std::string& path) {
 }
 
 std::string load_weights(torch::nn::Sequential& model, const std::string& path, ExportedWeights weights) {
-  const std::string bytes = detail::read_file(path);
+  const detail::MappedFile file(path);
+  const std::string_view bytes = file.bytes();
   if (!is_sealed(bytes)) {
     const std::string loaded = weights_file_text(weights, path);
     detail::copy_weights(weights_file_tensors(bytes, path), *model, path);
@@ -233,7 +232,8 @@ std::string load_weights(torch::nn::Sequential& model, const std::string& path, 
 }
 
 NamedWeights read_weights(const std::string& path) {
-  const std::string bytes = weights_file_bytes(path);
+  const detail::MappedFile file = weights_file(path);
+  const std::string_view bytes = file.bytes();
   if (!is_sealed(bytes)) return {weights_file_tensors(bytes, path), "a weights file: one set, those it was saved with"};
   const Checkpoint checkpoint = Checkpoint::parse(bytes, path);
   const std::vector<torch::Tensor>& average = checkpoint.state().ema;
@@ -267,7 +267,8 @@ std::string state_dict_bytes(const torch::nn::Module& model) {
 ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path,
                              const ExportOptions& options) {
   check_output_file(out_path, {{"--checkpoint", checkpoint_path}}, options.force);
-  const std::string bytes = detail::read_file(checkpoint_path);
+  const detail::MappedFile file(checkpoint_path);
+  const std::string_view bytes = file.bytes();
   detail::NamedTensors weights;
   ExportSummary summary;
   if (is_sealed(bytes)) {

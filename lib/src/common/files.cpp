@@ -44,12 +44,22 @@ void write_all(int fd, std::string_view bytes, const WriteHooks& hooks, const fs
 // Whether process `pid` runs on this machine (signal 0 checks without sending).
 bool running(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
+// ".<name>.tmp-", to which a write adds "<pid>-<n>". A name may take all of a
+// file name's 255 bytes, which would leave the temporary's no room (the write
+// failed with "File name too long"), so a long one is cut to fit.
+std::string temporary_prefix(const fs::path& path) {
+  constexpr std::size_t kLongestName = 255 - 1 - 5 - 21;  // less '.', the mark and "<pid>-<n>" (at most 10 + 1 + 10)
+  std::string name = path.filename().string();
+  if (name.size() > kLongestName) name.resize(kLongestName);
+  return "." + name + kAtomicTemporaryMark;
+}
+
 // Removes the temporary files of `path` that writes killed part-way left
 // beside it (".<name>.tmp-<pid>-<n>" of a process that has ended): a killed
 // export of a large model leaves one as large as the model. Those of running
 // processes, this one's included, are writes still under way.
 void remove_stale_temporaries(const fs::path& dir, const fs::path& path) {
-  const std::string prefix = "." + path.filename().string() + kAtomicTemporaryMark;
+  const std::string prefix = temporary_prefix(path);
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
@@ -100,8 +110,12 @@ ExitCode write_error_code(int error) {
   }
 }
 
-void write_atomically_in_pieces(const fs::path& path, const std::function<void(const ByteSink&)>& produce,
-                                const WriteHooks& hooks) {
+namespace {
+
+// `path`'s content, written in full and fsync'ed to a temporary file beside
+// it, which is returned; on failure the temporary is removed and an Error says why.
+fs::path write_temporary(const fs::path& path, const std::function<void(const ByteSink&)>& produce,
+                         const WriteHooks& hooks) {
   // rename() would replace a device such as /dev/full or a FIFO by a regular file.
   struct stat info {};
   if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
@@ -110,8 +124,7 @@ void write_atomically_in_pieces(const fs::path& path, const std::function<void(c
   static std::atomic<int> counter{0};
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   remove_stale_temporaries(dir, path);
-  const fs::path temporary =
-      dir / fmt::format(".{}{}{}-{}", path.filename().string(), kAtomicTemporaryMark, ::getpid(), counter++);
+  const fs::path temporary = dir / fmt::format("{}{}-{}", temporary_prefix(path), ::getpid(), counter++);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) write_failed(path, errno);
   try {
@@ -127,25 +140,58 @@ void write_atomically_in_pieces(const fs::path& path, const std::function<void(c
     ::unlink(temporary.c_str());
     write_failed(path, error);
   }
+  return temporary;
+}
+
+// Puts the written `temporary` in `path`'s place.
+void rename_into_place(const fs::path& temporary, const fs::path& path) {
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;
     ::unlink(temporary.c_str());
     write_failed(path, error);
   }
-  sync_directory(dir);
+  sync_directory(path.has_parent_path() ? path.parent_path() : fs::path("."));
+}
+
+// `bytes` for the sink, with the test hook's pause half-way.
+std::function<void(const ByteSink&)> whole(const fs::path& path, std::string_view bytes, const WriteHooks& hooks) {
+  return [&path, bytes, &hooks](const ByteSink& sink) {
+    if (hooks.pause_mid_write_s <= 0) return sink(bytes);
+    sink(bytes.substr(0, bytes.size() / 2));
+    spdlog::warn("test hook: pausing {} s in the middle of writing {}", hooks.pause_mid_write_s, path.string());
+    std::this_thread::sleep_for(std::chrono::duration<double>(hooks.pause_mid_write_s));
+    sink(bytes.substr(bytes.size() / 2));
+  };
+}
+
+}  // namespace
+
+void write_atomically_in_pieces(const fs::path& path, const std::function<void(const ByteSink&)>& produce,
+                                const WriteHooks& hooks) {
+  rename_into_place(write_temporary(path, produce, hooks), path);
 }
 
 void write_atomically(const fs::path& path, std::string_view bytes, const WriteHooks& hooks) {
-  write_atomically_in_pieces(
-      path,
-      [&](const ByteSink& sink) {
-        if (hooks.pause_mid_write_s <= 0) return sink(bytes);
-        sink(bytes.substr(0, bytes.size() / 2));
-        spdlog::warn("test hook: pausing {} s in the middle of writing {}", hooks.pause_mid_write_s, path.string());
-        std::this_thread::sleep_for(std::chrono::duration<double>(hooks.pause_mid_write_s));
-        sink(bytes.substr(bytes.size() / 2));
-      },
-      hooks);
+  write_atomically_in_pieces(path, whole(path, bytes, hooks), hooks);
+}
+
+void write_atomically_together(const std::vector<FileBytes>& files, const WriteHooks& hooks) {
+  std::vector<fs::path> temporaries;
+  try {
+    for (const FileBytes& file : files)
+      temporaries.push_back(write_temporary(file.path, whole(file.path, file.bytes, hooks), hooks));
+  } catch (...) {
+    for (const fs::path& temporary : temporaries) ::unlink(temporary.c_str());
+    throw;
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    try {
+      rename_into_place(temporaries[i], files[i].path);
+    } catch (...) {
+      for (std::size_t j = i + 1; j < files.size(); ++j) ::unlink(temporaries[j].c_str());
+      throw;
+    }
+  }
 }
 
 std::string not_a_regular_file(const fs::path& path) {
@@ -191,6 +237,11 @@ void check_output_file(const fs::path& out, const std::vector<NamedPath>& inputs
                       "--force or not: write to a file outside {}",
                       option, out.string(), input.string(), input_option, input.string()));
     }
+  }
+  // A directory or a device is never replaced: "add --force" would only lead to this refusal.
+  if (fs::exists(out, error) && !fs::is_regular_file(out, error)) {
+    throw UserError(
+        fmt::format("{} {}: {}; give the path of a file to write", option, out.string(), not_a_regular_file(out)));
   }
   if (!force && fs::exists(out, error)) {
     throw UserError(

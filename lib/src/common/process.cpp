@@ -55,6 +55,10 @@ void prepare_relayed_child(pid_t parent) {
     sigaction(signal, nullptr, &current);
     if (current.sa_handler == relay_signal) ::signal(signal, SIG_DFL);
   }
+  // A SIGHUP passed on asks for a checkpoint, and the child has none to write
+  // before its own handler is in place (`train` installs one): ignored until
+  // then, not its default action, which ended the sweep's current run (129).
+  ::signal(SIGHUP, SIG_IGN);
 }
 
 }  // namespace

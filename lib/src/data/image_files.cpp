@@ -98,6 +98,10 @@ Decoded decode_png(const std::filesystem::path& file, const std::string& bytes, 
   }
   const bool grey = (image.format & PNG_FORMAT_FLAG_COLOR) == 0;
   image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  // A 16-bit file without a gAMA or sRGB chunk holds sRGB values, as the files of every tool that writes them
+  // do; libpng would take them as linear light and brighten them into sRGB (a 16-bit 162 x 257 became 207, not
+  // 162). With this flag 16 bits become 8 by value / 257, as PIL and torchvision read them.
+  image.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;
   Decoded decoded;
   if (grey != (channels == 1)) decoded.colour = grey ? StoredColour::kGrey : StoredColour::kColour;
   decoded.height = image.height;
@@ -287,11 +291,20 @@ bool run_jpeg(const std::string& bytes, int64_t channels, bool header_only, cons
   return true;
 }
 
+// libjpeg's message, and what to do where libjpeg-turbo's 8-bit build cannot read the file at all.
+std::string jpeg_problem(const JpegErrors& errors) {
+  const std::string message = errors.message;
+  if (message.find("Unsupported JPEG data precision 12") == std::string::npos) return message;
+  return message +
+         ": a 12-bit JPEG, and gputrain reads 8-bit ones; convert it to 8 bits or to PNG (e.g. ImageMagick's "
+         "`convert FILE -depth 8 FILE.png`)";
+}
+
 ImageShape jpeg_header(const std::filesystem::path& file, const std::string& bytes) {
   Decoded header;
   JpegErrors errors{};
   if (!run_jpeg(bytes, 0, true, {}, header, errors)) {
-    throw DataError(fmt::format("{}: not a readable JPEG ({})", file.string(), errors.message));
+    throw DataError(fmt::format("{}: not a readable JPEG ({})", file.string(), jpeg_problem(errors)));
   }
   return {header.channels, header.height, header.width};
 }
@@ -301,7 +314,7 @@ void decode_jpeg(const std::filesystem::path& file, const std::string& bytes, in
                  const JpegRequest& request, int64_t max_pixels, Decoded& decoded) {
   JpegErrors errors{};
   if (!run_jpeg(bytes, channels, false, request, decoded, errors, max_pixels)) {
-    throw DataError(fmt::format("{}: the JPEG cannot be decoded ({})", file.string(), errors.message));
+    throw DataError(fmt::format("{}: the JPEG cannot be decoded ({})", file.string(), jpeg_problem(errors)));
   }
   // Over the limit, run_jpeg stopped after the header and left the stated size here.
   require_pixels(file, decoded.height, decoded.width, max_pixels);

@@ -25,13 +25,21 @@ struct ImageShape {
 // wait on it, forever. Throws DataError naming the file.
 std::string read_image_bytes(const std::filesystem::path& file, std::size_t limit = 0);
 
-// read() for image_folder's sample `index`: a DataError it throws names the sample too.
+// What to do about an image that cannot be read.
+inline constexpr const char* kUnreadableImageFix =
+    "replace or remove the file, or set data.skip_bad_images: true to leave out the images that cannot be read";
+
+// read() for image_folder's sample `index`: a DataError it throws names the sample too, and the way on (a
+// file read per batch, after the split was opened: damaged, or changed since).
 template <class Read>
 decltype(auto) reading_sample(int64_t index, Read&& read) {
   try {
     return read();
   } catch (const DataError& e) {
-    throw DataError(fmt::format("image_folder sample {}: {}", index, e.what()));
+    throw DataError(
+        fmt::format("image_folder sample {}: {}; {} (checked when a run starts), then continue the run "
+                    "with --resume auto",
+                    index, e.what(), kUnreadableImageFix));
   }
 }
 

@@ -151,7 +151,7 @@ torch::Tensor decode_all(const std::vector<fs::path>& files, ImageShape image, c
     try {
       log.note(decode_image(file, image, fit, max_pixels, keep ? out + i * image.bytes() : scratch.data()), file);
     } catch (const DataError& e) {
-      if (errors == nullptr) throw;
+      if (errors == nullptr) throw DataError(fmt::format("{}; {}", e.what(), kUnreadableImageFix));
       (*errors)[static_cast<std::size_t>(i)] = e.what();
     }
   });
@@ -223,13 +223,22 @@ std::pair<bool, std::string> choose_cache(config::ImageCache cache, int64_t byte
                             static_cast<double>(available) / gib)};
 }
 
+// read_image_header, its refusal with kUnreadableImageFix.
+ImageShape readable_header(const fs::path& file, int64_t max_pixels) {
+  try {
+    return read_image_header(file, max_pixels);
+  } catch (const DataError& e) {
+    throw DataError(fmt::format("{}; {}", e.what(), kUnreadableImageFix));
+  }
+}
+
 // Every image of `files` brought by `fit` to `reference`'s size `size`, checked
 // before the first batch (as stored or after data.resize alone, when nothing
 // decodes them all at start).
 void require_one_size(const std::vector<fs::path>& files, const fs::path& reference, ImageShape size,
                       const ImageFit& fit, int64_t max_pixels) {
   parallel_for(static_cast<int64_t>(files.size()), [&](int64_t i) {
-    const ImageShape stored = read_image_header(files[static_cast<std::size_t>(i)], max_pixels);
+    const ImageShape stored = readable_header(files[static_cast<std::size_t>(i)], max_pixels);
     const auto [height, width] = fitted_size(stored, fit, size);
     if (height != size.height || width != size.width) {
       throw DataError(fmt::format(
@@ -242,6 +251,11 @@ void require_one_size(const std::vector<fs::path>& files, const fs::path& refere
 }
 
 // Whether `file`'s header reads within `max_pixels` (data.skip_bad_images looks for a first readable image).
+DataError no_images(const fs::path& class_folder) {
+  return DataError(
+      fmt::format("{}: the class folder {} holds no .png, .jpg or .jpeg images", kName, class_folder.string()));
+}
+
 bool has_header(const fs::path& file, int64_t max_pixels) {
   try {
     read_image_header(file, max_pixels);
@@ -415,10 +429,7 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
                                   fmt::join(names, ", ")));
     }
     const std::vector<fs::path> images = list_images(folder.dir);
-    if (images.empty()) {
-      throw DataError(
-          fmt::format("{}: the class folder {} holds no .png, .jpg or .jpeg images", kName, folder.dir.string()));
-    }
+    if (images.empty()) throw no_images(folder.dir);
     files.insert(files.end(), images.begin(), images.end());
     labels.insert(labels.end(), images.size(), known->second);
   }
@@ -429,13 +440,25 @@ std::shared_ptr<const Dataset> read_image_folder(const config::DataConfig& confi
   if (described) {
     stored = {trained->input_shape.at(0), trained->input_shape.at(1), trained->input_shape.at(2)};
   } else {
-    const std::vector<fs::path> firsts = train ? files : list_images(train_classes.front().dir);
+    const fs::path from = train ? train_dir : train_classes.front().dir;
+    const std::vector<fs::path> firsts = train ? files : list_images(from);
+    if (firsts.empty()) throw no_images(from);
     std::size_t first = 0;
-    while (config.skip_bad_images && first + 1 < firsts.size() && !has_header(firsts[first], config.max_image_pixels)) {
+    while (config.skip_bad_images && first < firsts.size() && !has_header(firsts[first], config.max_image_pixels)) {
       ++first;
     }
+    if (first == firsts.size()) {  // all left out: said as leave_out_unreadable says it, not as the last one's error
+      try {
+        read_image_header(firsts.front(), config.max_image_pixels);
+      } catch (const DataError& e) {
+        throw DataError(
+            fmt::format("{}: none of the {} in {} can be read (data.skip_bad_images left every one out); the first: {}",
+                        kName, count_of(static_cast<int64_t>(firsts.size()), "image"), from.string(), e.what()));
+      }
+      first = 0;  // it reads now: it changed since it was tried
+    }
     reference = firsts.at(first);
-    stored = read_image_header(reference, config.max_image_pixels);
+    stored = readable_header(reference, config.max_image_pixels);
   }
   const ImageFit fit = image_fit(config, split);
   // The split's size: the centre crop's, data.image_size's, or the first training image's (after data.resize).

@@ -41,6 +41,17 @@ torch::Tensor whitening_filters(const torch::Tensor& images, int64_t kernel, dou
   return torch::cat({filters, -filters}).to(torch::kFloat32);
 }
 
+void check_whitening_data(const config::ModelConfig& config, const data::DatasetInfo& train) {
+  if (config.layers.empty() || config.layers.front().type != config::LayerType::kConv2d || train.images) return;
+  const config::LayerConfig& layer = config.layers.front();
+  if (config::layer_integer(layer, "whiten") == 0) return;
+  throw ConfigError(layer.mark, fmt::format("{} ({})", layer.path, config::word(layer.type)),
+                    fmt::format("`whiten` computes its filters from the training images' pixels, and data set '{}' "
+                                "holds no images (its samples are not uint8 pixels); set whiten: 0, or give the "
+                                "images as uint8 arrays ([N, C, H, W] or [N, H, W])",
+                                train.name));
+}
+
 void whiten_first_conv(torch::nn::Sequential& model, const config::ModelConfig& config, const data::Dataset& train,
                        const config::NormalizeConfig& normalize) {
   if (config.layers.empty() || config.layers.front().type != config::LayerType::kConv2d) return;

@@ -271,9 +271,10 @@ GroupEnd run_group(const LauncherOptions& options, SignalPipe& signals, int64_t 
       --running;
       if (w.status == 0 || failed) continue;
       failed = i;
-      next_step = Clock::now() + options.grace;
+      const auto grace = WIFSIGNALED(w.status) ? options.grace_after_a_death : options.grace;
+      next_step = Clock::now() + grace;
       const std::string others = running > 0 ? fmt::format("; the other workers get {:g} s to stop on their own",
-                                                           std::chrono::duration<double>(options.grace).count())
+                                                           std::chrono::duration<double>(grace).count())
                                              : "";
       spdlog::log(stopped_by(w.status, forwarded) ? spdlog::level::warn : spdlog::level::err,
                   "launcher: rank {} (pid {}) {}{}", w.rank, w.pid, describe(w.status), others);

@@ -128,6 +128,34 @@ void match_file(ModelInitPlan& plan, const torch::nn::Module& model, const confi
   }
 }
 
+// Why a model.freeze prefix matches no parameter: it names a buffer (batchnorm's
+// running statistics), a layer that has no parameters, or nothing at all.
+std::string unmatched_freeze(const torch::nn::Module& model, const std::string& prefix) {
+  const auto buffers = model.named_buffers();
+  const bool buffer =
+      std::any_of(buffers.begin(), buffers.end(), [&](const auto& b) { return models::under_prefix(b.key(), prefix); });
+  if (buffer) {
+    return fmt::format(
+        "'{}' names a buffer (batchnorm's running statistics), not a parameter: buffers do not train, so there is "
+        "nothing to freeze; a batchnorm layer whose parameters are frozen (freeze its name) keeps its running "
+        "statistics under model.freeze_batchnorm: eval",
+        prefix);
+  }
+  const auto modules = model.named_modules("", /*include_self=*/false);
+  for (const auto& module : modules) {
+    if (module.key() == prefix) {
+      return fmt::format("'{}' is a layer without parameters, so there is nothing to freeze; remove it", prefix);
+    }
+  }
+  std::vector<std::string> top;
+  for (const auto& child : model.named_children()) top.push_back(child.key());
+  return fmt::format(
+      "'{}' matches no parameter of the model; a prefix is a layer's name or a dotted path inside one "
+      "(res1.layers), not a pattern, and the model's layers are: {} (`gputrain model` lists them with their "
+      "parameters)",
+      prefix, fmt::join(top, ", "));
+}
+
 void match_freeze(ModelInitPlan& plan, const torch::nn::Module& model, const config::LoadedConfig& loaded) {
   const config::ModelConfig& c = loaded.config.model;
   const auto named = model.named_parameters();
@@ -135,13 +163,7 @@ void match_freeze(ModelInitPlan& plan, const torch::nn::Module& model, const con
     const bool matches =
         std::any_of(named.begin(), named.end(), [&](const auto& p) { return models::under_prefix(p.key(), prefix); });
     if (!matches) {
-      std::vector<std::string> top;
-      for (const auto& child : model.named_children()) top.push_back(child.key());
-      throw ConfigError(loaded.sources.at("model.freeze"), "model.freeze",
-                        fmt::format("'{}' matches no parameter of the model; a prefix is a layer's name or a "
-                                    "dotted path inside one (res1.layers), and the model's layers are: {} "
-                                    "(`gputrain model` lists them with their parameters)",
-                                    prefix, fmt::join(top, ", ")));
+      throw ConfigError(loaded.sources.at("model.freeze"), "model.freeze", unmatched_freeze(model, prefix));
     }
   }
   plan.freeze = c.freeze;

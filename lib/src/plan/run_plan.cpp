@@ -1,17 +1,21 @@
 #include "gputrain/plan/run_plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/config/config_errors.h"
 #include "gputrain/config/load.h"
+#include "gputrain/data/description.h"
 #include "gputrain/device/cpu_share.h"
 #include "gputrain/device/host_resources.h"
 #include "gputrain/device/memory.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/models/freeze.h"
+#include "gputrain/models/whiten.h"
+#include "gputrain/optim/optimizer.h"
 #include "gputrain/parallel/launcher.h"
 #include "gputrain/parallel/split.h"
 #include "gputrain/plan/data_keys.h"
@@ -43,16 +47,53 @@ void check_same_batch_mid_epoch(const config::LoadedConfig& loaded, const checkp
 
 // The model, built once on the CPU for its facts and to match model.init_from
 // and model.freeze against its names; the run builds its own on its device.
+// The model sees one sample shape. With augment.random_resized_crop the
+// training images are sized apart from the test split's (data.resize and
+// data.center_crop size those), so the two can differ: the first test batch
+// then stopped the run inside LibTorch ("mat1 and mat2 shapes cannot be multiplied").
+void check_test_shape(const config::LoadedConfig& loaded, const data::DatasetInfo& train,
+                      const data::DatasetInfo& test) {
+  if (test.input_shape == train.input_shape) return;
+  const config::DataConfig& d = loaded.config.data;
+  if (d.center_crop.empty() && d.resize == 0) {
+    throw DataError(fmt::format("the test split {} {}", test.source, data::description_mismatch(train, test)));
+  }
+  const std::string key = d.center_crop.empty() ? "data.resize" : "data.center_crop";
+  throw ConfigError(
+      loaded.sources.at(key), key,
+      fmt::format("gives the test split {} images, but the training split's are {} (data.augment.random_resized_crop "
+                  "sizes them), and the model sees one shape: set data.center_crop: [{}, {}] so that the test images "
+                  "are cut to the training size, as torchvision's Resize then CenterCrop do",
+                  fmt::join(test.input_shape, "x"), fmt::join(train.input_shape, "x"), train.input_shape.at(1),
+                  train.input_shape.at(2)));
+}
+
+// optim.muon.lr trains the 4-D convolution weights that train: on a model with
+// none (an MLP, or every convolution frozen) it did nothing, and plan and the
+// run said "no problems".
+void check_muon_weights(const config::LoadedConfig& loaded, const torch::nn::Module& model) {
+  const config::OptimConfig& optim = loaded.config.optim;
+  if (optim.muon.lr <= 0) return;
+  const std::vector<optim::ParamGroup> groups = optim::param_groups(optim, model.named_parameters());
+  if (std::any_of(groups.begin(), groups.end(), [](const optim::ParamGroup& g) { return g.muon; })) return;
+  throw ConfigError(loaded.sources.at("optim.muon.lr"), "optim.muon.lr",
+                    "Muon trains 4-D convolution weights, and this model has none that train (no conv2d layer, or "
+                    "model.freeze holds them all), so it would do nothing: set optim.muon.lr: 0, or train a "
+                    "conv2d layer");
+}
+
 void plan_model(RunPlan& run) {
   const config::ExperimentConfig& c = run.loaded.config;
   const data::DatasetInfo& info = run.train_set->info();
   device::with_resource_errors(
       fmt::format("building the model ({}) on the CPU to trace it", config::word(c.model.name)), models::kSmallerModel,
       [&] {
+        models::check_whitening_data(c.model, info);
         torch::nn::Sequential model = models::build_model(c.model, info, torch::kCPU);
         run.model = model_facts(model, info.input_shape);
         run.model_init = resolve_model_init(run.loaded, *model);
         models::freeze(*model, c.model.freeze);  // a frozen batchnorm may stay in eval mode
+        check_muon_weights(run.loaded, *model);
         models::train_mode(*model, c.model.freeze_batchnorm);
         run.model.single_value_batchnorm = models::batchnorm_of_single_values(model, info.input_shape);
       });
@@ -207,7 +248,10 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
   const data::DatasetInfo& info = run.train_set->info();
   const bool labeled = info.target_kind != data::TargetKind::kNone;
   if (!launcher_only && labeled) {
-    problems.attempt([&] { run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed); });
+    problems.attempt([&] {
+      run.test_set = data::make_dataset(c.data, data::Split::kTest, c.seed);
+      check_test_shape(run.loaded, info, run.test_set->info());
+    });
   }
   // The keys that must suit the data, before anything is built.
   problems.attempt([&] {

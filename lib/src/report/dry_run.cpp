@@ -126,8 +126,11 @@ struct MeasuredStep {
 };
 
 // Builds the model on the primary device and runs one measured step on the
-// largest share of a micro-batch any device gets.
-MeasuredStep measure_step(const plan::RunPlan& run, const RunInfo& info) {
+// largest share of a micro-batch any device gets. On the CPU a step larger
+// than the host's memory is no error but the kernel ending the process (plan
+// itself, exit 137, on 3000 x 3000 images): a step of 2 samples, scaled to the
+// share, is judged first, and the share's step runs only if that fits.
+MeasuredStep measure_step(const plan::RunPlan& run, const RunInfo& info, const std::string& meminfo) {
   const config::ExperimentConfig& c = run.loaded.config;
   const torch::Device device = run.strategy.replicas.front();
   MeasuredStep facts;
@@ -138,6 +141,20 @@ MeasuredStep measure_step(const plan::RunPlan& run, const RunInfo& info) {
       "Make the model smaller, or lower data.batch_size", [&] {
         plan::StepProbe probe(run.loaded, run.train_set, run.strategy, run.step.amp, info.micro_batch,
                               run.batch.accumulation);
+        constexpr int64_t kFew = 2;
+        const int64_t available = device.is_cuda() ? -1 : device::host_available_memory(meminfo);
+        if (available >= 0 && facts.measured_rows > kFew) {
+          plan::StepMemory few = probe.measure(kFew);
+          few.activations = few.activations / kFew * facts.measured_rows;
+          if (few.total() > available) {
+            few.measured_by += fmt::format(
+                " of {} samples, scaled (a step of {} would not fit the host's memory, so "
+                "it was not run)",
+                kFew, facts.measured_rows);
+            facts.memory = few;
+            return;
+          }
+        }
         facts.memory = probe.measure(facts.measured_rows);
       });
   return facts;
@@ -302,7 +319,7 @@ DryRun dry_run(const DryRunRequest& request) {
 
   MeasuredStep facts;
   if (collected.reached == plan::Reached::kComplete &&
-      config::collect_refusal(dry.problems, [&] { facts = measure_step(run, info); })) {
+      config::collect_refusal(dry.problems, [&] { facts = measure_step(run, info, request.meminfo); })) {
     json fast = run.step.fast.decisions;
     const data::DeviceCacheChoices& cache = run.device_cache;
     fast.push_back(fmt::format("data.device_cache: {} ({})", cache.train.on ? "on" : "off", cache.train.why));

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <set>
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
@@ -69,7 +70,8 @@ std::string input_text(const data::DatasetInfo& info, const std::vector<double>&
                                                   : "NORMALIZE_MEAN and NORMALIZE_STD");
 }
 
-// The 3-line load imports the module by its file's name, so that must be a Python identifier.
+// The 3-line load imports the module by its file's name, so that must be a Python identifier; not a keyword
+// (`from import import Model` does not parse), nor a module the file imports, which it would hide from itself.
 void check_python_module_name(const std::string& out_path) {
   const std::filesystem::path path(out_path);
   const std::string stem = path.stem().string();
@@ -77,11 +79,25 @@ void check_python_module_name(const std::string& out_path) {
                           std::all_of(stem.begin(), stem.end(), [](char ch) {
                             return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_';
                           });
+  static const std::set<std::string> kTaken{
+      "False",    "None",   "True",  "and",  "as",     "assert",   "async",      "await", "break", "class",
+      "continue", "def",    "del",   "elif", "else",   "except",   "finally",    "for",   "from",  "global",
+      "if",       "import", "in",    "is",   "lambda", "nonlocal", "not",        "or",    "pass",  "raise",
+      "return",   "try",    "while", "with", "yield",  "torch",    "collections"};
   if (path.extension() != ".py" || !identifier) {
     throw UserError(fmt::format(
         "--out {}: --format pytorch writes a Python module, whose file name is letters, digits and '_' (not "
         "starting with a digit) and ends in .py, e.g. model.py",
         out_path));
+  }
+  if (kTaken.count(stem) != 0) {
+    throw UserError(fmt::format(
+        "--out {}: '{}' cannot name the Python module --format pytorch writes: {}; choose another name, e.g. "
+        "model.py",
+        out_path, stem,
+        stem == "torch" || stem == "collections"
+            ? fmt::format("the module imports {0}, and a file {0}.py beside it would be imported instead", stem)
+            : "it is a Python keyword, so `from " + stem + " import Model` does not parse"));
   }
 }
 
@@ -238,19 +254,15 @@ ModelExportSummary export_model(const plan::SavedWeightsPlan& plan, const std::s
   if (!pytorch) {
     onnx::Graph graph = onnx_graph(model, c.name, info, loader.mean, loader.std, options.inputs);
     if (!views.empty()) graph.metadata.emplace_back("test_time_views", views);
-    write_atomically(out_path, onnx::serialize(graph, device::version()));
+    write_atomically(out_path, onnx::serialize(graph, device::version()), options.write_hooks);
     return summary;
   }
   const std::string source =
       pytorch_module(model, c.name, info, loader.mean, loader.std, options.inputs, state_dict, views);
-  write_atomically(out_path, source);
-  try {
-    write_atomically(state_dict, checkpoint::state_dict_bytes(*model));
-  } catch (...) {
-    std::error_code ignored;  // the pair or nothing: a module without its weights is half an export
-    std::filesystem::remove(out_path, ignored);
-    throw;
-  }
+  // The pair or neither, the module last: a module without its weights is half an export, and a pair that
+  // cannot be written in full leaves an earlier export's pair as it was.
+  const std::string weights = checkpoint::state_dict_bytes(*model);
+  write_atomically_together({{state_dict, weights}, {out_path, source}}, options.write_hooks);
   summary.files.push_back(state_dict);
   return summary;
 }

@@ -8,14 +8,15 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gputrain/common/error.h"
 
 namespace gputrain {
 
 // Marks the temporary files write_atomically leaves when killed mid-write:
-// ".<name>.tmp-<pid>-<n>" beside the target. The next write of that target
-// removes those whose process has ended.
+// ".<name>.tmp-<pid>-<n>" beside the target (a long name cut to fit). The
+// next write of that target removes those whose process has ended.
 inline constexpr const char* kAtomicTemporaryMark = ".tmp-";
 
 // Test hooks for writes; the defaults write normally.
@@ -36,6 +37,19 @@ struct WriteHooks {
 // full disk, a missing or read-only directory, or a `path` that is a directory
 // or a device (which is refused before anything is written).
 void write_atomically(const std::filesystem::path& path, std::string_view bytes, const WriteHooks& hooks = {});
+
+// One file of write_atomically_together.
+struct FileBytes {
+  std::filesystem::path path;
+  std::string_view bytes;
+};
+
+// write_atomically for files that belong together (a module and its weights):
+// each is written in full to its temporary before any is renamed, then they
+// are renamed in order. A failure or a kill before the renames leaves every
+// earlier version in place, and the last file is never in place without the
+// others (the last rename is the short window in which it may be the old one).
+void write_atomically_together(const std::vector<FileBytes>& files, const WriteHooks& hooks = {});
 
 // Takes each piece of a file in order.
 using ByteSink = std::function<void(std::string_view piece)>;

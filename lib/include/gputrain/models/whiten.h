@@ -29,6 +29,11 @@ torch::Tensor whitening_filters(const torch::Tensor& images, int64_t kernel, dou
 void whiten_first_conv(torch::nn::Sequential& model, const config::ModelConfig& config, const data::Dataset& train,
                        const config::NormalizeConfig& normalize);
 
+// ConfigError at the layer when the first layer whitens and `train` (its
+// info) holds no images: whitening reads pixel bytes, which float samples
+// (an npy data set of float32 arrays) do not have.
+void check_whitening_data(const config::ModelConfig& config, const data::DatasetInfo& train);
+
 // The parameters that train for their first epochs only, by name in
 // `model`'s named_parameters, with that count: the whitening convolution's
 // bias with `whiten_bias_epochs` N > 0. Empty otherwise.

@@ -24,6 +24,11 @@ struct LauncherOptions {
   // before SIGKILL; a stopped worker gets SIGTERM (and SIGCONT) at once. So a
   // stopped or hung rank ends the job within ddp.timeout_s + 5 s.
   std::chrono::milliseconds grace{1000};
+  // The same, after a worker was killed by a signal (SIGKILL, a crash): the
+  // others find out only now, each at its collective, and name the dead rank
+  // after the roll call's window (2 s, distributed_strategy.h), which 1 s would
+  // cut short on a busy machine. Still within 5 s of the death.
+  std::chrono::milliseconds grace_after_a_death{3500};
   // As torchrun's --max-restarts: a group whose worker failed on its own (not
   // a signal passed on, not exit code 2) starts again, every worker, up to
   // this many times, with TORCHELASTIC_RESTART_COUNT counting the restarts.

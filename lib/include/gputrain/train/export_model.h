@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gputrain/checkpoint/weights.h"
+#include "gputrain/common/files.h"
 #include "gputrain/data/dataset.h"
 #include "gputrain/onnx/graph.h"
 #include "gputrain/plan/saved_weights.h"
@@ -35,6 +36,7 @@ struct ModelExportOptions {
   ModelInputs inputs = ModelInputs::kUnitImages;
   bool force = false;                     // replace existing output files
   std::vector<std::string> config_files;  // --config: read, so never an output, force or not
+  WriteHooks write_hooks;                 // tests' seam: none in gputrain
 };
 
 // The graph of `model` (weights loaded) for `info`'s samples: the input
