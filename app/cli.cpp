@@ -54,6 +54,7 @@ gputrain::app::Environment read_environment() {
   env.restart_count = variable("TORCHELASTIC_RESTART_COUNT");
   env.slurm_restart_count = variable("SLURM_RESTART_COUNT");
   env.resolved_batch = variable(gputrain::app::kResolvedBatchVariable);
+  env.mlflow_tracking_uri = value_of("MLFLOW_TRACKING_URI");
   env.kernel_caches = {value_of("HOME"),
                        value_of("XDG_CACHE_HOME"),
                        value_of("PYTORCH_KERNEL_CACHE_PATH"),
@@ -121,9 +122,12 @@ CLI::Validator gputrain::app::whole_number(int64_t minimum, int64_t maximum) {
       fmt::format("INT in [{}, {}]", minimum, maximum));
 }
 
-void gputrain::app::add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,
+void gputrain::app::add_config_options(CLI::App* command, ConfigFiles& config, std::vector<std::string>& overrides,
                                        bool required) {
-  command->add_option("-c,--config", config, "experiment YAML file (see configs/)")->required(required);
+  command
+      ->add_option("-c,--config", config,
+                   "experiment YAML file (see configs/); given again, a later file's keys over an earlier's")
+      ->required(required);
   command
       ->add_option("--set", overrides,
                    "override one key with a YAML value, e.g. --set data.batch_size=64 --set gpus=[0,1]; "
@@ -298,6 +302,8 @@ int gputrain::app::run_cli(int argc, char** argv, const WriteHooks& checkpoint_w
               [&] { return run_report(report_args); });
   report->add_option("run_dir", report_args.run_dir, "the run directory (<output.dir>/<name>/)")->required();
   report->add_option("-o,--out", report_args.out, "the HTML file to write (default: RUN_DIR/report.html)");
+  report->add_flag("--mlflow", report_args.mlflow,
+                   "instead, send the MLflow server what the run could not (its mlflow-pending.jsonl)");
 
   try {
     app.parse(argc, argv);

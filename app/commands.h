@@ -45,16 +45,20 @@ struct Environment {
   // GPUTRAIN_RESOLVED_BATCH=global,accumulation,test: the batch `train --nproc`
   // measured for its workers (data.batch_size: auto), so that all run the same.
   std::optional<EnvValue> resolved_batch;
-  device::KernelCacheEnv kernel_caches;  // HOME, XDG_CACHE_HOME and the caches' own variables
-  std::vector<std::string> all;          // KEY=VALUE, for the workers `train --nproc` starts
+  std::optional<std::string> mlflow_tracking_uri;  // MLFLOW_TRACKING_URI: tracking.mlflow.uri when the config has none
+  device::KernelCacheEnv kernel_caches;            // HOME, XDG_CACHE_HOME and the caches' own variables
+  std::vector<std::string> all;                    // KEY=VALUE, for the workers `train --nproc` starts
 };
+
+// -c/--config, given once or more: the experiment files, later over earlier.
+using ConfigFiles = std::vector<std::string>;
 
 // An option's check for a whole number in [minimum, maximum]: says "not a
 // number" for text, and the bound broken for a number.
 CLI::Validator whole_number(int64_t minimum, int64_t maximum);
 
 // -c/--config FILE and --set KEY=VALUE..., as every command that reads an experiment file takes them.
-void add_config_options(CLI::App* command, std::string& config, std::vector<std::string>& overrides,
+void add_config_options(CLI::App* command, ConfigFiles& config, std::vector<std::string>& overrides,
                         bool required = true);
 
 // What a launcher (torchrun, srun, --nproc's parent) told this process; a
@@ -73,7 +77,7 @@ std::optional<checkpoint::ResolvedBatch> launcher_batch(const Environment& env);
 std::string launcher_batch_variable(const checkpoint::ResolvedBatch& batch);
 
 struct ConfigArgs {
-  std::string config;
+  ConfigFiles config;
   std::vector<std::string> overrides;
   std::string resume;  // "auto" or a checkpoint: the config train --resume would run with
   bool keys = false;
@@ -83,14 +87,14 @@ int run_config(const ConfigArgs& args);
 
 // `model`: the configured model's layers, output shapes, parameters and FLOPs.
 struct ModelArgs {
-  std::string config;
+  ConfigFiles config;
   std::vector<std::string> overrides;
 };
 int run_model(const ModelArgs& args);
 
 // `plan`: what train would decide and every problem that would stop it.
 struct PlanArgs {
-  std::string config;
+  ConfigFiles config;
   std::vector<std::string> overrides;
   std::optional<int64_t> nproc;
   std::string resume;  // "auto" (--resume alone) or a checkpoint file: plan what train --resume would run
@@ -126,7 +130,7 @@ struct DatasetsArgs {
   std::optional<std::string> catalog;
   std::optional<std::string> ca_bundle;
   std::string out;
-  std::string config;  // export only
+  ConfigFiles config;  // export only
   std::vector<std::string> overrides;
   std::optional<int64_t> train;  // unset: the real set's size
   std::optional<int64_t> test;
@@ -141,7 +145,7 @@ CLI::App* add_datasets_command(CLI::App& app, DatasetsArgs& args);
 int run_datasets(const DatasetsArgs& args);
 
 struct TrainArgs {
-  std::string config;  // required unless `resume` is a path
+  ConfigFiles config;  // required unless `resume` is a path
   std::vector<std::string> overrides;
   std::string output;            // overrides output.dir when set
   std::string resume;            // "", "auto" or a checkpoint path
@@ -156,12 +160,13 @@ int run_train(const TrainArgs& args);
 // `gputrain report RUN_DIR [--out FILE]`: the HTML report of a run, finished or not.
 struct ReportArgs {
   std::string run_dir;
-  std::string out;  // empty: RUN_DIR/report.html
+  std::string out;      // empty: RUN_DIR/report.html
+  bool mlflow = false;  // send what the run kept for its MLflow server instead
 };
 int run_report(const ReportArgs& args);
 
 struct TestArgs {
-  std::string config;
+  ConfigFiles config;
   std::string checkpoint;
   std::vector<std::string> overrides;
   std::string tta = "run";  // "run": train.tta's views of each image, averaged; "off": the image alone
@@ -171,7 +176,7 @@ int run_test(const TestArgs& args);
 
 // `predict`: saved weights applied to the user's samples, one CSV row each.
 struct PredictArgs {
-  std::string config;
+  ConfigFiles config;
   std::string checkpoint;
   std::string input;
   std::string out;     // empty: stdout
@@ -185,10 +190,12 @@ int run_predict(const PredictArgs& args);
 // `bench`: times the phases of a train step and the compute bound.
 struct BenchArgs {
   Environment env;
-  std::string config;
+  ConfigFiles config;
   std::vector<std::string> overrides;
   int64_t steps = 100;
   int64_t warmup = 10;
+  int64_t profile = 0;  // steps recorded by LibTorch's profiler after the timed ones
+  std::string profile_trace = "profile_trace.json";
   bool json = false;
   bool loader_only = false;
 };
@@ -196,7 +203,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& args);
 int run_bench(const BenchArgs& args);
 
 struct SweepArgs {
-  std::string config;
+  ConfigFiles config;
   std::vector<std::string> overrides;  // every run's
   std::string seeds;                   // "0..4" or "0,3,7"
   std::vector<std::string> vary;       // KEY=V1,V2,...
@@ -213,7 +220,7 @@ struct ExportArgs {
   bool force = false;                 // replace an existing --out
   std::string format = "state_dict";  // or "onnx", "pytorch", "safetensors"
   // onnx, pytorch: the model's config (a checkpoint holds its own; a model.pt needs --config), with --set on top
-  std::string config;
+  ConfigFiles config;
   std::vector<std::string> overrides;
   bool normalize_inputs = true;  // onnx, pytorch: the model starts with data.normalize
   WriteHooks write_hooks;        // tests' seam: none in gputrain

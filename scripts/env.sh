@@ -7,6 +7,7 @@ GPUTRAIN_TORCH_VERSION="2.11.0"
 GPUTRAIN_TENSORBOARD_VERSION="2.20.0"  # the tests read event files back with it
 GPUTRAIN_ONNXRUNTIME_VERSION="1.32.0"  # the tests run exported ONNX models with it
 GPUTRAIN_SAFETENSORS_VERSION="0.8.0"   # the tests read and write safetensors files with it
+GPUTRAIN_MLFLOW_VERSION="3.17.2"        # the tests log to a real `mlflow server` and read it back with its client
 GPUTRAIN_TORCHVISION_VERSION="0.26.0"  # the release paired with torch 2.11.0: the image ops' pixels are checked against it
 GPUTRAIN_PILLOW_VERSION="13.0.0"       # torchvision imports PIL (installed with --no-deps, so pinned here)
 GPUTRAIN_NVJPEG_VERSION="13.0.1.86"    # data.decode: gpu: the nvJPEG of torch 2.11.0's CUDA (cuda-toolkit==13.0.2 pins it)
@@ -22,7 +23,7 @@ CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 # clang's precompiled header holds the checkout's absolute paths: ccache hashes the
 # digest written beside it (cmake/pch_checksum.sh) in its place.
 CCACHE_PCH_EXTSUM=1
-export CCACHE_BASEDIR CCACHE_NOHASHDIR CCACHE_SLOPPINESS CCACHE_PCH_EXTSUM GPUTRAIN_ROOT GPUTRAIN_VENV GPUTRAIN_TORCH_VERSION GPUTRAIN_TENSORBOARD_VERSION GPUTRAIN_ONNXRUNTIME_VERSION GPUTRAIN_SAFETENSORS_VERSION GPUTRAIN_TORCHVISION_VERSION GPUTRAIN_PILLOW_VERSION GPUTRAIN_NVJPEG_VERSION GPUTRAIN_PYTHON
+export CCACHE_BASEDIR CCACHE_NOHASHDIR CCACHE_SLOPPINESS CCACHE_PCH_EXTSUM GPUTRAIN_ROOT GPUTRAIN_VENV GPUTRAIN_TORCH_VERSION GPUTRAIN_TENSORBOARD_VERSION GPUTRAIN_ONNXRUNTIME_VERSION GPUTRAIN_SAFETENSORS_VERSION GPUTRAIN_MLFLOW_VERSION GPUTRAIN_TORCHVISION_VERSION GPUTRAIN_PILLOW_VERSION GPUTRAIN_NVJPEG_VERSION GPUTRAIN_PYTHON
 
 # CMake arguments that locate LibTorch.
 gputrain_torch_cmake_args() {

@@ -57,7 +57,7 @@ else
   # numpy: the Python side of the tests and benchmarks (and it silences torch's warning).
   "$GPUTRAIN_PYTHON" -c 'import numpy' 2>/dev/null || "$GPUTRAIN_PYTHON" -m pip install -q numpy
 fi
-# TensorBoard, ONNX Runtime and safetensors read back what gputrain writes in the tests; the venv may exist without torch (Torch_DIR).
+# TensorBoard, ONNX Runtime, safetensors and MLflow read back what gputrain writes in the tests; the venv may exist without torch (Torch_DIR).
 if [ "$for_tests" = 1 ]; then
   [ -x "$GPUTRAIN_PYTHON" ] || { mkdir -p "$(dirname "$GPUTRAIN_VENV")"; python3 -m venv "$GPUTRAIN_VENV"; }
   "$GPUTRAIN_PYTHON" -c 'import tensorboard' 2>/dev/null ||
@@ -66,6 +66,8 @@ if [ "$for_tests" = 1 ]; then
     "$GPUTRAIN_PYTHON" -m pip install -q "onnxruntime==$GPUTRAIN_ONNXRUNTIME_VERSION"
   "$GPUTRAIN_PYTHON" -c 'import safetensors' 2>/dev/null ||
     "$GPUTRAIN_PYTHON" -m pip install -q "safetensors==$GPUTRAIN_SAFETENSORS_VERSION"
+  "$GPUTRAIN_PYTHON" -c 'import mlflow' 2>/dev/null ||
+    "$GPUTRAIN_PYTHON" -m pip install -q "mlflow==$GPUTRAIN_MLFLOW_VERSION"
   if [ -z "${Torch_DIR:-}" ]; then
     "$GPUTRAIN_PYTHON" -c 'import PIL' 2>/dev/null ||
       "$GPUTRAIN_PYTHON" -m pip install -q "pillow==$GPUTRAIN_PILLOW_VERSION"

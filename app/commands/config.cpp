@@ -18,7 +18,7 @@ int run_config(const ConfigArgs& args) {
   plan::StartRequest request;
   request.purpose = plan::Purpose::kDescribe;
   request.command = "config";
-  request.config_file = args.config;
+  request.config_files = args.config;
   request.overrides = args.overrides;
   request.resume = args.resume;
   const config::LoadedConfig loaded = plan::starting_point(request).config;

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "gputrain/common/error.h"
+#include "gputrain/config/load.h"
 #include "gputrain/config/shipped.h"
 
 namespace gputrain::app {
@@ -33,12 +34,9 @@ CLI::App* add_configs_command(CLI::App& app, ConfigsArgs& args) {
 int run_configs(const ConfigsArgs& args) {
   const fs::path dir = shipped_configs_dir();
   if (!args.name.empty()) {
-    const config::ShippedConfig found = config::find_shipped_config(dir, args.name);
-    std::ifstream in(found.path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in) throw UserError(fmt::format("{}: cannot read it", found.path.string()));
-    std::cout << text.str() << std::flush;
+    // A config that extends others is printed merged, so that it runs saved anywhere.
+    std::cout << config::standalone_config_text(config::find_shipped_config(dir, args.name).path.string())
+              << std::flush;
     return 0;
   }
   const std::vector<config::ShippedConfig> configs = config::shipped_configs(dir);

@@ -17,13 +17,13 @@ int export_model(const ExportArgs& args, checkpoint::ExportedWeights weights) {
   options.format = args.format == "onnx" ? exporting::ModelFormat::kOnnx : exporting::ModelFormat::kPytorch;
   options.weights = weights;
   options.force = args.force;
-  options.config_file = args.config;
+  options.config_files = args.config;
   options.write_hooks = args.write_hooks;
   options.inputs = args.normalize_inputs ? exporting::ModelInputs::kUnitImages : exporting::ModelInputs::kNormalized;
   plan::StartRequest request;
   request.purpose = plan::Purpose::kExport;
   request.command = "export";
-  request.config_file = args.config;
+  request.config_files = args.config;
   request.overrides = args.overrides;
   request.weights = args.checkpoint;
   const plan::RunPlan plan = plan::start_run(request).run;

@@ -10,7 +10,7 @@ int run_model(const ModelArgs& args) {
   plan::StartRequest request;
   request.purpose = plan::Purpose::kDescribe;
   request.command = "model";
-  request.config_file = args.config;
+  request.config_files = args.config;
   request.overrides = args.overrides;
   const plan::RunPlan plan = plan::start_run(request).run;
   std::cout << models::describe_model(plan.loaded.config.model, plan.trained);

@@ -29,7 +29,7 @@ int run_plan(const PlanArgs& args) {
   plan::StartRequest request;
   request.purpose = plan::Purpose::kTrain;
   request.command = "plan";
-  request.config_file = args.config;
+  request.config_files = args.config;
   request.overrides = args.overrides;
   request.resume = args.resume;
   request.nproc = args.nproc;

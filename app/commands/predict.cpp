@@ -13,13 +13,14 @@ namespace gputrain::app {
 
 int run_predict(const PredictArgs& args) {
   if (!args.out.empty()) {
-    check_output_file(args.out, {{"--checkpoint", args.checkpoint}, {"--input", args.input}, {"--config", args.config}},
-                      args.force);
+    std::vector<NamedPath> inputs{{"--checkpoint", args.checkpoint}, {"--input", args.input}};
+    for (const std::string& file : args.config) inputs.push_back({"--config", file});
+    check_output_file(args.out, inputs, args.force);
   }
   plan::StartRequest request;
   request.purpose = plan::Purpose::kPredict;
   request.command = "predict";
-  request.config_file = args.config;
+  request.config_files = args.config;
   request.overrides = args.overrides;
   request.weights = args.checkpoint;
   request.run_views = args.tta == "run";

@@ -7,6 +7,7 @@
 #include "gputrain/common/error.h"
 #include "gputrain/common/output_file.h"
 #include "gputrain/report/html_report.h"
+#include "gputrain/report/mlflow.h"
 #include "gputrain/report/run_dir.h"
 
 namespace gputrain::app {
@@ -16,6 +17,11 @@ int run_report(const ReportArgs& args) {
   if (!fs::is_directory(args.run_dir)) {
     throw UserError(
         fmt::format("{}: no such run directory; `gputrain train` writes <output.dir>/<name>/", args.run_dir));
+  }
+  if (args.mlflow) {
+    const report::MlflowResent sent = report::resend_to_mlflow(args.run_dir);
+    std::cout << fmt::format("sent {} records to {}", sent.records, sent.run_url) << std::endl;
+    return 0;
   }
   const fs::path own = report::run_paths(fs::path(args.run_dir)).report;
   const fs::path out = args.out.empty() ? own : fs::path(args.out);

@@ -2,6 +2,7 @@
 // value), each run a `gputrain train` child process, one after another; then
 // the table of what each reached.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -88,7 +89,9 @@ int run_sweep(const SweepArgs& args) {
   std::vector<report::SweepRun> runs;
   int worst = 0;
   for (const report::SweepPoint& point : points) {
-    std::vector<std::string> argv{executable, "train", "--config", args.config, "--log-level", args.log_level};
+    std::vector<std::string> argv{executable, "train"};
+    for (const std::string& file : args.config) argv.insert(argv.end(), {"--config", file});
+    argv.insert(argv.end(), {"--log-level", args.log_level});
     for (const std::string& o : args.overrides) argv.insert(argv.end(), {"--set", o});
     for (const std::string& s : point.settings) argv.insert(argv.end(), {"--set", s});
     const std::string name = fmt::format("{}-sweep-{}", config.name, point.index);

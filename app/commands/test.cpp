@@ -12,7 +12,7 @@ int run_test(const TestArgs& args) {
   plan::StartRequest request;
   request.purpose = plan::Purpose::kEvaluate;
   request.command = "test";
-  request.config_file = args.config;
+  request.config_files = args.config;
   request.overrides = args.overrides;
   request.weights = args.checkpoint;
   request.run_views = args.tta == "run";

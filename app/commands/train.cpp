@@ -1,3 +1,4 @@
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "gputrain/plan/start.h"
 #include "gputrain/report/console.h"
 #include "gputrain/report/metrics_writer.h"
+#include "gputrain/report/mlflow.h"
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_recorder.h"
 #include "gputrain/train/trainer.h"
@@ -41,7 +43,7 @@ std::string yaml_quoted(const std::string& text) {
 
 std::vector<std::string> worker_arguments(const TrainArgs& args) {
   std::vector<std::string> out{"--log-level", args.log_level, "train"};
-  if (!args.config.empty()) out.insert(out.end(), {"--config", args.config});
+  for (const std::string& file : args.config) out.insert(out.end(), {"--config", file});
   if (!args.resume.empty()) out.insert(out.end(), {"--resume", args.resume});
   for (const auto& o : args.overrides) out.insert(out.end(), {"--set", o});
   if (!args.output.empty()) out.insert(out.end(), {"--output", args.output});
@@ -85,7 +87,7 @@ TrainPlan plan_train(const TrainArgs& args) {
   plan::StartRequest request;
   request.purpose = plan::Purpose::kTrain;
   request.command = "train";
-  request.config_file = args.config;
+  request.config_files = args.config;
   request.overrides = args.overrides;
   if (!args.output.empty()) request.overrides.push_back("output.dir=" + yaml_quoted(args.output));
   request.resume = args.resume;
@@ -96,6 +98,7 @@ TrainPlan plan_train(const TrainArgs& args) {
   request.launcher_batch = launcher_batch(args.env);
   request.kernel_cache_env = args.env.kernel_caches;
   plan.start = plan::start_run(request);
+  report::mlflow_target(plan.start.run.loaded.config, args.env.mlflow_tracking_uri);  // refused before anything is written
   spdlog::info("processes: {}", plan.start.run.processes.reason);
   return plan;
 }
@@ -142,7 +145,7 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
     drop_early_log();
   }
   spdlog::info("{}", device::version_line());
-  spdlog::info("run '{}' from {} writes to {}", loaded.config.name, resumed ? resumed->name() : args.config,
+  spdlog::info("run '{}' from {} writes to {}", loaded.config.name, resumed ? resumed->name() : fmt::format("{}", fmt::join(args.config, " + ")),
                dir.paths.dir.string());
   spdlog::info("device: {} ({})", run.devices.primary().str(), run.devices.reason);
   if (!run.devices.warning.empty()) spdlog::warn("{}", run.devices.warning);
@@ -155,7 +158,7 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
   dir.console.emplace(isatty(STDERR_FILENO) != 0);
   dir.observers.add(&*dir.console);
   dir.observers.add(&*dir.metrics);
-  dir.recorder.emplace(dir.paths, report::run_recorder_options(run), trainer.layout(), plan.start.inventory,
+  dir.recorder.emplace(dir.paths, report::run_recorder_options(run, args.env.mlflow_tracking_uri), trainer.layout(), plan.start.inventory,
                        dir.observers);
 }
 
@@ -167,6 +170,7 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
   options.checkpoint_dir = config::checkpoint_directory(config);
   options.stop = &install_signal_handlers(config.train.on_sigint);
   options.write_hooks = args.checkpoint_write_hooks;
+  if (plan.primary) options.profile_dir = dir.paths.dir;
   train::TrainSummary summary;
   std::optional<double> process_s;  // at training's end: the last accuracy known, before model.pt is written
   try {

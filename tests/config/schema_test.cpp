@@ -101,6 +101,7 @@ class Perturber : public KeysOnly {
   static void change(std::vector<LayerConfig>& value) { value = every_kind_of_layer(); }
   static void change(std::vector<int64_t>& value) { value.push_back(7); }
   static void change(std::vector<std::string>& value) { value.push_back("fc"); }
+  static void change(std::map<std::string, std::string>& value) { value["team"] = "vision"; }
   static void change(std::vector<double>& value) {
     if (value.empty())
       value.push_back(0.5);
@@ -129,6 +130,8 @@ ExperimentConfig with_changed(const std::string& key) {
   ExperimentConfig config = resolved_defaults();
   Perturber perturber(key);
   visit(perturber, config);
+  // An address, not any text.
+  if (key == "tracking.mlflow.uri") config.tracking.mlflow.uri = "http://127.0.0.1:5000";
   // 0.5, the one fixed point of change(double).
   if (key == "optim.lookahead.alpha") config.optim.lookahead.alpha = 0.75;
   // Keys whose valid values depend on another key.

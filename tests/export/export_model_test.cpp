@@ -41,6 +41,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using predict::predict_outputs;
+using train::saved_model_plan;
 
 constexpr int64_t kTestImages = 40;
 constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";

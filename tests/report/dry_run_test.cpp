@@ -38,7 +38,7 @@ class DryRunTest : public ::testing::Test {
   plan::StartRequest request(const std::string& yaml, std::vector<std::string> overrides = {}) {
     plan::StartRequest request;
     request.command = "plan";
-    request.config_file = write_text(dir_ / "exp.yaml", yaml).string();
+    request.config_files = {write_text(dir_ / "exp.yaml", yaml).string()};
     overrides.insert(overrides.begin(), "output.dir=" + (dir_ / "runs").string());
     request.overrides = overrides;
     return request;
@@ -274,7 +274,7 @@ TEST_F(DryRunTest, ConfigProblemsComeFirstAndTheRestIsStillChecked) {
   if (torch::cuda::is_available()) GTEST_SKIP() << "needs a machine without CUDA";
   plan::StartRequest asked;
   asked.command = "plan";
-  asked.config_file = (std::filesystem::path(testing::kSourceDir) / "configs" / "cifar10.yaml").string();
+  asked.config_files = {(std::filesystem::path(testing::kSourceDir) / "configs" / "cifar10.yaml").string()};
   asked.overrides = {"device=cuda", "train.accumulation_steps=3", "data.root=/nonexistent",
                      "output.dir=" + (dir_ / "runs").string()};
   const DryRun p = dry_run(plan::collect_start(asked));

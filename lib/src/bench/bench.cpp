@@ -128,7 +128,7 @@ std::string describe_step(const step::StepParts& parts) {
 
 }  // namespace
 
-BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
+BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options, const BenchProfile& profiling) {
   GPUTRAIN_CHECK(options.steps >= 1 && options.warmup >= 0, "bench needs steps >= 1 and warmup >= 0");
   const config::ExperimentConfig& c = plan.loaded.config;
   // The training run's own parts (strategy, loader, model, optimizer, scaler,
@@ -164,7 +164,12 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   int64_t samples = 0;
   double timed_ms = 0;
   EndlessBatches batches(*run.train_batches);
-  for (int64_t i = 0; i < options.warmup + options.steps; ++i) {
+  train::StepProfiler profiler(device.is_cuda());
+  std::optional<train::ProfileSummary> profile;
+  for (int64_t i = 0; i < options.warmup + options.steps + profiling.steps; ++i) {
+    const bool profiled = i >= options.warmup + options.steps;
+    if (profiled && !profiler.running()) profiler.start();
+    const std::unique_ptr<train::StepMark> step_mark = profiled ? std::make_unique<train::StepMark>(i + 1) : nullptr;
     step_ms = {};
     const Clock::time_point start = Clock::now();
     std::vector<data::Batch> group;
@@ -176,12 +181,13 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
     mark = Clock::now();
     step_ms[0] = ms_between(start, mark);
     const int64_t rows = noted(phased->run(group, agree));
-    if (i < options.warmup) continue;
+    if (i < options.warmup || profiled) continue;
     for (std::size_t p = 0; p < timers.size(); ++p) timers[p].add(step_ms[p]);
     whole.add(ms_between(start, mark));
     timed_ms += ms_between(start, mark);
     samples += rows;
   }
+  if (profiler.running()) profile = profiler.stop(profiling.trace, profiling.steps);
   run.train_batches->stop();
 
   // The compute bound: the run's own step (its CUDA graph where training
@@ -225,6 +231,7 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options) {
   report.bound_step_ms = bound_ms;
   report.bound_samples_per_s = bound_ms > 0 ? 1e3 * static_cast<double>(fixed_rows) / bound_ms : 0.0;
   report.bound_graphed = run.step.fast.cuda_graph;
+  report.profile = std::move(profile);
   return report;
 }
 
@@ -244,6 +251,11 @@ std::string format_bench(const BenchReport& r) {
       "compute bound", r.bound_step_ms, "", r.bound_samples_per_s, r.device,
       r.bound_graphed ? ", replayed as a CUDA graph" : "",
       r.bound_samples_per_s > 0 ? 100.0 * r.samples_per_s / r.bound_samples_per_s : 0.0);
+  if (r.profile) {
+    text +=
+        fmt::format("profile: {} steps after the timed ones in {} (ui.perfetto.dev); the operators by self time:\n{}",
+                    r.profile->steps, r.profile->trace.string(), top_operators_table(*r.profile));
+  }
   return text;
 }
 

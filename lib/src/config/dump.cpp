@@ -54,6 +54,14 @@ class Dumper : public KeysOnly {
     for (const T& value : values) emit(value);
     out_ << YAML::EndSeq;
   }
+  void emit(const std::map<std::string, std::string>& values) {
+    out_ << YAML::Flow << YAML::BeginMap;
+    for (const auto& [key, value] : values) {
+      out_ << YAML::Key << YAML::DoubleQuoted << key << YAML::Value;
+      emit(value);
+    }
+    out_ << YAML::EndMap;
+  }
   void emit(const DeviceRequest& device) { out_ << device.text(); }
   void emit(const ResumeFrom& resume) {
     if (resume.kind == ResumeFrom::Kind::kCheckpoint) {

@@ -14,7 +14,8 @@ namespace {
 using Leaves = std::vector<std::pair<std::string, std::string>>;
 
 void flatten(const YAML::Node& node, const std::string& prefix, Leaves& out) {
-  if (node.IsMap()) {
+  // A section is a block mapping; a key whose value is a mapping (tracking.mlflow.tags) is dumped in flow style.
+  if (node.IsMap() && node.Style() != YAML::EmitterStyle::Flow) {
     for (const auto& entry : node) flatten(entry.second, prefix + entry.first.as<std::string>() + ".", out);
     return;
   }

@@ -55,6 +55,7 @@ class KeyTable : public KeysOnly {
   static std::string shown(Switch value) { return value == Switch::kAuto ? "auto" : shown(value == Switch::kOn); }
   static std::string shown(const std::optional<int64_t>& value) { return value ? shown(*value) : "auto"; }
   static std::string shown(const GpuSelection& gpus) { return gpus.all ? "all" : shown(gpus.indices); }
+  static std::string shown(const std::map<std::string, std::string>& values) { return values.empty() ? "{}" : "..."; }
   static std::string shown(const DeviceRequest& device) { return device.text(); }
   static std::string shown(const ResumeFrom&) { return "auto"; }
   static std::string shown(const MemoryBudget& budget) { return shown(budget.bytes); }
@@ -85,6 +86,7 @@ class KeyTable : public KeysOnly {
   static std::string values(double, const Range& constraint) { return describe(constraint); }
   static std::string values(const std::vector<double>&, const Any&) { return "list of numbers"; }
   static std::string values(const std::vector<std::string>&, const Any&) { return "list of text"; }
+  static std::string values(const std::map<std::string, std::string>&, const Any&) { return "mapping of text"; }
   static std::string values(const std::vector<LayerConfig>&, const Any&) { return "list of layers"; }
   template <typename T, typename C>
   static std::string values(const std::vector<T>&, const C& constraint) {

@@ -280,8 +280,10 @@ void NodeReader::read(const std::string& key, std::vector<LayerConfig>& value) {
   if (!node || node.IsNull()) return;
   const SourceMark where = mark_of(key);
   // A --set value has no useful position of its own: every error points at the --set.
-  const bool overridden = where.origin != origin_;
-  LayerListReader reader(origin_, overridden ? std::optional<SourceMark>(where) : std::nullopt);
+  // A file's (this one's or one it extends) has: each layer's own line in that file.
+  const bool overridden = where.origin != origin_ && where.line == 0;
+  LayerListReader reader(where.line > 0 ? where.origin : origin_,
+                         overridden ? std::optional<SourceMark>(where) : std::nullopt);
   value = reader.list(node, path(key), where);
   refuse_copy_index(value);
 }

@@ -19,6 +19,7 @@
 #include "gputrain/common/strings.h"
 #include "node_reader.h"
 #include "read.h"
+#include "stack.h"
 
 namespace gputrain::config {
 
@@ -327,14 +328,16 @@ void apply_override(YAML::Node& root, const std::string& assignment, int number,
   marks[key] = {origin, 0, 0};
 }
 
-LoadedConfig load_document(YAML::Node root, const std::string& origin, const std::vector<std::string>& overrides,
+LoadedConfig load_document(detail::Stacked stacked, const std::vector<std::string>& overrides,
                            std::vector<ConfigError>* problems) {
+  YAML::Node& root = stacked.root;
+  const std::string& origin = stacked.origin;
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) {
     throw UserError(fmt::format("{}: the experiment file must be a mapping of keys (name:, data:, model:, ...)",
                                 detail::mark_from(root.Mark(), origin).str()));
   }
-  OverrideMarks marks;
+  OverrideMarks& marks = stacked.marks;
   for (std::size_t i = 0; i < overrides.size(); ++i) {
     apply_override(root, overrides[i], static_cast<int>(i + 1), marks);
   }
@@ -348,15 +351,8 @@ LoadedConfig load_document(YAML::Node root, const std::string& origin, const std
   return loaded;
 }
 
-}  // namespace
-
-LoadedConfig load_config_text(const std::string& yaml, const std::string& origin,
-                              const std::vector<std::string>& overrides, std::vector<ConfigError>* problems) {
-  return load_document(parse_yaml(yaml, origin), origin, overrides, problems);
-}
-
-LoadedConfig load_config(const std::string& path, const std::vector<std::string>& overrides,
-                         std::vector<ConfigError>* problems) {
+// One experiment file, read and parsed.
+detail::Document read_document(const std::string& path) {
   const std::string origin = printable(path);
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
@@ -372,7 +368,40 @@ LoadedConfig load_config(const std::string& path, const std::vector<std::string>
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) throw UserError(fmt::format("{}: cannot read the experiment file ({})", origin, std::strerror(errno)));
   text.resize(static_cast<std::size_t>(in.gcount()));
-  return load_config_text(text, origin, overrides, problems);
+  return {parse_yaml(text, origin), origin, path};
+}
+
+detail::Stacked stack_files(const std::vector<std::string>& paths) {
+  if (paths.empty()) throw UserError("no experiment file: give --config FILE");
+  std::vector<detail::Document> tops;
+  for (const std::string& path : paths) tops.push_back(read_document(path));
+  return detail::stack_documents(tops, read_document);
+}
+
+}  // namespace
+
+LoadedConfig load_config_text(const std::string& yaml, const std::string& origin,
+                              const std::vector<std::string>& overrides, std::vector<ConfigError>* problems) {
+  return load_document(detail::stack_documents({{parse_yaml(yaml, origin), origin, origin}}, read_document), overrides,
+                       problems);
+}
+
+LoadedConfig load_config(const std::string& path, const std::vector<std::string>& overrides,
+                         std::vector<ConfigError>* problems) {
+  return load_config(std::vector<std::string>{path}, overrides, problems);
+}
+
+LoadedConfig load_config(const std::vector<std::string>& paths, const std::vector<std::string>& overrides,
+                         std::vector<ConfigError>* problems) {
+  return load_document(stack_files(paths), overrides, problems);
+}
+
+std::string standalone_config_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw UserError(fmt::format("{}: cannot read it", printable(path)));
+  return detail::stacked_text(text.str(), stack_files({path}));
 }
 
 }  // namespace gputrain::config

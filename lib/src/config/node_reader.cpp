@@ -192,6 +192,23 @@ void NodeReader::read(const std::string& key, std::vector<std::string>& value) {
   value = read_list<std::string>(*this, key, node, "text");
 }
 
+void NodeReader::read(const std::string& key, std::map<std::string, std::string>& value) {
+  const YAML::Node node = value_node(key);
+  if (!node || node.IsNull()) return;
+  if (!node.IsMap())
+    fail(key, fmt::format("expected a mapping of text, e.g. {{team: vision}}, got {}", describe(node)));
+  std::map<std::string, std::string> out;
+  for (const auto& entry : node) {
+    if (!entry.second.IsScalar()) {
+      fail(key, fmt::format("'{}' is {}; each value is text", entry.first.Scalar(), describe(entry.second)));
+    }
+    if (!out.emplace(entry.first.Scalar(), entry.second.Scalar()).second) {
+      fail(key, fmt::format("'{}' is given twice", entry.first.Scalar()));
+    }
+  }
+  value = std::move(out);
+}
+
 void NodeReader::read(const std::string& key, uint64_t& value) {
   int64_t signed_value = static_cast<int64_t>(value);
   read(key, signed_value);
@@ -273,8 +290,10 @@ std::vector<ConfigError> NodeReader::unknown_keys() const {
   const std::vector<std::string> valid(known_.begin(), known_.end());
   for (const auto& entry : map_) {
     const std::string key = entry.first.Scalar();
-    SourceMark at = override_mark(overrides_, path(key)) ? *override_mark(overrides_, path(key))
-                                                         : mark_from(entry.first.Mark(), origin_);
+    const SourceMark* given = override_mark(overrides_, path(key));
+    SourceMark at = given ? *given : mark_from(entry.first.Mark(), origin_);
+    // A key from a file this one extends: the key's own position in that file.
+    if (given && given->line > 0) at = mark_from(entry.first.Mark(), given->origin);
     // A key the file does not have came from a --set of a key below it (--set data.foo.bar=1).
     if (entry.first.Mark().is_null()) {
       const auto child = overrides_.lower_bound(path(key) + ".");

@@ -36,6 +36,7 @@ class NodeReader {
   void read(const std::string& key, std::vector<int64_t>& value);
   void read(const std::string& key, std::vector<double>& value);
   void read(const std::string& key, std::vector<std::string>& value);
+  void read(const std::string& key, std::map<std::string, std::string>& value);  // a mapping of text
   void read(const std::string& key, std::optional<int64_t>& value);
   void read(const std::string& key, uint64_t& value);       // an integer >= 0
   void read(const std::string& key, GpuSelection& value);   // all | an index | a list of them

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "gputrain/common/strings.h"
 #include "gputrain/data/download.h"
+#include "gputrain/data/http.h"
 
 namespace gputrain::data::detail {
 namespace {
@@ -111,17 +113,14 @@ bool unreachable(CURLcode code) {
          code == CURLE_OPERATION_TIMEDOUT;
 }
 
-}  // namespace
+using Handle = std::unique_ptr<CURL, decltype(&curl_easy_cleanup)>;
 
-HttpGetResult http_get(const std::string& url, int fd, int64_t offset, const HttpGetOptions& options) {
+// A transfer of `url` with what every request of gputrain's sets: redirects
+// followed, no signals (worker threads), errors into `error_text`.
+Handle easy_handle(const std::string& url, char* error_text, const char* user_agent) {
   init_curl_once();
-  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), &curl_easy_cleanup);
-  if (!curl) throw DownloadError("libcurl could not start a transfer (out of memory?)");
-  Transfer t;
-  t.fd = fd;
-  t.offset = offset;
-  t.options = &options;
-  char error_text[CURL_ERROR_SIZE] = {};
+  Handle curl(curl_easy_init(), &curl_easy_cleanup);
+  if (!curl) return curl;
   CURL* c = curl.get();
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
@@ -129,10 +128,29 @@ HttpGetResult http_get(const std::string& url, int fd, int64_t offset, const Htt
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_text);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
+  curl_easy_setopt(c, CURLOPT_USERAGENT, user_agent);
+  return curl;
+}
+
+size_t append_body(char* data, size_t size, size_t count, void* user) {
+  static_cast<std::string*>(user)->append(data, size * count);
+  return size * count;
+}
+
+}  // namespace
+
+HttpGetResult http_get(const std::string& url, int fd, int64_t offset, const HttpGetOptions& options) {
+  char error_text[CURL_ERROR_SIZE] = {};
+  const Handle curl = easy_handle(url, error_text, "gputrain-datasets-download");
+  if (!curl) throw DownloadError("libcurl could not start a transfer (out of memory?)");
+  Transfer t;
+  t.fd = fd;
+  t.offset = offset;
+  t.options = &options;
+  CURL* c = curl.get();
   // A stalled connection (no byte for this long) is a broken one, resumed by the caller.
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, options.low_speed_timeout_s);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "gputrain-datasets-download");
   if (!options.ca_bundle.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options.ca_bundle.c_str());
   const std::string range = fmt::format("{}-", offset);
   if (offset > 0) curl_easy_setopt(c, CURLOPT_RANGE, range.c_str());
@@ -180,3 +198,40 @@ HttpGetResult http_get(const std::string& url, int fd, int64_t offset, const Htt
 }
 
 }  // namespace gputrain::data::detail
+
+namespace gputrain::data {
+
+HttpResponse http_request(const HttpRequest& request) {
+  char error_text[CURL_ERROR_SIZE] = {};
+  const detail::Handle curl = detail::easy_handle(request.url, error_text, "gputrain");
+  HttpResponse response;
+  if (!curl) {
+    response.error = "libcurl could not start a transfer (out of memory?)";
+    return response;
+  }
+  CURL* c = curl.get();
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, std::min(request.timeout_s, 30L));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, request.timeout_s);
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headers(nullptr, &curl_slist_free_all);
+  if (!request.content_type.empty()) {
+    headers.reset(curl_slist_append(nullptr, ("Content-Type: " + request.content_type).c_str()));
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  }
+  if (request.method != "GET") {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, request.body.data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  }
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, detail::append_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  const CURLcode code = curl_easy_perform(c);
+  if (code != CURLE_OK) {
+    response.error = error_text[0] != '\0' ? error_text : curl_easy_strerror(code);
+    response.body.clear();
+    return response;
+  }
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
+  return response;
+}
+
+}  // namespace gputrain::data

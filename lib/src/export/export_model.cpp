@@ -234,7 +234,8 @@ std::string pytorch_state_dict_path(const std::string& py_path) {
 
 ModelExportSummary export_model(const plan::RunPlan& plan, const std::string& weights_path, const std::string& out_path,
                                 const ModelExportOptions& options) {
-  const std::vector<NamedPath> inputs{{"--checkpoint", weights_path}, {"--config", options.config_file}};
+  std::vector<NamedPath> inputs{{"--checkpoint", weights_path}};
+  for (const std::string& file : options.config_files) inputs.push_back({"--config", file});
   check_output_file(out_path, inputs, options.force);
   const bool pytorch = options.format == ModelFormat::kPytorch;
   const std::string state_dict = pytorch ? pytorch_state_dict_path(out_path) : "";

@@ -17,13 +17,13 @@ namespace gputrain::plan {
 namespace {
 
 config::LoadedConfig file_config(const StartRequest& request, std::vector<ConfigError>* problems) {
-  return config::load_config(request.config_file, request.overrides, problems);
+  return config::load_config(request.config_files, request.overrides, problems);
 }
 
 // --config's, or with --resume ("auto" or a checkpoint) the checkpoint's with --set on top.
 checkpoint::Resumption resumed_or_file(const StartRequest& request, std::vector<ConfigError>* problems) {
   std::optional<config::LoadedConfig> from_file;
-  if (!request.config_file.empty()) {
+  if (!request.config_files.empty()) {
     from_file = file_config(request, problems);
   } else if (request.resume.empty() || request.resume == "auto") {
     throw UserError(fmt::format("{} needs --config FILE (or --resume with a checkpoint file, whose config it restores)",
@@ -35,7 +35,7 @@ checkpoint::Resumption resumed_or_file(const StartRequest& request, std::vector<
 
 // Saved weights' config: --config (with --set), or the one a checkpoint file holds.
 checkpoint::Resumption weights_config(const StartRequest& request, std::vector<ConfigError>* problems) {
-  if (!request.config_file.empty()) return {file_config(request, problems), std::nullopt};
+  if (!request.config_files.empty()) return {file_config(request, problems), std::nullopt};
   // (A missing or foreign file is left to the checkpoint reader, which says what it is.)
   std::error_code unreadable;  // a symbolic link loop, say: the reader names it too
   if (std::filesystem::is_regular_file(request.weights, unreadable) &&
@@ -50,7 +50,7 @@ checkpoint::Resumption weights_config(const StartRequest& request, std::vector<C
 
 // train without --resume: as train.resume says, given the launcher's restarts.
 checkpoint::Resumption training_start(const StartRequest& request, std::vector<ConfigError>* problems) {
-  if (!request.resume.empty() || request.config_file.empty()) return resumed_or_file(request, problems);
+  if (!request.resume.empty() || request.config_files.empty()) return resumed_or_file(request, problems);
   config::LoadedConfig from_file = file_config(request, problems);
   const checkpoint::ResumeChoice choice = checkpoint::choose_resume(from_file.config.train.resume, request.restarts);
   spdlog::info("{}", choice.reason);
@@ -151,7 +151,8 @@ CollectedStart collect_start(const StartRequest& request) {
   problems.insert(problems.begin(), listed.begin(), listed.end());
   if (!read) return start;
   start.configured = true;
-  start.config_from = request.config_file.empty() ? from->checkpoint->name() : request.config_file;
+  start.config_from = request.config_files.empty() ? from->checkpoint->name()
+                                                  : fmt::format("{}", fmt::join(request.config_files, " + "));
   start.inventory = device::probe_devices(request.cuda_visible_devices);
   const RunRequest run_req = run_request(request, from->checkpoint, start.inventory);
   CollectedRun run = collect_run(std::move(from->config), run_req);

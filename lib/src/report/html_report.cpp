@@ -100,6 +100,7 @@ std::string render(const Run& run) {
         "accepts it as is.</p><pre>" +
         html_escape(*run.config_text) + "</pre>";
   }
+  if (const auto profile = train::read_profile_summary(run.dir / "profile.json")) html += profile_section(*profile);
   if (run.device) html += device_section(*run.device);
   html += fmt::format("<footer>Written by gputrain {} on {} from {}.</footer>\n</main>\n</body>\n</html>\n",
                       html_escape(device::version()),

@@ -285,6 +285,21 @@ std::string run_section(const RunInfo& info) {
   return "<h2>Run</h2>" + table({"", ""}, rows, "keys");
 }
 
+std::string profile_section(const train::ProfileSummary& profile) {
+  std::vector<std::vector<std::string>> rows;
+  for (const train::OperatorTime& op : profile.top) {
+    rows.push_back({op.name, std::to_string(op.calls), fmt::format("{:.3f}", op.self_ms),
+                    profile.self_ms > 0 ? fmt::format("{:.1f}%", 100 * op.self_ms / profile.self_ms) : "–",
+                    fmt::format("{:.3f}", op.total_ms)});
+  }
+  return fmt::format(
+             "<h2>Profile</h2><p>{} optimizer steps recorded by LibTorch's profiler (train.profile); the trace is "
+             "<code>{}</code> (open it in ui.perfetto.dev or chrome://tracing). The operators that took the most "
+             "time themselves, the operators they called left out:</p>",
+             profile.steps, html_escape(profile.trace.filename().string())) +
+         table({"operator", "calls", "self ms", "self %", "total ms"}, rows, "numbers");
+}
+
 std::string device_section(const Json& device) {
   std::vector<std::vector<std::string>> rows;
   std::string arrays;

@@ -8,6 +8,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
+#include "gputrain/config/load.h"
 #include "gputrain/device/inventory_report.h"
 #include "gputrain/report/gpu_monitor.h"
 #include "gputrain/report/html_report.h"
@@ -21,14 +22,22 @@ struct RunRecorder::State {
   RunInfo info;
   train::ObserverList outputs;
   std::optional<TensorBoardWriter> tensorboard;
+  std::unique_ptr<MlflowLogger> mlflow;
   std::optional<GpuMonitor> monitor;
   std::optional<GpuMonitorObserver> monitored;
 };
 
-RunRecorderOptions run_recorder_options(const plan::RunPlan& run) {
+RunRecorderOptions run_recorder_options(const plan::RunPlan& run,
+                                        const std::optional<std::string>& mlflow_tracking_uri) {
   const config::ExperimentConfig& config = run.loaded.config;
-  return {run_settings(run), config.train.tensorboard, config.train.monitor_ms,
-          LoaderSettings{config.data.num_workers, run.batch.global}};
+  RunRecorderOptions options;
+  options.run = run_settings(run);
+  options.tensorboard = config.train.tensorboard;
+  options.monitor_ms = config.train.monitor_ms;
+  options.loader = LoaderSettings{config.data.num_workers, run.batch.global};
+  options.mlflow = mlflow_target(config, mlflow_tracking_uri);
+  if (options.mlflow) options.params = config::flatten_config(config);
+  return options;
 }
 
 RunRecorder::RunRecorder(const RunPaths& paths, const RunRecorderOptions& options, const plan::TrainLayout& layout,
@@ -44,6 +53,12 @@ RunRecorder::RunRecorder(const RunPaths& paths, const RunRecorderOptions& option
     s.tensorboard.emplace(paths.dir, s.info);
     s.outputs.add(&*s.tensorboard);
     spdlog::info("TensorBoard events: {}", s.tensorboard->path().string());
+  }
+  if (options.mlflow) {
+    s.mlflow = std::make_unique<MlflowLogger>(*options.mlflow, paths.dir, s.info, options.params);
+    s.outputs.add(s.mlflow.get());
+    spdlog::info("MLflow: logging to {}, experiment '{}', run '{}'", options.mlflow->uri, options.mlflow->experiment,
+                 options.mlflow->run_name);
   }
   if (options.monitor_ms > 0) {
     const std::vector<MonitoredGpu> gpus = monitored_gpus(inventory, layout.strategy.replicas);
@@ -80,6 +95,12 @@ void RunRecorder::end(RunStatus status, const std::string& error) {
     spdlog::info("report: {}", s.paths.report.string());
   } catch (const std::exception& e) {
     spdlog::warn("the run report could not be written: {}", e.what());
+  }
+  if (s.mlflow) {
+    s.mlflow->finish(status == RunStatus::kFinished ? MlflowStatus::kFinished
+                     : status == RunStatus::kFailed ? MlflowStatus::kFailed
+                                                    : MlflowStatus::kKilled,
+                     {s.paths.report, s.paths.config, s.paths.run_info});
   }
 }
 

@@ -50,6 +50,11 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
       s.config.checkpoint, s.config.train.on_sigint == config::OnSigint::kCheckpoint, options, *s.run.strategy,
       s.position.resumed_from, s.position.resumed_path);
   s.rank_timer = std::make_unique<RankTimer>(*s.run.strategy);
+  s.profile.reset();
+  if (s.config.train.profile.epoch > 0 && !options.profile_dir.empty()) {
+    s.profile = std::make_unique<ProfileWindow>(s.config.train.profile.epoch, s.config.train.profile.steps,
+                                                options.profile_dir, s.run.device.is_cuda());
+  }
   s.stopping = false;
   detail::EpochLog epoch_log(s.config.train.epochs, s.run.scaler->enabled());
   ObserverList observers;
@@ -177,7 +182,11 @@ void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMe
   };
   auto flush_group = [&] {
     busy.step_begin();
-    optimizer_step(group);
+    {
+      const std::unique_ptr<StepMark> mark = profile ? profile->before_step(epoch, position.step + 1) : nullptr;
+      optimizer_step(group);
+    }
+    if (profile) profile->after_step();
     busy.step_end();
     group.clear();
     if (position.step % config.train.log_every == 0) log_interval();
@@ -195,6 +204,7 @@ void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMe
     observer.on_progress(progress);
   }
   if (!group.empty() && evals.ended_early.empty()) flush_group();  // the epoch's last, shorter group still steps
+  if (profile) profile->end_epoch();
   if (stopping) return;
   apply_on_nan();
   m.train = sums.epoch.collect(run.classification(), *run.strategy);

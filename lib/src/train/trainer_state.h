@@ -10,6 +10,7 @@
 #include "checkpointing.h"
 #include "gputrain/train/builder.h"
 #include "gputrain/train/lookahead.h"
+#include "gputrain/train/profile.h"
 #include "gputrain/train/rank_timing.h"
 #include "gputrain/train/trainer.h"
 #include "gputrain/train/weight_average.h"
@@ -33,6 +34,7 @@ struct Trainer::State {
   bool preempted = false;                              // ... by a preemption notice (SIGUSR1)
   std::optional<WeightAverage> ema;                    // train.ema
   std::optional<Lookahead> lookahead;                  // optim.lookahead
+  std::unique_ptr<ProfileWindow> profile;              // train.profile, while fit() runs
   Clock::time_point run_start;
 
   // loop.cpp

@@ -8,16 +8,26 @@
 // (its CUDA graph where training replays one) on one step's batches already
 // on the device, with no sync between steps.
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gputrain/plan/run_plan.h"
+#include "gputrain/train/profile.h"
 
 namespace gputrain::bench {
 
 struct BenchOptions {
   int64_t steps = 100;  // timed steps
   int64_t warmup = 10;  // untimed steps before them
+};
+
+// --profile N: N more steps after the timed ones, recorded by LibTorch's
+// profiler (untimed, so the profiler's cost is not in the figures) into `trace`.
+struct BenchProfile {
+  int64_t steps = 0;
+  std::filesystem::path trace = "profile_trace.json";
 };
 
 struct PhaseTime {
@@ -43,6 +53,7 @@ struct BenchReport {
   double bound_step_ms = 0;       // compute bound: one step on a batch already on the device
   double bound_samples_per_s = 0;
   bool bound_graphed = false;  // the bound's step replayed as a CUDA graph (train.cuda_graph), as training runs it
+  std::optional<train::ProfileSummary> profile;  // --profile
 };
 
 // The training split's loader alone, as the run plans it (data set, workers,
@@ -65,7 +76,7 @@ std::string format_loader_bench(const LoaderBenchReport& report);
 
 // Throws what Trainer's constructor throws for a config it cannot run, and a
 // UserError for data without labels (nothing to train against).
-BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options);
+BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options, const BenchProfile& profile = {});
 
 // The report as a table, one phase per line.
 std::string format_bench(const BenchReport& report);

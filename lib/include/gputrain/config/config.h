@@ -350,6 +350,12 @@ struct MemoryBudget {
   std::optional<int64_t> bytes;  // unset: auto
 };
 
+// train.profile: LibTorch's profiler over a few steps of one epoch (train/profile.h).
+struct ProfileConfig {
+  int64_t epoch = 0;  // the epoch whose first steps are recorded; 0 = off
+  int64_t steps = 5;
+};
+
 struct TrainConfig {
   int64_t epochs = 10;
   LossName loss = LossName::kAuto;
@@ -385,6 +391,7 @@ struct TrainConfig {
   MatmulPrecision matmul_precision = MatmulPrecision::kAuto;
   bool tensorboard = true;   // event files in the run directory
   int64_t monitor_ms = 500;  // NVML sampling period on CUDA; 0 = off
+  ProfileConfig profile;
 };
 
 struct DpConfig {
@@ -407,6 +414,18 @@ struct CheckpointConfig {
 
 struct OutputConfig {
   std::string dir = "runs";  // a run writes <dir>/<name>/
+};
+
+// tracking.mlflow: the run logged to an MLflow tracking server (report/mlflow.h).
+struct MlflowConfig {
+  std::string uri;  // http(s)://host:port; "": MLFLOW_TRACKING_URI, else no tracking
+  std::string experiment = "Default";
+  std::string run_name;  // "": the config's name
+  std::map<std::string, std::string> tags;
+};
+
+struct TrackingConfig {
+  MlflowConfig mlflow;
 };
 
 // `device:` as parsed from its text: auto | cpu | cuda | cuda:N | mps.
@@ -440,6 +459,7 @@ struct ExperimentConfig {
   DdpConfig ddp;
   CheckpointConfig checkpoint;
   OutputConfig output;
+  TrackingConfig tracking;
 };
 
 // A loaded config with the origin of every key, for later errors that must

@@ -524,6 +524,16 @@ void visit(V& v, TtaConfig& c) {
 }
 
 template <class V>
+void visit(V& v, ProfileConfig& c) {
+  v.field("epoch", c.epoch, Min{0},
+          "record this epoch's first `steps` optimizer steps with LibTorch's profiler (Kineto; CUDA kernels too on a "
+          "GPU) on rank 0: a Chrome/Perfetto trace `profile_trace.json` in the run directory (chrome://tracing, "
+          "ui.perfetto.dev) and the top operators by self time in the log and report.html; 0 = off. Epoch 1's first "
+          "steps include one-time costs (allocations, kernel selection): 2 shows the steady state");
+  v.field("steps", c.steps, Min{1}, "how many optimizer steps the profile records (fewer when the epoch has fewer)");
+}
+
+template <class V>
 void visit(V& v, TrainConfig& c) {
   v.field("epochs", c.epochs, Min{1}, "passes over the training split");
   v.field("loss", c.loss, Any{}, "`auto`: `cross_entropy` for class labels, `mse` for regression targets");
@@ -624,6 +634,7 @@ void visit(V& v, TrainConfig& c) {
   // Below 10 ms the sampling itself would cost more than it tells.
   v.check("monitor_ms", c.monitor_ms == 0 || c.monitor_ms >= 10,
           [&] { return fmt::format("must be 0 (off) or >= 10 (got {})", c.monitor_ms); });
+  v.section("profile", c.profile);
 }
 
 template <class V>
@@ -670,6 +681,32 @@ void visit(V& v, OutputConfig& c) {
 }
 
 template <class V>
+void visit(V& v, MlflowConfig& c) {
+  v.field("uri", c.uri, Any{},
+          "the MLflow tracking server, `http://host:port` or `https://...`; empty: the `MLFLOW_TRACKING_URI` "
+          "environment variable, and no tracking when that is unset too. Rank 0 creates a run, logs the config as "
+          "params (dotted keys), the metrics of every log interval and epoch with their step, then report.html, "
+          "config.yaml and run.json as artifacts and the status (FINISHED, FAILED, KILLED on a signal). It never "
+          "holds a step up: a server that cannot be reached is a warning, and what was not sent waits in "
+          "`mlflow-pending.jsonl` in the run directory for `gputrain report --mlflow RUN_DIR`");
+  v.check("uri", c.uri.empty() || c.uri.rfind("http://", 0) == 0 || c.uri.rfind("https://", 0) == 0, [&] {
+    return fmt::format(
+        "'{}' is not an http(s):// address; gputrain speaks the tracking server's REST API (start one with "
+        "`mlflow server`), not a local store",
+        c.uri);
+  });
+  v.field("experiment", c.experiment, Any{}, "the MLflow experiment the run goes into; created when it is missing");
+  v.check("experiment", !c.experiment.empty(), [] { return std::string("must not be empty"); });
+  v.field("run_name", c.run_name, Any{}, "the MLflow run's name; empty: the config's `name`");
+  v.field("tags", c.tags, Any{}, "tags set on the MLflow run, a mapping of text: `{team: vision}`");
+}
+
+template <class V>
+void visit(V& v, TrackingConfig& c) {
+  v.section("mlflow", c.mlflow);
+}
+
+template <class V>
 void visit(V& v, ExperimentConfig& c) {
   v.field("name", c.name, Any{}, "the run's name: it writes `<output.dir>/<name>/`");
   v.check("name", is_run_name(c.name), [&] {
@@ -693,6 +730,9 @@ void visit(V& v, ExperimentConfig& c) {
   v.fixed_on_resume("model", FixedOnResume::kAlways);
   v.section("optim", c.optim);
   v.section("train", c.train);
+  v.check("train.profile.epoch", c.train.profile.epoch <= c.train.epochs, [&] {
+    return fmt::format("epoch {} is after the run's last (train.epochs: {})", c.train.profile.epoch, c.train.epochs);
+  });
   v.check("train.amp", !(c.train.amp == AmpMode::kFp16 && c.device.kind == DeviceKind::kCpu),
           [] { return std::string(kFp16NeedsCuda); });
   // Here rather than when training starts, so that `gputrain config` refuses what `train` would.
@@ -738,6 +778,7 @@ void visit(V& v, ExperimentConfig& c) {
   v.section("ddp", c.ddp);
   v.section("checkpoint", c.checkpoint);
   v.section("output", c.output);
+  v.section("tracking", c.tracking);
 }
 
 }  // namespace gputrain::config

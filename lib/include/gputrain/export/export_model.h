@@ -34,9 +34,9 @@ struct ModelExportOptions {
   ModelFormat format = ModelFormat::kOnnx;
   checkpoint::ExportedWeights weights = checkpoint::ExportedWeights::kEvaluated;
   ModelInputs inputs = ModelInputs::kUnitImages;
-  bool force = false;       // replace existing output files
-  std::string config_file;  // --config: read, so never an output, force or not
-  WriteHooks write_hooks;   // tests' seam: none in gputrain
+  bool force = false;                     // replace existing output files
+  std::vector<std::string> config_files;  // --config: read, so never an output, force or not
+  WriteHooks write_hooks;                 // tests' seam: none in gputrain
 };
 
 // The graph of `model` (weights loaded) for `info`'s samples: the input
@@ -78,7 +78,7 @@ struct ModelExportSummary {
 // weights of `weights_path` (a checkpoint, a model.pt or a .safetensors file)
 // and writes it in `options.format` to `out_path` (.py for pytorch, with the
 // state dict beside it), each file atomically and none when any fails. No
-// output may be the weights file or `options.config_file`, and an existing one
+// output may be the weights file or one of `options.config_files`, and an existing one
 // is replaced only with `force` (check_output_file). A layer ONNX cannot
 // express is a UserError naming it. The plan's train.tta views are not inside
 // the network: a run with them logs so, and the ONNX metadata

@@ -22,7 +22,7 @@ namespace gputrain::plan {
 struct StartRequest {
   Purpose purpose = Purpose::kTrain;
   std::string command = "train";       // the command, for messages
-  std::string config_file;             // --config; "" when not given
+  std::vector<std::string> config_files;  // --config, each time given (later over earlier); empty when not
   std::vector<std::string> overrides;  // --set in order (train's --output among them, as output.dir)
   // train and plan: --resume, "auto" or a checkpoint file; "" (train.resume decides). config: the same.
   std::string resume;
@@ -63,7 +63,7 @@ Start start_run(const StartRequest& request);
 // (config problems first, then each part's at its place) instead of the first.
 struct CollectedStart {
   bool configured = false;  // a config was read (from the file, or the checkpoint's); else `run` is empty
-  std::string config_from;  // the file it was read from: --config, or the checkpoint
+  std::string config_from;  // the file(s) it was read from: --config ("a.yaml + b.yaml"), or the checkpoint
   device::DeviceInventory inventory;
   CollectedRun run;
 };

@@ -2,15 +2,18 @@
 // Everything a training run leaves in its directory for people to look at,
 // beside the log, metrics.jsonl and the weights: run.json and device.json at
 // the start, TensorBoard events and the GPU monitor's figures while it trains,
-// report.html at the end, however it ends.
+// report.html at the end, however it ends; and the same to an MLflow server.
 #include <exception>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gputrain/config/config.h"
 #include "gputrain/device/inventory.h"
 #include "gputrain/plan/run_plan.h"
 #include "gputrain/report/gpu_monitor.h"
+#include "gputrain/report/mlflow.h"
 #include "gputrain/report/run_dir.h"
 #include "gputrain/report/run_info.h"
 #include "gputrain/train/observer.h"
@@ -20,11 +23,15 @@ namespace gputrain::report {
 
 struct RunRecorderOptions {
   RunSettings run;
-  bool tensorboard = false;  // write TensorBoard event files
-  int64_t monitor_ms = 0;    // the GPU monitor's sampling period; 0: off
-  LoaderSettings loader;     // named by the monitor's utilization hints
+  bool tensorboard = false;                   // write TensorBoard event files
+  int64_t monitor_ms = 0;                     // the GPU monitor's sampling period; 0: off
+  LoaderSettings loader;                      // named by the monitor's utilization hints
+  std::optional<MlflowTarget> mlflow;         // log the run to this MLflow server
+  std::map<std::string, std::string> params;  // the config by dotted key: the MLflow run's params
 };
-RunRecorderOptions run_recorder_options(const plan::RunPlan& run);
+// `mlflow_tracking_uri`: MLFLOW_TRACKING_URI as app/ read it.
+RunRecorderOptions run_recorder_options(const plan::RunPlan& run,
+                                        const std::optional<std::string>& mlflow_tracking_uri = std::nullopt);
 
 class RunRecorder {
  public:

@@ -49,6 +49,8 @@ struct FitOptions {
   // Polled at every optimizer-step boundary; null: nothing stops the run early.
   StopToken* stop = nullptr;
   WriteHooks write_hooks;
+  // Where train.profile's trace and summary go (the run directory); empty: no profile (ranks other than 0).
+  std::filesystem::path profile_dir;
 };
 
 class Trainer {
