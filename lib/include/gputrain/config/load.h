@@ -24,8 +24,10 @@ LoadedConfig load_config(const std::string& path, const std::vector<std::string>
 // Several experiment files, later over earlier (--config given more than
 // once): maps merge key by key, lists and scalars replace. Each file may say
 // `extends: base.yaml` (or a list), relative to itself: those files go under
-// it. The SourceMap names the file, line and column of every value.
-LoadedConfig load_config(const std::vector<std::string>& paths, const std::vector<std::string>& overrides = {});
+// it. The SourceMap names the file, line and column of every value;
+// `problems` as above.
+LoadedConfig load_config(const std::vector<std::string>& paths, const std::vector<std::string>& overrides = {},
+                         std::vector<ConfigError>* problems = nullptr);
 
 // The experiment file's text as it runs on its own: as written, or for a file
 // that extends others, the files merged into one document (gputrain configs).
