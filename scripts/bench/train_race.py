@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""ResNet-18/50 trained from a JPEG folder: gputrain against PyTorch + torchvision (issue 41).
+"""ResNet-18/50 and ViT-B/16 trained from a JPEG folder: gputrain against PyTorch + torchvision (issues 41, 58).
 
-Both sides train the same network shape (configs/resnet18_folder.yaml and
-resnet50_folder.yaml are torchvision's resnet18/50, parameter for parameter) on
-the same folder with the ImageNet training transforms (random resized crop to
-SIZE, flip, normalise), SGD with momentum 0.9 and weight decay 1e-4, batch
-BATCH, in bf16 autocast with channels-last convolutions, at the best settings
-each allows on DEVICE:
+Both sides train the same network shape (configs/resnet18_folder.yaml,
+resnet50_folder.yaml and vit_b_16_folder.yaml are torchvision's resnet18/50 and
+vit_b_16, parameter for parameter) on the same folder with the ImageNet
+training transforms (random resized crop to SIZE, flip, normalise), the
+config's optimizer (the ResNets: SGD with momentum 0.9 and weight decay 1e-4;
+ViT-B/16: AdamW, betas 0.9/0.999, weight decay 0.3), batch BATCH, in bf16
+autocast with channels-last convolutions, at the best settings each allows on
+DEVICE:
 
 - gputrain: `gputrain train` for two epochs of the folder under data.cache:
   none (every image decoded per batch), with its planned loader and fast
@@ -15,7 +17,7 @@ each allows on DEVICE:
   device's peak; and `gputrain bench`'s compute bound, the same step on one
   batch already on the device (`resident`): the network's own speed on
   resident tensors, which the folder's must come within 90% of;
-- PyTorch: torchvision's resnet18/50, ImageFolder + DataLoader (WORKERS
+- PyTorch: torchvision's resnet18/50 or vit_b_16, ImageFolder + DataLoader (WORKERS
   workers, pinned memory on CUDA, persistent), cuDNN's algorithm search on
   (torch.backends.cudnn.benchmark, as torchvision's reference sets it),
   optionally torch.compile (--compile), timed over the same steps after the
@@ -30,7 +32,7 @@ faster than it is. gputrain's are its second epoch's (make the folder at least
 Writes <date>-<host>-<device>-train-race.{md,json} under scripts/bench/results/
 (or --out), after every model.
 
-  train_race.py --root DIR [--make 512] [--device cpu|cuda] [--models resnet18,resnet50] [--batch 32]
+  train_race.py --root DIR [--make 512] [--device cpu|cuda] [--models resnet18,resnet50,vit_b_16] [--batch 32]
                 [--steps 10] [--warmup 3] [--workers 2] [--compile default|max-autotune|none]
 """
 import argparse
@@ -68,10 +70,14 @@ def pytorch_side(args):
                                          persistent_workers=args.workers > 0, drop_last=True,
                                          pin_memory=device.type == "cuda",
                                          prefetch_factor=PREFETCH if args.workers > 0 else None)
-    model = getattr(torchvision.models, args.model)(num_classes=len(train.classes))
+    shape = {"image_size": args.size} if args.model.startswith("vit") else {}
+    model = getattr(torchvision.models, args.model)(num_classes=len(train.classes), **shape)
     model = model.to(device, memory_format=torch.channels_last)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4,
-                                fused=device.type == "cuda")
+    fused = device.type == "cuda"
+    if args.model.startswith("vit"):  # configs/vit_b_16_folder.yaml's optimizer
+        optimizer = torch.optim.AdamW(model.parameters(), lr=0.003, betas=(0.9, 0.999), weight_decay=0.3, fused=fused)
+    else:  # configs/resnet*_folder.yaml's
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4, fused=fused)
     loss_fn = torch.nn.CrossEntropyLoss()
     if args.compile != "none":
         model = torch.compile(model, mode=args.compile)
@@ -192,7 +198,8 @@ def write(args, results):
         f"- gputrain {commit(ROOT)}; torch {torch.__version__}, torchvision {torchvision.__version__}",
         f"- data: {images} JPEGs of 256-500 px in {args.root} (scripts/bench/make_image_folder.py), decoded per "
         f"batch by both (gputrain data.cache: none), random resized crop to {args.size}, flip, normalise",
-        f"- both: batch {args.batch}, bf16 autocast, channels-last, SGD momentum 0.9; {args.workers} loader "
+        f"- both: batch {args.batch}, bf16 autocast, channels-last, the config's optimizer (ResNets: SGD momentum "
+        f"0.9; ViT-B/16: AdamW); {args.workers} loader "
         f"workers; {args.warmup} warm-up steps; PyTorch: cuDNN's algorithm search on, torch.compile: "
         f"{args.compile}, {timed_steps(args)} timed steps; gputrain: its second epoch",
         f"- command: scripts/bench/train_race.py --root {args.root} --device {args.device} --models {args.models} "

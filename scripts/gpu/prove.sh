@@ -329,7 +329,7 @@ selected() {  # NAME: selected by --only; a data step is when a step that needs 
   case "$1" in
     make_data) return 0 ;;
     make_speed_data) set -- speed_floors ;;
-    make_image_folder) set -- resnet50_folder_race ;;
+    make_image_folder) selected resnet50_folder_race || selected vit_race; return ;;
   esac
   [[ "$1" =~ ^($ONLY)$ ]]
 }
@@ -453,12 +453,22 @@ cifar_cmd image_folder_decode_gpu --set data.dataset=image_folder --set "data.ro
   --set data.augment.random_crop=4
 step image_folder_decode_gpu cuda "$T" 0 '(?s)data\.decode: gpu for .*Test set: ' -- "${CMD[@]}"
 
-# ResNet-50 trained from a JPEG folder (issue 41): gputrain from the folder and on resident tensors against
-# torchvision's resnet50 with DataLoader, bf16, channels-last, fused SGD, compile none (train_race.py).
+# A profile on request (issue 60): the run's own step recorded by LibTorch's profiler (Kineto, with the CUDA
+# kernels on a GPU) for 3 steps after the timed ones; the trace goes back in the logs tarball.
+step bench_profile any 120 0 '"profile":' -- "$BIN" bench --config "$CONFIGS/cifar10.yaml" --json --steps 5 \
+  --warmup 2 --profile 3 --profile-trace "$LOGS/bench_profile_trace.json" --set "device=$DEV" \
+  --set "data.root=$DATA/cifar" "${SIZE[@]}"
+
+# ResNet-50 (call 1) and ViT-B/16 (call 2, issue 58) trained from a JPEG folder (issue 41): gputrain from the
+# folder and on resident tensors against torchvision's resnet50 / vit_b_16 with DataLoader, bf16, channels-last,
+# the config's fused optimizer, compile none (train_race.py).
 FOLDER="$DATA/jpeg-folder"
 if [ "$DRY" = 1 ]; then
   FOLDER_SIZES=(16 4 1 0)
   TRAIN_RACE=(--batch 4 --size 32 --steps 2 --warmup 1 --workers 0)
+elif [ "$CALL" = 2 ]; then
+  FOLDER_SIZES=(200 32 16 7)   # 200 generated, 1600 with the links: 12 batches of 128 an epoch
+  TRAIN_RACE=(--batch 128 --steps 30 --warmup 5 --workers 12)
 else
   FOLDER_SIZES=(800 64 16 7)   # 800 generated, 6400 with the links: 50 batches of 128 an epoch
   TRAIN_RACE=(--batch 128 --steps 100 --warmup 10 --workers 12)
@@ -467,12 +477,16 @@ if [ -z "$PY" ] || ! "$PY" -c 'import importlib.util as u, sys; sys.exit(u.find_
 then
   skip make_image_folder "no Python with torch and torchvision here (${PY:-none})"
   skip resnet50_folder_race "no Python with torch and torchvision here (${PY:-none})"
+  skip vit_race "no Python with torch and torchvision here (${PY:-none})"
 else
   step make_image_folder any 120 0 'training files' -- "$BASH" "$SELF" --internal make_image_folder "$PY" \
     "$BENCH/make_image_folder.py" "$FOLDER" "${FOLDER_SIZES[@]}"
   step resnet50_folder_race any 150 0 '' -- "$PY" "$BENCH/train_race.py" --root "$FOLDER" --device "$DEV" \
     --models resnet50 --compile none --gputrain "$BIN" --configs "$CONFIGS" --out "$LOGS/resnet50_folder_race" \
     "${TRAIN_RACE[@]}"
+  VIT_RACE=(step vit_race any 120 0 '' -- "$PY" "$BENCH/train_race.py" --root "$FOLDER" --device "$DEV"
+            --models vit_b_16 --compile none --gputrain "$BIN" --configs "$CONFIGS" --out "$LOGS/vit_race"
+            "${TRAIN_RACE[@]}")
 fi
 
 # Speed floors (issue 36): every configuration a user turns on against the graphed fp32 step
@@ -508,6 +522,8 @@ else
   step race_cifar any 130 0 '' -- "${RACE[@]}" --record-seeds '' --cifar-seeds "$RACE_SEEDS" --run-timeout 90 \
     --budget-s 115 --out "$LOGS/race_cifar" --logs "$LOGS/race_cifar/logs"
 fi
+# After the races, on the folder made above: ViT-B/16's step against torchvision's (issue 58).
+[ -z "${VIT_RACE+set}" ] || "${VIT_RACE[@]}"
 
 # ---- the rest of the kit (--call kit) ---------------------------------------------------------
 # A run that goes NaN (a learning rate of 1e12) with train.on_nan: stop, on the default path (the

@@ -65,6 +65,12 @@ FLOORS = {
                    Floor("ratio_end_to_end", ">=", 3.0)],
     "resnet50_folder_race": [Floor("ratio_vs_torchvision", ">=", 1.1), Floor("folder_vs_resident", ">=", 0.90),
                              Floor("tflops", ">", 0), Floor("peak_share", ">", 0)],
+    # issue 58: ViT-B/16's step at least torchvision's eager one (no floor measured yet: the first GPU run sets it)
+    "vit_race": [Floor("ratio_vs_torchvision", ">=", 1.0), Floor("folder_vs_resident", ">=", 0.90),
+                 Floor("tflops", ">", 0), Floor("peak_share", ">", 0)],
+    # issue 60: the 3 steps asked for recorded, operators in the table, and on the GPU the CUDA kernels in the trace
+    "bench_profile": [Floor("profiled_steps", "==", 3), Floor("top_operators", ">=", 1), Floor("trace_events", ">", 0),
+                      Floor("cuda_kernel_events", ">", 0)],
     # the seed CNN gave 87.3-87.7% after 2 epochs on three GPUs, the Gloo sync-batchnorm ResNet 84.5-86.9% after 1
     "fmnist_cnn": [Floor("test_accuracy", ">=", 0.85, real_fmnist_only=True)],
     "ddp_gloo_sync_batchnorm": [Floor("test_accuracy", ">=", 0.80, real_fmnist_only=True)],
@@ -213,10 +219,13 @@ def race_figures(logs_dir, step):
     return fig
 
 
-def resnet_figures(logs_dir):
-    """train_race.py's ResNet-50 from the JPEG folder against torchvision (issue 41)."""
-    race = load_json(os.path.join(logs_dir, "resnet50_folder_race", "*-train-race.json"))
-    r = (race or {}).get("results", {}).get("resnet50")
+FOLDER_RACES = {"resnet50_folder_race": "resnet50", "vit_race": "vit_b_16"}
+
+
+def folder_race_figures(logs_dir, step):
+    """train_race.py's ResNet-50 (issue 41) or ViT-B/16 (issue 58) from the JPEG folder against torchvision."""
+    race = load_json(os.path.join(logs_dir, step, "*-train-race.json"))
+    r = (race or {}).get("results", {}).get(FOLDER_RACES[step])
     if not r or not isinstance(r.get("gputrain"), dict) or not isinstance(r.get("pytorch"), dict):
         return {}
     ours, theirs = r["gputrain"], r["pytorch"]
@@ -229,6 +238,20 @@ def resnet_figures(logs_dir):
             "gputrain_from_folder": ours.get("from_folder"), "gputrain_resident": ours.get("resident"),
             "gputrain_data_decode": ours.get("data_decode"), "torchvision_images_per_s": theirs.get("samples_per_s"),
             "torchvision_compile": theirs.get("compile"), "torchvision_timed_steps": theirs.get("timed_steps")}
+
+
+def profile_figures(log, logs_dir):
+    """`gputrain bench --profile 3`'s JSON line and the trace it wrote (issue 60)."""
+    bench = next((json.loads(line) for line in reversed(log.splitlines()) if line.startswith('{"model"')), {})
+    profile = bench.get("profile") or {}
+    fig = {"profiled_steps": profile.get("steps"), "top_operators": len(profile.get("operators", [])),
+           "operators": [f"{op['name']} {op['self_ms']:.2f} ms" for op in profile.get("operators", [])[:5]]}
+    trace = load_json(os.path.join(logs_dir, "bench_profile_trace.json"))
+    if trace is not None:
+        events = trace.get("traceEvents", [])
+        fig["trace_events"] = len(events)
+        fig["cuda_kernel_events"] = sum(1 for e in events if e.get("cat") == "kernel")
+    return fig
 
 
 def figures_of(name, log, logs_dir, dry):
@@ -337,8 +360,10 @@ def figures_of(name, log, logs_dir, dry):
         fig.update(record_figures(logs_dir, dry))
     if name in RECIPE_OF_RACE:
         fig.update(race_figures(logs_dir, name))
-    if name == "resnet50_folder_race":
-        fig.update(resnet_figures(logs_dir))
+    if name in FOLDER_RACES:
+        fig.update(folder_race_figures(logs_dir, name))
+    if name == "bench_profile":
+        fig.update(profile_figures(log, logs_dir))
     if name == "bench_harness":
         for path in sorted(glob.glob(os.path.join(logs_dir, "bench", "*.json"))):
             with open(path) as f:
