@@ -98,7 +98,8 @@ TrainPlan plan_train(const TrainArgs& args) {
   request.launcher_batch = launcher_batch(args.env);
   request.kernel_cache_env = args.env.kernel_caches;
   plan.start = plan::start_run(request);
-  report::mlflow_target(plan.start.run.loaded.config, args.env.mlflow_tracking_uri);  // refused before anything is written
+  report::mlflow_target(plan.start.run.loaded.config,
+                        args.env.mlflow_tracking_uri);  // refused before anything is written
   spdlog::info("processes: {}", plan.start.run.processes.reason);
   return plan;
 }
@@ -145,8 +146,8 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
     drop_early_log();
   }
   spdlog::info("{}", device::version_line());
-  spdlog::info("run '{}' from {} writes to {}", loaded.config.name, resumed ? resumed->name() : fmt::format("{}", fmt::join(args.config, " + ")),
-               dir.paths.dir.string());
+  spdlog::info("run '{}' from {} writes to {}", loaded.config.name,
+               resumed ? resumed->name() : fmt::format("{}", fmt::join(args.config, " + ")), dir.paths.dir.string());
   spdlog::info("device: {} ({})", run.devices.primary().str(), run.devices.reason);
   if (!run.devices.warning.empty()) spdlog::warn("{}", run.devices.warning);
   if (!plan.primary) return;
@@ -158,8 +159,8 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
   dir.console.emplace(isatty(STDERR_FILENO) != 0);
   dir.observers.add(&*dir.console);
   dir.observers.add(&*dir.metrics);
-  dir.recorder.emplace(dir.paths, report::run_recorder_options(run, args.env.mlflow_tracking_uri), trainer.layout(), plan.start.inventory,
-                       dir.observers);
+  dir.recorder.emplace(dir.paths, report::run_recorder_options(run, args.env.mlflow_tracking_uri), trainer.layout(),
+                       plan.start.inventory, dir.observers);
 }
 
 // Trains, writes model.pt and the run's report, and prints the result line.

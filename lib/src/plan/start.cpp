@@ -152,7 +152,7 @@ CollectedStart collect_start(const StartRequest& request) {
   if (!read) return start;
   start.configured = true;
   start.config_from = request.config_files.empty() ? from->checkpoint->name()
-                                                  : fmt::format("{}", fmt::join(request.config_files, " + "));
+                                                   : fmt::format("{}", fmt::join(request.config_files, " + "));
   start.inventory = device::probe_devices(request.cuda_visible_devices);
   const RunRequest run_req = run_request(request, from->checkpoint, start.inventory);
   CollectedRun run = collect_run(std::move(from->config), run_req);

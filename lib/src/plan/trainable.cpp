@@ -20,9 +20,9 @@ Trainable assemble_trainable(const TrainableSpec& spec, const std::function<void
   if (spec.init.freeze_epochs == 0) models::freeze(*out.model, spec.init.freeze);
   if (spec.channels_last) step::to_channels_last(out.model);
   if (prepare) prepare(out.model);
-  out.groups = optim::param_groups(spec.optim, out.model->named_parameters(),
-                                   models::first_epochs_only(out.model, model_config),
-                                   {spec.init.frozen, spec.init.freeze_epochs, spec.init.unfreeze_lr_multiplier});
+  out.groups =
+      optim::param_groups(spec.optim, out.model->named_parameters(), models::first_epochs_only(out.model, model_config),
+                          {spec.init.frozen, spec.init.freeze_epochs, spec.init.unfreeze_lr_multiplier});
   out.optimizer = optim::make_optimizer(spec.optim, out.groups);
   return out;
 }

@@ -21,9 +21,9 @@ namespace gputrain::plan {
 // What a command read from its command line and its environment.
 struct StartRequest {
   Purpose purpose = Purpose::kTrain;
-  std::string command = "train";       // the command, for messages
+  std::string command = "train";          // the command, for messages
   std::vector<std::string> config_files;  // --config, each time given (later over earlier); empty when not
-  std::vector<std::string> overrides;  // --set in order (train's --output among them, as output.dir)
+  std::vector<std::string> overrides;     // --set in order (train's --output among them, as output.dir)
   // train and plan: --resume, "auto" or a checkpoint file; "" (train.resume decides). config: the same.
   std::string resume;
   std::string weights;            // test, predict, export: --checkpoint (a checkpoint file or a model.pt)
