@@ -51,5 +51,21 @@ TEST(ConfigExplain, ABatchMadeFromTheMicroBatchSaysSo) {
       << text;
 }
 
+// A declared network's model.layers (hundreds of characters) widened every row
+// past the terminal: the short values stay aligned, the long one is whole.
+TEST(ConfigExplain, ALongValueWidensOnlyItsOwnRow) {
+  std::string layers = "model:\n  name: layers\n  layers:\n";
+  for (int i = 0; i < 12; ++i) layers += "    - {type: linear, out_features: " + std::to_string(100 + i) + "}\n";
+  const LoadedConfig loaded = load_config_text(layers, "exp.yaml");
+  const std::string text = explain_config(loaded);
+  std::istringstream lines(text);
+  std::size_t widest_short_row = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("out_features") == std::string::npos) widest_short_row = std::max(widest_short_row, line.size());
+  }
+  EXPECT_NE(text.find("out_features: 111"), std::string::npos) << text;
+  EXPECT_LT(widest_short_row, 120u) << text;
+}
+
 }  // namespace
 }  // namespace gputrain::config

@@ -39,12 +39,15 @@ std::map<std::string, std::string> flatten_config(const ExperimentConfig& config
 }
 
 std::string explain_config(const LoadedConfig& loaded) {
+  // A declared network's model.layers is hundreds of characters on one line:
+  // the value column fits the short values, and a longer one pushes only its own row's source right.
+  constexpr std::size_t kWidestAlignedValue = 48;
   const Leaves all = leaves(loaded.config);
   std::size_t key_width = 3;
   std::size_t value_width = 5;
   for (const auto& [key, value] : all) {
     key_width = std::max(key_width, key.size());
-    value_width = std::max(value_width, value.size());
+    if (value.size() <= kWidestAlignedValue) value_width = std::max(value_width, value.size());
   }
   std::string out = fmt::format("{:<{}}  {:<{}}  {}\n", "key", key_width, "value", value_width, "from");
   for (const auto& [key, value] : all) {
