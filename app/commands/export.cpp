@@ -6,6 +6,7 @@
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/export/export_model.h"
+#include "gputrain/export/export_weights.h"
 #include "gputrain/plan/start.h"
 
 namespace gputrain::app {
@@ -46,12 +47,12 @@ int run_export(const ExportArgs& args) {
         "--config, --set and --no-normalize-inputs describe the network of --format onnx or pytorch; a state_dict "
         "or safetensors file holds the weights alone: leave them out, or add --format onnx or pytorch");
   }
-  checkpoint::ExportOptions options;
+  exporting::ExportOptions options;
   options.force = args.force;
   options.weights = weights;
   const bool safetensors = args.format == "safetensors";
-  options.format = safetensors ? checkpoint::WeightsFormat::kSafetensors : checkpoint::WeightsFormat::kStateDict;
-  const checkpoint::ExportSummary summary = checkpoint::export_weights(args.checkpoint, args.out, options);
+  options.format = safetensors ? exporting::WeightsFormat::kSafetensors : exporting::WeightsFormat::kStateDict;
+  const exporting::ExportSummary summary = exporting::export_weights(args.checkpoint, args.out, options);
   spdlog::info("wrote {} tensors ({} values), {}, from {} to {}; in Python: {}('{}') returns the state_dict",
                summary.tensors, summary.elements, summary.weights, args.checkpoint, args.out,
                safetensors ? "safetensors.torch.load_file" : "torch.load", args.out);

@@ -369,10 +369,11 @@ TEST(Weights, ModelPtAndCheckpointBothLoadAndExport) {
     Tiny fresh(4, 2);
     load_weights(fresh.model, (dir / file).string());
     EXPECT_TRUE(torch::equal(fresh.model->parameters()[0], trained.model->parameters()[0])) << file;
-    const ExportSummary summary =
-        export_weights((dir / file).string(), (dir / "export.pt").string(), {ExportedWeights::kEvaluated, true});
-    EXPECT_EQ(summary.tensors, 4);
-    EXPECT_EQ(summary.elements, 3 * 4 + 4 + 4 * 2 + 2);
+    const ChosenWeights chosen = read_chosen_weights((dir / file).string(), ExportedWeights::kEvaluated);
+    EXPECT_EQ(chosen.tensors.size(), 4u);
+    int64_t elements = 0;
+    for (const auto& [name, tensor] : chosen.tensors) elements += tensor.numel();
+    EXPECT_EQ(elements, 3 * 4 + 4 + 4 * 2 + 2);
   }
   testing::write_text(dir / "junk.pt", "junk");
   EXPECT_NE(error_of([&] {
@@ -382,13 +383,9 @@ TEST(Weights, ModelPtAndCheckpointBothLoadAndExport) {
             std::string::npos);
 }
 
-// The tensors of a file export_weights wrote, by name.
-std::map<std::string, torch::Tensor> exported(const std::filesystem::path& file) {
-  const std::string bytes = testing::read_text(file);
-  const c10::IValue dict = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& entry : dict.toGenericDict()) out.emplace(entry.key().toStringRef(), entry.value().toTensor());
-  return out;
+// The tensors read_chosen_weights chose, by name.
+std::map<std::string, torch::Tensor> by_name(const ChosenWeights& chosen) {
+  return {chosen.tensors.begin(), chosen.tensors.end()};
 }
 
 // `layers` layers cycling through the kinds a model.pt holds: a linear layer,
@@ -498,27 +495,24 @@ TEST(Weights, ExportWritesTheEvaluatedAverageOrTheLiveWeightsAsAsked) {
 
   torch::nn::Sequential evaluated = nested();  // load_weights maps the average by the model's own order
   load_weights(evaluated, (dir / "ema.ckpt").string());
-  const ExportSummary average =
-      export_weights((dir / "ema.ckpt").string(), (dir / "ema.pt").string(), {ExportedWeights::kEvaluated, false});
+  const ChosenWeights average = read_chosen_weights((dir / "ema.ckpt").string(), ExportedWeights::kEvaluated);
   EXPECT_NE(average.weights.find("train.ema"), std::string::npos) << average.weights;
-  const auto written = exported(dir / "ema.pt");
+  const auto written = by_name(average);
   ASSERT_EQ(written.size(), model->named_parameters().size() + model->named_buffers().size());
   for (const auto& p : evaluated->named_parameters())
     EXPECT_TRUE(torch::equal(written.at(p.key()), p.value())) << p.key();
   for (const auto& b : evaluated->named_buffers()) EXPECT_TRUE(torch::equal(written.at(b.key()), b.value())) << b.key();
 
-  const ExportSummary live =
-      export_weights((dir / "ema.ckpt").string(), (dir / "live.pt").string(), {ExportedWeights::kLive, false});
+  const ChosenWeights live = read_chosen_weights((dir / "ema.ckpt").string(), ExportedWeights::kLive);
   EXPECT_NE(live.weights.find("live"), std::string::npos) << live.weights;
-  const auto raw = exported(dir / "live.pt");
+  const auto raw = by_name(live);
   for (const auto& p : model->named_parameters()) EXPECT_TRUE(torch::equal(raw.at(p.key()), p.value())) << p.key();
 
   testing::write_text(dir / "plain.ckpt", encoded());
-  EXPECT_NE(
-      error_of([&] {
-        export_weights((dir / "plain.ckpt").string(), (dir / "x.pt").string(), {ExportedWeights::kAverage, false});
-      }).find("holds no weight average"),
-      std::string::npos);
+  EXPECT_NE(error_of([&] {
+              read_chosen_weights((dir / "plain.ckpt").string(), ExportedWeights::kAverage);
+            }).find("holds no weight average"),
+            std::string::npos);
 }
 
 TEST(Store, NewestValidSkipsDamagedCheckpoints) {

@@ -118,40 +118,5 @@ TEST(Safetensors, DamagedFilesAreCheckpointErrorsSayingWhatIsWrong) {
   EXPECT_THROW(read_safetensors("/nonexistent/x.safetensors"), CheckpointError);
 }
 
-// gputrain -> safetensors -> gputrain: a model's weights exported as
-// safetensors load into a fresh model as the model.pt they came from.
-TEST(Safetensors, ExportedWeightsLoadBackAsTheModelPtTheyCameFrom) {
-  TempDir dir;
-  const auto make = [](uint64_t seed) {
-    torch::manual_seed(seed);
-    torch::nn::Sequential model;
-    model->push_back("fc", torch::nn::Linear(3, 4));
-    model->push_back("bn", torch::nn::BatchNorm1d(4));
-    return model;
-  };
-  torch::nn::Sequential trained = make(1);
-  trained->forward(torch::randn({5, 3}));  // running statistics and num_batches_tracked that are not the initial ones
-  save_weights(trained, (dir / "model.pt").string());
-  ExportOptions options;
-  options.format = WeightsFormat::kSafetensors;
-  const ExportSummary summary = export_weights((dir / "model.pt").string(), (dir / "w.safetensors").string(), options);
-  EXPECT_EQ(summary.tensors, 7);  // weight, bias; weight, bias, running_mean, running_var, num_batches_tracked
-  EXPECT_EQ(read_safetensors(dir / "w.safetensors").metadata.at("format"), "pt");
-
-  torch::nn::Sequential loaded = make(2);
-  load_weights(loaded, (dir / "w.safetensors").string());
-  for (const auto& p : trained->named_parameters()) {
-    EXPECT_TRUE(torch::equal(loaded->named_parameters()[p.key()], p.value())) << p.key();
-  }
-  for (const auto& b : trained->named_buffers()) {
-    EXPECT_TRUE(torch::equal(loaded->named_buffers()[b.key()], b.value())) << b.key();
-  }
-  // And on again: the safetensors file exports as the model.pt did.
-  export_weights((dir / "w.safetensors").string(), (dir / "again.safetensors").string(), options);
-  EXPECT_EQ(testing::read_text(dir / "again.safetensors"), testing::read_text(dir / "w.safetensors"));
-  // Like a model.pt it holds one set of weights.
-  EXPECT_THROW(load_weights(loaded, (dir / "w.safetensors").string(), ExportedWeights::kLive), CheckpointError);
-}
-
 }  // namespace
 }  // namespace gputrain::checkpoint

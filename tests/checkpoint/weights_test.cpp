@@ -45,9 +45,8 @@ class ReadWeights : public ::testing::Test {
     model_->forward(torch::randn({5, 3}));  // running statistics that are not the initial ones
     save_weights(model_, (dir_ / "model.pt").string());
     testing::write_text(dir_ / "state_dict.pt", state_dict_bytes(*model_));
-    ExportOptions options;
-    options.format = WeightsFormat::kSafetensors;
-    export_weights((dir_ / "model.pt").string(), (dir_ / "w.safetensors").string(), options);
+    const ChosenWeights chosen = read_chosen_weights((dir_ / "model.pt").string(), ExportedWeights::kEvaluated);
+    testing::write_text(dir_ / "w.safetensors", safetensors_bytes({chosen.tensors, {{"format", "pt"}}}));
   }
   torch::nn::Sequential model_ = small_model(1);
   TempDir dir_;

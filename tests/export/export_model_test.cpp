@@ -27,6 +27,7 @@
 #include "gputrain/data/host_loader.h"
 #include "gputrain/data/prediction_inputs.h"
 #include "gputrain/export/export_model.h"
+#include "gputrain/export/export_weights.h"
 #include "gputrain/models/factory.h"
 #include "gputrain/predict/predict.h"
 #include "support/process.h"
@@ -112,10 +113,10 @@ class ModelExport : public ::testing::Test {
     export_model(plan, saved.string(), (at / "model.onnx").string(), options);
     options.format = ModelFormat::kPytorch;
     export_model(plan, saved.string(), (at / "model.py").string(), options);
-    checkpoint::ExportOptions weights_options;
+    ExportOptions weights_options;
     weights_options.weights = weights;
-    weights_options.format = checkpoint::WeightsFormat::kSafetensors;
-    checkpoint::export_weights(saved.string(), (at / "weights.safetensors").string(), weights_options);
+    weights_options.format = WeightsFormat::kSafetensors;
+    export_weights(saved.string(), (at / "weights.safetensors").string(), weights_options);
     return at;
   }
 

@@ -318,34 +318,26 @@ std::string state_dict_bytes(const torch::nn::Module& model) {
   return pickle_state_dict(tensors);
 }
 
-ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path,
-                             const ExportOptions& options) {
-  check_output_file(out_path, {{"--checkpoint", checkpoint_path}}, options.force);
-  const detail::MappedFile file(checkpoint_path);
+std::string state_dict_bytes(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  return pickle_state_dict(tensors);
+}
+
+ChosenWeights read_chosen_weights(const std::string& path, ExportedWeights which) {
+  const detail::MappedFile file(path);
   const std::string_view bytes = file.bytes();
-  detail::NamedTensors weights;
-  ExportSummary summary;
+  ChosenWeights chosen;
   if (is_sealed(bytes)) {
-    const Checkpoint checkpoint = Checkpoint::parse(bytes, checkpoint_path);
-    weights = checkpoint.weights();
+    const Checkpoint checkpoint = Checkpoint::parse(bytes, path);
+    chosen.tensors = checkpoint.weights();
     const std::vector<torch::Tensor>& average = checkpoint.state().ema;
-    const bool use = use_average(options.weights, !average.empty(), checkpoint_path);
-    if (use) weights = averaged(std::move(weights), average, checkpoint_path);
-    summary.weights = checkpoint_weights_text(use, !average.empty());
-  } else {
-    summary.weights = weights_file_text(options.weights, checkpoint_path);
-    weights = weights_file_tensors(bytes, checkpoint_path);
+    const bool use = use_average(which, !average.empty(), path);
+    if (use) chosen.tensors = averaged(std::move(chosen.tensors), average, path);
+    chosen.weights = checkpoint_weights_text(use, !average.empty());
+    return chosen;
   }
-  for (const auto& [name, tensor] : weights) {
-    ++summary.tensors;
-    summary.elements += tensor.numel();
-  }
-  if (options.format == WeightsFormat::kSafetensors) {
-    write_atomically(out_path, safetensors_bytes({weights, {{"format", "pt"}, {"weights", summary.weights}}}));
-    return summary;
-  }
-  write_atomically(out_path, pickle_state_dict(weights));
-  return summary;
+  chosen.weights = weights_file_text(which, path);
+  chosen.tensors = weights_file_tensors(bytes, path);
+  return chosen;
 }
 
 }  // namespace gputrain::checkpoint

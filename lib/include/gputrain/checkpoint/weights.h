@@ -74,34 +74,21 @@ void load_named_weights(torch::nn::Module& model, const std::vector<std::pair<st
 
 // The model's parameters and buffers as the file Python's torch.load reads as
 // a state_dict (a pickled dict of name -> tensor, on the CPU), its keys the
-// model's names: what export_weights writes.
+// model's names.
 std::string state_dict_bytes(const torch::nn::Module& model);
+// The same of named tensors, in their order (export/export_weights.h writes them).
+std::string state_dict_bytes(const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 
-// The file export_weights writes.
-enum class WeightsFormat {
-  kStateDict,    // a pickled dict of name -> tensor: Python's torch.load(path) returns it
-  kSafetensors,  // safetensors (safetensors.h), with __metadata__ {"format": "pt", "weights": which ones}
+// The weights `path` (a checkpoint, a model.pt or a .safetensors file) holds,
+// as `which` chooses them, on the CPU under the model's state-dict keys: what
+// `gputrain export --format state_dict|safetensors` writes. A model.pt or
+// .safetensors file holds one set, the evaluated weights, so kLive and
+// kAverage need a checkpoint (CheckpointError otherwise, or for an average
+// the checkpoint does not hold).
+struct ChosenWeights {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  std::string weights;  // which ones, for the user: "the train.ema weight average", ...
 };
-
-struct ExportOptions {
-  ExportedWeights weights = ExportedWeights::kEvaluated;
-  bool force = false;  // replace an existing output file
-  WeightsFormat format = WeightsFormat::kStateDict;
-};
-
-struct ExportSummary {
-  int64_t tensors = 0;
-  int64_t elements = 0;
-  std::string weights;  // which weights were written, for the user: "the train.ema weight average", ...
-};
-
-// Writes the weights of `checkpoint_path` (a checkpoint, a model.pt or a
-// .safetensors file) to `out_path` in `options.format`, on the CPU, under the
-// model's state-dict keys: Python reads either without gputrain.
-// `out_path` may not be the checkpoint, and replaces an existing file only
-// with `force` (check_output_file). A model.pt or .safetensors file holds one
-// set, the evaluated weights, so kLive and kAverage need a checkpoint.
-ExportSummary export_weights(const std::string& checkpoint_path, const std::string& out_path,
-                             const ExportOptions& options);
+ChosenWeights read_chosen_weights(const std::string& path, ExportedWeights which);
 
 }  // namespace gputrain::checkpoint
