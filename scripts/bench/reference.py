@@ -39,7 +39,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler, TensorDataset
 MASK = (1 << 64) - 1
 
 
-# --- gputrain's sample order (lib/src/data/rng.h, host_loader.cpp) -----------------------------
+# --- gputrain's sample order (lib/src/data/loaders/rng.h, host_loader.cpp) -----------------------------
 
 class SplitMix64:
     def __init__(self, seed):

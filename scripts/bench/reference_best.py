@@ -56,8 +56,8 @@ from reference import Net, derive_seed, read_cifar, read_idx  # noqa: E402
 from reference_fast import AUGMENT_STREAM, mirrored, network  # noqa: E402
 
 GAMMA = np.uint64(0x9E3779B97F4A7C15)
-ORDER_STREAM = 1  # lib/src/data/host_loader.cpp's shuffle stream, as reference.gputrain_order
-FLIP_STREAM = 3  # lib/src/data/batch_plan.cpp: kFlipStream
+ORDER_STREAM = 1  # lib/src/data/loaders/host_loader.cpp's shuffle stream, as reference.gputrain_order
+FLIP_STREAM = 3  # lib/src/data/loaders/batch_plan.cpp: kFlipStream
 
 
 def splitmix_outputs(seed, count):
@@ -102,7 +102,7 @@ def mix(z):
 
 
 def first_flips(seed, n):
-    """lib/src/data/batch_plan.cpp's alternating_flip in epoch 0, for every row: the first output of
+    """lib/src/data/loaders/batch_plan.cpp's alternating_flip in epoch 0, for every row: the first output of
     SplitMix64(derive_seed(derive_seed(seed, FLIP_STREAM), row)), its low bit."""
     base = np.uint64(derive_seed(seed, FLIP_STREAM))
     rows = np.arange(n, dtype=np.uint64)

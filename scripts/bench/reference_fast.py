@@ -29,11 +29,11 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from reference import SplitMix64, derive_seed, gputrain_order, read_idx
 
-AUGMENT_STREAM = 2  # lib/src/data/batch_plan.cpp: kAugmentStream
+AUGMENT_STREAM = 2  # lib/src/data/loaders/batch_plan.cpp: kAugmentStream
 
 
 def placements(seed, epoch, batch_index, count, pad):
-    """draw_placements of lib/src/data/batch_plan.cpp: (dy, dx, flip) for each sample of one batch."""
+    """draw_placements of lib/src/data/loaders/batch_plan.cpp: (dy, dx, flip) for each sample of one batch."""
     rng = SplitMix64(derive_seed(derive_seed(derive_seed(seed, AUGMENT_STREAM), epoch), batch_index))
     out = []
     for _ in range(count):

@@ -1,7 +1,7 @@
 // The loader's decode threads (data.decode_threads): every task of a call runs
 // once, calls from several batch workers share the threads, and a task's
 // failure reaches its own caller only.
-#include "decode_pool.h"
+#include "images/decode_pool.h"
 
 #include <gtest/gtest.h>
 

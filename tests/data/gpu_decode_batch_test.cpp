@@ -2,7 +2,7 @@
 // HostLoader would decode and draws what it would draw; the device half's
 // ops, run here on CPU tensors with libjpeg-turbo standing in for nvJPEG,
 // make HostLoader's batches to the bit.
-#include "gpu_decode_batch.h"
+#include "images/gpu_decode_batch.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,7 +1,7 @@
 // data.decode: gpu's loader on the CPU, libjpeg-turbo standing in for nvJPEG:
 // its worker threads, prefetch queue, resumption, ddp rows and labels make
 // HostLoader's batches, and a bad file stops the epoch at its batch.
-#include "gpu_decode_loader.h"
+#include "loaders/gpu_decode_loader.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -25,15 +25,15 @@
 
 #include <jpeglib.h>  // after <cstdio>: it needs FILE
 
-#include "batch_plan.h"
+#include "loaders/batch_plan.h"
 #include "gputrain/common/error.h"
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/data/export.h"
 #include "gputrain/data/host_loader.h"
 #include "gputrain/data/prediction_inputs.h"
 #include "gputrain/data/tensor_dataset.h"
-#include "image_files.h"
-#include "image_ops.h"
+#include "images/image_files.h"
+#include "images/image_ops.h"
 #include "jpeg_files.h"
 #include "support/temp_dir.h"
 #include "test_datasets.h"

@@ -23,8 +23,8 @@
 #include <tuple>
 #include <vector>
 
-#include "image_files.h"
-#include "image_ops.h"
+#include "images/image_files.h"
+#include "images/image_ops.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 

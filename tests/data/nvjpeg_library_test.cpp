@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "nvjpeg_library.h"
+#include "images/nvjpeg_library.h"
 
 namespace gputrain::data::detail {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // One HTTP request with its whole answer in memory, over the libcurl that
-// `datasets download` fetches with (lib/src/data/http_get.cpp, the only code
+// `datasets download` fetches with (lib/src/data/readers/http_get.cpp, the only code
 // that sees libcurl): the MLflow tracking client's transport.
 #include <string>
 

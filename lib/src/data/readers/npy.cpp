@@ -21,7 +21,7 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
-#include "readers.h"
+#include "readers/readers.h"
 
 namespace gputrain::data::detail {
 namespace {

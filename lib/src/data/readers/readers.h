@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "gputrain/data/tensor_dataset.h"
-#include "image_files.h"
+#include "images/image_files.h"
 
 namespace gputrain::data::detail {
 

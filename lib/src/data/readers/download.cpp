@@ -19,7 +19,7 @@
 
 #include "gputrain/common/files.h"
 #include "gputrain/common/strings.h"
-#include "http_get.h"
+#include "readers/http_get.h"
 
 namespace gputrain::data {
 

@@ -1,4 +1,4 @@
-#include "image_ops.h"
+#include "images/image_ops.h"
 
 #include <ATen/Version.h>
 #include <ATen/ops/constant_pad_nd.h>

@@ -11,7 +11,7 @@
 
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/data/dataset.h"
-#include "rng.h"
+#include "loaders/rng.h"
 
 namespace gputrain::data::detail {
 

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "readers.h"
-#include "rng.h"
+#include "readers/readers.h"
+#include "loaders/rng.h"
 
 namespace gputrain::data::detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "gpu_decode_loader.h"
+#include "loaders/gpu_decode_loader.h"
 
 #include <fmt/format.h>
 
@@ -6,10 +6,10 @@
 #include <chrono>
 #include <exception>
 
-#include "batch_plan.h"
-#include "gpu_decode_batch.h"
+#include "loaders/batch_plan.h"
+#include "images/gpu_decode_batch.h"
 #include "gputrain/common/error.h"
-#include "prefetch_queue.h"
+#include "loaders/prefetch_queue.h"
 
 namespace gputrain::data::detail {
 

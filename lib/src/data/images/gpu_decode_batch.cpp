@@ -1,4 +1,4 @@
-#include "gpu_decode_batch.h"
+#include "images/gpu_decode_batch.h"
 
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/flip.h>

@@ -10,11 +10,11 @@
 #include <exception>
 #include <mutex>
 
-#include "batch_plan.h"
-#include "decode_pool.h"
+#include "loaders/batch_plan.h"
+#include "images/decode_pool.h"
 #include "gputrain/common/error.h"
-#include "image_files.h"
-#include "prefetch_queue.h"
+#include "images/image_files.h"
+#include "loaders/prefetch_queue.h"
 
 namespace gputrain::data {
 

@@ -5,13 +5,13 @@
 #include <cstring>
 #include <filesystem>
 
-#include "formats.h"
+#include "readers/formats.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
 #include "gputrain/data/tensor_dataset.h"
 #include "gputrain/device/host_resources.h"
-#include "image_ops.h"
-#include "readers.h"
+#include "images/image_ops.h"
+#include "readers/readers.h"
 
 namespace gputrain::data {
 

@@ -22,8 +22,8 @@
 #include "gputrain/common/files.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/device/memory.h"
-#include "image_files.h"
-#include "readers.h"
+#include "images/image_files.h"
+#include "readers/readers.h"
 
 namespace gputrain::data::detail {
 

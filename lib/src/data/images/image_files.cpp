@@ -1,4 +1,4 @@
-#include "image_files.h"
+#include "images/image_files.h"
 
 // jpeglib.h needs stdio.h (FILE) first, and jerror.h jpeglib.h's configuration (which warnings it declares).
 // clang-format off
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "gputrain/common/error.h"
-#include "image_ops.h"
+#include "images/image_ops.h"
 
 namespace gputrain::data::detail {
 

@@ -1,9 +1,9 @@
-#include "nvjpeg_decoder.h"
+#include "images/nvjpeg_decoder.h"
 
 #include <fmt/format.h>
 
 #include "gputrain/common/error.h"
-#include "nvjpeg_library.h"
+#include "images/nvjpeg_library.h"
 
 #if GPUTRAIN_WITH_NVJPEG
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -12,7 +12,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "nvjpeg_api.h"
+#include "images/nvjpeg_api.h"
 #endif
 
 namespace gputrain::data::detail {

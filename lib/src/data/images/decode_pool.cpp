@@ -1,4 +1,4 @@
-#include "decode_pool.h"
+#include "images/decode_pool.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "batch_plan.h"
+#include "loaders/batch_plan.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "gputrain/common/error.h"
-#include "rng.h"
+#include "loaders/rng.h"
 
 namespace gputrain::data::detail {
 

@@ -1,4 +1,4 @@
-#include "nvjpeg_library.h"
+#include "images/nvjpeg_library.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #if GPUTRAIN_WITH_NVJPEG
-#include "nvjpeg_api.h"
+#include "images/nvjpeg_api.h"
 #endif
 
 namespace gputrain::data::detail {

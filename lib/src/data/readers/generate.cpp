@@ -10,10 +10,10 @@
 #include <optional>
 #include <string>
 
-#include "formats.h"
+#include "readers/formats.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
-#include "rng.h"
+#include "loaders/rng.h"
 
 namespace gputrain::data {
 namespace {

@@ -8,10 +8,10 @@
 #include <cstring>
 #include <fstream>
 
-#include "formats.h"
+#include "readers/formats.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
-#include "image_files.h"
+#include "images/image_files.h"
 
 namespace gputrain::data {
 

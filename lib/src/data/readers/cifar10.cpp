@@ -9,9 +9,9 @@
 #include <fstream>
 #include <vector>
 
-#include "formats.h"
+#include "readers/formats.h"
 #include "gputrain/common/error.h"
-#include "readers.h"
+#include "readers/readers.h"
 
 namespace gputrain::data::detail {
 namespace {

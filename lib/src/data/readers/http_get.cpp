@@ -1,4 +1,4 @@
-#include "http_get.h"
+#include "readers/http_get.h"
 
 #include <curl/curl.h>
 #include <fmt/format.h>

@@ -8,7 +8,7 @@
 
 #include "gputrain/data/host_loader.h"
 #include "gputrain/data/pixel_map.h"
-#include "image_ops.h"
+#include "images/image_ops.h"
 
 namespace gputrain::data::detail {
 

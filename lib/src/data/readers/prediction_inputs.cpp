@@ -7,8 +7,8 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/data/tensor_dataset.h"
-#include "image_files.h"
-#include "readers.h"
+#include "images/image_files.h"
+#include "readers/readers.h"
 
 namespace gputrain::data {
 

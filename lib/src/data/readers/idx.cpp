@@ -11,9 +11,9 @@
 #include <optional>
 #include <vector>
 
-#include "formats.h"
+#include "readers/formats.h"
 #include "gputrain/common/error.h"
-#include "readers.h"
+#include "readers/readers.h"
 
 namespace gputrain::data::detail {
 namespace {

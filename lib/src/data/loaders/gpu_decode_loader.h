@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gputrain/data/batch_loader.h"
-#include "nvjpeg_decoder.h"
+#include "images/nvjpeg_decoder.h"
 
 namespace gputrain::data::detail {
 

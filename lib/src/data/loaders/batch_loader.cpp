@@ -5,13 +5,13 @@
 
 #include <algorithm>
 
-#include "gpu_decode_loader.h"
+#include "loaders/gpu_decode_loader.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/data/device_loader.h"
 #include "gputrain/data/host_loader.h"
-#include "nvjpeg_library.h"
-#include "readers.h"
+#include "images/nvjpeg_library.h"
+#include "readers/readers.h"
 
 namespace gputrain::data {
 

@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "batch_plan.h"
+#include "loaders/batch_plan.h"
 #include "gputrain/common/error.h"
 
 namespace gputrain::data {
