@@ -25,7 +25,6 @@
 
 #include <jpeglib.h>  // after <cstdio>: it needs FILE
 
-#include "loaders/batch_plan.h"
 #include "gputrain/common/error.h"
 #include "gputrain/data/batch_loader.h"
 #include "gputrain/data/export.h"
@@ -35,6 +34,7 @@
 #include "images/image_files.h"
 #include "images/image_ops.h"
 #include "jpeg_files.h"
+#include "loaders/batch_plan.h"
 #include "support/temp_dir.h"
 #include "test_datasets.h"
 

@@ -9,11 +9,11 @@
 #include <map>
 #include <tuple>
 
-#include "loaders/batch_plan.h"
 #include "gputrain/common/error.h"
 #include "gputrain/data/device_loader.h"
 #include "gputrain/data/host_loader.h"
 #include "images/image_ops.h"
+#include "loaders/batch_plan.h"
 #include "test_datasets.h"
 
 namespace gputrain::data {

@@ -12,12 +12,12 @@
 #include <utility>
 #include <vector>
 
-#include "images/gpu_decode_batch.h"
-#include "loaders/gpu_decode_loader.h"
 #include "gputrain/data/dataset.h"
 #include "gputrain/data/host_loader.h"
+#include "images/gpu_decode_batch.h"
 #include "images/image_files.h"
 #include "images/image_ops.h"
+#include "loaders/gpu_decode_loader.h"
 #include "support/temp_dir.h"
 
 namespace gputrain::testing {

@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "images/gpu_decode_batch.h"
-#include "loaders/gpu_decode_loader.h"
 #include "gputrain/common/error.h"
 #include "gputrain/data/host_loader.h"
+#include "images/gpu_decode_batch.h"
 #include "images/image_files.h"
-#include "jpeg_files.h"
 #include "images/nvjpeg_decoder.h"
+#include "jpeg_files.h"
+#include "loaders/gpu_decode_loader.h"
 #include "support/temp_dir.h"
 
 namespace gputrain::data::detail {

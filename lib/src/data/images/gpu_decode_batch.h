@@ -12,9 +12,9 @@
 #include <optional>
 #include <vector>
 
-#include "loaders/batch_plan.h"
 #include "images/image_files.h"
 #include "images/nvjpeg_decoder.h"
+#include "loaders/batch_plan.h"
 
 namespace gputrain::data::detail {
 

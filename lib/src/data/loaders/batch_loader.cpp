@@ -5,12 +5,12 @@
 
 #include <algorithm>
 
-#include "loaders/gpu_decode_loader.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/strings.h"
 #include "gputrain/data/device_loader.h"
 #include "gputrain/data/host_loader.h"
 #include "images/nvjpeg_library.h"
+#include "loaders/gpu_decode_loader.h"
 #include "readers/readers.h"
 
 namespace gputrain::data {

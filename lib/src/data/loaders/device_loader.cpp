@@ -9,8 +9,8 @@
 
 #include <algorithm>
 
-#include "loaders/batch_plan.h"
 #include "gputrain/common/error.h"
+#include "loaders/batch_plan.h"
 
 namespace gputrain::data {
 

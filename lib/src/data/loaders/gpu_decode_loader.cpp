@@ -6,9 +6,9 @@
 #include <chrono>
 #include <exception>
 
-#include "loaders/batch_plan.h"
-#include "images/gpu_decode_batch.h"
 #include "gputrain/common/error.h"
+#include "images/gpu_decode_batch.h"
+#include "loaders/batch_plan.h"
 #include "loaders/prefetch_queue.h"
 
 namespace gputrain::data::detail {

@@ -10,10 +10,10 @@
 #include <exception>
 #include <mutex>
 
-#include "loaders/batch_plan.h"
-#include "images/decode_pool.h"
 #include "gputrain/common/error.h"
+#include "images/decode_pool.h"
 #include "images/image_files.h"
+#include "loaders/batch_plan.h"
 #include "loaders/prefetch_queue.h"
 
 namespace gputrain::data {

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <vector>
 
-#include "readers/formats.h"
 #include "gputrain/common/error.h"
+#include "readers/formats.h"
 #include "readers/readers.h"
 
 namespace gputrain::data::detail {

@@ -5,12 +5,12 @@
 #include <cstring>
 #include <filesystem>
 
-#include "readers/formats.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
 #include "gputrain/data/tensor_dataset.h"
 #include "gputrain/device/host_resources.h"
 #include "images/image_ops.h"
+#include "readers/formats.h"
 #include "readers/readers.h"
 
 namespace gputrain::data {

@@ -8,10 +8,10 @@
 #include <cstring>
 #include <fstream>
 
-#include "readers/formats.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
 #include "images/image_files.h"
+#include "readers/formats.h"
 
 namespace gputrain::data {
 

@@ -10,10 +10,10 @@
 #include <optional>
 #include <string>
 
-#include "readers/formats.h"
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
 #include "loaders/rng.h"
+#include "readers/formats.h"
 
 namespace gputrain::data {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "readers/readers.h"
 #include "loaders/rng.h"
+#include "readers/readers.h"
 
 namespace gputrain::data::detail {
 namespace {

@@ -11,8 +11,8 @@
 #include <optional>
 #include <vector>
 
-#include "readers/formats.h"
 #include "gputrain/common/error.h"
+#include "readers/formats.h"
 #include "readers/readers.h"
 
 namespace gputrain::data::detail {
