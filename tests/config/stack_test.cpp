@@ -118,6 +118,28 @@ TEST_F(StackedConfigs, AMissingBaseIsAnErrorAtItsEntry) {
   EXPECT_EQ(config_error([&] { load_config(odd); }).where().str(), odd + ":1:10");
 }
 
+// A file that is a value or a list (fuzz.config found one) is refused as not a
+// mapping, alone or stacked with another; looking for its `extends:` threw
+// yaml-cpp's BadSubscript, an internal error (exit 1).
+TEST_F(StackedConfigs, AFileThatIsAValueOrAListIsNotAMappingAloneOrStacked) {
+  const std::string over = file("over.yaml", "name: over\n");
+  for (const std::string text : {"hello\n", "- a\n- b\n"}) {
+    const std::string odd = file("odd.yaml", text);
+    for (const std::vector<std::string>& files :
+         {std::vector<std::string>{odd}, std::vector<std::string>{odd, over}, std::vector<std::string>{over, odd}}) {
+      try {
+        load_config(files);
+        ADD_FAILURE() << text << " was read";
+      } catch (const ConfigError& e) {
+        ADD_FAILURE() << e.what();
+      } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("odd.yaml:1:1: the experiment file must be a mapping"), std::string::npos)
+            << e.what();
+      }
+    }
+  }
+}
+
 TEST_F(StackedConfigs, AKeyOfTheWrongKindInAnOverrideIsAnErrorWhereTheOverrideSaysIt) {
   const std::string scalar_over_map = file("s.yaml", "extends: bases/base.yaml\ndata: 64\n");
   const ConfigError e = config_error([&] { load_config(scalar_over_map); });

@@ -27,6 +27,7 @@ std::string identity(const std::string& path) {
 
 // The `extends:` entries of a document: a file name or a list of them.
 std::vector<YAML::Node> extends_entries(const YAML::Node& root, const std::string& origin) {
+  if (!root.IsMap()) return {};  // a value or a list is refused as not a mapping, with the file's place
   const YAML::Node node = root[kExtends];
   if (!node) return {};
   const auto fail = [&](const YAML::Node& at) {
