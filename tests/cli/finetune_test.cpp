@@ -5,6 +5,7 @@
 // exit 2, the file and the fix named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -93,6 +94,31 @@ TEST_F(FineTune, RecipeLoadsTheBodyKeepsItFrozenAndTrainsTheNewHead) {
   const auto trained = weights_of(dir_ / "runs" / "bn-train" / "model.pt");
   EXPECT_TRUE(torch::equal(before.at("bn1.weight"), trained.at("bn1.weight")));
   EXPECT_FALSE(torch::equal(before.at("bn1.running_mean"), trained.at("bn1.running_mean")));
+}
+
+// Issue 58: model.freeze_epochs holds the frozen body for its epochs (at lr 0),
+// then trains it at the schedule's lr x model.unfreeze_lr_multiplier; the new
+// head trains from the first step.
+TEST_F(FineTune, FreezeEpochsHoldsTheBodyForItsEpochsThenTrainsIt) {
+  const ProcessResult r =
+      fine_tune(stage_one(), {"model.freeze_epochs=1", "model.unfreeze_lr_multiplier=0.1", "train.epochs=2",
+                              "checkpoint.every=1", "checkpoint.keep=2", "name=thaw"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<fs::path> epochs;  // ckpt-s<step>-e<epoch>-b<batch>.ckpt: in name order, epoch 1's, then epoch 2's
+  for (const auto& entry : fs::directory_iterator(dir_ / "runs" / "thaw" / "checkpoints")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("ckpt-", 0) == 0) epochs.push_back(entry.path());
+  }
+  std::sort(epochs.begin(), epochs.end());
+  ASSERT_EQ(epochs.size(), 2u) << r.err;
+  const auto before = weights_of(stage_one());
+  const auto first = weights_of(epochs[0]);
+  const auto second = weights_of(epochs[1]);
+  for (const std::string name : {"conv1.weight", "bn1.weight", "res3.layers.conv7.weight"}) {
+    EXPECT_TRUE(torch::equal(before.at(name), first.at(name))) << name << " moved in its frozen epoch";
+    EXPECT_FALSE(torch::equal(first.at(name), second.at(name))) << name << " stayed frozen after model.freeze_epochs";
+  }
+  EXPECT_FALSE(torch::equal(first.at("fc1.weight"), second.at("fc1.weight"))) << "the head trains in every epoch";
 }
 
 // A state dict from `gputrain export`, safetensors, and one saved by PyTorch
