@@ -189,6 +189,22 @@ TEST_F(MlflowTracking, ANonHttpUriIsRefusedBeforeTheRunStarts) {
   EXPECT_FALSE(fs::exists(dir_ / "runs"));
 }
 
+// A run that fails (its loss no longer finite under train.on_nan: stop, exit 1)
+// ends FAILED, with the epochs it finished logged.
+TEST_F(MlflowTracking, ARunThatFailsEndsFailed) {
+  MlflowServer& server = shared_server();
+  ASSERT_TRUE(server.up()) << server.log();
+  const fs::path file = write_text(dir_ / "t.yaml", config(server.uri(), "failed", 2));
+  const ProcessResult r = run_gputrain({"train", "--config", file.string(), "--output", (dir_ / "runs").string(),
+                                        "--set", "optim.lr=1e30", "--set", "train.on_nan=stop"});
+  ASSERT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("the loss is not finite"), std::string::npos) << r.err;
+  const json runs = read_back(server.uri(), "failed");
+  ASSERT_EQ(runs.size(), 1u) << runs;
+  EXPECT_EQ(runs[0]["status"], "FAILED");
+  EXPECT_EQ(runs[0]["params"]["optim.lr"], "1e+30") << runs[0]["params"];
+}
+
 // The server dies mid-run: the run goes on, keeps what it could not send, and
 // a signal ends it KILLED; `report --mlflow` sends the rest once the server is back.
 TEST_F(MlflowTracking, AServerKilledMidRunLeavesTheRestForReport) {
