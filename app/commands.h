@@ -10,6 +10,7 @@
 #include "gputrain/common/files.h"
 #include "gputrain/device/kernel_caches.h"
 #include "gputrain/parallel/strategy.h"
+#include "gputrain/plan/run_plan.h"
 
 namespace CLI {
 class App;
@@ -165,25 +166,25 @@ struct ReportArgs {
 };
 int run_report(const ReportArgs& args);
 
-struct TestArgs {
+// What test and predict share: saved weights and the config they were trained with.
+struct SavedWeightsArgs {
   ConfigFiles config;
   std::string checkpoint;
   std::vector<std::string> overrides;
   std::string tta = "run";  // "run": train.tta's views of each image, averaged; "off": the image alone
   Environment env;
 };
+// Their run, from the front door for `purpose`, its device logged.
+plan::RunPlan saved_weights_plan(plan::Purpose purpose, const std::string& command, const SavedWeightsArgs& args);
+
+struct TestArgs : SavedWeightsArgs {};
 int run_test(const TestArgs& args);
 
 // `predict`: saved weights applied to the user's samples, one CSV row each.
-struct PredictArgs {
-  ConfigFiles config;
-  std::string checkpoint;
+struct PredictArgs : SavedWeightsArgs {
   std::string input;
   std::string out;     // empty: stdout
   bool force = false;  // replace an existing --out
-  std::vector<std::string> overrides;
-  std::string tta = "run";  // as TestArgs::tta
-  Environment env;
 };
 int run_predict(const PredictArgs& args);
 

@@ -17,16 +17,7 @@ int run_predict(const PredictArgs& args) {
     for (const std::string& file : args.config) inputs.push_back({"--config", file});
     check_output_file(args.out, inputs, args.force);
   }
-  plan::StartRequest request;
-  request.purpose = plan::Purpose::kPredict;
-  request.command = "predict";
-  request.config_files = args.config;
-  request.overrides = args.overrides;
-  request.weights = args.checkpoint;
-  request.run_views = args.tta == "run";
-  request.cuda_visible_devices = args.env.cuda_visible_devices;
-  const plan::RunPlan plan = plan::start_run(request).run;
-  spdlog::info("device: {} ({})", plan.devices.primary().str(), plan.devices.reason);
+  const plan::RunPlan plan = saved_weights_plan(plan::Purpose::kPredict, "predict", args);
   if (args.out.empty()) {
     predict::write_predictions(plan, args.checkpoint, args.input, std::cout);
     return 0;
