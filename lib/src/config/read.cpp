@@ -107,52 +107,53 @@ class Reader {
   Problems& problems_;
 };
 
-// Every key's path in the order schema.h declares it, with its value in the
-// config visited: a default config's values are what a key at fault falls back to.
-class Values : public KeysOnly {
+// A visitor that knows each field's dotted path: `Self` gets field(path, ...).
+template <typename Self>
+class PathVisitor : public KeysOnly {
  public:
   template <typename T, typename C>
   void field(const char* key, T& value, const C&, const char*) {
-    paths.push_back(prefix_ + key);
-    values[paths.back()] = value;
+    static_cast<Self&>(*this).at(prefix_ + key, value);
   }
   template <typename S>
   void section(const char* key, S& sub) {
     const std::string outer = prefix_;
     prefix_ += std::string(key) + ".";
-    visit(*this, sub);
+    visit(static_cast<Self&>(*this), sub);
     prefix_ = outer;
   }
-
-  std::vector<std::string> paths;
-  std::map<std::string, std::any> values;
 
  private:
   std::string prefix_;
 };
 
+// Every key's path in the order schema.h declares it, with its value in the
+// config visited: a default config's values are what a key at fault falls back to.
+class Values : public PathVisitor<Values> {
+ public:
+  template <typename T>
+  void at(const std::string& path, T& value) {
+    paths.push_back(path);
+    values[path] = value;
+  }
+
+  std::vector<std::string> paths;
+  std::map<std::string, std::any> values;
+};
+
 // Sets the keys of `reset` to the values of `defaults`.
-class Resetter : public KeysOnly {
+class Resetter : public PathVisitor<Resetter> {
  public:
   Resetter(const std::map<std::string, std::any>& defaults, const std::set<std::string>& reset)
       : defaults_(defaults), reset_(reset) {}
-  template <typename T, typename C>
-  void field(const char* key, T& value, const C&, const char*) {
-    const std::string path = prefix_ + key;
+  template <typename T>
+  void at(const std::string& path, T& value) {
     if (reset_.count(path) > 0) value = std::any_cast<T>(defaults_.at(path));
-  }
-  template <typename S>
-  void section(const char* key, S& sub) {
-    const std::string outer = prefix_;
-    prefix_ += std::string(key) + ".";
-    visit(*this, sub);
-    prefix_ = outer;
   }
 
  private:
   const std::map<std::string, std::any>& defaults_;
   const std::set<std::string>& reset_;
-  std::string prefix_;
 };
 
 // How many rules across keys `config` breaks.
