@@ -13,7 +13,7 @@ int run_model(const ModelArgs& args) {
   request.config_files = args.config;
   request.overrides = args.overrides;
   const plan::RunPlan plan = plan::start_run(request).run;
-  std::cout << models::describe_model(plan.loaded.config.model, plan.trained);
+  std::cout << models::describe_model(plan.network, plan.trained);
   return 0;
 }
 

@@ -98,8 +98,7 @@ TrainPlan plan_train(const TrainArgs& args) {
   request.launcher_batch = launcher_batch(args.env);
   request.kernel_cache_env = args.env.kernel_caches;
   plan.start = plan::start_run(request);
-  report::mlflow_target(plan.start.run.loaded.config,
-                        args.env.mlflow_tracking_uri);  // refused before anything is written
+  report::mlflow_target(plan.start.run, args.env.mlflow_tracking_uri);  // refused before anything is written
   spdlog::info("processes: {}", plan.start.run.processes.reason);
   return plan;
 }
@@ -134,7 +133,6 @@ struct RunDirectory {
 
 void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Trainer& trainer, RunDirectory& dir) {
   const plan::RunPlan& run = plan.start.run;
-  const config::LoadedConfig& loaded = run.loaded;
   const auto& resumed = plan.start.checkpoint;
   const report::RunDirOptions run_dir = report::run_dir_options(run, resumed.has_value());
   dir.paths = report::run_paths(run_dir.dir);
@@ -146,7 +144,7 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
     drop_early_log();
   }
   spdlog::info("{}", device::version_line());
-  spdlog::info("run '{}' from {} writes to {}", loaded.config.name,
+  spdlog::info("run '{}' from {} writes to {}", run.name,
                resumed ? resumed->name() : fmt::format("{}", fmt::join(args.config, " + ")), dir.paths.dir.string());
   spdlog::info("device: {} ({})", run.devices.primary().str(), run.devices.reason);
   if (!run.devices.warning.empty()) spdlog::warn("{}", run.devices.warning);
@@ -166,10 +164,9 @@ void open_run_dir(const TrainArgs& args, const TrainPlan& plan, const train::Tra
 // Trains, writes model.pt and the run's report, and prints the result line.
 int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer, RunDirectory& dir) {
   const plan::RunPlan& run = plan.start.run;
-  const config::ExperimentConfig& config = run.loaded.config;
   train::FitOptions options;
-  options.checkpoint_dir = config::checkpoint_directory(config);
-  options.stop = &install_signal_handlers(config.train.on_sigint);
+  options.checkpoint_dir = run.outputs.checkpoint_dir;
+  options.stop = &install_signal_handlers(run.loop.on_sigint);
   options.write_hooks = args.checkpoint_write_hooks;
   if (plan.primary) options.profile_dir = dir.paths.dir;
   train::TrainSummary summary;
@@ -186,7 +183,7 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
     throw;
   }
 
-  nlohmann::ordered_json result{{"name", config.name},
+  nlohmann::ordered_json result{{"name", run.name},
                                 {"run_dir", dir.paths.dir.string()},
                                 {"device", run.devices.primary().str()},
                                 {"epochs", summary.epochs},
@@ -228,8 +225,8 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
     result["test_loss"] = summary.last_test.mean_loss();
     if (summary.last_test.classification) result["test_accuracy"] = summary.last_test.accuracy();
   }
-  if (config.train.target_accuracy > 0) {
-    result["target_accuracy"] = config.train.target_accuracy;
+  if (run.evaluation.stop.target_accuracy > 0) {
+    result["target_accuracy"] = run.evaluation.stop.target_accuracy;
     result["time_to_target_s"] = summary.target ? nlohmann::ordered_json(summary.target->train_s) : nullptr;
     result["time_to_target_wall_s"] = summary.target ? nlohmann::ordered_json(summary.target->wall_s) : nullptr;
     // End to end: from the process's start (LibTorch's loading, CUDA's start and the data's included) to the
@@ -238,7 +235,7 @@ int train(const TrainArgs& args, const TrainPlan& plan, train::Trainer& trainer,
         summary.target && process_s ? nlohmann::ordered_json(*process_s - summary.elapsed_s + summary.target->wall_s)
                                     : nullptr;
     if (!summary.target)
-      spdlog::warn("train.target_accuracy ({:.2f}%) was not reached", 100 * config.train.target_accuracy);
+      spdlog::warn("train.target_accuracy ({:.2f}%) was not reached", 100 * run.evaluation.stop.target_accuracy);
   }
   if (!summary.ended_early.empty()) result["ended_early"] = summary.ended_early;
   if (const int64_t skipped = trainer.layout().skipped_images; skipped > 0) result["skipped_images"] = skipped;

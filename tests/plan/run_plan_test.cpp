@@ -15,6 +15,7 @@
 #include "gputrain/checkpoint/weights.h"
 #include "gputrain/common/error.h"
 #include "gputrain/config/load.h"
+#include "gputrain/config/output_paths.h"
 #include "gputrain/data/description.h"
 #include "gputrain/data/export.h"
 #include "gputrain/data/tensor_dataset.h"
@@ -62,6 +63,41 @@ TEST(RunPlan, ResolvesDevicesStrategyDataAndBatchesInOneCall) {
 // data.decode_threads serve the host loader's image-by-image work (files under
 // data.cache: none, per-image augmentation): set, or auto the CPUs this
 // process may use; a split that needs none gets none.
+// Commands read the plan's pieces, not the config it holds (issue 61): every way into the plan fills them.
+TEST(RunPlan, EveryResolutionGivesItsReadersTheConfigsPieces) {
+  const std::vector<std::string> set{"name=pieces",          "train.epochs=7",          "train.log_every=3",
+                                     "train.on_sigint=stop", "train.tensorboard=false", "model.freeze_batchnorm=train"};
+  const config::LoadedConfig loaded = run_config(set);
+  const auto expect_pieces = [&](const RunPlan& run, const char* how) {
+    SCOPED_TRACE(how);
+    EXPECT_EQ(run.name, "pieces");
+    EXPECT_EQ(run.seed, 3u);
+    EXPECT_EQ(config::word(run.network.name), "mlp");
+    EXPECT_EQ(run.network.freeze_batchnorm, config::FrozenBatchnorm::kTrain);
+    EXPECT_EQ(run.data.samples, 100);
+    EXPECT_EQ(run.loop.epochs, 7);
+    EXPECT_EQ(run.loop.log_every, 3);
+    EXPECT_EQ(run.loop.on_sigint, config::OnSigint::kStop);
+    EXPECT_EQ(run.loop.config_text, config::dump_config(loaded.config)) << "what checkpoints keep, as written";
+  };
+  const auto expect_outputs = [&](const RunPlan& run) {
+    EXPECT_FALSE(run.outputs.tensorboard);
+    EXPECT_EQ(run.outputs.params.at("name"), "pieces");
+    EXPECT_EQ(run.outputs.checkpoint_dir, config::checkpoint_directory(loaded.config));
+    EXPECT_EQ(run.batch.stated_at.str(), "exp.yaml:3:97") << "data.batch_size's place, for the ranks' check";
+  };
+  const RunPlan trained = resolve_run(loaded, RunRequest{});
+  expect_pieces(trained, "train");
+  expect_outputs(trained);
+  expect_pieces(resolve_run(loaded, trained.devices, parallel::LaunchInfo{}), "on devices chosen");
+  const CollectedRun collected = collect_run(loaded, RunRequest{});
+  expect_pieces(collected.plan, "collected");
+  expect_outputs(collected.plan);
+  RunRequest describe;
+  describe.purpose = Purpose::kDescribe;
+  expect_pieces(resolve_run(loaded, describe), "describe");
+}
+
 TEST(RunPlan, DecodeThreadsGoToSplitsDecodedImageByImage) {
   const gputrain::testing::TempDir dir("plan-decode-threads");
   data::DatasetInfo info;

@@ -93,12 +93,13 @@ TEST(RunInfo, TheClassNamesRoundTripAndAnOlderRunJsonHasNone) {
   EXPECT_TRUE(read_run_info(dir / "old.json").class_names.empty());
 }
 
-// The name and epochs as written; train.amp and the target as the plan resolved them.
+// The name, the epochs, train.amp and the target from the plan's pieces, not the config it holds.
 TEST(RunInfo, SettingsComeFromThePlan) {
   plan::RunPlan run;
-  run.loaded.config.name = "from-config";
+  run.loaded.config.name = "ignored";
   run.loaded.config.train.amp = config::AmpMode::kFp16;
-  run.loaded.config.train.epochs = 4;
+  run.name = "from-config";
+  run.loop.epochs = 4;
   run.step.amp = config::AmpMode::kBf16;
   run.evaluation.stop.target_accuracy = 0.9;
   const RunSettings settings = run_settings(run);

@@ -130,12 +130,11 @@ std::string describe_step(const step::StepParts& parts) {
 
 BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options, const BenchProfile& profiling) {
   GPUTRAIN_CHECK(options.steps >= 1 && options.warmup >= 0, "bench needs steps >= 1 and warmup >= 0");
-  const config::ExperimentConfig& c = plan.loaded.config;
   // The training run's own parts (strategy, loader, model, optimizer, scaler,
   // non-finite check, step), built as train builds them: the step timed is the step that trains.
   train::RunParts run = train::build_run(plan);
   const torch::Device device = run.device;
-  models::train_mode(*run.model, c.model.freeze_batchnorm);  // as each training epoch starts
+  models::train_mode(*run.model, plan.network.freeze_batchnorm);  // as each training epoch starts
   const step::AgreeFn agree = [&](const torch::Tensor& step_loss) { return run.strategy->agree({}, step_loss); };
   int64_t step_number = 0;
   auto noted = [&](const step::StepResult& result) {  // the trainer's bookkeeping of a checked step
@@ -216,7 +215,7 @@ BenchReport run_bench(const plan::RunPlan& plan, const BenchOptions& options, co
   const double bound_ms = ms_between(bound_start, Clock::now()) / static_cast<double>(options.steps);
 
   BenchReport report;
-  report.model = config::word(c.model.name);
+  report.model = config::word(plan.network.name);
   report.dataset = run.train_set->info().name;
   report.device = device.str();
   report.threads = at::get_num_threads();

@@ -241,9 +241,8 @@ ModelExportSummary export_model(const plan::RunPlan& plan, const std::string& we
   const std::string state_dict = pytorch ? pytorch_state_dict_path(out_path) : "";
   if (pytorch) check_python_module_name(out_path);
   if (pytorch) check_output_file(state_dict, inputs, options.force, "--out's state dict");
-  const config::ExperimentConfig& c = plan.loaded.config;
   const data::DatasetInfo& info = plan.trained;
-  torch::nn::Sequential model = models::make_model(c.model, models::model_shape(info, c.model));
+  torch::nn::Sequential model = models::make_model(plan.network, models::model_shape(info, plan.network));
   ModelExportSummary summary;
   summary.weights = checkpoint::load_weights(model, weights_path, options.weights);
   const data::LoaderOptions& loader = plan.test_loader;
@@ -254,13 +253,13 @@ ModelExportSummary export_model(const plan::RunPlan& plan, const std::string& we
   const std::string views = left_out_views(plan.evaluation.tta);
   if (!views.empty()) spdlog::info("{}", views);
   if (!pytorch) {
-    onnx::Graph graph = onnx_graph(model, c.name, info, loader.mean, loader.std, options.inputs);
+    onnx::Graph graph = onnx_graph(model, plan.name, info, loader.mean, loader.std, options.inputs);
     if (!views.empty()) graph.metadata.emplace_back("test_time_views", views);
     write_atomically(out_path, onnx::serialize(graph, device::version()), options.write_hooks);
     return summary;
   }
   const std::string source =
-      pytorch_module(model, c.name, info, loader.mean, loader.std, options.inputs, state_dict, views);
+      pytorch_module(model, plan.name, info, loader.mean, loader.std, options.inputs, state_dict, views);
   // The pair or neither, the module last: a module without its weights is half an export, and a pair that
   // cannot be written in full leaves an earlier export's pair as it was.
   const std::string weights = checkpoint::state_dict_bytes(*model);

@@ -11,6 +11,7 @@
 #include "gputrain/checkpoint/store.h"
 #include "gputrain/common/error.h"
 #include "gputrain/config/config_errors.h"
+#include "gputrain/config/load.h"
 #include "gputrain/config/output_paths.h"
 
 namespace gputrain::plan {
@@ -59,7 +60,14 @@ std::string lock_holder(const fs::path& run_dir) {
 }  // namespace
 
 OutputPlan plan_outputs(const config::ExperimentConfig& config) {
-  return {config::run_directory(config), config::checkpoint_directory(config)};
+  OutputPlan outputs;
+  outputs.run_dir = config::run_directory(config);
+  outputs.checkpoint_dir = config::checkpoint_directory(config);
+  outputs.tensorboard = config.train.tensorboard;
+  outputs.monitor_ms = config.train.monitor_ms;
+  outputs.mlflow = config.tracking.mlflow;
+  outputs.params = config::flatten_config(config);
+  return outputs;
 }
 
 std::vector<std::string> output_problems(const OutputPlan& outputs, bool resuming) {

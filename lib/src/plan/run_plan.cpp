@@ -315,6 +315,7 @@ Reached resolve_on_devices(RunPlan& run, const RunRequest& request, Problems& pr
     return Reached::kData;
   }
   run.batch = plan_batches(*sizes, c.data.drop_last, info.samples);
+  run.batch.stated_at = run.loaded.sources.at("data.batch_size");
   run.train_loader = data::loader_options(c.data, data::Split::kTrain, run.batch.micro, c.seed);
   run.test_loader = data::loader_options(c.data, data::Split::kTest, run.batch.test, c.seed);
   if (!launcher_only) {
@@ -483,6 +484,18 @@ int64_t bytes_on_disk(const config::DataConfig& data) {
   return bytes;
 }
 
+// `run` takes the config, and the pieces of it its readers take instead of the whole.
+void take_config(RunPlan& run, config::LoadedConfig loaded) {
+  run.loaded = std::move(loaded);
+  const config::ExperimentConfig& c = run.loaded.config;
+  run.name = c.name;
+  run.seed = c.seed;
+  run.network = c.model;
+  run.data = c.data;
+  run.loop = {c.train.epochs,  c.train.log_every, c.train.on_sigint,
+              c.train.profile, c.checkpoint,      config::dump_config(c)};
+}
+
 }  // namespace
 
 bool uses_saved_model(Purpose purpose) {
@@ -501,7 +514,7 @@ bool uses_saved_model(Purpose purpose) {
 
 RunPlan resolve_run(config::LoadedConfig loaded, const RunRequest& request) {
   RunPlan run;
-  run.loaded = std::move(loaded);
+  take_config(run, std::move(loaded));
   if (uses_saved_model(request.purpose)) {
     resolve_saved_model(run, request);
     return run;
@@ -515,7 +528,7 @@ RunPlan resolve_run(config::LoadedConfig loaded, const device::DevicePlan& devic
                     const std::string& meminfo) {
   RunPlan run;
   run.devices = devices;
-  run.loaded = std::move(loaded);
+  take_config(run, std::move(loaded));
   RunRequest request;
   request.launch = launch;
   request.meminfo = meminfo;
@@ -537,7 +550,7 @@ config::ExperimentConfig config_with_resolved_batch(const RunPlan& run) {
 
 CollectedRun collect_run(config::LoadedConfig loaded, const RunRequest& request) {
   CollectedRun out;
-  out.plan.loaded = std::move(loaded);
+  take_config(out.plan, std::move(loaded));
   Problems problems(&out.problems, out.plan.loaded.sources);
   out.reached = resolve(out.plan, request, problems);
   if (out.reached >= Reached::kBatch) out.data_bytes_on_disk = bytes_on_disk(out.plan.loaded.config.data);

@@ -105,7 +105,8 @@ StepProbe::StepProbe(const config::LoadedConfig& loaded, const ModelInitPlan& in
   p.fast =
       plan_fast_paths(c, run_facts(model_facts(traced, data.input_shape), strategy, micro_batch, accumulation, amp));
   const config::OptimConfig optim = resolved_optim(c.optim, p.fast);
-  p.trainable = assemble_trainable({c, *p.train_set, init, optim, p.fast.channels_last, p.device});
+  p.trainable =
+      assemble_trainable({c.model, c.data.normalize, *p.train_set, init, optim, p.fast.channels_last, p.device});
   // The step below runs every layer in training mode (model->train()), frozen batchnorm layers too.
   if (!models::batchnorm_of_single_values(p.trainable.model, data.input_shape).empty()) p.fewest_rows = 2;
   p.loss = build_loss(loaded, data, p.device);

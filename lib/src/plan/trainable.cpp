@@ -9,11 +9,11 @@
 namespace gputrain::plan {
 
 Trainable assemble_trainable(const TrainableSpec& spec, const std::function<void(torch::nn::Sequential&)>& prepare) {
-  const config::ModelConfig& model_config = spec.config.model;
+  const config::ModelConfig& model_config = spec.model;
   Trainable out;
   out.model = models::build_model(model_config, spec.train_set.info(), spec.device);
   // Before model.init_from, whose tensors then win; a resumed run's checkpoint restores the same filters.
-  models::whiten_first_conv(out.model, model_config, spec.train_set, spec.config.data.normalize);
+  models::whiten_first_conv(out.model, model_config, spec.train_set, spec.normalize);
   checkpoint::load_named_weights(*out.model, spec.init.loaded);
   // Frozen parameters hold no gradient or optimizer state; a freeze bounded by
   // model.freeze_epochs holds through the lr schedule (lr 0 at first) instead.

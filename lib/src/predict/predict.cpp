@@ -29,7 +29,7 @@ std::string field(const std::string& text) {
 torch::Tensor predict_outputs(const plan::RunPlan& plan, const std::string& weights_path,
                               const data::PredictionInputs& inputs) {
   auto [strategy, model] =
-      train::load_saved_model(plan.loaded.config.model, plan.trained, plan.devices, weights_path, "predicting");
+      train::load_saved_model(plan.network, plan.trained, plan.devices, weights_path, "predicting");
   model->eval();
   torch::NoGradGuard no_grad;
   const train::TestTimeAugmentation tta = train::test_time_augmentation(plan.evaluation.tta);
@@ -45,9 +45,8 @@ torch::Tensor predict_outputs(const plan::RunPlan& plan, const std::string& weig
 
 void write_predictions(const plan::RunPlan& plan, const std::string& weights_path, const std::string& input_path,
                        std::ostream& out) {
-  const config::ExperimentConfig& c = plan.loaded.config;
   const data::DatasetInfo& info = plan.trained;
-  const data::PredictionInputs inputs = data::read_prediction_inputs(input_path, c.data, info);
+  const data::PredictionInputs inputs = data::read_prediction_inputs(input_path, plan.data, info);
   torch::Tensor outputs = predict_outputs(plan, weights_path, inputs);
 
   const bool classification = info.target_kind == data::TargetKind::kClasses;

@@ -133,8 +133,7 @@ DryRun dry_run(const plan::CollectedStart& start) {
   dry.problems = collected.problems;
   if (!start.configured) return dry;
   const plan::RunPlan& run = collected.plan;
-  const config::ExperimentConfig& c = run.loaded.config;
-  report["config"] = {{"file", start.config_from}, {"name", c.name}};
+  report["config"] = {{"file", start.config_from}, {"name", run.name}};
   report["devices"] = visible_devices(start.inventory);
 
   json selected = json::array();
@@ -165,7 +164,7 @@ DryRun dry_run(const plan::CollectedStart& start) {
   layout.batch = run.batch;
   const RunInfo info = describe_run(run_settings(run), layout);
   report["strategy"]["replicas"] = info.replicas;
-  report["batch"] = batch_section(c.data, layout.batch, info, run.launch.world_size);
+  report["batch"] = batch_section(run.data, layout.batch, info, run.launch.world_size);
   if (run.batch_choice) {
     report["batch"]["stated_as"] = "data.batch_size: auto";
     report["batch"]["chosen"] = run.batch_choice->describe();

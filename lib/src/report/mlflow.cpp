@@ -269,9 +269,8 @@ std::vector<json> coalesced(std::deque<json> records) {
 
 }  // namespace
 
-std::optional<MlflowTarget> mlflow_target(const config::ExperimentConfig& config,
-                                          const std::optional<std::string>& env_uri) {
-  const config::MlflowConfig& c = config.tracking.mlflow;
+std::optional<MlflowTarget> mlflow_target(const plan::RunPlan& run, const std::optional<std::string>& env_uri) {
+  const config::MlflowConfig& c = run.outputs.mlflow;
   std::string uri = c.uri;
   if (uri.empty() && env_uri && !env_uri->empty()) {
     uri = *env_uri;
@@ -284,7 +283,7 @@ std::optional<MlflowTarget> mlflow_target(const config::ExperimentConfig& config
   }
   if (uri.empty()) return std::nullopt;
   while (uri.back() == '/') uri.pop_back();
-  return MlflowTarget{uri, c.experiment, c.run_name.empty() ? config.name : c.run_name, c.tags};
+  return MlflowTarget{uri, c.experiment, c.run_name.empty() ? run.name : c.run_name, c.tags};
 }
 
 struct MlflowLogger::State {

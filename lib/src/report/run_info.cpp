@@ -33,8 +33,7 @@ std::string strategy_name(parallel::StrategyKind kind) {
 }
 
 RunSettings run_settings(const plan::RunPlan& run) {
-  const config::ExperimentConfig& config = run.loaded.config;
-  return {config.name, run.step.amp, config.train.epochs, run.evaluation.stop.target_accuracy};
+  return {run.name, run.step.amp, run.loop.epochs, run.evaluation.stop.target_accuracy};
 }
 
 RunInfo describe_run(const RunSettings& settings, const plan::TrainLayout& layout) {

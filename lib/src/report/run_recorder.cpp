@@ -8,7 +8,6 @@
 
 #include "gputrain/common/error.h"
 #include "gputrain/common/files.h"
-#include "gputrain/config/load.h"
 #include "gputrain/device/inventory_report.h"
 #include "gputrain/report/gpu_monitor.h"
 #include "gputrain/report/html_report.h"
@@ -29,14 +28,13 @@ struct RunRecorder::State {
 
 RunRecorderOptions run_recorder_options(const plan::RunPlan& run,
                                         const std::optional<std::string>& mlflow_tracking_uri) {
-  const config::ExperimentConfig& config = run.loaded.config;
   RunRecorderOptions options;
   options.run = run_settings(run);
-  options.tensorboard = config.train.tensorboard;
-  options.monitor_ms = config.train.monitor_ms;
-  options.loader = LoaderSettings{config.data.num_workers, run.batch.global};
-  options.mlflow = mlflow_target(config, mlflow_tracking_uri);
-  if (options.mlflow) options.params = config::flatten_config(config);
+  options.tensorboard = run.outputs.tensorboard;
+  options.monitor_ms = run.outputs.monitor_ms;
+  options.loader = LoaderSettings{run.train_loader.num_workers, run.batch.global};
+  options.mlflow = mlflow_target(run, mlflow_tracking_uri);
+  if (options.mlflow) options.params = run.outputs.params;
   return options;
 }
 

@@ -23,8 +23,8 @@ namespace {
 
 // model.sync_batchnorm: under ddp the batchnorm layers sum their batch
 // statistics across the ranks (the plan refused it under dp).
-void share_batch_statistics(const config::LoadedConfig& loaded, RunParts& run) {
-  if (!loaded.config.model.sync_batchnorm) return;
+void share_batch_statistics(const config::ModelConfig& network, RunParts& run) {
+  if (!network.sync_batchnorm) return;
   switch (run.strategy_plan.kind) {
     case parallel::StrategyKind::kDataParallel:
       GPUTRAIN_CHECK(false, "model.sync_batchnorm under dp reached the builder");
@@ -61,7 +61,7 @@ void check_ranks_agree_on_batch(const plan::RunPlan& plan, parallel::Strategy& s
     const auto index = static_cast<int64_t>(2 * i);
     if (sums[index].item<double>() == n * own[i] && sums[index + 1].item<double>() == n * own[i] * own[i]) continue;
     throw ConfigError(
-        plan.loaded.sources.at("data.batch_size"), "data.batch_size",
+        batch.stated_at, "data.batch_size",
         fmt::format("the ranks run different batches; rank {} has data.batch_size {}, train.accumulation_steps {}, "
                     "data.test_batch_size {}. Give every rank the same values (data.batch_size: auto measures each "
                     "rank's own device under torchrun; `train --nproc` chooses once for all its workers)",
@@ -107,7 +107,7 @@ void log_run(const plan::RunPlan& plan, const RunParts& run, const std::vector<o
                count_of(run.batch.accumulation, "accumulation step"),
                run.world_size > 1 ? fmt::format(" (each of {} ranks takes its share)", run.world_size) : "",
                count_of(run.batch.steps_per_epoch, "step"));
-  spdlog::info("model: {}, {} parameters", config::word(plan.loaded.config.model.name), plan.model.parameters);
+  spdlog::info("model: {}, {} parameters", config::word(plan.network.name), plan.model.parameters);
   for (const auto& line : models::layer_summary(run.model)) spdlog::info("  {}", line);
   spdlog::info("precision: {}{}{}",
                run.step.amp == config::AmpMode::kOff ? "fp32" : "autocast " + std::string(config::word(run.step.amp)),
@@ -153,9 +153,7 @@ step::StepParts step_parts(const RunParts& run) {
 }
 
 RunParts build_run(const plan::RunPlan& plan) {
-  const config::LoadedConfig& loaded = plan.loaded;
   const parallel::LaunchInfo& launch = plan.launch;
-  const config::ExperimentConfig& c = loaded.config;
   RunParts run;
   run.strategy_plan = plan.strategy;
   run.strategy = parallel::make_strategy(run.strategy_plan, launch);
@@ -169,7 +167,7 @@ RunParts build_run(const plan::RunPlan& plan) {
   run.scaler =
       std::make_unique<step::GradScaler>(step::GradScalerOptions().enabled(run.step.amp == config::AmpMode::kFp16));
 
-  torch::manual_seed(c.seed);
+  torch::manual_seed(plan.seed);
   run.train_set = plan.train_set;
   run.batch = plan.batch;
   // Each process loads only its rows of every batch (ddp: its rank's share).
@@ -193,12 +191,13 @@ RunParts build_run(const plan::RunPlan& plan) {
 
   std::vector<optim::ParamGroup> groups;
   device::with_resource_errors(
-      fmt::format("building the model ({}) and its optimizer", config::word(c.model.name)), models::kSmallerModel, [&] {
-        const plan::TrainableSpec spec{
-            c, *plan.train_set, plan.model_init, plan.optim, run.step.fast.channels_last, run.device};
+      fmt::format("building the model ({}) and its optimizer", config::word(plan.network.name)), models::kSmallerModel,
+      [&] {
+        const plan::TrainableSpec spec{plan.network, plan.data.normalize,         *plan.train_set, plan.model_init,
+                                       plan.optim,   run.step.fast.channels_last, run.device};
         plan::Trainable trainable = plan::assemble_trainable(spec, [&](torch::nn::Sequential& model) {
           run.model = model;
-          share_batch_statistics(loaded, run);
+          share_batch_statistics(plan.network, run);
           apply_fast_paths(run.step.fast);
           // After the fast paths: the CPU's peak is measured with the threads they chose.
           run.efficiency = run_efficiency(
@@ -215,8 +214,8 @@ RunParts build_run(const plan::RunPlan& plan) {
   run.non_finite = build_non_finite(plan.step, run);
   run.stepper = build_step(run);
   run.schedule = std::make_unique<optim::LrSchedule>(
-      plan.optim, run.batch.steps_per_epoch, run.batch.steps_per_epoch * c.train.epochs, optim::lr_multipliers(groups),
-      optim::trained_epochs(groups), optim::starting_epochs(groups));
+      plan.optim, run.batch.steps_per_epoch, run.batch.steps_per_epoch * plan.loop.epochs,
+      optim::lr_multipliers(groups), optim::trained_epochs(groups), optim::starting_epochs(groups));
   log_run(plan, run, groups);
   return run;
 }

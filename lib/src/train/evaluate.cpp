@@ -91,11 +91,10 @@ namespace {
 
 // The host running out of memory or threads while testing, whose batches data.test_batch_size sizes when set.
 [[noreturn]] void rethrow_host_exhaustion_testing(const plan::RunPlan& plan) {
-  const config::DataConfig& d = plan.loaded.config.data;
-  const char* key = d.test_batch_size > 0 ? "data.test_batch_size" : "data.batch_size";
-  device::rethrow_as_resource_error(
-      fmt::format("testing at {} {} with {} loader workers", key, plan.test_loader.batch_size, d.num_workers),
-      fmt::format("Lower {}, data.num_workers, or the model's size", key));
+  const char* key = plan.data.test_batch_size > 0 ? "data.test_batch_size" : "data.batch_size";
+  device::rethrow_as_resource_error(fmt::format("testing at {} {} with {} loader workers", key,
+                                                plan.test_loader.batch_size, plan.test_loader.num_workers),
+                                    fmt::format("Lower {}, data.num_workers, or the model's size", key));
 }
 
 }  // namespace
@@ -114,9 +113,8 @@ SavedModel load_saved_model(const config::ModelConfig& config, const data::Datas
 // A function-try-block, as Trainer::fit is: the host running out of memory or
 // threads says which keys to lower.
 step::EvalResult evaluate_saved_weights(const plan::RunPlan& plan, const std::string& weights_path) try {
-  const config::ExperimentConfig& c = plan.loaded.config;
   const data::DatasetInfo& trained = plan.trained;
-  auto [strategy, model] = load_saved_model(c.model, trained, plan.devices, weights_path, "testing saved weights");
+  auto [strategy, model] = load_saved_model(plan.network, trained, plan.devices, weights_path, "testing saved weights");
   const TestTimeAugmentation tta = test_time_augmentation(plan.evaluation.tta);
   if (trained.images) spdlog::info("test-time views: {}", describe_views(tta));
   data::HostLoader batches(plan.test_set, plan.test_loader);

@@ -32,9 +32,9 @@ std::optional<data::Batch> next_batch(data::BatchLoader& source) {
 }
 
 // The host running out of memory or threads while training.
-[[noreturn]] void rethrow_host_exhaustion(const config::ExperimentConfig& c, const plan::BatchPlan& batch) {
+[[noreturn]] void rethrow_host_exhaustion(int64_t loader_workers, const plan::BatchPlan& batch) {
   device::rethrow_as_resource_error(
-      fmt::format("training at data.batch_size {} with {} loader workers", batch.global, c.data.num_workers),
+      fmt::format("training at data.batch_size {} with {} loader workers", batch.global, loader_workers),
       "Lower data.batch_size (train.accumulation_steps splits a batch into smaller micro-batches), "
       "data.num_workers, or the model's size");
 }
@@ -47,16 +47,16 @@ std::optional<data::Batch> next_batch(data::BatchLoader& source) {
 TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) try {
   State& s = *state_;
   s.checkpointer = std::make_unique<detail::Checkpointer>(
-      s.config.checkpoint, s.config.train.on_sigint == config::OnSigint::kCheckpoint, options, *s.run.strategy,
+      s.loop.checkpoint, s.loop.on_sigint == config::OnSigint::kCheckpoint, options, *s.run.strategy,
       s.position.resumed_from, s.position.resumed_path);
   s.rank_timer = std::make_unique<RankTimer>(*s.run.strategy);
   s.profile.reset();
-  if (s.config.train.profile.epoch > 0 && !options.profile_dir.empty()) {
-    s.profile = std::make_unique<ProfileWindow>(s.config.train.profile.epoch, s.config.train.profile.steps,
-                                                options.profile_dir, s.run.device.is_cuda());
+  if (s.loop.profile.epoch > 0 && !options.profile_dir.empty()) {
+    s.profile = std::make_unique<ProfileWindow>(s.loop.profile.epoch, s.loop.profile.steps, options.profile_dir,
+                                                s.run.device.is_cuda());
   }
   s.stopping = false;
-  detail::EpochLog epoch_log(s.config.train.epochs, s.run.scaler->enabled());
+  detail::EpochLog epoch_log(s.loop.epochs, s.run.scaler->enabled());
   ObserverList observers;
   observers.add(&observer);
   observers.add(&epoch_log);
@@ -66,7 +66,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   if (s.lookahead && !s.lookahead->started()) s.lookahead->start();
   TrainSummary summary;
   summary.epochs = s.position.epochs_done;
-  const int64_t epochs = s.config.train.epochs;
+  const int64_t epochs = s.loop.epochs;
   for (int64_t epoch = s.position.epochs_done + 1; epoch <= epochs && !s.stopping && s.evals.ended_early.empty();
        ++epoch) {
     if (!s.run.labeled()) {
@@ -136,7 +136,7 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
         s.run.batch.last_micro, detail));
   }
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr && !is_out_of_memory(detail)) {
-    rethrow_host_exhaustion(state_->config, state_->run.batch);
+    rethrow_host_exhaustion(state_->loader_workers, state_->run.batch);
   }
   const State& s = *state_;
   OutOfMemoryContext context;
@@ -147,16 +147,16 @@ TrainSummary Trainer::fit(TrainObserver& observer, const FitOptions& options) tr
   context.detail = detail;
   throw Error(ExitCode::kRuntime, out_of_memory_message(context));
 } catch (const std::exception&) {
-  rethrow_host_exhaustion(state_->config, state_->run.batch);
+  rethrow_host_exhaustion(state_->loader_workers, state_->run.batch);
 }
 
 void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMetrics& m) {
-  models::train_mode(*run.model, config.model.freeze_batchnorm);  // frozen batchnorm stays in eval
-  run.train_batches->start_epoch(epoch - 1, position.batch);      // batch > 0 when resuming mid-epoch
+  models::train_mode(*run.model, freeze_batchnorm);           // frozen batchnorm stays in eval
+  run.train_batches->start_epoch(epoch - 1, position.batch);  // batch > 0 when resuming mid-epoch
   const auto epoch_start = Clock::now();
   auto interval_start = epoch_start;
   std::vector<data::Batch> group;
-  Progress progress{epoch, config.train.epochs, position.batch, run.train_batches->batches_per_epoch(), 0, 0, 0};
+  Progress progress{epoch, loop.epochs, position.batch, run.train_batches->batches_per_epoch(), 0, 0, 0};
   rank_timer->start_interval(position.step, 0);  // the loader's wait counts from the epoch's start
   device::StepBusyTimer busy(run.device);
   auto log_interval = [&] {
@@ -189,7 +189,7 @@ void Trainer::State::train_epoch(int64_t epoch, TrainObserver& observer, EpochMe
     if (profile) profile->after_step();
     busy.step_end();
     group.clear();
-    if (position.step % config.train.log_every == 0) log_interval();
+    if (position.step % loop.log_every == 0) log_interval();
     after_step(epoch);  // after the log line, so that a checkpoint holds the interval as it continues
   };
   while (!stopping && evals.ended_early.empty()) {

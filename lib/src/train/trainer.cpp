@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include "gputrain/common/error.h"
-#include "gputrain/config/load.h"
 #include "gputrain/data/description.h"
 #include "gputrain/models/freeze.h"
 #include "gputrain/train/evaluate.h"
@@ -14,12 +13,14 @@ namespace gputrain::train {
 
 Trainer::Trainer(const plan::RunPlan& plan) : state_(std::make_unique<State>()) {
   State& s = *state_;
-  s.config = plan.loaded.config;
+  s.loop = plan.loop;
+  s.freeze_batchnorm = plan.network.freeze_batchnorm;
+  s.loader_workers = plan.train_loader.num_workers;
   s.evaluation = plan.evaluation;
   s.run = build_run(plan);
   const config::EmaConfig& ema = s.evaluation.ema;
   if (ema.decay > 0) s.ema.emplace(*s.run.model, WeightAverageOptions{ema.decay, ema.start_epoch, ema.every});
-  const config::LookaheadConfig& lookahead = s.config.optim.lookahead;
+  const config::LookaheadConfig& lookahead = plan.optim.lookahead;
   if (lookahead.k > 0) s.lookahead.emplace(*s.run.model, LookaheadOptions{lookahead.k, lookahead.alpha});
   s.evals.stop_rules = StopRules(s.evaluation.stop);
 }
@@ -59,7 +60,7 @@ step::EvalResult Trainer::State::evaluate() {
   const step::EvalResult result =
       train::evaluate(run.model, *run.test_batches, *run.strategy, run.loss, run.step.amp, run.tta);
   if (averaged) swap_average();
-  models::train_mode(*run.model, config.model.freeze_batchnorm);  // frozen batchnorm stays in eval
+  models::train_mode(*run.model, freeze_batchnorm);  // frozen batchnorm stays in eval
   return result;
 }
 
@@ -106,7 +107,7 @@ void Trainer::State::save_checkpoint(bool regular, bool best) {
   state.rng = checkpoint::capture_rng();
   state.batch = run.batch.sizes();
   state.data = data::model_description(run.train_set->info());
-  state.config = config::dump_config(config);
+  state.config = loop.config_text;
   checkpointer->write(state, *run.model, *run.optimizer, regular, best);
 }
 

@@ -21,7 +21,9 @@ namespace gputrain::train {
 using Clock = std::chrono::steady_clock;
 
 struct Trainer::State {
-  config::ExperimentConfig config;  // as written: checkpoints keep it
+  plan::LoopPlan loop;
+  config::FrozenBatchnorm freeze_batchnorm{};  // model.freeze_batchnorm: how frozen batchnorm layers run
+  int64_t loader_workers = 0;                  // data.num_workers, for the message when the host runs out
   plan::EvaluationPlan evaluation;
   RunParts run;
   detail::RunPosition position;

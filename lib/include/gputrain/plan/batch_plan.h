@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gputrain/checkpoint/checkpoint.h"
+#include "gputrain/common/error.h"
 #include "gputrain/config/config.h"
 #include "gputrain/parallel/strategy.h"
 
@@ -21,7 +22,8 @@ struct BatchPlan {
   int64_t accumulation = 1;  // micro-batches per optimizer step
   int64_t last_micro = 0;    // the epoch's last micro-batch: `micro` when it divides evenly or with drop_last
   int64_t steps_per_epoch = 0;
-  int64_t test = 0;  // rows per evaluation batch
+  int64_t test = 0;      // rows per evaluation batch
+  SourceMark stated_at;  // where data.batch_size is written (or defaulted), for errors about the batch
 
   // What a checkpoint keeps of it.
   checkpoint::ResolvedBatch sizes() const { return {global, accumulation, test}; }

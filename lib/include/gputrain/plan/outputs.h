@@ -1,8 +1,9 @@
 #pragma once
-// Where a training run writes, and whether it may: resolved and checked
+// Where a training run writes, what it records there, and whether it may: resolved and checked
 // before anything is touched, by train and `gputrain plan` alike, so that a
 // refused run leaves an earlier run's files as they were.
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,8 +16,12 @@ inline constexpr const char* kRunLockFile = ".gputrain.lock";
 inline constexpr const char* kWeightsFile = "model.pt";
 
 struct OutputPlan {
-  std::filesystem::path run_dir;         // <output.dir>/<name>/
-  std::filesystem::path checkpoint_dir;  // <run dir>/<checkpoint.dir>/
+  std::filesystem::path run_dir;              // <output.dir>/<name>/
+  std::filesystem::path checkpoint_dir;       // <run dir>/<checkpoint.dir>/
+  bool tensorboard = false;                   // train.tensorboard: event files in the run directory
+  int64_t monitor_ms = 0;                     // train.monitor_ms: the GPUs sampled this often; 0: not
+  config::MlflowConfig mlflow;                // tracking.mlflow as written (MLFLOW_TRACKING_URI may give its uri)
+  std::map<std::string, std::string> params;  // the config's keys and values, as a tracking server logs them
 };
 OutputPlan plan_outputs(const config::ExperimentConfig& config);
 

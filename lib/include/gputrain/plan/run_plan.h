@@ -87,8 +87,27 @@ struct StepPlan {
   FastPaths fast;
 };
 
+// How train's loop runs its epochs, and what its checkpoints keep.
+struct LoopPlan {
+  int64_t epochs = 0;                                          // train.epochs
+  int64_t log_every = 50;                                      // train.log_every: steps between progress lines
+  config::OnSigint on_sigint = config::OnSigint::kCheckpoint;  // train.on_sigint
+  config::ProfileConfig profile;                               // train.profile: the epoch whose steps are traced
+  config::CheckpointConfig checkpoint;                         // checkpoint.*: when they are written, how many kept
+  // The config as written (config::dump_config), which every checkpoint keeps: resuming runs it.
+  std::string config_text;
+};
+
 struct RunPlan {
-  config::LoadedConfig loaded;  // as written, with its defaults
+  // The config as written, with its defaults. Only plan/ reads it: every
+  // command reads the pieces below, which the plan took from it or resolved.
+  config::LoadedConfig loaded;
+  std::string name;             // name: the run's, in its logs, report and exports
+  uint64_t seed = 0;            // seed: the model's initial weights
+  config::ModelConfig network;  // model.*: what models::make_model builds for `trained`'s samples
+  // data.* as written: how predict reads new inputs, and the normalisation model.whiten works in.
+  config::DataConfig data;
+  LoopPlan loop;
   device::DevicePlan devices;
   // What the model is shaped for: the training split's description, or for
   // saved weights the one their file carries; `trained_from` says which, for the log.

@@ -24,11 +24,12 @@ struct Trainable {
 
 // What it is assembled from.
 struct TrainableSpec {
-  const config::ExperimentConfig& config;  // model.* and data.normalize (whitening's)
-  const data::Dataset& train_set;          // the model's shape and whitening's images
-  const ModelInitPlan& init;               // model.init_from's tensors that fit, model.freeze's parameters
-  const config::OptimConfig& optim;        // with fused and foreach as the fast paths decided
-  bool channels_last = false;              // the fast paths' choice
+  const config::ModelConfig& model;          // model.*
+  const config::NormalizeConfig& normalize;  // data.normalize: whitening works on normalised images
+  const data::Dataset& train_set;            // the model's shape and whitening's images
+  const ModelInitPlan& init;                 // model.init_from's tensors that fit, model.freeze's parameters
+  const config::OptimConfig& optim;          // with fused and foreach as the fast paths decided
+  bool channels_last = false;                // the fast paths' choice
   torch::Device device{torch::kCPU};
 };
 

@@ -28,11 +28,10 @@ struct MlflowTarget {
   std::map<std::string, std::string> tags;
 };
 
-// tracking.mlflow with the config's URI, else `env_uri` (MLFLOW_TRACKING_URI,
+// The run's tracking.mlflow with its URI, else `env_uri` (MLFLOW_TRACKING_URI,
 // read by app/); none when neither names a server. UserError for an
 // environment URI that is not http(s)://.
-std::optional<MlflowTarget> mlflow_target(const config::ExperimentConfig& config,
-                                          const std::optional<std::string>& env_uri);
+std::optional<MlflowTarget> mlflow_target(const plan::RunPlan& run, const std::optional<std::string>& env_uri);
 
 // How a run ended, as MLflow names it.
 enum class MlflowStatus { kFinished, kFailed, kKilled };
