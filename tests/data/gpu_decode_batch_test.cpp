@@ -97,7 +97,8 @@ TEST_F(GpuDecodeBatch, BoxesOnStoredSizesAndShardRows) {
     EXPECT_EQ(s.stored.height, stored.height);
     EXPECT_EQ(s.stored.width, stored.width);
     ASSERT_TRUE(s.box.has_value());
-    const CropBox box = draw_crop_box(options, 1, 0, static_cast<int64_t>(i), stored.height, stored.width);
+    const CropBox box =
+        draw_crop_box(options, options.seed, 1, 0, static_cast<int64_t>(i), stored.height, stored.width);
     EXPECT_EQ(std::tie(s.box->top, s.box->left, s.box->height, s.box->width),
               std::tie(box.top, box.left, box.height, box.width));
     EXPECT_LE(s.box->top + s.box->height, stored.height);

@@ -908,7 +908,7 @@ TEST_F(ImageFolder, TheLoaderDrawsEachBoxOnTheFilesStoredSize) {
   while (auto batch = loader.next()) {
     const torch::Tensor bytes = (batch->inputs * 255.0).round().to(torch::kUInt8);
     for (int64_t k = 0; k < batch->size(); ++k) {
-      const CropBox box = detail::draw_crop_box(options, 2, batch->index, k, 96, 128);
+      const CropBox box = detail::draw_crop_box(options, options.seed, 2, batch->index, k, 96, 128);
       torch::Tensor expected = torch::empty({3, 16, 16}, torch::kUInt8);
       dataset->read_resized_crop(
           order[static_cast<std::size_t>(batch->index * 4 + k)], [&](int64_t, int64_t) { return box; },

@@ -150,7 +150,7 @@ TEST(RandomResizedCrop, BoxesDependOnSeedEpochBatchAndPosition) {
   const LoaderOptions options = resized_crop_options(16);
   const auto boxes = [&](const LoaderOptions& o, int64_t epoch, int64_t index, int64_t count) {
     std::vector<int64_t> flat;
-    for (const CropBox& b : detail::draw_crop_boxes(o, epoch, index, count, 16, 16)) {
+    for (const CropBox& b : detail::draw_crop_boxes(o, o.seed, epoch, index, count, 16, 16)) {
       flat.insert(flat.end(), {b.top, b.left, b.height, b.width});
     }
     return flat;
@@ -164,16 +164,16 @@ TEST(RandomResizedCrop, BoxesDependOnSeedEpochBatchAndPosition) {
   LoaderOptions reseeded = options;
   reseeded.seed = 5;
   EXPECT_NE(boxes(reseeded, 0, 0, 8), first);
-  EXPECT_TRUE(detail::draw_crop_boxes(resized_crop_options(0), 0, 0, 8, 16, 16).empty());
+  EXPECT_TRUE(detail::draw_crop_boxes(resized_crop_options(0), options.seed, 0, 0, 8, 16, 16).empty());
 }
 
 // A box drawn alone, in an image of its own size (a file at its stored size),
 // comes from the same stream as that position's in the batch's draw.
 TEST(RandomResizedCrop, ABoxDrawnAloneIsItsPositionsInTheBatch) {
   const LoaderOptions options = resized_crop_options(16);
-  const std::vector<CropBox> batch = detail::draw_crop_boxes(options, 2, 3, 8, 300, 400);
+  const std::vector<CropBox> batch = detail::draw_crop_boxes(options, options.seed, 2, 3, 8, 300, 400);
   for (int64_t i = 0; i < 8; ++i) {
-    const CropBox alone = detail::draw_crop_box(options, 2, 3, i, 300, 400);
+    const CropBox alone = detail::draw_crop_box(options, options.seed, 2, 3, i, 300, 400);
     const CropBox& in_batch = batch[static_cast<std::size_t>(i)];
     EXPECT_EQ(std::tie(alone.top, alone.left, alone.height, alone.width),
               std::tie(in_batch.top, in_batch.left, in_batch.height, in_batch.width));
@@ -193,7 +193,7 @@ TEST(RandomResizedCrop, HostAndDeviceLoadersResizeEachImagesBox) {
     cache.start_epoch(epoch);
     int64_t changed = 0;
     while (auto batch = stream.next()) {
-      const auto boxes = detail::draw_crop_boxes(options, epoch, batch->index, batch->size(), 12, 12);
+      const auto boxes = detail::draw_crop_boxes(options, options.seed, epoch, batch->index, batch->size(), 12, 12);
       const torch::Tensor bytes = (batch->inputs * 255.0).round().to(torch::kUInt8);
       for (int64_t k = 0; k < batch->size(); ++k) {
         const torch::Tensor source = dataset->inputs()[batch->index * 8 + k];
@@ -263,7 +263,7 @@ TEST(ColorJitter, OrderAndFactorsFollowTheirDistributions) {
     EXPECT_LE(factors[op].high, ranges[op][1]);
     EXPECT_GT(factors[op].high, ranges[op][1] - 0.01);
   }
-  EXPECT_TRUE(detail::draw_color_jitters(LoaderOptions{}, 0, 0, 4).empty());
+  EXPECT_TRUE(detail::draw_color_jitters(ImagePipeline{}, /*seed=*/0, 0, 0, 4).empty());
 }
 
 // Both loaders jitter each training image by its draw, after the resized crop
@@ -278,8 +278,8 @@ TEST(ColorJitter, HostAndDeviceLoadersJitterEachImageByItsDraw) {
   stream.start_epoch(1);
   cache.start_epoch(1);
   while (auto batch = stream.next()) {
-    const auto boxes = detail::draw_crop_boxes(options, 1, batch->index, batch->size(), 8, 8);
-    const auto jitters = detail::draw_color_jitters(options, 1, batch->index, batch->size());
+    const auto boxes = detail::draw_crop_boxes(options, options.seed, 1, batch->index, batch->size(), 8, 8);
+    const auto jitters = detail::draw_color_jitters(options, options.seed, 1, batch->index, batch->size());
     const torch::Tensor bytes = (batch->inputs * 255.0).round().to(torch::kUInt8);
     for (int64_t k = 0; k < batch->size(); ++k) {
       const auto i = static_cast<std::size_t>(k);

@@ -19,7 +19,7 @@ struct Batch {
   torch::Tensor inputs;   // float32: images normalised, [B, C, H, W]; features [B, F]
   torch::Tensor targets;  // int64 [B], float32 [B, T], or undefined when unlabeled
   int64_t index = 0;      // batch number within the epoch
-  // Rows of the whole batch this one is a shard of (LoaderOptions::shard); 0: it is whole.
+  // Rows of the whole batch this one is a shard of (Batching::shard); 0: it is whole.
   int64_t whole_rows = 0;
   int64_t size() const { return inputs.size(0); }
   // The whole batch's rows, of which this process holds size().
@@ -59,17 +59,26 @@ struct ColorJitter {
   bool on() const { return brightness > 0 || contrast > 0 || saturation > 0 || hue > 0; }
 };
 
-struct LoaderOptions {
+// How a split's samples become batches: their size, order and delivery, and
+// which rows of each this process makes. The seed also draws the image
+// pipeline's augmentation (the draw_* functions take it beside the pipeline).
+struct Batching {
   int64_t batch_size = 1;
   bool shuffle = false;
   bool drop_last = false;
   int64_t num_workers = 0;  // 0: batches are made on the calling thread
   int64_t prefetch = 0;     // batches queued ahead; 0: 2 x num_workers
+  bool pin_memory = false;  // page-locked batches (warns once and ignores it without CUDA)
+  uint64_t seed = 0;
+  Shard shard;  // ddp: this rank's rows of every batch
+};
+
+// What is done to each sample's image on its way into a batch: decoded,
+// brought to the split's size, augmented and normalised.
+struct ImagePipeline {
   // Threads decoding and augmenting images one per task, shared by the workers
   // (data.decode_threads as the plan resolved it); 0: each batch's images on its worker.
   int64_t decode_threads = 0;
-  bool pin_memory = false;  // page-locked batches (warns once and ignores it without CUDA)
-  uint64_t seed = 0;
   std::vector<double> mean;  // per-channel normalisation (images); empty: none
   std::vector<double> std;
   int64_t random_crop = 0;  // padding in pixels (images, train only); 0: off
@@ -78,7 +87,6 @@ struct LoaderOptions {
   bool alternating_flip = false;  // with hflip: each image mirrored in every other epoch
   ResizedCrop resized_crop;       // before the crop and flip above (images, train only)
   ColorJitter color_jitter;       // after the resized crop (images, train only)
-  Shard shard;                    // ddp: this rank's rows of every batch
   // Image files read per batch (Dataset::sample_file), brought to the split's
   // size where no resized crop is drawn as image_folder brings them:
   // data.resize's shorter side, then data.center_crop, or data.image_size.
@@ -87,6 +95,10 @@ struct LoaderOptions {
   bool center_crop = false;
   bool resize = false;
 };
+
+// A split's loader: its batching and its image pipeline, one struct of both
+// halves so every field keeps its one name; a function needing one half takes that half.
+struct LoaderOptions : Batching, ImagePipeline {};
 
 // LoaderOptions from the config for one split in batches of `batch_size` rows
 // (the plan resolves them: plan::BatchPlan): augmentation only for training;
@@ -97,10 +109,10 @@ LoaderOptions loader_options(const config::DataConfig& config, Split split, int6
 // Whether the host loader works on `dataset`'s images one at a time: decoding
 // files (data.cache: none), or a resized crop or colour jitter per image. Its
 // data.decode_threads then do that work.
-bool works_per_image(const Dataset& dataset, const LoaderOptions& options);
+bool works_per_image(const Dataset& dataset, const ImagePipeline& images);
 
 // Batches in an epoch of `samples`, the last one short unless dropped.
-int64_t batch_count(const LoaderOptions& options, int64_t samples);
+int64_t batch_count(const Batching& batching, int64_t samples);
 
 class BatchLoader {
  public:

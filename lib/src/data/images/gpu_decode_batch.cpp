@@ -23,8 +23,8 @@ EncodedBatch read_encoded_batch(const LoaderOptions& options, const std::vector<
   batch.whole = std::min(options.batch_size, samples - first);
   const RowRange mine = shard_rows(batch.whole, options.shard);
   // Drawn for the whole batch, whoever reads which rows: a row's draws follow its position.
-  const std::vector<Placement> placements = draw_placements(options, epoch, index, batch.whole);
-  const std::vector<JitterDraw> jitters = draw_color_jitters(options, epoch, index, batch.whole);
+  const std::vector<Placement> placements = draw_placements(options, options.seed, epoch, index, batch.whole);
+  const std::vector<JitterDraw> jitters = draw_color_jitters(options, options.seed, epoch, index, batch.whole);
   for (int64_t position = mine.begin; position < mine.end; ++position) {
     EncodedSample sample;
     sample.row = order.at(static_cast<std::size_t>(first + position));
@@ -34,11 +34,12 @@ EncodedBatch read_encoded_batch(const LoaderOptions& options, const std::vector<
       sample.image = {file.string(), read_image_bytes(file)};
     });
     if (options.resized_crop.size > 0) {
-      sample.box = draw_crop_box(options, epoch, index, position, sample.stored.height, sample.stored.width);
+      sample.box =
+          draw_crop_box(options, options.seed, epoch, index, position, sample.stored.height, sample.stored.width);
     }
     if (!jitters.empty()) sample.jitter = jitters.at(static_cast<std::size_t>(position));
     sample.placement = placements.at(static_cast<std::size_t>(position));
-    if (options.alternating_flip) sample.placement.flip = alternating_flip(options, sample.row, epoch);
+    if (options.alternating_flip) sample.placement.flip = alternating_flip(options.seed, sample.row, epoch);
     batch.samples.push_back(std::move(sample));
   }
   return batch;
@@ -72,10 +73,10 @@ torch::Tensor fit_sample(const torch::Tensor& decoded, const EncodedSample& samp
 }
 
 torch::Tensor finish_images(const std::vector<torch::Tensor>& fitted, const EncodedBatch& batch,
-                            const LoaderOptions& options, const std::vector<ChannelMap>& maps) {
+                            const ImagePipeline& images, const std::vector<ChannelMap>& maps) {
   GPUTRAIN_CHECK(!fitted.empty() && fitted.size() == batch.samples.size(), "{} images for {} samples", fitted.size(),
                  batch.samples.size());
-  const int64_t pad = options.random_crop;
+  const int64_t pad = images.random_crop;
   std::vector<torch::Tensor> placed;
   placed.reserve(fitted.size());
   for (std::size_t i = 0; i < fitted.size(); ++i) {

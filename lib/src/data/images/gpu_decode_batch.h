@@ -30,7 +30,7 @@ struct EncodedSample {
 
 struct EncodedBatch {
   int64_t index = 0;  // in the epoch
-  int64_t whole = 0;  // rows of the whole batch, of which `samples` are this process's (LoaderOptions::shard)
+  int64_t whole = 0;  // rows of the whole batch, of which `samples` are this process's (Batching::shard)
   std::vector<EncodedSample> samples;
 };
 
@@ -53,6 +53,6 @@ torch::Tensor fit_sample(const torch::Tensor& decoded, const EncodedSample& samp
 // data.augment.random_crop's zero-padded crop and the flip of each
 // placement, then `maps`' normalisation, as HostLoader writes them.
 torch::Tensor finish_images(const std::vector<torch::Tensor>& fitted, const EncodedBatch& batch,
-                            const LoaderOptions& options, const std::vector<ChannelMap>& maps);
+                            const ImagePipeline& images, const std::vector<ChannelMap>& maps);
 
 }  // namespace gputrain::data::detail

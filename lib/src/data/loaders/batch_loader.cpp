@@ -15,38 +15,52 @@
 
 namespace gputrain::data {
 
-LoaderOptions loader_options(const config::DataConfig& config, Split split, int64_t batch_size, uint64_t seed) {
+namespace {
+
+// Evaluation sees every test sample once, in file order.
+Batching make_batching(const config::DataConfig& config, Split split, int64_t batch_size, uint64_t seed) {
   const bool train = split == Split::kTrain;
-  LoaderOptions options;
-  options.batch_size = batch_size;
-  // Evaluation sees every test sample once, in file order, unaugmented.
-  options.shuffle = train && config.shuffle;
-  options.drop_last = train && config.drop_last;
-  options.num_workers = config.num_workers;
-  options.prefetch = config.prefetch;
-  options.decode_threads = config.decode_threads;
-  options.pin_memory = config.pin_memory;
-  options.seed = seed;
-  options.mean = config.normalize.mean;
-  options.std = config.normalize.std;
-  options.max_image_pixels = config.max_image_pixels;
+  Batching batching;
+  batching.batch_size = batch_size;
+  batching.shuffle = train && config.shuffle;
+  batching.drop_last = train && config.drop_last;
+  batching.num_workers = config.num_workers;
+  batching.prefetch = config.prefetch;
+  batching.pin_memory = config.pin_memory;
+  batching.seed = seed;
+  return batching;
+}
+
+// Evaluation sees its images unaugmented.
+ImagePipeline make_image_pipeline(const config::DataConfig& config, Split split) {
+  ImagePipeline images;
+  images.decode_threads = config.decode_threads;
+  images.mean = config.normalize.mean;
+  images.std = config.normalize.std;
+  images.max_image_pixels = config.max_image_pixels;
   const detail::ImageFit fit = detail::image_fit(config, split);
-  options.shorter_side = fit.shorter_side;
-  options.center_crop = fit.center_crop;
-  options.resize = fit.resize;
-  if (train) {
-    options.random_crop = config.augment.random_crop;
-    options.reflect = config.augment.reflect;
-    options.hflip = config.augment.hflip;
-    options.alternating_flip = config.augment.alternating_flip;
+  images.shorter_side = fit.shorter_side;
+  images.center_crop = fit.center_crop;
+  images.resize = fit.resize;
+  if (split == Split::kTrain) {
+    images.random_crop = config.augment.random_crop;
+    images.reflect = config.augment.reflect;
+    images.hflip = config.augment.hflip;
+    images.alternating_flip = config.augment.alternating_flip;
     const config::ResizedCropConfig& crop = config.augment.random_resized_crop;
-    options.resized_crop.size = crop.size;
-    if (crop.scale.size() == 2) options.resized_crop.scale = {crop.scale[0], crop.scale[1]};
-    if (crop.ratio.size() == 2) options.resized_crop.ratio = {crop.ratio[0], crop.ratio[1]};
+    images.resized_crop.size = crop.size;
+    if (crop.scale.size() == 2) images.resized_crop.scale = {crop.scale[0], crop.scale[1]};
+    if (crop.ratio.size() == 2) images.resized_crop.ratio = {crop.ratio[0], crop.ratio[1]};
     const config::ColorJitterConfig& jitter = config.augment.color_jitter;
-    options.color_jitter = {jitter.brightness, jitter.contrast, jitter.saturation, jitter.hue};
+    images.color_jitter = {jitter.brightness, jitter.contrast, jitter.saturation, jitter.hue};
   }
-  return options;
+  return images;
+}
+
+}  // namespace
+
+LoaderOptions loader_options(const config::DataConfig& config, Split split, int64_t batch_size, uint64_t seed) {
+  return {make_batching(config, split, batch_size, seed), make_image_pipeline(config, split)};
 }
 
 RowRange shard_rows(int64_t rows, const Shard& shard) {
@@ -56,12 +70,12 @@ RowRange shard_rows(int64_t rows, const Shard& shard) {
   return {std::min(rows, shard.index * chunk), std::min(rows, (shard.index + 1) * chunk)};
 }
 
-bool works_per_image(const Dataset& dataset, const LoaderOptions& options) {
-  return dataset.info().images && (!dataset.resident() || options.resized_crop.size > 0 || options.color_jitter.on());
+bool works_per_image(const Dataset& dataset, const ImagePipeline& images) {
+  return dataset.info().images && (!dataset.resident() || images.resized_crop.size > 0 || images.color_jitter.on());
 }
 
-int64_t batch_count(const LoaderOptions& options, int64_t samples) {
-  return options.drop_last ? samples / options.batch_size : (samples + options.batch_size - 1) / options.batch_size;
+int64_t batch_count(const Batching& batching, int64_t samples) {
+  return batching.drop_last ? samples / batching.batch_size : (samples + batching.batch_size - 1) / batching.batch_size;
 }
 
 namespace {

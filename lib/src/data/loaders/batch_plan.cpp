@@ -55,75 +55,81 @@ void check_resized_crop(const ResizedCrop& crop, const DatasetInfo& info) {
 
 }  // namespace
 
-std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const DatasetInfo& info) {
-  if (options.batch_size < 1) {
-    throw option_error("data.batch_size", fmt::format("must be >= 1 (got {})", options.batch_size));
+void check_batching(const Batching& batching) {
+  if (batching.batch_size < 1) {
+    throw option_error("data.batch_size", fmt::format("must be >= 1 (got {})", batching.batch_size));
   }
-  if (options.num_workers < 0) {
-    throw option_error("data.num_workers", fmt::format("must be >= 0 (got {})", options.num_workers));
+  if (batching.num_workers < 0) {
+    throw option_error("data.num_workers", fmt::format("must be >= 0 (got {})", batching.num_workers));
   }
-  if (options.prefetch < 0) throw option_error("data.prefetch", fmt::format("must be >= 0 (got {})", options.prefetch));
-  if (options.random_crop < 0) {
-    throw option_error("data.augment.random_crop", fmt::format("must be >= 0 (got {})", options.random_crop));
+  if (batching.prefetch < 0) {
+    throw option_error("data.prefetch", fmt::format("must be >= 0 (got {})", batching.prefetch));
   }
-  if (options.mean.size() != options.std.size()) {
+}
+
+std::vector<ChannelMap> checked_channel_maps(const ImagePipeline& images, const DatasetInfo& info) {
+  if (images.random_crop < 0) {
+    throw option_error("data.augment.random_crop", fmt::format("must be >= 0 (got {})", images.random_crop));
+  }
+  if (images.mean.size() != images.std.size()) {
     throw option_error("data.normalize.std",
-                       fmt::format("needs as many values as mean ({} vs {})", options.std.size(), options.mean.size()));
+                       fmt::format("needs as many values as mean ({} vs {})", images.std.size(), images.mean.size()));
   }
   if (!info.images) {
-    if (!options.mean.empty()) {
+    if (!images.mean.empty()) {
       throw option_error("data.normalize",
                          fmt::format("applies to image data sets only; {} has feature vectors", info.name));
     }
-    if (options.random_crop != 0 || options.hflip || options.resized_crop.size != 0 || options.color_jitter.on()) {
+    if (images.random_crop != 0 || images.hflip || images.resized_crop.size != 0 || images.color_jitter.on()) {
       throw option_error("data.augment",
                          fmt::format("applies to image data sets only; {} has feature vectors", info.name));
     }
     return {};
   }
   const int64_t side = std::min(info.input_shape.at(1), info.input_shape.at(2));
-  if (options.reflect && options.random_crop >= side) {
+  if (images.reflect && images.random_crop >= side) {
     throw option_error("data.augment.random_crop",
                        fmt::format("mirrors at most {} pixels of the {}x{} images' edge (data.augment.reflect); got {}",
-                                   side - 1, info.input_shape.at(1), info.input_shape.at(2), options.random_crop));
+                                   side - 1, info.input_shape.at(1), info.input_shape.at(2), images.random_crop));
   }
-  check_resized_crop(options.resized_crop, info);
-  check_color_jitter(options.color_jitter);
+  check_resized_crop(images.resized_crop, info);
+  check_color_jitter(images.color_jitter);
   const auto channels = static_cast<std::size_t>(info.input_shape.at(0));
-  if (!options.mean.empty() && options.mean.size() != 1 && options.mean.size() != channels) {
+  if (!images.mean.empty() && images.mean.size() != 1 && images.mean.size() != channels) {
     throw option_error(
         "data.normalize.mean",
-        channels == 1 ? fmt::format("needs 1 value for the 1 channel of {} (got {})", info.name, options.mean.size())
+        channels == 1 ? fmt::format("needs 1 value for the 1 channel of {} (got {})", info.name, images.mean.size())
                       : fmt::format("needs 1 or {} values for the {} channels of {} (got {})", channels, channels,
-                                    info.name, options.mean.size()));
+                                    info.name, images.mean.size()));
   }
-  for (const double value : options.std) {
+  for (const double value : images.std) {
     if (!(value > 0)) throw option_error("data.normalize.std", fmt::format("every value must be > 0 (got {})", value));
   }
-  return channel_maps(options.mean, options.std, static_cast<int64_t>(channels));
+  return channel_maps(images.mean, images.std, static_cast<int64_t>(channels));
 }
 
-std::vector<int64_t> epoch_order(const LoaderOptions& options, int64_t samples, int64_t epoch) {
+std::vector<int64_t> epoch_order(const Batching& batching, int64_t samples, int64_t epoch) {
   std::vector<int64_t> order(static_cast<std::size_t>(samples));
   std::iota(order.begin(), order.end(), int64_t{0});
-  if (options.shuffle) {
-    SplitMix64 rng(derive_seed(derive_seed(options.seed, kShuffleStream), static_cast<uint64_t>(epoch)));
+  if (batching.shuffle) {
+    SplitMix64 rng(derive_seed(derive_seed(batching.seed, kShuffleStream), static_cast<uint64_t>(epoch)));
     for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
   }
   return order;
 }
 
-std::vector<Placement> draw_placements(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count) {
+std::vector<Placement> draw_placements(const ImagePipeline& images, uint64_t seed, int64_t epoch, int64_t index,
+                                       int64_t count) {
   std::vector<Placement> placements(static_cast<std::size_t>(count));
-  if (options.random_crop == 0 && !options.hflip) return placements;
-  SplitMix64 rng(derive_seed(derive_seed(derive_seed(options.seed, kAugmentStream), epoch), index));
-  const auto pad = static_cast<uint64_t>(options.random_crop);
+  if (images.random_crop == 0 && !images.hflip) return placements;
+  SplitMix64 rng(derive_seed(derive_seed(derive_seed(seed, kAugmentStream), epoch), index));
+  const auto pad = static_cast<uint64_t>(images.random_crop);
   for (Placement& at : placements) {
     if (pad > 0) {
       at.dy = static_cast<int64_t>(rng.below(2 * pad + 1) - pad);
       at.dx = static_cast<int64_t>(rng.below(2 * pad + 1) - pad);
     }
-    if (options.hflip && !options.alternating_flip) at.flip = (rng.next() & 1) != 0;
+    if (images.hflip && !images.alternating_flip) at.flip = (rng.next() & 1) != 0;
   }
   return placements;
 }
@@ -133,20 +139,18 @@ namespace {
 // One draw per sample of batch `index` of `epoch`, each from its own stream
 // (seed, `stream`, epoch, batch, position): a sample's draw never depends on
 // how many numbers another sample's took.
-SplitMix64 sample_stream(const LoaderOptions& options, uint64_t stream, int64_t epoch, int64_t index,
-                         int64_t position) {
-  return SplitMix64(
-      derive_seed(derive_seed(derive_seed(derive_seed(options.seed, stream), static_cast<uint64_t>(epoch)),
-                              static_cast<uint64_t>(index)),
-                  static_cast<uint64_t>(position)));
+SplitMix64 sample_stream(uint64_t seed, uint64_t stream, int64_t epoch, int64_t index, int64_t position) {
+  return SplitMix64(derive_seed(
+      derive_seed(derive_seed(derive_seed(seed, stream), static_cast<uint64_t>(epoch)), static_cast<uint64_t>(index)),
+      static_cast<uint64_t>(position)));
 }
 
 template <class Draw>
-auto per_sample(const LoaderOptions& options, uint64_t stream, int64_t epoch, int64_t index, int64_t count, Draw draw) {
+auto per_sample(uint64_t seed, uint64_t stream, int64_t epoch, int64_t index, int64_t count, Draw draw) {
   std::vector<decltype(draw(std::declval<SplitMix64&>()))> draws;
   draws.reserve(static_cast<std::size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
-    SplitMix64 rng = sample_stream(options, stream, epoch, index, i);
+    SplitMix64 rng = sample_stream(seed, stream, epoch, index, i);
     draws.push_back(draw(rng));
   }
   return draws;
@@ -154,23 +158,24 @@ auto per_sample(const LoaderOptions& options, uint64_t stream, int64_t epoch, in
 
 }  // namespace
 
-std::vector<CropBox> draw_crop_boxes(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count,
-                                     int64_t height, int64_t width) {
-  if (options.resized_crop.size == 0) return {};
-  return per_sample(options, kResizedCropStream, epoch, index, count,
-                    [&](SplitMix64& rng) { return draw_resized_crop(rng, height, width, options.resized_crop); });
+std::vector<CropBox> draw_crop_boxes(const ImagePipeline& images, uint64_t seed, int64_t epoch, int64_t index,
+                                     int64_t count, int64_t height, int64_t width) {
+  if (images.resized_crop.size == 0) return {};
+  return per_sample(seed, kResizedCropStream, epoch, index, count,
+                    [&](SplitMix64& rng) { return draw_resized_crop(rng, height, width, images.resized_crop); });
 }
 
-CropBox draw_crop_box(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t position, int64_t height,
-                      int64_t width) {
-  SplitMix64 rng = sample_stream(options, kResizedCropStream, epoch, index, position);
-  return draw_resized_crop(rng, height, width, options.resized_crop);
+CropBox draw_crop_box(const ImagePipeline& images, uint64_t seed, int64_t epoch, int64_t index, int64_t position,
+                      int64_t height, int64_t width) {
+  SplitMix64 rng = sample_stream(seed, kResizedCropStream, epoch, index, position);
+  return draw_resized_crop(rng, height, width, images.resized_crop);
 }
 
-std::vector<JitterDraw> draw_color_jitters(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count) {
-  if (!options.color_jitter.on()) return {};
-  return per_sample(options, kColorJitterStream, epoch, index, count,
-                    [&](SplitMix64& rng) { return draw_color_jitter(rng, options.color_jitter); });
+std::vector<JitterDraw> draw_color_jitters(const ImagePipeline& images, uint64_t seed, int64_t epoch, int64_t index,
+                                           int64_t count) {
+  if (!images.color_jitter.on()) return {};
+  return per_sample(seed, kColorJitterStream, epoch, index, count,
+                    [&](SplitMix64& rng) { return draw_color_jitter(rng, images.color_jitter); });
 }
 
 torch::Tensor augment_image(torch::Tensor image, const std::vector<CropBox>& boxes,
@@ -180,9 +185,9 @@ torch::Tensor augment_image(torch::Tensor image, const std::vector<CropBox>& box
   return image;
 }
 
-bool alternating_flip(const LoaderOptions& options, int64_t row, int64_t epoch) {
+bool alternating_flip(uint64_t seed, int64_t row, int64_t epoch) {
   const bool first =
-      (SplitMix64(derive_seed(derive_seed(options.seed, kFlipStream), static_cast<uint64_t>(row))).next() & 1) != 0;
+      (SplitMix64(derive_seed(derive_seed(seed, kFlipStream), static_cast<uint64_t>(row))).next() & 1) != 0;
   return first != (epoch % 2 == 1);
 }
 

@@ -20,36 +20,41 @@ struct Placement {
   bool flip = false;
 };
 
-// Checks `options` against the data set (ConfigErrors name the data.* key) and
+// Checks `batching` (ConfigErrors name the data.* key).
+void check_batching(const Batching& batching);
+
+// Checks `images` against the data set (ConfigErrors name the data.* key) and
 // returns the per-channel maps: one per channel for images, none for features.
-std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const DatasetInfo& info);
+std::vector<ChannelMap> checked_channel_maps(const ImagePipeline& images, const DatasetInfo& info);
 
 // The sample order of epoch `epoch` (0-based): the file order, or a
 // Fisher-Yates shuffle seeded by the seed and the epoch alone.
-std::vector<int64_t> epoch_order(const LoaderOptions& options, int64_t samples, int64_t epoch);
+std::vector<int64_t> epoch_order(const Batching& batching, int64_t samples, int64_t epoch);
 
 // The augmentation of batch `index` of `epoch`, one placement per sample; all
 // zero when augmentation is off. With alternating_flip the flips are not drawn
-// here (they belong to samples, not batch positions: alternating_flip()). The draws depend on the seed, the epoch and
-// the batch index only, never on who makes the batch.
-std::vector<Placement> draw_placements(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count);
+// here (they belong to samples, not batch positions: alternating_flip()). The draws depend on `seed`
+// (Batching::seed), the epoch and the batch index only, never on who makes the batch.
+std::vector<Placement> draw_placements(const ImagePipeline& images, uint64_t seed, int64_t epoch, int64_t index,
+                                       int64_t count);
 
 // data.augment.random_resized_crop: the box of each of the `count` samples of
 // batch `index` of `epoch` in images of `height` x `width`; empty when it is
 // off. Each sample draws from its own stream (seed, epoch, batch, position), so
 // a box never depends on how many tries another sample took.
-std::vector<CropBox> draw_crop_boxes(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count,
-                                     int64_t height, int64_t width);
+std::vector<CropBox> draw_crop_boxes(const ImagePipeline& images, uint64_t seed, int64_t epoch, int64_t index,
+                                     int64_t count, int64_t height, int64_t width);
 
 // The box of sample `position` of batch `index` alone, in an image of its own
 // `height` x `width` (a file read at its stored size): the same stream as
 // draw_crop_boxes' for that position.
-CropBox draw_crop_box(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t position, int64_t height,
-                      int64_t width);
+CropBox draw_crop_box(const ImagePipeline& images, uint64_t seed, int64_t epoch, int64_t index, int64_t position,
+                      int64_t height, int64_t width);
 
 // data.augment.color_jitter: the draw of each of the `count` samples of batch
 // `index` of `epoch`, each from its own stream as draw_crop_boxes'; empty when it is off.
-std::vector<JitterDraw> draw_color_jitters(const LoaderOptions& options, int64_t epoch, int64_t index, int64_t count);
+std::vector<JitterDraw> draw_color_jitters(const ImagePipeline& images, uint64_t seed, int64_t epoch, int64_t index,
+                                           int64_t count);
 
 // The per-image ops of data.augment, in their order, on uint8 [C, H, W]
 // `image`: the resized crop to `box` (when `boxes` holds the batch's), then
@@ -59,9 +64,9 @@ torch::Tensor augment_image(torch::Tensor image, const std::vector<CropBox>& box
                             const std::vector<JitterDraw>& jitters, std::size_t i);
 
 // data.augment.alternating_flip: whether sample `row` is mirrored in `epoch`.
-// A seeded bit per sample picks the half mirrored in even epochs; odd epochs
-// mirror the other half.
-bool alternating_flip(const LoaderOptions& options, int64_t row, int64_t epoch);
+// A bit per sample drawn from `seed` (Batching::seed) picks the half mirrored
+// in even epochs; odd epochs mirror the other half.
+bool alternating_flip(uint64_t seed, int64_t row, int64_t epoch);
 
 // Where a crop reads position `i` of an axis of `size` when it falls outside
 // (data.augment.reflect): the edge mirrored, without repeating it (-1 -> 1,

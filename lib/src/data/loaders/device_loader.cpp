@@ -32,6 +32,7 @@ struct DeviceLoader::State {
       : dataset(std::move(data)), options(std::move(opts)), device(on) {
     GPUTRAIN_CHECK(dataset != nullptr, "DeviceLoader needs a data set");
     const DatasetInfo& info = dataset->info();
+    detail::check_batching(options);
     const std::vector<ChannelMap> maps = detail::checked_channel_maps(options, info);
     if (info.target_kind == TargetKind::kClasses) check_labels();
     inputs = dataset->inputs().to(device);
@@ -49,7 +50,7 @@ struct DeviceLoader::State {
     batches = batch_count(options, info.samples);
     if (options.alternating_flip) {
       std::vector<int64_t> flips;
-      for (int64_t row = 0; row < info.samples; ++row) flips.push_back(detail::alternating_flip(options, row, 0));
+      for (int64_t row = 0; row < info.samples; ++row) flips.push_back(detail::alternating_flip(options.seed, row, 0));
       first_flips = to_device(flips).to(torch::kBool);
     }
   }
@@ -79,7 +80,7 @@ struct DeviceLoader::State {
     torch::Tensor x = inputs.index_select(0, rows);
     if (options.resized_crop.size > 0 || options.color_jitter.on()) x = augment_each(x, index, whole, offset);
     if (options.random_crop > 0 || options.hflip) {
-      const std::vector<detail::Placement> drawn = detail::draw_placements(options, epoch, index, whole);
+      const std::vector<detail::Placement> drawn = detail::draw_placements(options, options.seed, epoch, index, whole);
       const auto from = drawn.begin() + offset;
       x = place(x, std::vector<detail::Placement>(from, from + x.size(0)), rows);
     }
@@ -90,8 +91,9 @@ struct DeviceLoader::State {
   // (the boxes differ in size, the ops in order), by the ops HostLoader uses.
   torch::Tensor augment_each(const torch::Tensor& x, int64_t index, int64_t whole, int64_t offset) const {
     const std::vector<detail::CropBox> boxes =
-        detail::draw_crop_boxes(options, epoch, index, whole, x.size(2), x.size(3));
-    const std::vector<detail::JitterDraw> jitters = detail::draw_color_jitters(options, epoch, index, whole);
+        detail::draw_crop_boxes(options, options.seed, epoch, index, whole, x.size(2), x.size(3));
+    const std::vector<detail::JitterDraw> jitters =
+        detail::draw_color_jitters(options, options.seed, epoch, index, whole);
     std::vector<torch::Tensor> augmented;
     for (int64_t i = 0; i < x.size(0); ++i) {
       augmented.push_back(detail::augment_image(x[i], boxes, jitters, static_cast<std::size_t>(offset + i)));

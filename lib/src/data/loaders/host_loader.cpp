@@ -105,6 +105,7 @@ struct HostLoader::State {
   State(std::shared_ptr<const Dataset> data, LoaderOptions opts) : dataset(std::move(data)), options(std::move(opts)) {
     GPUTRAIN_CHECK(dataset != nullptr, "HostLoader needs a data set");
     const DatasetInfo& info = dataset->info();
+    detail::check_batching(options);
     maps = detail::checked_channel_maps(options, info);
     GPUTRAIN_CHECK(dataset->resident()
                        ? dataset->inputs().is_contiguous() && dataset->inputs().size(0) == info.samples &&
@@ -206,13 +207,14 @@ struct HostLoader::State {
     const bool resized_crop = options.resized_crop.size > 0;
     const uint8_t* from = dataset->resident() && !resized_crop ? dataset->inputs().const_data_ptr<uint8_t>() : nullptr;
     float* to = out.data_ptr<float>();
-    std::vector<Placement> placements = detail::draw_placements(options, epoch, index, whole);
+    std::vector<Placement> placements = detail::draw_placements(options, options.seed, epoch, index, whole);
     if (options.alternating_flip) {
       for (int64_t i = 0; i < count; ++i) {
-        placements[static_cast<std::size_t>(offset + i)].flip = detail::alternating_flip(options, rows[i], epoch);
+        placements[static_cast<std::size_t>(offset + i)].flip = detail::alternating_flip(options.seed, rows[i], epoch);
       }
     }
-    const std::vector<detail::JitterDraw> jitters = detail::draw_color_jitters(options, epoch, index, whole);
+    const std::vector<detail::JitterDraw> jitters =
+        detail::draw_color_jitters(options, options.seed, epoch, index, whole);
     const auto write = options.reflect ? write_reflected_image : write_image;
     const auto make_image = [&](int64_t i) {
       const int64_t position = offset + i;
@@ -224,7 +226,7 @@ struct HostLoader::State {
         dataset->read_resized_crop(
             rows[i],
             [&](int64_t height, int64_t width) {
-              return detail::draw_crop_box(options, epoch, index, position, height, width);
+              return detail::draw_crop_box(options, options.seed, epoch, index, position, height, width);
             },
             decoded.data());
       } else if (!from) {
