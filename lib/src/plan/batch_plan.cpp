@@ -54,7 +54,7 @@ BatchPlan plan_batches(const checkpoint::ResolvedBatch& sizes, bool drop_last, i
   batch.micro = batch.global / batch.accumulation;
   const int64_t rest = train_samples % batch.micro;
   batch.last_micro = rest == 0 || drop_last ? batch.micro : rest;
-  data::LoaderOptions micro_batches;
+  data::Batching micro_batches;
   micro_batches.batch_size = batch.micro;
   micro_batches.drop_last = drop_last;
   batch.steps_per_epoch =

@@ -183,8 +183,8 @@ void plan_decode(RunPlan& run) {
 // image by image; auto: the CPUs this process may use. Nothing when no split does.
 void plan_decode_threads(RunPlan& run) {
   const auto per_image = [](const data::Dataset* set, const data::DeviceCacheChoice& cache,
-                            const data::DecodeChoice& decode, const data::LoaderOptions& options) {
-    return set != nullptr && !cache.on && !decode.gpu && data::works_per_image(*set, options);
+                            const data::DecodeChoice& decode, const data::ImagePipeline& images) {
+    return set != nullptr && !cache.on && !decode.gpu && data::works_per_image(*set, images);
   };
   if (!per_image(run.train_set.get(), run.device_cache.train, run.decode.train, run.train_loader) &&
       !per_image(run.test_set.get(), run.device_cache.test, run.decode.test, run.test_loader)) {
