@@ -53,8 +53,7 @@ void check_resized_crop(const ResizedCrop& crop, const DatasetInfo& info) {
   }
 }
 
-}  // namespace
-
+// The batching's own checks.
 void check_batching(const Batching& batching) {
   if (batching.batch_size < 1) {
     throw option_error("data.batch_size", fmt::format("must be >= 1 (got {})", batching.batch_size));
@@ -67,7 +66,8 @@ void check_batching(const Batching& batching) {
   }
 }
 
-std::vector<ChannelMap> checked_channel_maps(const ImagePipeline& images, const DatasetInfo& info) {
+// The image pipeline's checks against the data set, and its maps.
+std::vector<ChannelMap> checked_pipeline_maps(const ImagePipeline& images, const DatasetInfo& info) {
   if (images.random_crop < 0) {
     throw option_error("data.augment.random_crop", fmt::format("must be >= 0 (got {})", images.random_crop));
   }
@@ -106,6 +106,13 @@ std::vector<ChannelMap> checked_channel_maps(const ImagePipeline& images, const 
     if (!(value > 0)) throw option_error("data.normalize.std", fmt::format("every value must be > 0 (got {})", value));
   }
   return channel_maps(images.mean, images.std, static_cast<int64_t>(channels));
+}
+
+}  // namespace
+
+std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const DatasetInfo& info) {
+  check_batching(options);
+  return checked_pipeline_maps(options, info);
 }
 
 std::vector<int64_t> epoch_order(const Batching& batching, int64_t samples, int64_t epoch) {

@@ -20,12 +20,10 @@ struct Placement {
   bool flip = false;
 };
 
-// Checks `batching` (ConfigErrors name the data.* key).
-void check_batching(const Batching& batching);
-
-// Checks `images` against the data set (ConfigErrors name the data.* key) and
-// returns the per-channel maps: one per channel for images, none for features.
-std::vector<ChannelMap> checked_channel_maps(const ImagePipeline& images, const DatasetInfo& info);
+// Checks `options` (its batching, then its image pipeline against the data
+// set; ConfigErrors name the data.* key) and returns the per-channel maps: one
+// per channel for images, none for features.
+std::vector<ChannelMap> checked_channel_maps(const LoaderOptions& options, const DatasetInfo& info);
 
 // The sample order of epoch `epoch` (0-based): the file order, or a
 // Fisher-Yates shuffle seeded by the seed and the epoch alone.

@@ -32,7 +32,6 @@ struct DeviceLoader::State {
       : dataset(std::move(data)), options(std::move(opts)), device(on) {
     GPUTRAIN_CHECK(dataset != nullptr, "DeviceLoader needs a data set");
     const DatasetInfo& info = dataset->info();
-    detail::check_batching(options);
     const std::vector<ChannelMap> maps = detail::checked_channel_maps(options, info);
     if (info.target_kind == TargetKind::kClasses) check_labels();
     inputs = dataset->inputs().to(device);

@@ -48,7 +48,6 @@ struct GpuDecodeLoader::State {
       GPUTRAIN_CHECK(file != nullptr, "data set {} sample {} is not read from a file per batch", info.name, i);
       files.push_back(*file);
     }
-    check_batching(options);
     maps = checked_channel_maps(options, info);
     shape = {info.input_shape[0], info.input_shape[1], info.input_shape[2]};
     fit = {options.shorter_side, options.center_crop, options.resize};

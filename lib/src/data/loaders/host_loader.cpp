@@ -105,7 +105,6 @@ struct HostLoader::State {
   State(std::shared_ptr<const Dataset> data, LoaderOptions opts) : dataset(std::move(data)), options(std::move(opts)) {
     GPUTRAIN_CHECK(dataset != nullptr, "HostLoader needs a data set");
     const DatasetInfo& info = dataset->info();
-    detail::check_batching(options);
     maps = detail::checked_channel_maps(options, info);
     GPUTRAIN_CHECK(dataset->resident()
                        ? dataset->inputs().is_contiguous() && dataset->inputs().size(0) == info.samples &&
